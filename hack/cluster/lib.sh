@@ -1,0 +1,24 @@
+# Shared settings for hack/cluster scripts. Sourced, not run.
+# Versions are pinned here; binaries are cached outside the repo keyed by them.
+set -euo pipefail
+
+K8S_VERSION=v1.37.1          # must match tools/go.mod and the k8s-openapi feature (v1_37)
+ETCD_VERSION=v3.7.0          # what k8s.io/apiserver v0.37.1 requires
+KWOK_VERSION=v0.8.0
+
+HACK_CLUSTER_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$HACK_CLUSTER_DIR/../.." && pwd)"
+CACHE_ROOT="${OLM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/olm-rs}"
+# The key covers the pinned versions and the exact module graph.
+TOOLS_KEY="$(cat "$HACK_CLUSTER_DIR/tools/go.mod" "$HACK_CLUSTER_DIR/tools/go.sum" | sha256sum | cut -c1-12)"
+K8S_BIN_DIR="$CACHE_ROOT/k8s-$K8S_VERSION-$TOOLS_KEY/bin"
+KWOK_BIN_DIR="$CACHE_ROOT/kwok-$KWOK_VERSION/bin"
+# Runtime state of the running cluster (pids, logs, certs, etcd data, kubeconfig).
+CLUSTER_DIR="${OLM_CLUSTER_DIR:-$REPO_ROOT/target/cluster}"
+
+export GOTOOLCHAIN=local
+export GOFLAGS="${GOFLAGS:-} -mod=mod"
+export CGO_ENABLED=0
+
+log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }

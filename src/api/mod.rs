@@ -1,0 +1,23 @@
+//! The `operators.coreos.com` API: Rust types for the CRDs OLM reconciles, field-compatible
+//! with upstream OLM v0, and the CRD manifests generated from them.
+
+mod catalogsource;
+mod crdgen;
+mod csv;
+mod installplan;
+pub mod operatorgroup;
+pub(crate) mod schema;
+mod shared;
+mod subscription;
+
+pub use catalogsource::*;
+pub use crdgen::{CrdManifest, all_crds, render_all_yaml, render_yaml};
+pub use csv::*;
+pub use installplan::*;
+pub use operatorgroup::v1::{
+    OperatorGroup, OperatorGroupSpec, OperatorGroupStatus, UpgradeStrategy,
+};
+pub use shared::*;
+pub use subscription::*;
+
+pub const GROUP: &str = "operators.coreos.com";

@@ -1,0 +1,29 @@
+//! The `olm` command line: parse flags, call a library function, print.
+
+mod crds;
+
+use clap::{Parser, Subcommand};
+
+use crate::telemetry::LogFormat;
+
+#[derive(Parser, Debug)]
+#[command(name = "olm", version, about = "Operator Lifecycle Manager: installs, upgrades and manages operators")]
+pub struct Cli {
+    /// Log format on stderr; the level comes from RUST_LOG (default: info).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "OLM_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print the operators.coreos.com CRDs as YAML (`olm crds | kubectl apply -f -`).
+    Crds(crds::CrdsArgs),
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Crds(args) => crds::run(args),
+    }
+}

@@ -1,0 +1,8 @@
+//! OLM in Rust: the Operator Lifecycle Manager, compatible with upstream OLM v0.
+//!
+//! Modules mirror the domain: [`api`] holds the `operators.coreos.com` types and their CRDs;
+//! [`cli`] is the thin `olm` command line on top.
+
+pub mod api;
+pub mod cli;
+pub mod telemetry;
