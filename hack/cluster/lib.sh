@@ -22,3 +22,13 @@ export CGO_ENABLED=0
 
 log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# Loopback ports; override when they clash with something on the machine.
+ETCD_CLIENT_PORT="${OLM_ETCD_CLIENT_PORT:-23790}"
+ETCD_PEER_PORT="${OLM_ETCD_PEER_PORT:-23800}"
+APISERVER_PORT="${OLM_APISERVER_PORT:-26443}"
+KUBECONFIG_FILE="$CLUSTER_DIR/kubeconfig"
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
+pid_of() { cat "$CLUSTER_DIR/pids/$1.pid" 2>/dev/null || true; }
+is_running() { local pid; pid="$(pid_of "$1")"; [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; }

@@ -184,6 +184,9 @@ pub struct ApiServiceDescription {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiResourceReference {
+    /// Required upstream, yet real bundles (rabbitmq-cluster-operator) omit it; accepting
+    /// them beats refusing a published operator.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
     pub kind: String,
     pub version: String,

@@ -1,0 +1,152 @@
+//! The one harness every cluster test uses: a client for the control plane started by
+//! `hack/cluster/up`, the OLM CRDs installed once, a namespace per test that is deleted when
+//! the test ends (even when it panics), and `kubectl` run the way a user runs it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The kubeconfig of the test cluster: `$KUBECONFIG`, else the one `hack/cluster/up` writes.
+pub fn kubeconfig_path() -> PathBuf {
+    std::env::var_os("KUBECONFIG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/cluster/kubeconfig"))
+}
+
+/// `olm` as built by cargo for this test run.
+pub fn olm_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_olm"))
+}
+
+pub struct Kubectl {
+    pub output: Output,
+}
+
+impl Kubectl {
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    pub fn success(&self) -> bool {
+        self.output.status.success()
+    }
+    /// Panics with both streams when kubectl failed.
+    pub fn ok(self) -> Self {
+        assert!(self.success(), "kubectl failed:\nstdout: {}\nstderr: {}", self.stdout(), self.stderr());
+        self
+    }
+}
+
+/// Runs kubectl against the test cluster, with `stdin` piped in when given.
+pub fn kubectl(args: &[&str], stdin: Option<&str>) -> Kubectl {
+    use std::io::Write;
+    let mut child = Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", kubeconfig_path())
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl is on PATH");
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    Kubectl { output: child.wait_with_output().unwrap() }
+}
+
+pub async fn client() -> Client {
+    let path = kubeconfig_path();
+    let kubeconfig = Kubeconfig::read_from(&path).unwrap_or_else(|e| {
+        panic!("no test cluster kubeconfig at {}: {e}; start one with hack/cluster/up", path.display())
+    });
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("valid kubeconfig");
+    Client::try_from(config).expect("client from kubeconfig")
+}
+
+/// Installs the OLM CRDs the way the README says (`olm crds | kubectl apply -f -`) and waits
+/// until they are Established. Idempotent, so every test may call it.
+pub fn install_crds() {
+    let crds = Command::new(olm_bin()).arg("crds").output().expect("olm crds runs");
+    assert!(crds.status.success(), "olm crds failed: {}", String::from_utf8_lossy(&crds.stderr));
+    let yaml = String::from_utf8(crds.stdout).unwrap();
+    kubectl(&["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&yaml)).ok();
+    for crd in OLM_CRDS {
+        kubectl(&["wait", "--for=condition=Established", "--timeout=60s", "crd", crd], None).ok();
+    }
+}
+
+pub const OLM_CRDS: [&str; 5] = [
+    "catalogsources.operators.coreos.com",
+    "clusterserviceversions.operators.coreos.com",
+    "installplans.operators.coreos.com",
+    "operatorgroups.operators.coreos.com",
+    "subscriptions.operators.coreos.com",
+];
+
+/// A namespace owned by one test; deleted (without waiting) when dropped.
+pub struct TestNamespace {
+    pub name: String,
+}
+
+impl TestNamespace {
+    pub async fn create(client: &Client, test: &str) -> Self {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let unique = format!(
+            "{:x}{:x}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed) + (std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_micros())
+        );
+        let mut name = format!("t-{test}-{unique}").replace('_', "-");
+        name.truncate(63);
+        let name = name.trim_end_matches('-').to_string();
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "labels": { "olm-rs.dev/test": "true" } }
+        }))
+        .unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("creating test namespace {name}: {e}"));
+        TestNamespace { name }
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        // kubectl rather than the async client: Drop runs also while unwinding a panic.
+        let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false", "--ignore-not-found"], None);
+    }
+}
+
+/// Polls `check` until it returns Some, or panics after `timeout` naming `what`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
