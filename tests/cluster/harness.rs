@@ -77,9 +77,14 @@ pub async fn client() -> Client {
     Client::try_from(config).expect("client from kubeconfig")
 }
 
-/// Installs the OLM CRDs the way the README says (`olm crds | kubectl apply -f -`) and waits
-/// until they are Established. Idempotent, so every test may call it.
+/// Installs the OLM CRDs from `olm crds` and waits until they are Established. Server-side
+/// apply, because test processes may race to create them; idempotent, so every test calls it.
 pub fn install_crds() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(install_crds_now);
+}
+
+fn install_crds_now() {
     let crds = Command::new(olm_bin()).arg("crds").output().expect("olm crds runs");
     assert!(crds.status.success(), "olm crds failed: {}", String::from_utf8_lossy(&crds.stderr));
     let yaml = String::from_utf8(crds.stdout).unwrap();
