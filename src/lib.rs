@@ -4,5 +4,6 @@
 //! [`cli`] is the thin `olm` command line on top.
 
 pub mod api;
+pub mod catalog;
 pub mod cli;
 pub mod telemetry;

@@ -1,5 +1,6 @@
 //! The `olm` command line: parse flags, call a library function, print.
 
+mod catalog;
 mod crds;
 
 use clap::{Parser, Subcommand};
@@ -20,10 +21,18 @@ pub struct Cli {
 pub enum Command {
     /// Print the operators.coreos.com CRDs as YAML (`olm crds | kubectl apply -f -`).
     Crds(crds::CrdsArgs),
+    /// File-based catalogs: render, validate, generate, templates.
+    #[command(subcommand)]
+    Catalog(catalog::CatalogCommand),
+    /// registry+v1 bundles.
+    #[command(subcommand)]
+    Bundle(catalog::BundleCommand),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Crds(args) => crds::run(args),
+        Command::Catalog(command) => catalog::run_catalog(command),
+        Command::Bundle(command) => catalog::run_bundle(command),
     }
 }

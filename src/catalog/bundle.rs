@@ -1,0 +1,319 @@
+//! registry+v1 bundles on disk: `manifests/` (a CSV, CRDs, other objects) and
+//! `metadata/annotations.yaml` (+ optional `dependencies.yaml`, `properties.yaml`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::fbc::Property;
+use super::load::parse_documents;
+
+pub const ANNOTATION_MEDIATYPE: &str = "operators.operatorframework.io.bundle.mediatype.v1";
+pub const ANNOTATION_MANIFESTS: &str = "operators.operatorframework.io.bundle.manifests.v1";
+pub const ANNOTATION_METADATA: &str = "operators.operatorframework.io.bundle.metadata.v1";
+pub const ANNOTATION_PACKAGE: &str = "operators.operatorframework.io.bundle.package.v1";
+pub const ANNOTATION_CHANNELS: &str = "operators.operatorframework.io.bundle.channels.v1";
+pub const ANNOTATION_DEFAULT_CHANNEL: &str = "operators.operatorframework.io.bundle.channel.default.v1";
+pub const SKIP_RANGE_ANNOTATION: &str = "olm.skipRange";
+
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+fn invalid(path: &Path, message: impl Into<String>) -> BundleError {
+    BundleError::Invalid { path: path.to_path_buf(), message: message.into() }
+}
+
+/// One object from `manifests/`, with the file it came from.
+#[derive(Clone, Debug)]
+pub struct Manifest {
+    pub file: PathBuf,
+    pub object: Value,
+}
+
+impl Manifest {
+    pub fn kind(&self) -> &str {
+        self.object["kind"].as_str().unwrap_or_default()
+    }
+    pub fn name(&self) -> &str {
+        self.object["metadata"]["name"].as_str().unwrap_or_default()
+    }
+}
+
+/// A bundle directory, read but not yet judged (see [`validate_bundle`]).
+#[derive(Clone, Debug)]
+pub struct BundleDir {
+    pub path: PathBuf,
+    pub annotations: BTreeMap<String, String>,
+    pub manifests: Vec<Manifest>,
+    /// `metadata/dependencies.yaml` entries, as written.
+    pub dependencies: Vec<Property>,
+    /// `metadata/properties.yaml` entries, as written.
+    pub properties: Vec<Property>,
+}
+
+impl BundleDir {
+    pub fn package(&self) -> &str {
+        self.annotations.get(ANNOTATION_PACKAGE).map(String::as_str).unwrap_or_default()
+    }
+
+    pub fn channels(&self) -> Vec<String> {
+        self.annotations
+            .get(ANNOTATION_CHANNELS)
+            .map(|c| c.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn default_channel(&self) -> Option<&str> {
+        self.annotations.get(ANNOTATION_DEFAULT_CHANNEL).map(String::as_str).filter(|s| !s.is_empty())
+    }
+
+    /// The ClusterServiceVersion, when there is exactly one.
+    pub fn csv(&self) -> Option<&Manifest> {
+        let mut csvs = self.manifests.iter().filter(|m| m.kind() == "ClusterServiceVersion");
+        let csv = csvs.next()?;
+        csvs.next().is_none().then_some(csv)
+    }
+
+    pub fn csv_name(&self) -> &str {
+        self.csv().map(Manifest::name).unwrap_or_default()
+    }
+
+    pub fn version(&self) -> &str {
+        self.csv().and_then(|c| c.object["spec"]["version"].as_str()).unwrap_or_default()
+    }
+
+    pub fn replaces(&self) -> &str {
+        self.csv().and_then(|c| c.object["spec"]["replaces"].as_str()).unwrap_or_default()
+    }
+
+    pub fn skips(&self) -> Vec<String> {
+        self.csv()
+            .and_then(|c| c.object["spec"]["skips"].as_array())
+            .map(|s| s.iter().filter_map(Value::as_str).map(String::from).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn skip_range(&self) -> &str {
+        self.csv()
+            .and_then(|c| c.object["metadata"]["annotations"][SKIP_RANGE_ANNOTATION].as_str())
+            .unwrap_or_default()
+    }
+
+    pub fn crds(&self) -> impl Iterator<Item = &Manifest> {
+        self.manifests.iter().filter(|m| m.kind() == "CustomResourceDefinition")
+    }
+}
+
+#[derive(Deserialize)]
+struct AnnotationsFile {
+    #[serde(default)]
+    annotations: BTreeMap<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct DependenciesFile {
+    #[serde(default)]
+    dependencies: Vec<Property>,
+}
+
+#[derive(Deserialize)]
+struct PropertiesFile {
+    #[serde(default)]
+    properties: Vec<Property>,
+}
+
+fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BundleError> {
+    let text = std::fs::read_to_string(path).map_err(|source| BundleError::Io { path: path.to_path_buf(), source })?;
+    serde_yaml::from_str(&text).map_err(|e| invalid(path, format!("malformed YAML: {e}")))
+}
+
+/// Whether `dir` looks like a bundle (has `metadata/annotations.yaml`).
+pub fn is_bundle_dir(dir: &Path) -> bool {
+    dir.join("metadata/annotations.yaml").is_file()
+}
+
+/// Reads a bundle directory. Structural problems that make it unreadable are errors; the
+/// rest is for [`validate_bundle`].
+pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
+    let annotations_path = dir.join("metadata/annotations.yaml");
+    if !annotations_path.is_file() {
+        return Err(invalid(dir, "not a bundle: metadata/annotations.yaml is missing"));
+    }
+    let annotations: AnnotationsFile = read_yaml(&annotations_path)?;
+    let annotations: BTreeMap<String, String> = annotations
+        .annotations
+        .into_iter()
+        .map(|(k, v)| {
+            let v = match v {
+                Value::String(s) => s,
+                Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            (k, v)
+        })
+        .collect();
+    let manifests_dir = dir.join(annotations.get(ANNOTATION_MANIFESTS).map(String::as_str).unwrap_or("manifests/"));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&manifests_dir)
+        .map_err(|source| BundleError::Io { path: manifests_dir.clone(), source })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    let mut manifests = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|source| BundleError::Io { path: file.clone(), source })?;
+        let docs = parse_documents(&file, &text).map_err(|e| invalid(&file, e.to_string()))?;
+        for object in docs {
+            if !object.is_object() {
+                return Err(invalid(&file, "a manifest must be a Kubernetes object"));
+            }
+            manifests.push(Manifest { file: file.clone(), object });
+        }
+    }
+    let metadata_dir = dir.join(annotations.get(ANNOTATION_METADATA).map(String::as_str).unwrap_or("metadata/"));
+    let dependencies_path = metadata_dir.join("dependencies.yaml");
+    let dependencies = if dependencies_path.is_file() {
+        read_yaml::<DependenciesFile>(&dependencies_path)?.dependencies
+    } else {
+        Vec::new()
+    };
+    let properties_path = metadata_dir.join("properties.yaml");
+    let properties =
+        if properties_path.is_file() { read_yaml::<PropertiesFile>(&properties_path)?.properties } else { Vec::new() };
+    Ok(BundleDir { path: dir.to_path_buf(), annotations, manifests, dependencies, properties })
+}
+
+/// One problem with a bundle, naming the file it is in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BundleProblem {
+    pub file: PathBuf,
+    pub message: String,
+}
+
+impl std::fmt::Display for BundleProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.file.display(), self.message)
+    }
+}
+
+/// Checks layout, annotations and CSV sanity; returns every problem found.
+pub fn validate_bundle(bundle: &BundleDir) -> Vec<BundleProblem> {
+    let mut problems = Vec::new();
+    let annotations_file = bundle.path.join("metadata/annotations.yaml");
+    let mut problem = |file: &Path, message: String| problems.push(BundleProblem { file: file.to_path_buf(), message });
+
+    match bundle.annotations.get(ANNOTATION_MEDIATYPE).map(String::as_str) {
+        Some("registry+v1") | Some("plain+v0") => {}
+        Some(other) => problem(&annotations_file, format!("{ANNOTATION_MEDIATYPE} is {other:?}, expected \"registry+v1\"")),
+        None => problem(&annotations_file, format!("missing annotation {ANNOTATION_MEDIATYPE}")),
+    }
+    if bundle.package().is_empty() {
+        problem(&annotations_file, format!("missing annotation {ANNOTATION_PACKAGE}"));
+    } else if !super::validate::is_dns1123_label(bundle.package()) {
+        problem(&annotations_file, format!("package name {:?} is not a valid DNS-1123 label", bundle.package()));
+    }
+    let channels = bundle.channels();
+    if channels.is_empty() {
+        problem(&annotations_file, format!("missing annotation {ANNOTATION_CHANNELS}"));
+    }
+    if let Some(default) = bundle.default_channel() {
+        if !channels.iter().any(|c| c == default) {
+            problem(&annotations_file, format!("default channel {default:?} is not one of the bundle's channels {channels:?}"));
+        }
+    }
+
+    let csvs: Vec<&Manifest> = bundle.manifests.iter().filter(|m| m.kind() == "ClusterServiceVersion").collect();
+    let manifests_dir = bundle.path.join("manifests");
+    let csv = match csvs.as_slice() {
+        [csv] => *csv,
+        [] => {
+            problem(&manifests_dir, "no ClusterServiceVersion in manifests/".into());
+            return problems;
+        }
+        many => {
+            let files: Vec<_> = many.iter().map(|m| m.file.display().to_string()).collect();
+            problem(&manifests_dir, format!("more than one ClusterServiceVersion: {}", files.join(", ")));
+            return problems;
+        }
+    };
+    let file = csv.file.as_path();
+    if let Err(e) = serde_json::from_value::<crate::api::ClusterServiceVersion>(csv.object.clone()) {
+        problem(file, format!("CSV {:?} does not match the ClusterServiceVersion schema: {e}", csv.name()));
+    }
+    if csv.name().is_empty() {
+        problem(file, "CSV has no metadata.name".into());
+    }
+    let version = bundle.version();
+    if version.is_empty() {
+        problem(file, format!("CSV {:?}: spec.version is missing", csv.name()));
+    } else if let Err(e) = super::semver_range::parse_version(version) {
+        problem(file, format!("CSV {:?}: spec.version {version:?} is not semver: {e}", csv.name()));
+    }
+    let skip_range = bundle.skip_range();
+    if !skip_range.is_empty() {
+        if let Err(e) = super::semver_range::VersionRange::parse(skip_range) {
+            problem(file, format!("CSV {:?}: annotation olm.skipRange: {e}", csv.name()));
+        }
+    }
+    let spec = &csv.object["spec"];
+    let modes = spec["installModes"].as_array().cloned().unwrap_or_default();
+    if modes.is_empty() {
+        problem(file, format!("CSV {:?}: spec.installModes is empty", csv.name()));
+    } else if !modes.iter().any(|m| m["supported"] == Value::Bool(true)) {
+        problem(file, format!("CSV {:?}: no install mode is supported", csv.name()));
+    }
+    for m in &modes {
+        let t = m["type"].as_str().unwrap_or_default();
+        if !["OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces"].contains(&t) {
+            problem(file, format!("CSV {:?}: unknown install mode type {t:?}", csv.name()));
+        }
+    }
+    let deployments = spec["install"]["spec"]["deployments"].as_array().cloned().unwrap_or_default();
+    if spec["install"]["strategy"].as_str() != Some("deployment") {
+        problem(file, format!("CSV {:?}: spec.install.strategy must be \"deployment\"", csv.name()));
+    }
+    if deployments.is_empty() {
+        problem(file, format!("CSV {:?}: spec.install.spec.deployments is empty", csv.name()));
+    }
+    for (i, d) in deployments.iter().enumerate() {
+        if d["name"].as_str().unwrap_or_default().is_empty() {
+            problem(file, format!("CSV {:?}: deployment {i} has no name", csv.name()));
+        }
+        if d["spec"]["template"]["spec"]["containers"].as_array().is_none_or(|c| c.is_empty()) {
+            problem(file, format!("CSV {:?}: deployment {:?} has no containers", csv.name(), d["name"].as_str().unwrap_or_default()));
+        }
+    }
+    // Every owned CRD must ship in the bundle, with the version the CSV names.
+    for owned in spec["customresourcedefinitions"]["owned"].as_array().cloned().unwrap_or_default() {
+        let name = owned["name"].as_str().unwrap_or_default();
+        let version = owned["version"].as_str().unwrap_or_default();
+        let kind = owned["kind"].as_str().unwrap_or_default();
+        match bundle.crds().find(|c| c.name() == name) {
+            None => problem(file, format!("CSV {:?} owns CRD {name:?} but manifests/ does not contain it", csv.name())),
+            Some(crd) => {
+                let versions = crd.object["spec"]["versions"].as_array().cloned().unwrap_or_default();
+                if !versions.iter().any(|v| v["name"].as_str() == Some(version)) {
+                    problem(&crd.file, format!("CRD {name:?} has no version {version:?} that CSV {:?} owns", csv.name()));
+                }
+                if crd.object["spec"]["names"]["kind"].as_str() != Some(kind) {
+                    problem(&crd.file, format!("CRD {name:?} has kind {:?}, CSV {:?} says {kind:?}", crd.object["spec"]["names"]["kind"], csv.name()));
+                }
+            }
+        }
+    }
+    for m in &bundle.manifests {
+        if m.kind().is_empty() || m.object["apiVersion"].as_str().unwrap_or_default().is_empty() {
+            problem(&m.file, "object without apiVersion or kind".into());
+        } else if m.name().is_empty() {
+            problem(&m.file, format!("{} without metadata.name", m.kind()));
+        }
+    }
+    problems
+}

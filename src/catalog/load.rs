@@ -1,0 +1,203 @@
+//! Loading a file-based catalog from a directory tree of JSON and YAML files, as upstream's
+//! loader does: many blobs per file, `schema`/`package`/`name` keys matched without regard
+//! to case, blobs of unknown schemas kept, `.indexignore` honoured.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::fbc::*;
+use super::ignore::{IgnoreRules, relative_slash_path};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: document {document}: malformed {format}: {message}")]
+    Parse { path: PathBuf, document: usize, format: &'static str, message: String },
+    #[error("{path}: document {document}: a catalog blob must be an object with a \"schema\" key")]
+    MissingSchema { path: PathBuf, document: usize },
+    #[error("{path}: document {document}: invalid {schema} {name:?}: {message}")]
+    InvalidBlob { path: PathBuf, document: usize, schema: String, name: String, message: String },
+}
+
+/// Loads every `.json`, `.yaml` and `.yml` file below `root` (or `root` itself if it is a
+/// file), in path order.
+pub fn load_path(root: &Path) -> Result<DeclarativeConfig, LoadError> {
+    let io = |source| LoadError::Io { path: root.to_path_buf(), source };
+    let meta = std::fs::metadata(root).map_err(io)?;
+    if meta.is_file() {
+        return load_file(root);
+    }
+    let mut files = Vec::new();
+    let mut rules = IgnoreRules::default();
+    collect_files(root, root, &mut rules, &mut files)?;
+    let mut config = DeclarativeConfig::default();
+    for file in files {
+        config.merge(load_file(&file)?);
+    }
+    Ok(config)
+}
+
+fn collect_files(root: &Path, dir: &Path, rules: &mut IgnoreRules, out: &mut Vec<PathBuf>) -> Result<(), LoadError> {
+    let io = |source| LoadError::Io { path: dir.to_path_buf(), source };
+    let ignore_file = dir.join(".indexignore");
+    if ignore_file.is_file() {
+        let text = std::fs::read_to_string(&ignore_file).map_err(|source| LoadError::Io { path: ignore_file.clone(), source })?;
+        rules.add_file(&relative_slash_path(root, dir), &text);
+    }
+    let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(io)?.collect::<Result<_, _>>().map_err(io)?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let is_dir = entry.file_type().map_err(io)?.is_dir() || path.is_dir();
+        let relative = relative_slash_path(root, &path);
+        if rules.is_ignored(&relative, is_dir) {
+            continue;
+        }
+        if is_dir {
+            collect_files(root, &path, rules, out)?;
+        } else if is_catalog_file(&path) {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn is_catalog_file(path: &Path) -> bool {
+    matches!(path.extension().and_then(|e| e.to_str()), Some("json" | "yaml" | "yml"))
+}
+
+pub fn load_file(path: &Path) -> Result<DeclarativeConfig, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io { path: path.to_path_buf(), source })?;
+    load_str(path, &text)
+}
+
+/// Parses one file's text: a stream of JSON values, or YAML documents.
+pub fn load_str(path: &Path, text: &str) -> Result<DeclarativeConfig, LoadError> {
+    let mut config = DeclarativeConfig::default();
+    for (index, blob) in parse_documents(path, text)?.into_iter().enumerate() {
+        add_blob(&mut config, path, index + 1, blob)?;
+    }
+    Ok(config)
+}
+
+/// The documents of a JSON stream or a multi-document YAML file; empty documents dropped.
+pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Value>, LoadError> {
+    let parse_error = |document, format, message: String| LoadError::Parse { path: path.to_path_buf(), document, format, message };
+    let mut docs = Vec::new();
+    if text.trim_start().starts_with('{') {
+        for (i, value) in serde_json::Deserializer::from_str(text).into_iter::<Value>().enumerate() {
+            docs.push(value.map_err(|e| parse_error(i + 1, "JSON", e.to_string()))?);
+        }
+    } else {
+        for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+            let value = Value::deserialize(document).map_err(|e| parse_error(i + 1, "YAML", e.to_string()))?;
+            if !value.is_null() {
+                docs.push(value);
+            }
+        }
+    }
+    Ok(docs)
+}
+
+/// The value of `key` in `map`, matching the key without regard to case (as Go's JSON does).
+fn get_ci<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    map.get(key).or_else(|| map.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v))
+}
+
+/// Renames keys that match `canonical` names without regard to case to their canonical form,
+/// so that serde (which is case-sensitive) reads what Go's decoder would.
+fn canonicalize(value: &mut Value, canonical: &[&str]) {
+    if let Value::Object(map) = value {
+        let keys: Vec<String> = map.keys().filter(|k| !canonical.contains(&k.as_str())).cloned().collect();
+        for key in keys {
+            if let Some(name) = canonical.iter().find(|c| c.eq_ignore_ascii_case(&key)) {
+                if !map.contains_key(*name) {
+                    let v = map.remove(&key).unwrap();
+                    map.insert(name.to_string(), v);
+                }
+            }
+        }
+    }
+}
+
+fn add_blob(config: &mut DeclarativeConfig, path: &Path, document: usize, mut blob: Value) -> Result<(), LoadError> {
+    let missing = || LoadError::MissingSchema { path: path.to_path_buf(), document };
+    let map = blob.as_object().ok_or_else(missing)?;
+    let schema = get_ci(map, "schema").and_then(Value::as_str).ok_or_else(missing)?.to_string();
+    let name = get_ci(map, "name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let package = get_ci(map, "package").and_then(Value::as_str).unwrap_or_default().to_string();
+    let invalid = |message: String| LoadError::InvalidBlob {
+        path: path.to_path_buf(),
+        document,
+        schema: schema.clone(),
+        name: if name.is_empty() { package.clone() } else { name.clone() },
+        message,
+    };
+    let properties_keys = ["type", "value"];
+    let fix_properties = |blob: &mut Value| {
+        if let Some(Value::Array(props)) = blob.get_mut("properties") {
+            props.iter_mut().for_each(|p| canonicalize(p, &properties_keys));
+        }
+    };
+    match schema.as_str() {
+        SCHEMA_PACKAGE => {
+            canonicalize(&mut blob, &["schema", "name", "defaultChannel", "icon", "description", "properties"]);
+            fix_properties(&mut blob);
+            config.packages.push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
+        }
+        SCHEMA_CHANNEL => {
+            canonicalize(&mut blob, &["schema", "name", "package", "entries", "properties"]);
+            if let Some(Value::Array(entries)) = blob.get_mut("entries") {
+                entries.iter_mut().for_each(|e| canonicalize(e, &["name", "replaces", "skips", "skipRange"]));
+            }
+            fix_properties(&mut blob);
+            config.channels.push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
+        }
+        SCHEMA_BUNDLE => {
+            canonicalize(&mut blob, &["schema", "name", "package", "image", "properties", "relatedImages"]);
+            fix_properties(&mut blob);
+            config.bundles.push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
+        }
+        SCHEMA_DEPRECATIONS => {
+            canonicalize(&mut blob, &["schema", "package", "entries"]);
+            config.deprecations.push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
+        }
+        _ => config.others.push(Meta { schema, package, name, blob }),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_stream_and_yaml_documents_with_case_insensitive_keys() {
+        let json = r#"{"Schema":"olm.package","Name":"p","defaultchannel":"stable"}
+{"schema":"olm.channel","package":"p","name":"stable","entries":[{"name":"p.v1","SkipRange":"<1.0.0"}]}"#;
+        let config = load_str(Path::new("c.json"), json).unwrap();
+        assert_eq!(config.packages[0].name, "p");
+        assert_eq!(config.packages[0].default_channel, "stable");
+        assert_eq!(config.channels[0].entries[0].skip_range, "<1.0.0");
+
+        let yaml = "---\nschema: olm.bundle\nname: p.v1\npackage: p\nimage: quay.io/p:v1\nproperties:\n- type: olm.package\n  value: {packageName: p, version: 1.0.0}\n---\nschema: my.custom\nname: x\nfoo: 1\n";
+        let config = load_str(Path::new("c.yaml"), yaml).unwrap();
+        assert_eq!(config.bundles[0].version(), Some("1.0.0"));
+        assert_eq!(config.others[0].schema, "my.custom");
+    }
+
+    #[test]
+    fn errors_name_the_file_and_document() {
+        let err = load_str(Path::new("cat/p.yaml"), "schema: olm.package\nname: p\n---\nname: nothing\n").unwrap_err();
+        assert_eq!(err.to_string(), "cat/p.yaml: document 2: a catalog blob must be an object with a \"schema\" key");
+        let err = load_str(Path::new("cat/p.json"), "{\"schema\": \"olm.package\", ").unwrap_err();
+        assert!(err.to_string().starts_with("cat/p.json: document 1: malformed JSON"), "{err}");
+        let err = load_str(Path::new("cat/p.yaml"), "schema: olm.package\nname: [unclosed\n").unwrap_err();
+        assert!(err.to_string().starts_with("cat/p.yaml: document 1: malformed YAML"), "{err}");
+        let err = load_str(Path::new("p.yaml"), "schema: olm.channel\nname: c\npackage: p\nentries: 3\n").unwrap_err();
+        assert!(err.to_string().starts_with("p.yaml: document 1: invalid olm.channel \"c\""), "{err}");
+    }
+}

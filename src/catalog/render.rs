@@ -1,0 +1,328 @@
+//! Rendering registry+v1 bundles into FBC, with the content rules of `opm render`, and whole
+//! package folders (bundles side by side, plus `ci.yaml`) into a package with channels.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use super::bundle::{BundleDir, BundleError, is_bundle_dir, read_bundle};
+use super::fbc::*;
+use super::load::{LoadError, load_path};
+use super::semver_range::parse_version;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("{path}: {message}")]
+    Input { path: PathBuf, message: String },
+}
+
+fn input_error(path: &Path, message: impl Into<String>) -> RenderError {
+    RenderError::Input { path: path.to_path_buf(), message: message.into() }
+}
+
+/// How a package's channels get their upgrade edges (`ci.yaml` `updateGraph`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateGraph {
+    /// Edges from each CSV's replaces / skips / olm.skipRange.
+    Replaces,
+    /// Each bundle replaces the next lower version in its channel.
+    Semver,
+    /// Like semver, but a bundle replaces only the highest patch of the previous minor and
+    /// skips lower patches of its own minor.
+    SemverSkipPatch,
+}
+
+impl UpdateGraph {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "replaces-mode" => Some(Self::Replaces),
+            "semver-mode" => Some(Self::Semver),
+            "semver-skippatch-mode" => Some(Self::SemverSkipPatch),
+            _ => None,
+        }
+    }
+}
+
+/// Options shared by every render.
+#[derive(Clone, Debug, Default)]
+pub struct RenderOptions {
+    /// Fills each bundle's `image` (`{{.Package}}`, `{{.Name}}`, `{{.Version}}`), like opm's
+    /// `--alpha-image-ref-template`.
+    pub image_template: Option<String>,
+}
+
+impl RenderOptions {
+    fn image_for(&self, package: &str, name: &str, version: &str) -> String {
+        self.image_template
+            .as_deref()
+            .map(|t| t.replace("{{.Package}}", package).replace("{{.Name}}", name).replace("{{.Version}}", version))
+            .unwrap_or_default()
+    }
+}
+
+/// Renders inputs the way `opm render` does, extended to package folders:
+/// - a bundle directory → its `olm.bundle`;
+/// - a folder of bundle directories (a package, as in community-operators) → `olm.package`,
+///   `olm.channel`s and `olm.bundle`s;
+/// - anything else is loaded as a file-based catalog and passed through.
+pub fn render_paths(inputs: &[PathBuf], options: &RenderOptions) -> Result<DeclarativeConfig, RenderError> {
+    let mut out = DeclarativeConfig::default();
+    for input in inputs {
+        if !input.exists() {
+            return Err(input_error(input, "no such file or directory"));
+        }
+        if is_bundle_dir(input) {
+            let dir = read_bundle(input)?;
+            out.bundles.push(render_bundle(&dir, options)?);
+        } else if input.is_dir() && has_bundle_subdirs(input) {
+            out.merge(render_package_dir(input, options)?);
+        } else {
+            out.merge(load_path(input)?);
+        }
+    }
+    Ok(out)
+}
+
+fn has_bundle_subdirs(dir: &Path) -> bool {
+    std::fs::read_dir(dir).map(|entries| entries.filter_map(Result::ok).any(|e| is_bundle_dir(&e.path()))).unwrap_or(false)
+}
+
+fn gvk_value(group: &str, version: &str, kind: &str) -> Value {
+    json!({ "group": group, "kind": kind, "version": version })
+}
+
+/// APIs named by the CSV (`owned` or `required`), as `olm.gvk` values. The group of a CRD
+/// is the part of its name after the plural.
+fn csv_apis(csv: &Value, which: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for crd in csv["spec"]["customresourcedefinitions"][which].as_array().into_iter().flatten() {
+        let name = crd["name"].as_str().unwrap_or_default();
+        let group = name.split_once('.').map(|(_, g)| g).unwrap_or_default();
+        out.push(gvk_value(group, crd["version"].as_str().unwrap_or_default(), crd["kind"].as_str().unwrap_or_default()));
+    }
+    for api in csv["spec"]["apiservicedefinitions"][which].as_array().into_iter().flatten() {
+        out.push(gvk_value(
+            api["group"].as_str().unwrap_or_default(),
+            api["version"].as_str().unwrap_or_default(),
+            api["kind"].as_str().unwrap_or_default(),
+        ));
+    }
+    out
+}
+
+fn sort_dedup(values: &mut Vec<Value>) {
+    values.sort_by_key(|v| v.to_string());
+    values.dedup();
+}
+
+/// One bundle directory → `olm.bundle`.
+pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle, RenderError> {
+    let csv = dir.csv().ok_or_else(|| input_error(&dir.path, "bundle has no (or more than one) ClusterServiceVersion"))?;
+    let package = dir.package().to_string();
+    if package.is_empty() {
+        return Err(input_error(&dir.path, "metadata/annotations.yaml does not name the package"));
+    }
+    let name = dir.csv_name().to_string();
+    let version = dir.version().to_string();
+    let mut properties = vec![Property::new(PROP_PACKAGE, json!({ "packageName": package, "version": version }))];
+
+    let mut provided = csv_apis(&csv.object, "owned");
+    sort_dedup(&mut provided);
+    properties.extend(provided.into_iter().map(|v| Property::new(PROP_GVK, v)));
+
+    let mut required = csv_apis(&csv.object, "required");
+    let mut other_dependencies = Vec::new();
+    for dependency in &dir.dependencies {
+        match dependency.type_.as_str() {
+            PROP_PACKAGE => properties.push(Property::new(
+                PROP_PACKAGE_REQUIRED,
+                json!({
+                    "packageName": dependency.value["packageName"],
+                    "versionRange": dependency.value["version"],
+                }),
+            )),
+            PROP_GVK => required.push(gvk_value(
+                dependency.value["group"].as_str().unwrap_or_default(),
+                dependency.value["version"].as_str().unwrap_or_default(),
+                dependency.value["kind"].as_str().unwrap_or_default(),
+            )),
+            _ => other_dependencies.push(dependency.clone()),
+        }
+    }
+    sort_dedup(&mut required);
+    properties.extend(required.into_iter().map(|v| Property::new(PROP_GVK_REQUIRED, v)));
+    properties.extend(other_dependencies);
+    properties.extend(dir.properties.iter().cloned());
+    for manifest in &dir.manifests {
+        let data = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&manifest.object).expect("JSON value serializes"));
+        properties.push(Property::new(PROP_BUNDLE_OBJECT, json!({ "data": data })));
+    }
+
+    let image = options.image_for(&package, &name, &version);
+    Ok(Bundle {
+        schema: SCHEMA_BUNDLE.into(),
+        name,
+        package,
+        related_images: related_images(&csv.object, &image),
+        image,
+        properties,
+    })
+}
+
+/// The CSV's `relatedImages`, the images of its deployments' containers, and the bundle
+/// image itself; each image once.
+fn related_images(csv: &Value, bundle_image: &str) -> Vec<RelatedImage> {
+    let mut out: Vec<RelatedImage> = Vec::new();
+    let mut push = |name: &str, image: &str| {
+        if !image.is_empty() && !out.iter().any(|r| r.image == image && (r.name == name || name.is_empty())) {
+            out.push(RelatedImage { name: name.to_string(), image: image.to_string() });
+        }
+    };
+    for r in csv["spec"]["relatedImages"].as_array().into_iter().flatten() {
+        push(r["name"].as_str().unwrap_or_default(), r["image"].as_str().unwrap_or_default());
+    }
+    for d in csv["spec"]["install"]["spec"]["deployments"].as_array().into_iter().flatten() {
+        for key in ["initContainers", "containers"] {
+            for c in d["spec"]["template"]["spec"][key].as_array().into_iter().flatten() {
+                push("", c["image"].as_str().unwrap_or_default());
+            }
+        }
+    }
+    push("", bundle_image);
+    out
+}
+
+/// `ci.yaml` of a community-operators package folder.
+fn read_update_graph(dir: &Path) -> Result<UpdateGraph, RenderError> {
+    let ci = dir.join("ci.yaml");
+    if !ci.is_file() {
+        return Ok(UpdateGraph::Replaces);
+    }
+    let text = std::fs::read_to_string(&ci).map_err(|e| input_error(&ci, e.to_string()))?;
+    let value: Value = serde_yaml::from_str(&text).map_err(|e| input_error(&ci, format!("malformed YAML: {e}")))?;
+    match value.get("updateGraph").and_then(Value::as_str) {
+        None => Ok(UpdateGraph::Replaces),
+        Some(mode) => UpdateGraph::parse(mode).ok_or_else(|| input_error(&ci, format!("unknown updateGraph {mode:?}"))),
+    }
+}
+
+/// A folder of bundle directories → one package with its channels.
+pub fn render_package_dir(dir: &Path, options: &RenderOptions) -> Result<DeclarativeConfig, RenderError> {
+    let mut bundle_dirs = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| input_error(dir, e.to_string()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| is_bundle_dir(p))
+        .collect();
+    entries.sort();
+    for path in entries {
+        bundle_dirs.push(read_bundle(&path)?);
+    }
+    render_package(dir, &bundle_dirs, read_update_graph(dir)?, options)
+}
+
+/// Bundles of one package → `olm.package` + `olm.channel`s + `olm.bundle`s.
+pub fn render_package(dir: &Path, bundles: &[BundleDir], graph: UpdateGraph, options: &RenderOptions) -> Result<DeclarativeConfig, RenderError> {
+    let mut out = DeclarativeConfig::default();
+    let mut with_versions = Vec::new();
+    for b in bundles {
+        let version = parse_version(b.version())
+            .map_err(|e| input_error(&b.path, format!("CSV {:?}: spec.version {:?} is not semver: {e}", b.csv_name(), b.version())))?;
+        with_versions.push((version, b));
+    }
+    with_versions.sort_by(|a, b| a.0.cmp_precedence(&b.0));
+    let packages: std::collections::BTreeSet<&str> = bundles.iter().map(|b| b.package()).collect();
+    if packages.len() != 1 {
+        return Err(input_error(dir, format!("bundles name {} packages ({:?}); a package folder holds one", packages.len(), packages)));
+    }
+    let package = packages.into_iter().next().unwrap().to_string();
+    let newest = with_versions.last().map(|(_, b)| *b).ok_or_else(|| input_error(dir, "no bundles"))?;
+
+    let mut channels: BTreeMap<String, Vec<(semver::Version, &BundleDir)>> = BTreeMap::new();
+    for (version, b) in &with_versions {
+        for c in b.channels() {
+            channels.entry(c).or_default().push((version.clone(), *b));
+        }
+    }
+    // The newest bundle that declares a default channel decides, as upstream's registry did.
+    let default_channel = with_versions
+        .iter()
+        .rev()
+        .find_map(|(_, b)| b.default_channel().map(String::from))
+        .or_else(|| (channels.len() == 1).then(|| channels.keys().next().unwrap().clone()))
+        .unwrap_or_default();
+
+    let csv = &newest.csv().unwrap().object;
+    let icon = csv["spec"]["icon"].as_array().and_then(|i| i.first()).map(|i| Icon {
+        base64data: i["base64data"].as_str().unwrap_or_default().to_string(),
+        mediatype: i["mediatype"].as_str().unwrap_or_default().to_string(),
+    });
+    out.packages.push(Package {
+        schema: SCHEMA_PACKAGE.into(),
+        name: package.clone(),
+        default_channel,
+        icon,
+        description: csv["spec"]["description"].as_str().unwrap_or_default().to_string(),
+        properties: Vec::new(),
+    });
+
+    for (name, members) in &channels {
+        let entries = match graph {
+            UpdateGraph::Replaces => members
+                .iter()
+                .map(|(_, b)| ChannelEntry {
+                    name: b.csv_name().to_string(),
+                    replaces: b.replaces().to_string(),
+                    skips: b.skips(),
+                    skip_range: b.skip_range().to_string(),
+                })
+                .collect(),
+            UpdateGraph::Semver | UpdateGraph::SemverSkipPatch => semver_entries(members, graph),
+        };
+        out.channels.push(Channel { schema: SCHEMA_CHANNEL.into(), name: name.clone(), package: package.clone(), entries, properties: Vec::new() });
+    }
+    for (_, b) in &with_versions {
+        out.bundles.push(render_bundle(b, options)?);
+    }
+    Ok(out)
+}
+
+/// Version-ordered edges: each entry replaces the one before it; CSV skips and skipRange stay.
+fn semver_entries(members: &[(semver::Version, &BundleDir)], graph: UpdateGraph) -> Vec<ChannelEntry> {
+    let mut entries = Vec::new();
+    for (i, (version, b)) in members.iter().enumerate() {
+        let mut entry = ChannelEntry { name: b.csv_name().to_string(), replaces: String::new(), skips: b.skips(), skip_range: b.skip_range().to_string() };
+        if i > 0 {
+            match graph {
+                UpdateGraph::SemverSkipPatch => {
+                    // Replace the newest bundle of an older minor; skip older patches of ours.
+                    let older_patches: Vec<String> = members[..i]
+                        .iter()
+                        .filter(|(v, _)| v.major == version.major && v.minor == version.minor)
+                        .map(|(_, o)| o.csv_name().to_string())
+                        .collect();
+                    let previous_minor = members[..i].iter().rev().find(|(v, _)| (v.major, v.minor) != (version.major, version.minor));
+                    if let Some((_, p)) = previous_minor {
+                        entry.replaces = p.csv_name().to_string();
+                    } else if let Some(last) = older_patches.last() {
+                        entry.replaces = last.clone();
+                    }
+                    for s in older_patches {
+                        if s != entry.replaces && !entry.skips.contains(&s) {
+                            entry.skips.push(s);
+                        }
+                    }
+                }
+                _ => entry.replaces = members[i - 1].1.csv_name().to_string(),
+            }
+        }
+        entries.push(entry);
+    }
+    entries
+}

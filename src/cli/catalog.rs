@@ -1,0 +1,193 @@
+//! `olm catalog …` and `olm bundle …`: thin wrappers over `crate::catalog`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+use crate::catalog::bundle::{read_bundle, validate_bundle};
+use crate::catalog::render::{RenderOptions, render_package_dir, render_paths};
+use crate::catalog::template::semver as semver_template;
+use crate::catalog::validate::validate;
+use crate::catalog::{DeclarativeConfig, load::load_path};
+
+/// The image every bundle in this repo is published as (see bundles/README.md).
+pub const BUNDLE_IMAGE_TEMPLATE: &str = "quay.io/olm-rs/{{.Package}}-bundle:v{{.Version}}";
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FbcFormat {
+    Json,
+    Yaml,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportFormat {
+    Text,
+    Json,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum CatalogCommand {
+    /// Render bundle directories, package folders of bundles, or FBC to FBC on stdout.
+    Render {
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        #[arg(short, long, value_enum, default_value_t = FbcFormat::Json)]
+        output: FbcFormat,
+        /// Fill each bundle's image, e.g. `quay.io/org/{{.Package}}-bundle:v{{.Version}}`.
+        #[arg(long = "image-template", alias = "alpha-image-ref-template")]
+        image_template: Option<String>,
+    },
+    /// Validate a file-based catalog; exit status 1 when it is invalid.
+    Validate {
+        dir: PathBuf,
+        #[arg(short, long, value_enum, default_value_t = ReportFormat::Text)]
+        output: ReportFormat,
+    },
+    /// Regenerate a catalog directory (one folder per package) from a bundles directory.
+    Generate {
+        #[arg(long, default_value = "bundles")]
+        bundles: PathBuf,
+        #[arg(long, default_value = "catalog")]
+        out: PathBuf,
+    },
+    /// Render a catalog template.
+    #[command(subcommand)]
+    Template(TemplateCommand),
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TemplateCommand {
+    /// The olm.semver template: bundles by stability archetype → channels and edges. Each
+    /// `image` is resolved to a local bundle directory (a path, relative to the template, or
+    /// under --bundles named by the repo's image scheme).
+    Semver {
+        file: PathBuf,
+        #[arg(short, long, value_enum, default_value_t = FbcFormat::Json)]
+        output: FbcFormat,
+        #[arg(long, default_value = "bundles")]
+        bundles: PathBuf,
+    },
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum BundleCommand {
+    /// Check a registry+v1 bundle directory: layout, annotations, CSV sanity.
+    Validate { dirs: Vec<PathBuf> },
+}
+
+pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
+    match command {
+        CatalogCommand::Render { inputs, output, image_template } => {
+            let config = render_paths(&inputs, &RenderOptions { image_template })?;
+            write_fbc(&config, output, &mut std::io::stdout().lock())
+        }
+        CatalogCommand::Validate { dir, output } => {
+            let config = load_path(&dir)?;
+            let problems = validate(&config);
+            match output {
+                ReportFormat::Json => {
+                    println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "valid": problems.is_empty(), "problems": problems }))?)
+                }
+                ReportFormat::Text => {
+                    for p in &problems {
+                        println!("{p}");
+                    }
+                }
+            }
+            if !problems.is_empty() {
+                bail!("{}: {} problem(s) found; the catalog is invalid", dir.display(), problems.len());
+            }
+            Ok(())
+        }
+        CatalogCommand::Generate { bundles, out } => generate(&bundles, &out),
+        CatalogCommand::Template(TemplateCommand::Semver { file, output, bundles }) => {
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let template = semver_template::parse(&text).with_context(|| format!("{}", file.display()))?;
+            let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+            let options = RenderOptions::default();
+            let mut resolve = |image: &str| -> Result<crate::catalog::Bundle, String> {
+                let dir = resolve_image_to_dir(image, &base, &bundles)
+                    .ok_or_else(|| format!("image {image:?} is neither a bundle directory nor a bundle under {}", bundles.display()))?;
+                let bundle_dir = read_bundle(&dir).map_err(|e| e.to_string())?;
+                let mut bundle = crate::catalog::render::render_bundle(&bundle_dir, &options).map_err(|e| e.to_string())?;
+                bundle.image = image.to_string();
+                Ok(bundle)
+            };
+            let config = semver_template::render(&template, &mut resolve).with_context(|| format!("{}", file.display()))?;
+            write_fbc(&config, output, &mut std::io::stdout().lock())
+        }
+    }
+}
+
+/// A template's bundle `image` as a local directory: a path, or this repo's image scheme
+/// `…/<package>-bundle:v<version>` mapped to `<bundles>/<package>/<version>`.
+fn resolve_image_to_dir(image: &str, base: &Path, bundles: &Path) -> Option<PathBuf> {
+    let as_path = base.join(image);
+    if as_path.join("metadata/annotations.yaml").is_file() {
+        return Some(as_path);
+    }
+    let (repo, tag) = image.rsplit_once(':')?;
+    let package = repo.rsplit('/').next()?.strip_suffix("-bundle")?;
+    let dir = bundles.join(package).join(tag.strip_prefix('v').unwrap_or(tag));
+    dir.join("metadata/annotations.yaml").is_file().then_some(dir)
+}
+
+pub fn run_bundle(command: BundleCommand) -> anyhow::Result<()> {
+    match command {
+        BundleCommand::Validate { dirs } => {
+            let mut failed = 0;
+            for dir in &dirs {
+                let problems = match read_bundle(dir) {
+                    Ok(bundle) => validate_bundle(&bundle).into_iter().map(|p| p.to_string()).collect(),
+                    Err(e) => vec![e.to_string()],
+                };
+                if problems.is_empty() {
+                    println!("{}: valid", dir.display());
+                } else {
+                    failed += 1;
+                    for p in problems {
+                        println!("{p}");
+                    }
+                }
+            }
+            if failed > 0 {
+                bail!("{failed} of {} bundle(s) invalid", dirs.len());
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Writes FBC as `opm render` does: a stream of JSON objects, or YAML documents.
+pub fn write_fbc(config: &DeclarativeConfig, format: FbcFormat, out: &mut impl Write) -> anyhow::Result<()> {
+    for blob in config.to_blobs() {
+        match format {
+            FbcFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&blob)?)?,
+            FbcFormat::Yaml => write!(out, "---\n{}", serde_yaml::to_string(&blob)?)?,
+        }
+    }
+    Ok(())
+}
+
+/// `catalog/<package>/catalog.yaml` for every package folder under `bundles`.
+pub fn generate(bundles: &Path, out: &Path) -> anyhow::Result<()> {
+    let options = RenderOptions { image_template: Some(BUNDLE_IMAGE_TEMPLATE.into()) };
+    let mut packages: Vec<PathBuf> = std::fs::read_dir(bundles)
+        .with_context(|| format!("reading {}", bundles.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    packages.sort();
+    for package_dir in packages {
+        let config = render_package_dir(&package_dir, &options)?;
+        let name = package_dir.file_name().unwrap();
+        let dir = out.join(name);
+        std::fs::create_dir_all(&dir)?;
+        let mut text = Vec::new();
+        write_fbc(&config, FbcFormat::Yaml, &mut text)?;
+        std::fs::write(dir.join("catalog.yaml"), text)?;
+        eprintln!("wrote {}", dir.join("catalog.yaml").display());
+    }
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! Catalog tooling on real and deliberately broken input, without a cluster:
+//! the loader, `validate`, rendering of the community-operators bundles, and `catalog/`
+//! being exactly what `olm catalog generate` makes of `bundles/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use olm::catalog::bundle::{read_bundle, validate_bundle};
+use olm::catalog::load::load_path;
+use olm::catalog::render::{RenderOptions, render_package_dir};
+use olm::catalog::validate::{Rule, validate};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn community_operators() -> PathBuf {
+    std::env::var_os("OLM_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared"))
+        .join("testdata/community-operators/operators")
+}
+
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Each broken catalog is refused, for the reason it was made broken.
+#[test]
+fn broken_catalogs_are_rejected_with_the_rule_they_break() {
+    let cases: &[(&str, &str)] = &[
+        ("multiple-heads", "multiple channel heads: demo.v0.2.0, demo.v0.3.0 [channel-head]"),
+        ("replaces-cycle", "cycle in the replaces chain: demo.v0.3.0 -> demo.v0.2.0 -> demo.v0.1.0 -> demo.v0.2.0 [replaces-cycle]"),
+        ("missing-default-channel", "package \"demo\": defaultChannel must be set [default-channel]"),
+        ("unknown-default-channel", "defaultChannel \"fast\" is not a channel of the package [default-channel]"),
+        ("bundle-in-no-channel", "bundle \"demo.v0.3.0\": bundle is not in any channel [not-in-channel]"),
+        ("duplicate-version", "bundles demo.v0.2.0, demo.v0.2.0-again share version 0.2.0 [duplicate-version]"),
+        ("invalid-skiprange", "bundle \"demo.v0.3.0\": invalid skipRange"),
+        ("channel-unknown-package", "channel \"stable\" belongs to unknown package \"ghost\" [unknown-package]"),
+    ];
+    for (case, expected) in cases {
+        let dir = repo().join("tests/catalogs/broken").join(case);
+        let config = load_path(&dir).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let problems: Vec<String> = validate(&config).iter().map(|p| p.to_string()).collect();
+        assert!(problems.iter().any(|p| p.contains(expected)), "{case}: expected {expected:?} in {problems:#?}");
+    }
+    for (case, expected) in [("malformed-json", "catalog.json: document 2: malformed JSON"), ("malformed-yaml", "catalog.yaml: document 2: malformed YAML")] {
+        let err = load_path(&repo().join("tests/catalogs/broken").join(case)).unwrap_err().to_string();
+        assert!(err.contains(expected), "{case}: {err}");
+    }
+}
+
+#[test]
+fn valid_catalogs_pass_and_indexignore_hides_files() {
+    for dir in subdirs(&repo().join("tests/catalogs/valid")) {
+        let config = load_path(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let problems = validate(&config);
+        assert!(problems.is_empty(), "{}: {problems:#?}", dir.display());
+    }
+    let with_unknown = load_path(&repo().join("tests/catalogs/valid/skips-and-unknown-schema")).unwrap();
+    assert_eq!(with_unknown.others.len(), 1, "blobs of unknown schemas are kept");
+}
+
+/// Every real bundle loads and is judged; every package renders into a catalog. Real bundles
+/// that are genuinely broken are pinned here with the exact reason.
+#[test]
+fn every_community_operators_bundle_and_package_renders_and_validates() {
+    let mut bundle_problems = Vec::new();
+    let mut bundles = 0;
+    let mut package_problems = Vec::new();
+    for package in subdirs(&community_operators()) {
+        for dir in subdirs(&package) {
+            bundles += 1;
+            let bundle = read_bundle(&dir).unwrap_or_else(|e| panic!("{e}"));
+            bundle_problems.extend(validate_bundle(&bundle).into_iter().map(|p| p.to_string()));
+        }
+        let config = render_package_dir(&package, &RenderOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        package_problems.extend(validate(&config).into_iter().filter(|p| p.rule != Rule::NoImageOrObjects).map(|p| p.to_string()));
+    }
+    assert!(bundles > 200, "found only {bundles} bundles");
+    assert_eq!(bundle_problems, Vec::<String>::new());
+    assert_eq!(package_problems, Vec::<String>::new());
+}
+
+/// `catalog/` is what `olm catalog generate` makes of `bundles/`, and it validates.
+#[test]
+fn catalog_directory_is_generated_from_bundles_and_valid() {
+    let out = tempdir("catalog-gen");
+    let status = Command::new(env!("CARGO_BIN_EXE_olm"))
+        .args(["catalog", "generate", "--bundles"])
+        .arg(repo().join("bundles"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    for package in subdirs(&out) {
+        let name = package.file_name().unwrap();
+        let generated = std::fs::read_to_string(package.join("catalog.yaml")).unwrap();
+        let committed = std::fs::read_to_string(repo().join("catalog").join(name).join("catalog.yaml")).unwrap_or_default();
+        assert!(generated == committed, "catalog/{} is stale; run `cargo run -- catalog generate`", name.to_string_lossy());
+    }
+    assert_eq!(subdirs(&out).len(), subdirs(&repo().join("catalog")).len(), "catalog/ has packages bundles/ does not");
+    let config = load_path(&repo().join("catalog")).unwrap();
+    assert_eq!(validate(&config), vec![]);
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("olm-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
