@@ -10,6 +10,8 @@ CACHE_ROOT="${OLM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/olm-rs}"
 
 OPM_MODULE=github.com/operator-framework/operator-registry
 OPM_PKG=$OPM_MODULE/cmd/opm
+# Loopback registry + image pusher for rendering catalog templates (see tools/go.mod).
+CRANE_PKG=github.com/google/go-containerregistry/cmd/crane
 # The single source of truth for the version is tools/go.mod.
 OPM_VERSION="$(awk -v m="$OPM_MODULE" '$1 == m { print $2; exit }' "$HACK_OPM_DIR/tools/go.mod")"
 
@@ -24,6 +26,7 @@ OPM_KEY="$({ cat "$HACK_OPM_DIR/tools/go.mod" "$HACK_OPM_DIR/tools/go.sum"
              echo "cgo=$OPM_CGO_ENABLED tags=$OPM_TAGS"; } | sha256sum | cut -c1-12)"
 OPM_BIN_DIR="$CACHE_ROOT/opm-$OPM_VERSION-$OPM_KEY/bin"
 OPM_BIN="$OPM_BIN_DIR/opm"
+CRANE_BIN="$OPM_BIN_DIR/crane"
 
 export GOTOOLCHAIN=local
 export GOFLAGS="${GOFLAGS:-} -mod=mod"

@@ -43,7 +43,7 @@ pub struct CatalogSourceSpec {
     pub grpc_pod_config: Option<GrpcPodConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_strategy: Option<UpdateStrategy>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
@@ -135,7 +135,7 @@ pub struct CatalogSourceStatus {
     pub connection_state: Option<GrpcConnectionState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_image_registry_poll: Option<Time>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
 

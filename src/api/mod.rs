@@ -7,7 +7,7 @@ mod csv;
 mod installplan;
 pub mod operatorgroup;
 pub(crate) mod schema;
-mod shared;
+pub(crate) mod shared;
 mod subscription;
 
 pub use catalogsource::*;

@@ -50,14 +50,14 @@ pub mod v1 {
     #[serde(rename_all = "camelCase")]
     pub struct OperatorGroupStatus {
         /// The resolved target namespaces; `[""]` means all namespaces.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
         #[schemars(schema_with = "crate::api::schema::string_set")]
         pub namespaces: Vec<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub service_account_ref: Option<ObjectReference>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub last_updated: Option<Time>,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
         pub conditions: Vec<Condition>,
     }
 }
@@ -93,7 +93,7 @@ pub mod v1alpha2 {
     #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
     #[serde(rename_all = "camelCase")]
     pub struct OperatorGroupStatus {
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
         pub namespaces: Vec<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub service_account_ref: Option<ObjectReference>,

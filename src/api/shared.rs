@@ -40,3 +40,13 @@ pub enum Approval {
     Automatic,
     Manual,
 }
+
+/// Reads `null` as the empty value, as Go does for nil slices and maps (real CSVs carry
+/// `resources: null`).
+pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}

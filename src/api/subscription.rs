@@ -114,9 +114,9 @@ pub struct SubscriptionStatus {
     pub state: Option<SubscriptionState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub catalog_health: Vec<SubscriptionCatalogHealth>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<SubscriptionCondition>,
     /// Required upstream; optional here because Go writes a zero time as null.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -298,8 +298,10 @@ pub fn validate_bundle(bundle: &BundleDir) -> Vec<BundleProblem> {
         match bundle.crds().find(|c| c.name() == name) {
             None => problem(file, format!("CSV {:?} owns CRD {name:?} but manifests/ does not contain it", csv.name())),
             Some(crd) => {
+                // apiextensions v1 lists `versions`; v1beta1 may name a single `version`.
                 let versions = crd.object["spec"]["versions"].as_array().cloned().unwrap_or_default();
-                if !versions.iter().any(|v| v["name"].as_str() == Some(version)) {
+                let single = crd.object["spec"]["version"].as_str();
+                if single != Some(version) && !versions.iter().any(|v| v["name"].as_str() == Some(version)) {
                     problem(&crd.file, format!("CRD {name:?} has no version {version:?} that CSV {:?} owns", csv.name()));
                 }
                 if crd.object["spec"]["names"]["kind"].as_str() != Some(kind) {

@@ -212,8 +212,93 @@ fn read_update_graph(dir: &Path) -> Result<UpdateGraph, RenderError> {
     }
 }
 
-/// A folder of bundle directories → one package with its channels.
+/// The catalog template a community-operators package publishes with, when its `ci.yaml`
+/// says `fbc: {enabled: true, catalog_mapping: […]}`: the newest mapping's template file.
+fn fbc_template(dir: &Path) -> Result<Option<(PathBuf, String)>, RenderError> {
+    let ci = dir.join("ci.yaml");
+    if !ci.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&ci).map_err(|e| input_error(&ci, e.to_string()))?;
+    let value: Value = serde_yaml::from_str(&text).map_err(|e| input_error(&ci, format!("malformed YAML: {e}")))?;
+    let fbc = &value["fbc"];
+    if fbc["enabled"] != Value::Bool(true) {
+        return Ok(None);
+    }
+    let Some(mapping) = fbc["catalog_mapping"].as_array().and_then(|m| m.last()) else {
+        return Ok(None);
+    };
+    let name = mapping["template_name"].as_str().ok_or_else(|| input_error(&ci, "fbc.catalog_mapping entry without template_name"))?;
+    let kind = mapping["type"].as_str().unwrap_or("olm.template.basic").to_string();
+    Ok(Some((dir.join("catalog-templates").join(name), kind)))
+}
+
+/// Renders a bundle named by image in a community-operators template: the image's tag is
+/// the bundle's directory name (`…/<package>:<version>` → `<dir>/<version>`).
+fn bundle_for_image(dir: &Path, image: &str, options: &RenderOptions) -> Result<Bundle, String> {
+    let tag = image.rsplit_once(':').map(|(_, t)| t).filter(|t| !t.contains('/')).ok_or_else(|| format!("image {image:?} has no tag"))?;
+    let bundle_dir = dir.join(tag);
+    if !is_bundle_dir(&bundle_dir) {
+        return Err(format!("image {image:?}: no bundle directory {}", bundle_dir.display()));
+    }
+    let bundle = read_bundle(&bundle_dir).map_err(|e| e.to_string())?;
+    let mut rendered = render_bundle(&bundle, options).map_err(|e| e.to_string())?;
+    rendered.image = image.to_string();
+    Ok(rendered)
+}
+
+/// A package whose channels are defined by a catalog template rather than by its CSVs.
+fn render_package_template(dir: &Path, template: &Path, kind: &str, options: &RenderOptions) -> Result<DeclarativeConfig, RenderError> {
+    let text = std::fs::read_to_string(template).map_err(|e| input_error(template, e.to_string()))?;
+    let mut resolve = |image: &str| bundle_for_image(dir, image, options);
+    match kind {
+        "olm.semver" => super::template::semver::parse(&text)
+            .and_then(|t| super::template::semver::render(&t, &mut resolve))
+            .map_err(|e| input_error(template, e.to_string())),
+        "olm.template.basic" => {
+            let value: Value = serde_yaml::from_str(&text).map_err(|e| input_error(template, format!("malformed YAML: {e}")))?;
+            let entries = value.get("entries").and_then(Value::as_array).ok_or_else(|| input_error(template, "basic template without entries"))?;
+            let mut out = DeclarativeConfig::default();
+            let mut blobs = String::new();
+            for entry in entries {
+                if entry["schema"] == SCHEMA_BUNDLE && entry.get("properties").is_none() {
+                    // Images pinned by digest cannot be mapped to a directory offline; those
+                    // bundles are found by the channel entries' names below.
+                    if let Ok(bundle) = resolve(entry["image"].as_str().unwrap_or_default()) {
+                        out.bundles.push(bundle);
+                    }
+                } else {
+                    blobs.push_str(&serde_json::to_string(entry).expect("JSON value serializes"));
+                    blobs.push('\n');
+                }
+            }
+            out.merge(super::load::load_str(template, &blobs)?);
+            let wanted: std::collections::BTreeSet<String> =
+                out.channels.iter().flat_map(|c| c.entries.iter().map(|e| e.name.clone())).collect();
+            let missing: Vec<&String> = wanted.iter().filter(|n| !out.bundles.iter().any(|b| &&b.name == n)).collect();
+            if !missing.is_empty() {
+                for path in std::fs::read_dir(dir).map_err(|e| input_error(dir, e.to_string()))?.filter_map(|e| e.ok().map(|e| e.path())) {
+                    if !is_bundle_dir(&path) {
+                        continue;
+                    }
+                    let bundle = read_bundle(&path)?;
+                    if missing.iter().any(|n| *n == bundle.csv_name()) {
+                        out.bundles.push(render_bundle(&bundle, options)?);
+                    }
+                }
+            }
+            Ok(out)
+        }
+        other => Err(input_error(template, format!("unsupported template type {other:?}"))),
+    }
+}
+
+/// A folder of bundle directories → one package with its channels: from its catalog
+/// template when `ci.yaml` names one, else from the bundles' CSVs and annotations.
 pub fn render_package_dir(dir: &Path, options: &RenderOptions) -> Result<DeclarativeConfig, RenderError> {
+    if let Some((template, kind)) = fbc_template(dir)? {
+        return render_package_template(dir, &template, &kind, options);
+    }
     let mut bundle_dirs = Vec::new();
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| input_error(dir, e.to_string()))?

@@ -3,11 +3,17 @@ module olm-rs.dev/hack/opm/tools
 // Pins upstream opm (operator-registry) as a reference tool for differential tests
 // and benchmarks; hack/opm/build compiles it into a cache outside the repo. The
 // operator-registry version below is the one built. No replace directives are needed.
+// crane (go-containerregistry, at the version opm already uses, so opm's graph is
+// unchanged) serves a loopback OCI registry and pushes bundle images to it: opm's
+// semver/basic templates only accept bundle images, never local bundle directories.
 // go 1.26.3 (not 1.26.0) because operator-registry v1.73.0 itself declares go 1.26.3.
 
 go 1.26.3
 
-tool github.com/operator-framework/operator-registry/cmd/opm
+tool (
+	github.com/google/go-containerregistry/cmd/crane
+	github.com/operator-framework/operator-registry/cmd/opm
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect
@@ -34,6 +40,7 @@ require (
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/containerd/platforms v1.0.0-rc.4 // indirect
+	github.com/containerd/stargz-snapshotter/estargz v0.18.2 // indirect
 	github.com/containerd/ttrpc v1.2.7 // indirect
 	github.com/containerd/typeurl/v2 v2.2.3 // indirect
 	github.com/containers/libtrust v0.0.0-20230121012942-c1716e8a8d01 // indirect
@@ -93,6 +100,7 @@ require (
 	github.com/mattn/go-runewidth v0.0.23 // indirect
 	github.com/mattn/go-sqlite3 v1.14.48 // indirect
 	github.com/miekg/pkcs11 v1.1.2 // indirect
+	github.com/mitchellh/go-homedir v1.1.0 // indirect
 	github.com/mitchellh/go-wordwrap v1.0.1 // indirect
 	github.com/moby/locker v1.0.1 // indirect
 	github.com/moby/moby/client v0.5.0 // indirect
