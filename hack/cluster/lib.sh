@@ -8,7 +8,7 @@ KWOK_VERSION=v0.8.0
 
 HACK_CLUSTER_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$HACK_CLUSTER_DIR/../.." && pwd)"
-CACHE_ROOT="${OLM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/olm-rs}"
+CACHE_ROOT="${OLM_RS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/olm-rs}"
 # The key covers the pinned versions and the exact module graph.
 TOOLS_KEY="$(cat "$HACK_CLUSTER_DIR/tools/go.mod" "$HACK_CLUSTER_DIR/tools/go.sum" | sha256sum | cut -c1-12)"
 K8S_BIN_DIR="$CACHE_ROOT/k8s-$K8S_VERSION-$TOOLS_KEY/bin"

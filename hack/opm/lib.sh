@@ -6,7 +6,7 @@ set -euo pipefail
 
 HACK_OPM_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$HACK_OPM_DIR/../.." && pwd)"
-CACHE_ROOT="${OLM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/olm-rs}"
+CACHE_ROOT="${OLM_RS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/olm-rs}"
 
 OPM_MODULE=github.com/operator-framework/operator-registry
 OPM_PKG=$OPM_MODULE/cmd/opm

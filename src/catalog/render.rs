@@ -159,6 +159,16 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
     properties.extend(required.into_iter().map(|v| Property::new(PROP_GVK_REQUIRED, v)));
     properties.extend(other_dependencies);
     properties.extend(dir.properties.iter().cloned());
+    // Properties declared in the CSV's `olm.properties` annotation (a JSON list).
+    if let Some(text) = csv.object["metadata"]["annotations"]["olm.properties"].as_str() {
+        let declared: Vec<Property> = serde_json::from_str(text)
+            .map_err(|e| input_error(&csv.file, format!("CSV {name:?}: annotation olm.properties is not a JSON list of properties: {e}")))?;
+        for p in declared {
+            if !properties.contains(&p) {
+                properties.push(p);
+            }
+        }
+    }
     for manifest in &dir.manifests {
         let data = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&manifest.object).expect("JSON value serializes"));
         properties.push(Property::new(PROP_BUNDLE_OBJECT, json!({ "data": data })));

@@ -737,22 +737,11 @@ mod tests {
         }
     }
 
-    /// `name`, or `name>replaces`, followed by `+skip` items: "a>b+c+d".
-    fn entry(spec: &str) -> ChannelEntry {
-        let mut parts = spec.split('+');
-        let head = parts.next().unwrap();
-        let (name, replaces) = head.split_once('>').unwrap_or((head, ""));
-        ChannelEntry {
-            name: name.into(),
-            replaces: replaces.into(),
-            skips: parts.map(String::from).collect(),
-            skip_range: String::new(),
-        }
-    }
+    /// Channels as (name, entry specs), an entry spec being `name`, then `>replaces` and
+    /// `+skip` items, with bundle names shortened (`t` for `testoperator.v`, `a` for `a.v`).
+    type Specs = Vec<(String, Vec<String>)>;
 
-    /// Channels as (name, [entry specs]) with names shortened: `t` stands for
-    /// `testoperator.v`.
-    fn channels_of(cfg: &DeclarativeConfig) -> Vec<(String, Vec<String>)> {
+    fn channels_of(cfg: &DeclarativeConfig) -> Specs {
         cfg.channels
             .iter()
             .map(|c| {
@@ -775,7 +764,7 @@ mod tests {
             .collect()
     }
 
-    fn expect(channels: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+    fn expect(channels: &[(&str, &[&str])]) -> Specs {
         channels.iter().map(|(n, es)| (n.to_string(), es.iter().map(|e| e.to_string()).collect())).collect()
     }
 
@@ -912,7 +901,7 @@ mod tests {
         combined.extend(expect(OPM_MINOR));
         combined.sort();
         // (major, minor, preference, default channel, channels), as in opm's test table
-        let cases: Vec<(bool, bool, &str, &str, Vec<(String, Vec<String>)>)> = vec![
+        let cases: Vec<(bool, bool, &str, &str, Specs)> = vec![
             (false, true, "minor", "stable-v3.1", expect(OPM_MINOR)),
             (true, false, "major", "stable-v3", expect(OPM_MAJOR)),
             (true, true, "minor", "stable-v3.1", combined.clone()),
