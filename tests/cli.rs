@@ -47,3 +47,72 @@ fn unknown_subcommand_fails_with_a_message() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unrecognized subcommand 'frobnicate'"));
 }
+
+#[test]
+fn bundle_validate_names_each_problem_with_its_file() {
+    let out = olm(&["bundle", "validate", "tests/bundles/broken"]);
+    assert!(!out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for expected in [
+        "tests/bundles/broken/metadata/annotations.yaml: missing annotation operators.operatorframework.io.bundle.package.v1",
+        "tests/bundles/broken/metadata/annotations.yaml: default channel \"fast\" is not one of the bundle's channels",
+        "broken.clusterserviceversion.yaml: CSV \"broken.v1.0\": spec.version \"1.0\" is not semver",
+        "broken.clusterserviceversion.yaml: CSV \"broken.v1.0\": annotation olm.skipRange: invalid range",
+        "broken.clusterserviceversion.yaml: CSV \"broken.v1.0\" owns CRD \"widgets.example.com\" but manifests/ does not contain it",
+        "broken.clusterserviceversion.yaml: CSV \"broken.v1.0\": deployment \"broken-manager\" has no containers",
+    ] {
+        assert!(text.contains(expected), "expected {expected:?} in:\n{text}");
+    }
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 of 1 bundle(s) invalid"));
+}
+
+#[test]
+fn our_bundles_are_valid() {
+    let mut dirs = Vec::new();
+    for package in std::fs::read_dir("bundles").unwrap() {
+        for version in std::fs::read_dir(package.unwrap().path()).unwrap() {
+            dirs.push(version.unwrap().path().to_string_lossy().into_owned());
+        }
+    }
+    assert!(dirs.len() >= 10);
+    let mut args = vec!["bundle", "validate"];
+    args.extend(dirs.iter().map(String::as_str));
+    let out = olm(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn catalog_validate_reports_json_for_tools_and_exits_1_when_invalid() {
+    let out = olm(&["catalog", "validate", "-o", "json", "tests/catalogs/broken/multiple-heads"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["valid"], false);
+    assert_eq!(report["problems"][0]["rule"], "channel-head");
+    assert_eq!(report["problems"][0]["package"], "demo");
+    assert_eq!(report["problems"][0]["channel"], "stable");
+
+    let ok = olm(&["catalog", "validate", "catalog"]);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stdout));
+}
+
+#[test]
+fn catalog_render_of_a_package_folder_yields_package_channels_and_bundles() {
+    let out = olm(&["catalog", "render", "-o", "yaml", "bundles/reverse-words"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let docs: Vec<serde_json::Value> = text.split("---\n").filter(|d| !d.trim().is_empty()).map(|d| serde_yaml::from_str(d).unwrap()).collect();
+    let schemas: Vec<&str> = docs.iter().map(|d| d["schema"].as_str().unwrap()).collect();
+    assert_eq!(schemas, ["olm.package", "olm.channel", "olm.channel", "olm.bundle", "olm.bundle", "olm.bundle", "olm.bundle", "olm.bundle"]);
+    assert_eq!(docs[0]["defaultChannel"], "stable");
+    let stable = docs.iter().find(|d| d["name"] == "stable").unwrap();
+    let head = stable["entries"].as_array().unwrap().iter().find(|e| e["name"] == "reverse-words.v0.4.0").unwrap();
+    assert_eq!(head["skipRange"], ">=0.2.0 <0.4.0");
+    assert_eq!(head["replaces"], "reverse-words.v0.3.0");
+}
+
+#[test]
+fn catalog_render_of_a_missing_path_fails_naming_it() {
+    let out = olm(&["catalog", "render", "no/such/dir"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no/such/dir: no such file or directory"));
+}
