@@ -22,20 +22,32 @@ pub enum LoadError {
     InvalidBlob { path: PathBuf, document: usize, schema: String, name: String, message: String },
 }
 
+/// How much of each blob to keep.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Replace the (large, base64) `olm.bundle.object` data by `null`: validation and
+    /// resolution only need to know the objects are there, and this keeps memory small.
+    pub drop_bundle_objects: bool,
+}
+
 /// Loads every `.json`, `.yaml` and `.yml` file below `root` (or `root` itself if it is a
 /// file), in path order.
 pub fn load_path(root: &Path) -> Result<DeclarativeConfig, LoadError> {
+    load_path_with(root, LoadOptions::default())
+}
+
+pub fn load_path_with(root: &Path, options: LoadOptions) -> Result<DeclarativeConfig, LoadError> {
     let io = |source| LoadError::Io { path: root.to_path_buf(), source };
     let meta = std::fs::metadata(root).map_err(io)?;
     if meta.is_file() {
-        return load_file(root);
+        return load_file_with(root, options);
     }
     let mut files = Vec::new();
     let mut rules = IgnoreRules::default();
     collect_files(root, root, &mut rules, &mut files)?;
     let mut config = DeclarativeConfig::default();
     for file in files {
-        config.merge(load_file(&file)?);
+        config.merge(load_file_with(&file, options)?);
     }
     Ok(config)
 }
@@ -70,15 +82,128 @@ fn is_catalog_file(path: &Path) -> bool {
 }
 
 pub fn load_file(path: &Path) -> Result<DeclarativeConfig, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io { path: path.to_path_buf(), source })?;
-    load_str(path, &text)
+    load_file_with(path, LoadOptions::default())
+}
+
+/// JSON files are decoded as a stream straight from the file, one blob at a time, so a big
+/// catalog is never held twice (text and values) in memory.
+pub fn load_file_with(path: &Path, options: LoadOptions) -> Result<DeclarativeConfig, LoadError> {
+    let io = |source| LoadError::Io { path: path.to_path_buf(), source };
+    let mut file = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path).map_err(io)?);
+    let first = {
+        use std::io::BufRead;
+        let buf = file.fill_buf().map_err(io)?;
+        buf.iter().copied().find(|b| !b.is_ascii_whitespace())
+    };
+    if first == Some(b'{') {
+        let mut config = DeclarativeConfig::default();
+        let mut document = 0;
+        for_each_json_object(&mut file, |bytes| {
+            document += 1;
+            let blob: Value = serde_json::from_slice(bytes)
+                .map_err(|e| LoadError::Parse { path: path.to_path_buf(), document, format: "JSON", message: e.to_string() })?;
+            add_blob(&mut config, path, document, blob, options)
+        })
+        .map_err(|e| match e {
+            SplitError::Io(source) => LoadError::Io { path: path.to_path_buf(), source },
+            SplitError::Unterminated(message) => LoadError::Parse { path: path.to_path_buf(), document: document + 1, format: "JSON", message },
+            SplitError::Load(e) => e,
+        })?;
+        return Ok(config);
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut file, &mut text).map_err(io)?;
+    load_str_with(path, &text, options)
+}
+
+enum SplitError {
+    Io(std::io::Error),
+    Unterminated(String),
+    Load(LoadError),
+}
+
+impl From<LoadError> for SplitError {
+    fn from(e: LoadError) -> Self {
+        SplitError::Load(e)
+    }
+}
+
+/// Calls `each` with the bytes of every top-level JSON value in a stream, reading the file
+/// in chunks: parsing each blob from a slice is several times faster than serde_json's
+/// reader, and only one blob plus one chunk is in memory at a time.
+fn for_each_json_object(
+    reader: &mut impl std::io::Read,
+    mut each: impl FnMut(&[u8]) -> Result<(), LoadError>,
+) -> Result<(), SplitError> {
+    let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
+    let mut chunk = vec![0u8; 1 << 20];
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut start: Option<usize> = None;
+    let mut scanned = 0;
+    loop {
+        let n = reader.read(&mut chunk).map_err(SplitError::Io)?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let mut consumed = 0;
+        for i in scanned..buf.len() {
+            let b = buf[i];
+            if in_string {
+                match (escaped, b) {
+                    (true, _) => escaped = false,
+                    (false, b'\\') => escaped = true,
+                    (false, b'"') => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' => {
+                    if depth == 0 {
+                        start = Some(i);
+                    }
+                    depth += 1;
+                }
+                b'}' | b']' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        if let Some(s) = start.take() {
+                            each(&buf[s..=i])?;
+                            consumed = i + 1;
+                        }
+                    }
+                }
+                b if b.is_ascii_whitespace() => {}
+                _ if depth == 0 => {
+                    // A bare scalar at the top level: let serde_json name the problem.
+                    let end = buf[i..].iter().position(|c| c.is_ascii_whitespace()).map_or(buf.len(), |p| i + p);
+                    each(&buf[i..end])?;
+                    return Err(SplitError::Unterminated("a catalog blob must be a JSON object".into()));
+                }
+                _ => {}
+            }
+        }
+        buf.drain(..consumed);
+        start = start.map(|s| s - consumed);
+        scanned = buf.len();
+    }
+    if depth > 0 || in_string {
+        return Err(SplitError::Unterminated("EOF while parsing a value".into()));
+    }
+    Ok(())
 }
 
 /// Parses one file's text: a stream of JSON values, or YAML documents.
 pub fn load_str(path: &Path, text: &str) -> Result<DeclarativeConfig, LoadError> {
+    load_str_with(path, text, LoadOptions::default())
+}
+
+pub fn load_str_with(path: &Path, text: &str, options: LoadOptions) -> Result<DeclarativeConfig, LoadError> {
     let mut config = DeclarativeConfig::default();
     for (index, blob) in parse_documents(path, text)?.into_iter().enumerate() {
-        add_blob(&mut config, path, index + 1, blob)?;
+        add_blob(&mut config, path, index + 1, blob, options)?;
     }
     Ok(config)
 }
@@ -123,7 +248,7 @@ fn canonicalize(value: &mut Value, canonical: &[&str]) {
     }
 }
 
-fn add_blob(config: &mut DeclarativeConfig, path: &Path, document: usize, mut blob: Value) -> Result<(), LoadError> {
+fn add_blob(config: &mut DeclarativeConfig, path: &Path, document: usize, mut blob: Value, options: LoadOptions) -> Result<(), LoadError> {
     let missing = || LoadError::MissingSchema { path: path.to_path_buf(), document };
     let map = blob.as_object().ok_or_else(missing)?;
     let schema = get_ci(map, "schema").and_then(Value::as_str).ok_or_else(missing)?.to_string();
@@ -159,6 +284,13 @@ fn add_blob(config: &mut DeclarativeConfig, path: &Path, document: usize, mut bl
         SCHEMA_BUNDLE => {
             canonicalize(&mut blob, &["schema", "name", "package", "image", "properties", "relatedImages"]);
             fix_properties(&mut blob);
+            if options.drop_bundle_objects {
+                if let Some(Value::Array(props)) = blob.get_mut("properties") {
+                    for p in props.iter_mut().filter(|p| p["type"] == PROP_BUNDLE_OBJECT) {
+                        p["value"] = Value::Null;
+                    }
+                }
+            }
             config.bundles.push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
         }
         SCHEMA_DEPRECATIONS => {

@@ -73,20 +73,57 @@ impl RenderOptions {
 /// - anything else is loaded as a file-based catalog and passed through.
 pub fn render_paths(inputs: &[PathBuf], options: &RenderOptions) -> Result<DeclarativeConfig, RenderError> {
     let mut out = DeclarativeConfig::default();
-    for input in inputs {
+    render_paths_each(inputs, options, |part| {
+        out.merge(part);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Like [`render_paths`], handing each piece to `sink` as soon as it is rendered, in input
+/// order, so a caller can write output without holding the whole catalog. Runs of bundle
+/// directories are rendered in parallel, a batch at a time.
+pub fn render_paths_each(
+    inputs: &[PathBuf],
+    options: &RenderOptions,
+    mut sink: impl FnMut(DeclarativeConfig) -> Result<(), RenderError>,
+) -> Result<(), RenderError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut index = 0;
+    while index < inputs.len() {
+        let input = &inputs[index];
         if !input.exists() {
             return Err(input_error(input, "no such file or directory"));
         }
         if is_bundle_dir(input) {
-            let dir = read_bundle(input)?;
-            out.bundles.push(render_bundle(&dir, options)?);
-        } else if input.is_dir() && has_bundle_subdirs(input) {
-            out.merge(render_package_dir(input, options)?);
-        } else {
-            out.merge(load_path(input)?);
+            let run = inputs[index..].iter().take_while(|p| is_bundle_dir(p)).take(threads * 8).count();
+            for bundle in render_bundle_dirs(&inputs[index..index + run], options, threads) {
+                sink(DeclarativeConfig { bundles: vec![bundle?], ..Default::default() })?;
+            }
+            index += run;
+            continue;
         }
+        if input.is_dir() && has_bundle_subdirs(input) {
+            sink(render_package_dir(input, options)?)?;
+        } else {
+            sink(load_path(input)?)?;
+        }
+        index += 1;
     }
-    Ok(out)
+    Ok(())
+}
+
+/// Reads and renders bundle directories on `threads` threads; results in input order.
+fn render_bundle_dirs(dirs: &[PathBuf], options: &RenderOptions, threads: usize) -> Vec<Result<Bundle, RenderError>> {
+    let render_one = |dir: &PathBuf| read_bundle(dir).map_err(RenderError::from).and_then(|b| render_bundle(&b, options));
+    if threads <= 1 || dirs.len() <= 1 {
+        return dirs.iter().map(render_one).collect();
+    }
+    let chunk = dirs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = dirs.chunks(chunk).map(|part| scope.spawn(move || part.iter().map(render_one).collect::<Vec<_>>())).collect();
+        handles.into_iter().flat_map(|h| h.join().expect("render thread panicked")).collect()
+    })
 }
 
 fn has_bundle_subdirs(dir: &Path) -> bool {
@@ -316,8 +353,14 @@ pub fn render_package_dir(dir: &Path, options: &RenderOptions) -> Result<Declara
         .filter(|p| is_bundle_dir(p))
         .collect();
     entries.sort();
-    for path in entries {
-        bundle_dirs.push(read_bundle(&path)?);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(entries.len().max(1));
+    let chunk = entries.len().div_ceil(threads).max(1);
+    let read: Vec<Result<BundleDir, BundleError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = entries.chunks(chunk).map(|part| scope.spawn(move || part.iter().map(|p| read_bundle(p)).collect::<Vec<_>>())).collect();
+        handles.into_iter().flat_map(|h| h.join().expect("bundle reader panicked")).collect()
+    });
+    for bundle in read {
+        bundle_dirs.push(bundle?);
     }
     render_package(dir, &bundle_dirs, read_update_graph(dir)?, options)
 }

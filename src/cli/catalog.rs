@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use crate::catalog::bundle::{read_bundle, validate_bundle};
-use crate::catalog::render::{RenderOptions, render_package_dir, render_paths};
+use crate::catalog::render::{RenderOptions, render_package_dir, render_paths_each};
 use crate::catalog::template::semver as semver_template;
 use crate::catalog::validate::validate;
-use crate::catalog::{DeclarativeConfig, load::load_path};
+use crate::catalog::DeclarativeConfig;
+use crate::catalog::load::{LoadOptions, load_path_with};
 
 /// The image every bundle in this repo is published as (see bundles/README.md).
 pub const BUNDLE_IMAGE_TEMPLATE: &str = "quay.io/olm-rs/{{.Package}}-bundle:v{{.Version}}";
@@ -79,11 +80,19 @@ pub enum BundleCommand {
 pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
     match command {
         CatalogCommand::Render { inputs, output, image_template } => {
-            let config = render_paths(&inputs, &RenderOptions { image_template })?;
-            write_fbc(&config, output, &mut std::io::stdout().lock())
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            render_paths_each(&inputs, &RenderOptions { image_template }, |part| {
+                write_fbc(&part, output, &mut out).map_err(|e| crate::catalog::render::RenderError::Input {
+                    path: "<stdout>".into(),
+                    message: e.to_string(),
+                })
+            })?;
+            out.flush()?;
+            Ok(())
         }
         CatalogCommand::Validate { dir, output } => {
-            let config = load_path(&dir)?;
+            let config = load_path_with(&dir, LoadOptions { drop_bundle_objects: true })?;
             let problems = validate(&config);
             match output {
                 ReportFormat::Json => {
