@@ -116,3 +116,22 @@ fn catalog_render_of_a_missing_path_fails_naming_it() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no/such/dir: no such file or directory"));
 }
+
+#[test]
+fn semver_template_renders_channels_from_our_bundles() {
+    let out = olm(&["catalog", "template", "semver", "tests/catalogs/templates/reverse-words-semver.yaml"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let blobs: Vec<serde_json::Value> =
+        serde_json::Deserializer::from_slice(&out.stdout).into_iter().map(Result::unwrap).collect();
+    let package = blobs.iter().find(|b| b["schema"] == "olm.package").unwrap();
+    assert_eq!(package["name"], "reverse-words");
+    let mut channels: Vec<&str> = blobs.iter().filter(|b| b["schema"] == "olm.channel").map(|b| b["name"].as_str().unwrap()).collect();
+    channels.sort();
+    assert_eq!(channels, ["candidate-v0.2", "stable-v0.1", "stable-v0.2", "stable-v0.3", "stable-v0.4"]);
+    assert_eq!(package["defaultChannel"], "stable-v0.4");
+    assert_eq!(blobs.iter().filter(|b| b["schema"] == "olm.bundle").count(), 5);
+
+    let missing = olm(&["catalog", "template", "semver", "--bundles", "nowhere", "tests/catalogs/templates/reverse-words-semver.yaml"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("is neither a bundle directory nor a bundle under nowhere"));
+}
