@@ -2,34 +2,16 @@
 //! the loader, `validate`, rendering of the community-operators bundles, and `catalog/`
 //! being exactly what `olm catalog generate` makes of `bundles/`.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::Command;
+
+use common::{community_operators, repo, scratch, subdirs};
 
 use olm::catalog::bundle::{read_bundle, validate_bundle};
 use olm::catalog::load::load_path;
 use olm::catalog::render::{RenderOptions, render_package_dir};
 use olm::catalog::validate::{Rule, validate};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn community_operators() -> PathBuf {
-    std::env::var_os("OLM_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared"))
-        .join("testdata/community-operators/operators")
-}
-
-fn subdirs(dir: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    out.sort();
-    out
-}
 
 /// Each broken catalog is refused, for the reason it was made broken.
 #[test]
@@ -74,12 +56,12 @@ fn every_community_operators_bundle_and_package_renders_and_validates() {
     let mut bundle_problems = Vec::new();
     let mut bundles = 0;
     let mut package_problems = Vec::new();
+    for dir in common::bundle_dirs(&community_operators()) {
+        bundles += 1;
+        let bundle = read_bundle(&dir).unwrap_or_else(|e| panic!("{e}"));
+        bundle_problems.extend(validate_bundle(&bundle).into_iter().map(|p| p.to_string()));
+    }
     for package in subdirs(&community_operators()) {
-        for dir in subdirs(&package).into_iter().filter(|d| olm::catalog::bundle::is_bundle_dir(d)) {
-            bundles += 1;
-            let bundle = read_bundle(&dir).unwrap_or_else(|e| panic!("{e}"));
-            bundle_problems.extend(validate_bundle(&bundle).into_iter().map(|p| p.to_string()));
-        }
         let config = render_package_dir(&package, &RenderOptions::default()).unwrap_or_else(|e| panic!("{e}"));
         package_problems.extend(validate(&config));
     }
@@ -99,7 +81,7 @@ fn every_community_operators_bundle_and_package_renders_and_validates() {
 /// `catalog/` is what `olm catalog generate` makes of `bundles/`, and it validates.
 #[test]
 fn catalog_directory_is_generated_from_bundles_and_valid() {
-    let out = tempdir("catalog-gen");
+    let out = scratch("catalog-gen");
     let status = Command::new(env!("CARGO_BIN_EXE_olm"))
         .args(["catalog", "generate", "--bundles"])
         .arg(repo().join("bundles"))
@@ -117,11 +99,4 @@ fn catalog_directory_is_generated_from_bundles_and_valid() {
     assert_eq!(subdirs(&out).len(), subdirs(&repo().join("catalog")).len(), "catalog/ has packages bundles/ does not");
     let config = load_path(&repo().join("catalog")).unwrap();
     assert_eq!(validate(&config), vec![]);
-}
-
-fn tempdir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("olm-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }

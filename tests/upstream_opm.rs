@@ -3,19 +3,15 @@
 //! `opm validate` agree on valid/invalid, and `olm catalog render` of a bundle directory
 //! gives the same FBC objects as `opm render` (compared as data, order aside).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::{community_operators, repo, scratch, subdirs};
+
 use base64::Engine;
 use serde_json::Value;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn community_operators() -> PathBuf {
-    std::env::var_os("OLM_SHARED_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared")).join("testdata/community-operators/operators")
-}
 
 fn opm() -> PathBuf {
     if let Some(path) = std::env::var_os("OLM_OPM") {
@@ -35,19 +31,6 @@ fn opm_cmd() -> Command {
     // opm reads OLM_CACHE_DIR itself; keep any such variable away from it.
     cmd.env_remove("OLM_CACHE_DIR");
     cmd
-}
-
-fn subdirs(dir: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
-    out.sort();
-    out
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("olm-diff-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Both tools' verdict on one catalog directory: (ours, opm's, our message, opm's message).
@@ -135,12 +118,8 @@ fn json_stream(bytes: &[u8]) -> Vec<Value> {
 
 #[test]
 fn render_of_every_bundle_directory_matches_opm() {
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for root in [community_operators(), repo().join("bundles")] {
-        for package in subdirs(&root) {
-            dirs.extend(subdirs(&package).into_iter().filter(|d| d.join("metadata/annotations.yaml").is_file()));
-        }
-    }
+    let mut dirs = common::bundle_dirs(&community_operators());
+    dirs.extend(common::bundle_dirs(&repo().join("bundles")));
     assert!(dirs.len() > 200);
     let template = "quay.io/olm-rs/{{.Package}}-bundle:v{{.Version}}";
     let mismatches: Vec<String> = std::thread::scope(|scope| {

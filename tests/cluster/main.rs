@@ -1,6 +1,8 @@
 //! Cluster tests: they run against the real control plane from `hack/cluster/up`
 //! (`hack/test` brings it up and down). Build them with `--features cluster-tests`.
 
+#[path = "../common/mod.rs"]
+mod common;
 mod harness;
 
 mod control_plane;

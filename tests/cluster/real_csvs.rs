@@ -10,14 +10,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use olm::api::ClusterServiceVersion;
 use serde_json::Value;
 
-use crate::harness::{TestNamespace, client, install_crds, repo_root};
-
-pub fn testdata_dir() -> PathBuf {
-    std::env::var_os("OLM_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("../shared"))
-        .join("testdata/community-operators/operators")
-}
+use crate::harness::{TestNamespace, client, install_crds};
 
 fn csv_files(dir: &Path, found: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -48,7 +41,7 @@ fn normalize(value: &Value) -> Value {
 async fn every_real_csv_is_accepted_and_keeps_its_install_strategy() {
     install_crds();
     let mut files = Vec::new();
-    csv_files(&testdata_dir(), &mut files);
+    csv_files(&crate::common::community_operators(), &mut files);
     assert!(files.len() > 200, "expected the community-operators CSVs, found {}", files.len());
 
     let client = client().await;
