@@ -1,5 +1,7 @@
 //! The `olm` binary as a user runs it, without a cluster.
 
+mod common;
+
 use std::process::Command;
 
 fn olm(args: &[&str]) -> std::process::Output {
@@ -68,12 +70,8 @@ fn bundle_validate_names_each_problem_with_its_file() {
 
 #[test]
 fn our_bundles_are_valid() {
-    let mut dirs = Vec::new();
-    for package in std::fs::read_dir("bundles").unwrap() {
-        for version in std::fs::read_dir(package.unwrap().path()).unwrap() {
-            dirs.push(version.unwrap().path().to_string_lossy().into_owned());
-        }
-    }
+    let dirs: Vec<String> =
+        common::bundle_dirs(&common::repo().join("bundles")).iter().map(|d| d.to_string_lossy().into_owned()).collect();
     assert!(dirs.len() >= 10);
     let mut args = vec!["bundle", "validate"];
     args.extend(dirs.iter().map(String::as_str));
