@@ -6,4 +6,6 @@
 pub mod api;
 pub mod catalog;
 pub mod cli;
+pub mod registry;
+pub mod resolver;
 pub mod telemetry;

@@ -55,6 +55,16 @@ pub enum CatalogCommand {
     /// Render a catalog template.
     #[command(subcommand)]
     Template(TemplateCommand),
+    /// Serve a file-based catalog over the registry gRPC API (as `opm serve` does), with
+    /// grpc.health.v1 and server reflection.
+    Serve {
+        dir: PathBuf,
+        #[arg(short, long, default_value_t = 50051)]
+        port: u16,
+        /// The address to listen on; `0.0.0.0` for every interface.
+        #[arg(long, default_value = "127.0.0.1")]
+        address: std::net::IpAddr,
+    },
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -110,6 +120,7 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
             Ok(())
         }
         CatalogCommand::Generate { bundles, out } => generate(&bundles, &out),
+        CatalogCommand::Serve { dir, port, address } => crate::registry::run(&dir, std::net::SocketAddr::new(address, port)),
         CatalogCommand::Template(TemplateCommand::Semver { file, output, bundles }) => {
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             let template = semver_template::parse(&text).with_context(|| format!("{}", file.display()))?;

@@ -2,6 +2,7 @@
 
 mod catalog;
 mod crds;
+mod resolve;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +28,8 @@ pub enum Command {
     /// registry+v1 bundles.
     #[command(subcommand)]
     Bundle(catalog::BundleCommand),
+    /// What would these Subscriptions install or upgrade, given these catalogs? (no cluster)
+    Resolve(resolve::ResolveArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -34,5 +37,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Crds(args) => crds::run(args),
         Command::Catalog(command) => catalog::run_catalog(command),
         Command::Bundle(command) => catalog::run_bundle(command),
+        Command::Resolve(args) => resolve::run(args),
     }
 }

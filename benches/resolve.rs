@@ -1,0 +1,106 @@
+//! Resolving one Subscription with dependencies, against synthetic catalogs of 1,000,
+//! 10,000 and 100,000 bundles and against the community-operators testdata.
+//! The catalog index is built once per catalog (as a controller would, per catalog change);
+//! what is measured is the resolution. `cargo bench --bench resolve`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use serde_json::json;
+
+use olm::catalog::fbc::*;
+use olm::catalog::render::{RenderOptions, render_package_dir};
+use olm::resolver::{Catalog, CatalogIndex, CatalogRef, Namespace, Subscription, resolve};
+
+const VERSIONS_PER_PACKAGE: usize = 10;
+/// Packages come in clusters of this size; package i depends on package i+1 inside its
+/// cluster (by package range and by GVK), so one Subscription pulls a whole cluster.
+const CLUSTER: usize = 5;
+
+/// A catalog of `bundles` bundles in packages of ten versions, each channel a replaces chain
+/// whose head also has a skipRange.
+fn synthetic(bundles: usize) -> Catalog {
+    let mut content = DeclarativeConfig::default();
+    for p in 0..bundles / VERSIONS_PER_PACKAGE {
+        let package = format!("pkg{p}");
+        content.packages.push(Package { schema: SCHEMA_PACKAGE.into(), name: package.clone(), default_channel: "stable".into(), ..Default::default() });
+        let mut entries = Vec::new();
+        for v in 1..=VERSIONS_PER_PACKAGE {
+            let name = format!("{package}.v{v}.0.0");
+            let mut entry = ChannelEntry { name: name.clone(), ..Default::default() };
+            if v > 1 {
+                entry.replaces = format!("{package}.v{}.0.0", v - 1);
+            }
+            if v == VERSIONS_PER_PACKAGE {
+                entry.skip_range = format!(">=1.0.0 <{v}.0.0");
+            }
+            entries.push(entry);
+            let mut properties = vec![
+                Property::new(PROP_PACKAGE, json!({"packageName": package, "version": format!("{v}.0.0")})),
+                Property::new(PROP_GVK, json!({"group": "bench.io", "version": "v1", "kind": format!("Kind{p}")})),
+            ];
+            if p % CLUSTER < CLUSTER - 1 {
+                let next = p + 1;
+                properties.push(Property::new(PROP_PACKAGE_REQUIRED, json!({"packageName": format!("pkg{next}"), "versionRange": ">=2.0.0 <9.0.0"})));
+                properties.push(Property::new(PROP_GVK_REQUIRED, json!({"group": "bench.io", "version": "v1", "kind": format!("Kind{next}")})));
+            }
+            content.bundles.push(Bundle { schema: SCHEMA_BUNDLE.into(), name, package: package.clone(), properties, ..Default::default() });
+        }
+        content.channels.push(Channel { schema: SCHEMA_CHANNEL.into(), name: "stable".into(), package, entries, properties: Vec::new() });
+    }
+    Catalog { name: "synthetic".into(), namespace: "olm".into(), priority: 0, content }
+}
+
+fn testdata() -> Catalog {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/community-operators/operators");
+    let mut dirs: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    let mut content = DeclarativeConfig::default();
+    for d in dirs {
+        content.merge(render_package_dir(&d, &RenderOptions::default()).unwrap());
+    }
+    Catalog { name: "community".into(), namespace: "olm".into(), priority: 0, content }
+}
+
+fn subscribe(package: &str, catalog: &str) -> Namespace {
+    Namespace {
+        name: "operators".into(),
+        installed: Vec::new(),
+        subscriptions: vec![Subscription {
+            name: package.into(),
+            package: package.into(),
+            channel: String::new(),
+            source: CatalogRef::new(catalog, "olm"),
+            starting_csv: None,
+        }],
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("resolve");
+    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    for size in [1_000, 10_000, 100_000] {
+        let index = CatalogIndex::new(&[synthetic(size)]);
+        // The middle of the catalog, so that nothing benefits from being first.
+        let package = format!("pkg{}", (size / VERSIONS_PER_PACKAGE / 2) / CLUSTER * CLUSTER);
+        let namespace = subscribe(&package, "synthetic");
+        let plan = resolve(&index, &namespace).expect("synthetic catalog resolves");
+        assert_eq!(plan.steps.len(), CLUSTER, "the whole dependency cluster is installed");
+        group.bench_with_input(BenchmarkId::new("synthetic", size), &size, |b, _| b.iter(|| resolve(&index, &namespace).unwrap()));
+    }
+    let index = CatalogIndex::new(&[testdata()]);
+    let namespace = subscribe("rabbitmq-messaging-topology-operator", "community");
+    assert_eq!(resolve(&index, &namespace).unwrap().steps.len(), 2);
+    group.bench_function("testdata/rabbitmq-messaging-topology-operator", |b| b.iter(|| resolve(&index, &namespace).unwrap()));
+    group.finish();
+
+    let mut group = c.benchmark_group("index");
+    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    let catalog = synthetic(10_000);
+    group.bench_function("synthetic/10000", |b| b.iter(|| CatalogIndex::new(std::slice::from_ref(&catalog))));
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

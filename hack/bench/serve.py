@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Benchmark: `olm catalog serve` against upstream `opm serve`, side by side in one run, on the
+community-operators testdata rendered to FBC (and, to show growth, that catalog replicated
+under new package names). For each server: time from spawn to the first answer of
+api.Registry/ListPackages, RSS once it answers (and 2 s later, after any settling), and the
+peak RSS. Prints medians and the opm/olm ratios.
+
+The gRPC call is made with a minimal HTTP/2 client below (prior-knowledge h2c, literal HPACK
+headers), so the script needs nothing but Python 3.
+
+Usage: hack/bench/serve.py [--runs N] [--copies 1,4,16]
+       (needs target/release/olm — `cargo build --release --bin olm` — and hack/opm/build)
+"""
+import argparse, os, shutil, socket, statistics, struct, subprocess, sys, tempfile, time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from catalog import REPO, TESTDATA, replicated_catalog  # noqa: E402
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def frame(kind, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+def hpack_literal(name, value):
+    def length(n):  # 7-bit prefix integer, no Huffman
+        if n < 127:
+            return bytes([n])
+        out, n = [127], n - 127
+        while n >= 128:
+            out.append((n & 127) | 128)
+            n >>= 7
+        return bytes(out + [n])
+    name, value = name.encode(), value.encode()
+    return b"\x00" + length(len(name)) + name + length(len(value)) + value
+
+
+def grpc_first_answer(port, path="/api.Registry/ListPackages", timeout=1.0):
+    """Calls a server-streaming RPC with an empty request; True once a response message
+    arrives, False if the port is not open yet."""
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    except OSError:
+        return False
+    with sock:
+        sock.settimeout(30)
+        headers = b"".join(hpack_literal(k, v) for k, v in [
+            (":method", "POST"), (":scheme", "http"), (":path", path), (":authority", f"127.0.0.1:{port}"),
+            ("content-type", "application/grpc"), ("te", "trailers")])
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0)
+                     + frame(1, 4, 1, headers)                      # HEADERS, END_HEADERS
+                     + frame(0, 1, 1, b"\x00\x00\x00\x00\x00"))     # DATA: empty message, END_STREAM
+        buf = b""
+        while True:
+            while len(buf) < 9:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    return False
+                buf += chunk
+            n = int.from_bytes(buf[:3], "big")
+            kind, flags = buf[3], buf[4]
+            while len(buf) < 9 + n:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    return False
+                buf += chunk
+            payload, buf = buf[9:9 + n], buf[9 + n:]
+            if kind == 4 and not flags & 1:
+                sock.sendall(frame(4, 1, 0))                        # SETTINGS ACK
+            elif kind == 0 and len(payload) >= 5:
+                return True                                         # a response message
+            elif kind == 1 and flags & 1:
+                raise RuntimeError(f"{path} ended without a message (trailers only)")
+            elif kind == 7:
+                raise RuntimeError("GOAWAY")
+
+
+def rss_mib(pid, field="VmRSS"):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_server(cmd, port):
+    env = {k: v for k, v in os.environ.items() if k != "OLM_CACHE_DIR"}
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        while not grpc_first_answer(port):
+            if proc.poll() is not None:
+                sys.exit(f"{cmd[0]} exited: {proc.stderr.read().decode()[-2000:]}")
+            if time.perf_counter() - start > 300:
+                sys.exit(f"{cmd[0]} not ready after 300 s")
+            time.sleep(0.005)
+        ready = time.perf_counter() - start
+        rss_ready = rss_mib(proc.pid)
+        time.sleep(2)
+        grpc_first_answer(port)
+        rss_settled = rss_mib(proc.pid)
+        peak = rss_mib(proc.pid, "VmHWM")
+        return ready, rss_ready, rss_settled, peak
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--copies", default="1,4,16", help="catalog sizes, as copies of the testdata")
+    args = ap.parse_args()
+    olm = REPO / "target/release/olm"
+    if not olm.exists():
+        sys.exit("build it first: cargo build --release --bin olm")
+    opm = subprocess.run([REPO / "hack/opm/path"], capture_output=True, text=True, check=True).stdout.strip()
+    work = Path(tempfile.mkdtemp(prefix="olm-bench-serve-"))
+    rows = []
+    try:
+        base = work / "base"
+        base.mkdir()
+        packages = [str(p) for p in sorted(TESTDATA.iterdir()) if p.is_dir() and p.name != "kuadrant-operator"]
+        with open(base / "catalog.json", "wb") as f:
+            subprocess.run([olm, "catalog", "render", *packages], stdout=f, check=True)
+        for copies in (int(c) for c in args.copies.split(",")):
+            cat = work / f"x{copies}"
+            n = replicated_catalog(base / "catalog.json", copies, cat)
+            size = sum(p.stat().st_size for p in cat.rglob("*") if p.is_file()) / (1 << 20)
+            for tool in ("olm", "opm"):
+                samples = []
+                for _ in range(args.runs):
+                    port = free_port()
+                    cmd = ([olm, "catalog", "serve", cat, "--port", str(port)] if tool == "olm" else
+                           [opm, "serve", cat, "--port", str(port), "--pprof-addr", "", "-t", "/dev/null"])
+                    samples.append(run_server([str(c) for c in cmd], port))
+                med = lambda i: statistics.median(s[i] for s in samples)
+                rows.append((n, size, tool, med(0), med(1), med(2), max(s[3] for s in samples)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"median of {args.runs} runs; time = spawn → first ListPackages message; RSS in MiB")
+    print(f"{'bundles':>7} {'MiB':>5}  {'olm s':>6} {'opm s':>6} {'faster':>6}  "
+          f"{'olm rss':>7} {'opm rss':>7} {'ratio':>6}  {'olm +2s':>7} {'opm +2s':>7} {'ratio':>6}  {'olm peak':>8} {'opm peak':>8}")
+    by = {}
+    for n, size, tool, *vals in rows:
+        by.setdefault((n, size), {})[tool] = vals
+    for (n, size), t in by.items():
+        o, p = t["olm"], t["opm"]
+        print(f"{n:>7} {size:>5.0f}  {o[0]:>6.2f} {p[0]:>6.2f} {p[0] / o[0]:>5.1f}x  "
+              f"{o[1]:>7.1f} {p[1]:>7.1f} {p[1] / o[1]:>5.1f}x  {o[2]:>7.1f} {p[2]:>7.1f} {p[2] / o[2]:>5.1f}x  {o[3]:>8.1f} {p[3]:>8.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+//! `olm catalog serve`: the operator-registry gRPC API (`api.Registry`, as `opm serve`
+//! speaks it) over a file-based catalog, plus `grpc.health.v1` and server reflection.
+//!
+//! [`index::Index`] holds what the RPCs need, built once at startup; the manifests stay in
+//! a spill file. [`server`] maps the RPCs onto it with upstream's quirks. The protobuf code
+//! is generated from `proto/registry.proto` and checked in ([`generated`]).
+
+pub mod convert;
+pub mod generated;
+pub mod index;
+pub mod server;
+mod store;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_server::{Health, HealthServer};
+use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
+
+pub use index::Index;
+
+/// `grpc.health.v1.Health` as `opm serve` answers it: SERVING, whatever the service name
+/// (a catalog is loaded before the port opens, so there is no other state).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AlwaysServing;
+
+#[tonic::async_trait]
+impl Health for AlwaysServing {
+    type WatchStream = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<HealthCheckResponse, tonic::Status>> + Send>>;
+
+    async fn check(&self, _: tonic::Request<HealthCheckRequest>) -> Result<tonic::Response<HealthCheckResponse>, tonic::Status> {
+        Ok(tonic::Response::new(HealthCheckResponse { status: ServingStatus::Serving as i32 }))
+    }
+
+    async fn watch(&self, _: tonic::Request<HealthCheckRequest>) -> Result<tonic::Response<Self::WatchStream>, tonic::Status> {
+        let first = tokio_stream::once(Ok(HealthCheckResponse { status: ServingStatus::Serving as i32 }));
+        // The status never changes: send it once, then hold the stream open.
+        Ok(tonic::Response::new(Box::pin(tokio_stream::StreamExt::chain(first, tokio_stream::pending()))))
+    }
+}
+
+/// Every service `olm catalog serve` offers, over one index.
+pub fn router(index: Arc<Index>) -> anyhow::Result<tonic::service::Routes> {
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(generated::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .context("building the reflection service")?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(generated::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .context("building the reflection service")?;
+    let mut routes = tonic::service::RoutesBuilder::default();
+    routes
+        .add_service(generated::registry_server::RegistryServer::new(server::RegistryService::new(Arc::clone(&index))))
+        .add_service(generated::experimental_registry_server::ExperimentalRegistryServer::new(server::ExperimentalService::new(index)))
+        .add_service(HealthServer::new(AlwaysServing))
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha);
+    Ok(routes.routes())
+}
+
+/// Loads the catalog at `dir`, then serves it on `addr` until `shutdown` completes.
+pub async fn serve(dir: &Path, addr: SocketAddr, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let dir_owned = dir.to_path_buf();
+    let index = tokio::task::spawn_blocking(move || Index::load(&dir_owned))
+        .await
+        .context("loading the catalog")?
+        .with_context(|| format!("loading catalog {}", dir.display()))?;
+    tracing::info!(
+        packages = index.package_count(),
+        bundles = index.bundle_count(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "catalog indexed"
+    );
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
+    let local = listener.local_addr()?;
+    let routes = router(Arc::new(index))?;
+    tracing::info!(address = %local, configs = %dir.display(), "serving registry");
+    tonic::transport::Server::builder()
+        .add_routes(routes)
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .await
+        .context("serving gRPC")?;
+    tracing::info!("shut down");
+    Ok(())
+}
+
+/// Runs [`serve`] on its own runtime until SIGINT or SIGTERM (the `olm catalog serve` command).
+pub fn run(dir: &Path, addr: SocketAddr) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(serve(dir, addr, shutdown_signal()))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

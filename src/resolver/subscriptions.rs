@@ -1,0 +1,125 @@
+//! What each Subscription may resolve to, upstream's `getSubscriptionVariables`: candidates
+//! come only from the Subscription's own catalog and channel; with an installed CSV, only
+//! entries that replace it, skip it, or whose skipRange holds its version, nearest to the
+//! head first, and staying put is the fallback; with nothing installed, `startingCSV`, or
+//! the channel's installable entries head first.
+
+use super::channel_graph::ChannelGraph;
+use super::error::ResolveError;
+use super::index::{BundleId, CatalogIndex, PackageInfo};
+use super::input::{Namespace, Subscription};
+
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub subscription: usize,
+    pub catalog: usize,
+    pub channel: String,
+    /// The installed CSV of the subscribed package (index into `Namespace::installed`).
+    pub installed: Option<usize>,
+    /// Bundles to move to, most preferred first; `installed` stays the last resort.
+    pub candidates: Vec<BundleId>,
+}
+
+pub fn target(index: &CatalogIndex, namespace: &Namespace, subscription: usize) -> Result<Target, ResolveError> {
+    let sub = &namespace.subscriptions[subscription];
+    let name = || sub.name.clone();
+    let catalog = index.catalog_id(&sub.source).ok_or_else(|| ResolveError::UnknownCatalog {
+        subscription: name(),
+        catalog: sub.source.clone(),
+        known: index.catalogs.iter().map(|c| c.source.to_string()).collect::<Vec<_>>().join(", "),
+    })?;
+    let package = index.catalogs[catalog].packages.get(&sub.package).ok_or_else(|| ResolveError::PackageNotFound {
+        subscription: name(),
+        package: sub.package.clone(),
+        catalog: sub.source.clone(),
+    })?;
+    let channel = if sub.channel.is_empty() { package.default_channel.clone() } else { sub.channel.clone() };
+    if channel.is_empty() {
+        return Err(ResolveError::NoDefaultChannel { subscription: name(), package: sub.package.clone(), catalog: sub.source.clone() });
+    }
+    let graph = channel_graph(sub, package, &channel)?;
+    let installed = namespace.installed.iter().position(|csv| csv.package == sub.package);
+    let usable = |entry: &str| package.bundles.get(entry).copied().filter(|b| index.bundles[*b].usable());
+
+    let candidates: Vec<BundleId> = match installed {
+        Some(i) => {
+            let csv = &namespace.installed[i];
+            graph.upgrades_from(&csv.name, &csv.version).filter_map(|e| usable(&e.name)).collect()
+        }
+        None => match &sub.starting_csv {
+            Some(csv) => vec![starting_bundle(index, sub, package, graph, &channel, csv)?],
+            None => graph.installable().iter().filter_map(|e| usable(&e.name)).collect(),
+        },
+    };
+    if installed.is_none() && candidates.is_empty() {
+        let reasons: Vec<String> = graph
+            .installable()
+            .iter()
+            .map(|e| match package.bundles.get(&e.name) {
+                Some(b) => format!("{}: {}", e.name, index.bundles[*b].unusable_reason().unwrap_or("unusable")),
+                None => format!("{}: no olm.bundle with that name", e.name),
+            })
+            .collect();
+        return Err(ResolveError::NothingInstallable {
+            subscription: name(),
+            package: sub.package.clone(),
+            channel,
+            catalog: sub.source.clone(),
+            reasons: reasons.join("; "),
+        });
+    }
+    Ok(Target { subscription, catalog, channel, installed, candidates })
+}
+
+fn channel_graph<'p>(sub: &Subscription, package: &'p PackageInfo, channel: &str) -> Result<&'p ChannelGraph, ResolveError> {
+    match package.channels.get(channel) {
+        None => Err(ResolveError::ChannelNotFound {
+            subscription: sub.name.clone(),
+            package: sub.package.clone(),
+            channel: channel.to_string(),
+            catalog: sub.source.clone(),
+            available: package.channels.keys().cloned().collect::<Vec<_>>().join(", "),
+        }),
+        Some(Err(problem)) => Err(ResolveError::InvalidChannel {
+            subscription: sub.name.clone(),
+            package: sub.package.clone(),
+            channel: channel.to_string(),
+            catalog: sub.source.clone(),
+            problem: problem.clone(),
+        }),
+        Some(Ok(graph)) => Ok(graph),
+    }
+}
+
+fn starting_bundle(
+    index: &CatalogIndex,
+    sub: &Subscription,
+    package: &PackageInfo,
+    graph: &ChannelGraph,
+    channel: &str,
+    csv: &str,
+) -> Result<BundleId, ResolveError> {
+    let not_installable = |reason: String| ResolveError::StartingCsvNotInstallable {
+        subscription: sub.name.clone(),
+        csv: csv.to_string(),
+        package: sub.package.clone(),
+        reason,
+    };
+    if graph.distance(csv).is_none() {
+        return Err(match graph.why_not_installable(csv) {
+            Some(why) => not_installable(format!("in channel {channel:?} {why}")),
+            None => ResolveError::StartingCsvNotFound {
+                subscription: sub.name.clone(),
+                csv: csv.to_string(),
+                package: sub.package.clone(),
+                channel: channel.to_string(),
+                catalog: sub.source.clone(),
+            },
+        });
+    }
+    let bundle = *package.bundles.get(csv).ok_or_else(|| not_installable("the catalog has no olm.bundle with that name".into()))?;
+    match index.bundles[bundle].unusable_reason() {
+        Some(why) => Err(not_installable(why.to_string())),
+        None => Ok(bundle),
+    }
+}
