@@ -24,7 +24,12 @@ fn synthetic(bundles: usize) -> Catalog {
     let mut content = DeclarativeConfig::default();
     for p in 0..bundles / VERSIONS_PER_PACKAGE {
         let package = format!("pkg{p}");
-        content.packages.push(Package { schema: SCHEMA_PACKAGE.into(), name: package.clone(), default_channel: "stable".into(), ..Default::default() });
+        content.packages.push(Package {
+            schema: SCHEMA_PACKAGE.into(),
+            name: package.clone(),
+            default_channel: "stable".into(),
+            ..Default::default()
+        });
         let mut entries = Vec::new();
         for v in 1..=VERSIONS_PER_PACKAGE {
             let name = format!("{package}.v{v}.0.0");
@@ -42,8 +47,12 @@ fn synthetic(bundles: usize) -> Catalog {
             ];
             if p % CLUSTER < CLUSTER - 1 {
                 let next = p + 1;
-                properties.push(Property::new(PROP_PACKAGE_REQUIRED, json!({"packageName": format!("pkg{next}"), "versionRange": ">=2.0.0 <9.0.0"})));
-                properties.push(Property::new(PROP_GVK_REQUIRED, json!({"group": "bench.io", "version": "v1", "kind": format!("Kind{next}")})));
+                properties.push(Property::new(
+                    PROP_PACKAGE_REQUIRED,
+                    json!({"packageName": format!("pkg{next}"), "versionRange": ">=2.0.0 <9.0.0"}),
+                ));
+                properties
+                    .push(Property::new(PROP_GVK_REQUIRED, json!({"group": "bench.io", "version": "v1", "kind": format!("Kind{next}")})));
             }
             content.bundles.push(Bundle { schema: SCHEMA_BUNDLE.into(), name, package: package.clone(), properties, ..Default::default() });
         }

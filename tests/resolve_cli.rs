@@ -29,7 +29,10 @@ fn text_plan_lists_dependencies_first_with_reasons() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
     assert!(lines[0].starts_with("install kernel-module-management.v2.2.0"), "{text}");
-    assert!(lines[0].contains("dependency of ptemplate.v0.2.0") && lines[0].contains("kernel-module-management-stable-olm-rs-olm"), "{text}");
+    assert!(
+        lines[0].contains("dependency of ptemplate.v0.2.0") && lines[0].contains("kernel-module-management-stable-olm-rs-olm"),
+        "{text}"
+    );
     assert!(lines[1].starts_with("install ptemplate.v0.2.0") && lines[1].contains("subscription ptemplate"), "{text}");
 }
 
@@ -66,15 +69,7 @@ fn json_plan_for_an_upgrade() {
 
 #[test]
 fn at_latest_known_says_so() {
-    let out = olm(&[
-        "resolve",
-        "--catalog",
-        "catalog",
-        "--subscribe",
-        "at",
-        "--installed",
-        "at.v0.2.0,package=at,version=0.2.0",
-    ]);
+    let out = olm(&["resolve", "--catalog", "catalog", "--subscribe", "at", "--installed", "at.v0.2.0,package=at,version=0.2.0"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "keep at.v0.2.0: subscription at is at the latest known version");
 }
@@ -86,7 +81,15 @@ fn failure_exits_1_with_the_explanation() {
     let err = stderr(&out);
     assert!(err.contains("\"nightly\"") && err.contains("reverse-words") && err.contains("channels: alpha, stable"), "{err}");
 
-    let out = olm(&["resolve", "--catalog", "catalog,name=olm-rs", "--subscribe", "reverse-words,starting=reverse-words.v0.2.1,channel=alpha", "-o", "json"]);
+    let out = olm(&[
+        "resolve",
+        "--catalog",
+        "catalog,name=olm-rs",
+        "--subscribe",
+        "reverse-words,starting=reverse-words.v0.2.1,channel=alpha",
+        "-o",
+        "json",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let body: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let error = body["error"].as_str().unwrap();

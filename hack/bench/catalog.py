@@ -14,21 +14,26 @@ SHARED = Path(os.environ.get("OLM_SHARED_DIR", REPO.parent / "shared"))
 TESTDATA = SHARED / "testdata/community-operators/operators"
 
 
+GNU_TIME = "/usr/bin/time"
+
+
 def measure(cmd, stdout_path=None):
-    """Runs cmd; returns (seconds, peak RSS in MiB) of that child alone."""
+    """Runs cmd; returns (seconds, peak RSS in MiB) of that command alone. GNU time reports
+    the RSS, because a forked child's maxrss would also count this Python process's pages."""
+    if not os.access(GNU_TIME, os.X_OK):
+        sys.exit("needs GNU time: apt-get install time")
     out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
     env = {k: v for k, v in os.environ.items() if k != "OLM_CACHE_DIR"}
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.run([GNU_TIME, "-f", "maxrss=%M", *map(str, cmd)], stdout=out, stderr=subprocess.PIPE, env=env)
     elapsed = time.perf_counter() - start
-    stderr = proc.stderr.read().decode()
-    proc.stderr.close()
     if stdout_path:
         out.close()
-    if os.waitstatus_to_exitcode(status) != 0:
+    stderr = proc.stderr.decode()
+    if proc.returncode != 0:
         sys.exit(f"{' '.join(map(str, cmd[:3]))} … failed: {stderr[-2000:]}")
-    return elapsed, usage.ru_maxrss / 1024
+    rss_kib = int(re.findall(r"maxrss=(\d+)", stderr)[-1])
+    return elapsed, rss_kib / 1024
 
 
 def median_of(runs, cmd, stdout_path=None):

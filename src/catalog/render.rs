@@ -96,7 +96,7 @@ pub fn render_paths_each(
             return Err(input_error(input, "no such file or directory"));
         }
         if is_bundle_dir(input) {
-            let run = inputs[index..].iter().take_while(|p| is_bundle_dir(p)).take(threads * 8).count();
+            let run = inputs[index..].iter().take_while(|p| is_bundle_dir(p)).take(64).count();
             for bundle in render_bundle_dirs(&inputs[index..index + run], options, threads) {
                 sink(DeclarativeConfig { bundles: vec![bundle?], ..Default::default() })?;
             }
@@ -114,16 +114,31 @@ pub fn render_paths_each(
 }
 
 /// Reads and renders bundle directories on `threads` threads; results in input order.
+/// Threads take the next directory as they finish one, since bundle sizes vary a lot.
 fn render_bundle_dirs(dirs: &[PathBuf], options: &RenderOptions, threads: usize) -> Vec<Result<Bundle, RenderError>> {
     let render_one = |dir: &PathBuf| read_bundle(dir).map_err(RenderError::from).and_then(|b| render_bundle(&b, options));
     if threads <= 1 || dirs.len() <= 1 {
         return dirs.iter().map(render_one).collect();
     }
-    let chunk = dirs.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = dirs.chunks(chunk).map(|part| scope.spawn(move || part.iter().map(render_one).collect::<Vec<_>>())).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, Result<Bundle, RenderError>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads.min(dirs.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(dir) = dirs.get(i) else { break };
+                        mine.push((i, render_one(dir)));
+                    }
+                    mine
+                })
+            })
+            .collect();
         handles.into_iter().flat_map(|h| h.join().expect("render thread panicked")).collect()
-    })
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 fn has_bundle_subdirs(dir: &Path) -> bool {

@@ -101,7 +101,8 @@ fn parse_catalog(spec: &str) -> anyhow::Result<Catalog> {
 
 /// A package folder or a folder of package folders is rendered; anything else is FBC.
 fn load_catalog_dir(dir: &Path) -> anyhow::Result<DeclarativeConfig> {
-    let is_package = |d: &Path| d.join("ci.yaml").is_file() || subdirs(d).iter().any(|s| is_bundle_dir(s) || is_bundle_dir(&s.join("bundle")));
+    let is_package =
+        |d: &Path| d.join("ci.yaml").is_file() || subdirs(d).iter().any(|s| is_bundle_dir(s) || is_bundle_dir(&s.join("bundle")));
     if is_package(dir) {
         return render_package_dir(dir, &RenderOptions::default()).with_context(|| format!("rendering {}", dir.display()));
     }

@@ -152,7 +152,8 @@ impl<'a> OlmProblem<'a> {
     /// Installed CSVs and usable catalog bundles of a package; a catalog bundle with the
     /// name of an installed CSV is the installed CSV, not a second choice.
     fn package_choices(&self, package: &str) -> Vec<Choice> {
-        let installed: Vec<usize> = (0..self.namespace.installed.len()).filter(|i| self.namespace.installed[*i].package == package).collect();
+        let installed: Vec<usize> =
+            (0..self.namespace.installed.len()).filter(|i| self.namespace.installed[*i].package == package).collect();
         let mut out: Vec<Choice> = installed.iter().map(|i| Choice::Installed(*i)).collect();
         for &b in self.index.by_package.get(package).into_iter().flatten() {
             if !installed.iter().any(|i| self.namespace.installed[*i].name == self.index.bundles[b].name) {
@@ -164,7 +165,8 @@ impl<'a> OlmProblem<'a> {
 
     /// Choices (bundles or installed CSVs, not tokens) that provide a GVK.
     fn gvk_providers(&self, gvk: &Gvk) -> Vec<Choice> {
-        let mut out: Vec<Choice> = (0..self.installed.len()).filter(|i| self.installed[*i].gvks.contains(gvk)).map(Choice::Installed).collect();
+        let mut out: Vec<Choice> =
+            (0..self.installed.len()).filter(|i| self.installed[*i].gvks.contains(gvk)).map(Choice::Installed).collect();
         for &b in self.index.by_gvk.get(gvk).into_iter().flatten() {
             let bundle = &self.index.bundles[b];
             if !self.namespace.installed.iter().any(|csv| csv.package == bundle.package && csv.name == bundle.name) {
@@ -186,11 +188,9 @@ impl<'a> OlmProblem<'a> {
 
     pub fn dependency_clause(&self, dependent: &str, dep: &Dependency, dependent_catalog: Option<usize>) -> Clause {
         let choices: Vec<Choice> = match dep {
-            Dependency::Package { package, range, .. } => self
-                .package_choices(package)
-                .into_iter()
-                .filter(|c| self.facts(c).is_some_and(|f| range.contains(f.version)))
-                .collect(),
+            Dependency::Package { package, range, .. } => {
+                self.package_choices(package).into_iter().filter(|c| self.facts(c).is_some_and(|f| range.contains(f.version))).collect()
+            }
             Dependency::Gvk { gvk, .. } => {
                 self.gvk_providers(gvk).into_iter().map(|p| Choice::Token { provider: self.choice_id(p), gvk: gvk.clone() }).collect()
             }
@@ -220,7 +220,8 @@ impl<'a> OlmProblem<'a> {
     fn why_nothing_matches(&self, dep: &Dependency) -> String {
         match dep {
             Dependency::Package { package, .. } => {
-                let mut versions: Vec<&Version> = self.package_choices(package).iter().filter_map(|c| self.facts(c).map(|f| f.version)).collect();
+                let mut versions: Vec<&Version> =
+                    self.package_choices(package).iter().filter_map(|c| self.facts(c).map(|f| f.version)).collect();
                 versions.sort();
                 versions.dedup();
                 if versions.is_empty() {

@@ -18,7 +18,9 @@ pub enum ChannelGraphError {
     Empty,
     #[error("entry {0:?} appears more than once")]
     DuplicateEntry(String),
-    #[error("found multiple channel heads {0:?}: each of them is neither replaced nor skipped by another entry; check their replaces/skips/skipRange")]
+    #[error(
+        "found multiple channel heads {0:?}: each of them is neither replaced nor skipped by another entry; check their replaces/skips/skipRange"
+    )]
     MultipleHeads(Vec<String>),
     #[error("a cycle exists in the upgrade chain through {0:?}")]
     Cycle(Vec<String>),
@@ -93,10 +95,8 @@ impl ChannelGraph {
             names.sort();
             return Err(ChannelGraphError::Cycle(names));
         }
-        let heads: Vec<NodeIndex> = graph
-            .node_indices()
-            .filter(|n| graph.neighbors_directed(*n, petgraph::Direction::Incoming).next().is_none())
-            .collect();
+        let heads: Vec<NodeIndex> =
+            graph.node_indices().filter(|n| graph.neighbors_directed(*n, petgraph::Direction::Incoming).next().is_none()).collect();
         if heads.len() > 1 {
             let mut names: Vec<String> = heads.iter().map(|n| channel.entries[graph[*n]].name.clone()).collect();
             names.sort();
@@ -116,10 +116,10 @@ impl ChannelGraph {
                 let skip_range = if entry.skip_range.trim().is_empty() {
                     None
                 } else {
-                    Some(VersionRange::parse(&entry.skip_range).map_err(|e| ChannelGraphError::BadSkipRange {
-                        entry: entry.name.clone(),
-                        problem: e.to_string(),
-                    })?)
+                    Some(
+                        VersionRange::parse(&entry.skip_range)
+                            .map_err(|e| ChannelGraphError::BadSkipRange { entry: entry.name.clone(), problem: e.to_string() })?,
+                    )
                 };
                 installable.push(GraphEntry {
                     name: entry.name.clone(),
@@ -128,10 +128,7 @@ impl ChannelGraph {
                     skip_range,
                 });
             }
-            current = graph
-                .edges(node)
-                .find(|e| *e.weight() == Edge::Replaces)
-                .map(|e| petgraph::visit::EdgeRef::target(&e));
+            current = graph.edges(node).find(|e| *e.weight() == Edge::Replaces).map(|e| petgraph::visit::EdgeRef::target(&e));
         }
         let not_installable = channel
             .entries

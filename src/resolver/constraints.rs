@@ -49,7 +49,10 @@ pub struct Facts<'a> {
 #[derive(Clone, Debug)]
 pub enum Predicate {
     Gvk(Gvk),
-    Package { package: String, range: VersionRange },
+    Package {
+        package: String,
+        range: VersionRange,
+    },
     All(Vec<Predicate>),
     Any(Vec<Predicate>),
     /// None of the inner predicates holds (upstream's `not` over a list).

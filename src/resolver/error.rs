@@ -6,6 +6,23 @@ use super::input::CatalogRef;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
+    /// A Subscription that cannot be resolved on its own (boxed: errors stay small).
+    #[error(transparent)]
+    Subscription(Box<SubscriptionError>),
+    /// The Subscriptions together have no solution; the text explains why.
+    #[error("{0}")]
+    NotSatisfiable(String),
+}
+
+impl From<SubscriptionError> for ResolveError {
+    fn from(e: SubscriptionError) -> Self {
+        ResolveError::Subscription(Box::new(e))
+    }
+}
+
+/// Why one Subscription cannot be resolved, before any solving.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SubscriptionError {
     #[error("subscription {subscription}: catalog {catalog} does not exist (known catalogs: {known})")]
     UnknownCatalog { subscription: String, catalog: CatalogRef, known: String },
     #[error("subscription {subscription}: package {package} is not in catalog {catalog}")]
@@ -16,12 +33,14 @@ pub enum ResolveError {
     ChannelNotFound { subscription: String, package: String, channel: String, catalog: CatalogRef, available: String },
     #[error("subscription {subscription}: channel {channel:?} of package {package} in catalog {catalog} is unusable: {problem}")]
     InvalidChannel { subscription: String, package: String, channel: String, catalog: CatalogRef, problem: ChannelGraphError },
-    #[error("subscription {subscription}: startingCSV {csv} is not an entry of channel {channel:?} of package {package} in catalog {catalog}")]
+    #[error(
+        "subscription {subscription}: startingCSV {csv} is not an entry of channel {channel:?} of package {package} in catalog {catalog}"
+    )]
     StartingCsvNotFound { subscription: String, csv: String, package: String, channel: String, catalog: CatalogRef },
     #[error("subscription {subscription}: startingCSV {csv} of package {package} cannot be installed: {reason}")]
     StartingCsvNotInstallable { subscription: String, csv: String, package: String, reason: String },
-    #[error("subscription {subscription}: channel {channel:?} of package {package} in catalog {catalog} has no installable bundle ({reasons})")]
+    #[error(
+        "subscription {subscription}: channel {channel:?} of package {package} in catalog {catalog} has no installable bundle ({reasons})"
+    )]
     NothingInstallable { subscription: String, package: String, channel: String, catalog: CatalogRef, reasons: String },
-    #[error("{0}")]
-    NotSatisfiable(String),
 }

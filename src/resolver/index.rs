@@ -137,8 +137,5 @@ fn preferred_channel(pkg: &PackageInfo, bundle: &str) -> Option<(String, usize)>
         return Some((pkg.default_channel.clone(), d));
     }
     // BTreeMap order makes ties go to the channel name that sorts first.
-    pkg.channels
-        .keys()
-        .filter_map(|name| distance_in(name).map(|d| (name.clone(), d)))
-        .min_by_key(|(_, d)| *d)
+    pkg.channels.keys().filter_map(|name| distance_in(name).map(|d| (name.clone(), d))).min_by_key(|(_, d)| *d)
 }

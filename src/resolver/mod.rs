@@ -24,7 +24,7 @@ mod tests;
 
 use std::collections::BTreeSet;
 
-pub use error::ResolveError;
+pub use error::{ResolveError, SubscriptionError};
 pub use index::CatalogIndex;
 pub use input::{Catalog, CatalogRef, InstalledCsv, Namespace, Subscription};
 pub use plan::{Outcome, Plan, Reason, Step, SubscriptionResult};
@@ -39,9 +39,7 @@ pub fn resolve(index: &CatalogIndex, namespace: &Namespace) -> Result<Plan, Reso
 }
 
 pub fn resolve_with(solver: &dyn Solver, index: &CatalogIndex, namespace: &Namespace) -> Result<Plan, ResolveError> {
-    let targets = (0..namespace.subscriptions.len())
-        .map(|i| subscriptions::target(index, namespace, i))
-        .collect::<Result<Vec<_>, _>>()?;
+    let targets = (0..namespace.subscriptions.len()).map(|i| subscriptions::target(index, namespace, i)).collect::<Result<Vec<_>, _>>()?;
     let problem = OlmProblem::new(index, namespace);
 
     let mut mandatory = Vec::new();

@@ -29,9 +29,13 @@ pub struct Step {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reason {
-    Subscribed { subscription: String },
+    Subscribed {
+        subscription: String,
+    },
     /// Pulled in by a dependency; upstream creates this Subscription for it.
-    Dependency { generated_subscription: String },
+    Dependency {
+        generated_subscription: String,
+    },
 }
 
 /// What became of one Subscription.

@@ -5,7 +5,7 @@
 //! the channel's installable entries head first.
 
 use super::channel_graph::ChannelGraph;
-use super::error::ResolveError;
+use super::error::{ResolveError, SubscriptionError};
 use super::index::{BundleId, CatalogIndex, PackageInfo};
 use super::input::{Namespace, Subscription};
 
@@ -23,19 +23,24 @@ pub struct Target {
 pub fn target(index: &CatalogIndex, namespace: &Namespace, subscription: usize) -> Result<Target, ResolveError> {
     let sub = &namespace.subscriptions[subscription];
     let name = || sub.name.clone();
-    let catalog = index.catalog_id(&sub.source).ok_or_else(|| ResolveError::UnknownCatalog {
+    let catalog = index.catalog_id(&sub.source).ok_or_else(|| SubscriptionError::UnknownCatalog {
         subscription: name(),
         catalog: sub.source.clone(),
         known: index.catalogs.iter().map(|c| c.source.to_string()).collect::<Vec<_>>().join(", "),
     })?;
-    let package = index.catalogs[catalog].packages.get(&sub.package).ok_or_else(|| ResolveError::PackageNotFound {
+    let package = index.catalogs[catalog].packages.get(&sub.package).ok_or_else(|| SubscriptionError::PackageNotFound {
         subscription: name(),
         package: sub.package.clone(),
         catalog: sub.source.clone(),
     })?;
     let channel = if sub.channel.is_empty() { package.default_channel.clone() } else { sub.channel.clone() };
     if channel.is_empty() {
-        return Err(ResolveError::NoDefaultChannel { subscription: name(), package: sub.package.clone(), catalog: sub.source.clone() });
+        return Err(SubscriptionError::NoDefaultChannel {
+            subscription: name(),
+            package: sub.package.clone(),
+            catalog: sub.source.clone(),
+        }
+        .into());
     }
     let graph = channel_graph(sub, package, &channel)?;
     let installed = namespace.installed.iter().position(|csv| csv.package == sub.package);
@@ -60,35 +65,37 @@ pub fn target(index: &CatalogIndex, namespace: &Namespace, subscription: usize) 
                 None => format!("{}: no olm.bundle with that name", e.name),
             })
             .collect();
-        return Err(ResolveError::NothingInstallable {
+        return Err(SubscriptionError::NothingInstallable {
             subscription: name(),
             package: sub.package.clone(),
             channel,
             catalog: sub.source.clone(),
             reasons: reasons.join("; "),
-        });
+        }
+        .into());
     }
     Ok(Target { subscription, catalog, channel, installed, candidates })
 }
 
 fn channel_graph<'p>(sub: &Subscription, package: &'p PackageInfo, channel: &str) -> Result<&'p ChannelGraph, ResolveError> {
-    match package.channels.get(channel) {
-        None => Err(ResolveError::ChannelNotFound {
+    let problem = match package.channels.get(channel) {
+        None => SubscriptionError::ChannelNotFound {
             subscription: sub.name.clone(),
             package: sub.package.clone(),
             channel: channel.to_string(),
             catalog: sub.source.clone(),
             available: package.channels.keys().cloned().collect::<Vec<_>>().join(", "),
-        }),
-        Some(Err(problem)) => Err(ResolveError::InvalidChannel {
+        },
+        Some(Err(problem)) => SubscriptionError::InvalidChannel {
             subscription: sub.name.clone(),
             package: sub.package.clone(),
             channel: channel.to_string(),
             catalog: sub.source.clone(),
             problem: problem.clone(),
-        }),
-        Some(Ok(graph)) => Ok(graph),
-    }
+        },
+        Some(Ok(graph)) => return Ok(graph),
+    };
+    Err(problem.into())
 }
 
 fn starting_bundle(
@@ -99,22 +106,26 @@ fn starting_bundle(
     channel: &str,
     csv: &str,
 ) -> Result<BundleId, ResolveError> {
-    let not_installable = |reason: String| ResolveError::StartingCsvNotInstallable {
-        subscription: sub.name.clone(),
-        csv: csv.to_string(),
-        package: sub.package.clone(),
-        reason,
+    let not_installable = |reason: String| -> ResolveError {
+        SubscriptionError::StartingCsvNotInstallable {
+            subscription: sub.name.clone(),
+            csv: csv.to_string(),
+            package: sub.package.clone(),
+            reason,
+        }
+        .into()
     };
     if graph.distance(csv).is_none() {
         return Err(match graph.why_not_installable(csv) {
             Some(why) => not_installable(format!("in channel {channel:?} {why}")),
-            None => ResolveError::StartingCsvNotFound {
+            None => SubscriptionError::StartingCsvNotFound {
                 subscription: sub.name.clone(),
                 csv: csv.to_string(),
                 package: sub.package.clone(),
                 channel: channel.to_string(),
                 catalog: sub.source.clone(),
-            },
+            }
+            .into(),
         });
     }
     let bundle = *package.bundles.get(csv).ok_or_else(|| not_installable("the catalog has no olm.bundle with that name".into()))?;

@@ -30,7 +30,8 @@ fn dependency_rules() {
         expect: Result<Vec<&'static str>, Vec<&'static str>>,
     }
     let cel = |rule: &str| constraint(json!({"cel": {"rule": rule}}));
-    let lib_version = |op: &str, v: &str| format!("properties.exists(p, p.type == 'olm.package' && semver_compare(p.value.version, '{v}') {op} 0)");
+    let lib_version =
+        |op: &str, v: &str| format!("properties.exists(p, p.type == 'olm.package' && semver_compare(p.value.version, '{v}') {op} 0)");
     let cases = vec![
         Case { rule: "no dependencies", deps: vec![], expect: Ok(vec!["app.v1.0.0"]) },
         Case {
@@ -61,7 +62,9 @@ fn dependency_rules() {
         },
         Case {
             rule: "olm.constraint failureMessage is shown",
-            deps: vec![constraint(json!({"failureMessage": "lib 9 is needed for widgets", "package": {"packageName": "lib", "versionRange": ">=9.0.0"}}))],
+            deps: vec![constraint(
+                json!({"failureMessage": "lib 9 is needed for widgets", "package": {"packageName": "lib", "versionRange": ">=9.0.0"}}),
+            )],
             expect: Err(vec!["lib 9 is needed for widgets"]),
         },
         Case {
@@ -142,17 +145,24 @@ fn gvk_dependencies_and_one_provider_per_gvk() {
         .linear("maker", &["1.0.0"], &provides_widget)
         .linear("rival", &["1.0.0"], &provides_widget);
     // A GVK requirement pulls one provider (catalog order ties broken by name: maker).
-    let plan = run(&[cat.clone()], &ns(vec![], vec![sub("app", "ops")])).unwrap();
+    let plan = run(std::slice::from_ref(&cat), &ns(vec![], vec![sub("app", "ops")])).unwrap();
     assert_eq!(steps(&plan), vec!["maker.v1.0.0@ops", "app.v1.0.0@ops"]);
     // The gvk olm.constraint works the same way.
-    let cat2 = Cat::new("ops").linear("app", &["1.0.0"], &|_| vec![constraint(json!({"gvk": widget()}))]).linear("maker", &["1.0.0"], &provides_widget);
-    assert_eq!(steps(&run(&[cat2], &ns(vec![], vec![sub("app", "ops")])).unwrap()), vec!["maker.v1.0.0@ops", "app.v1.0.0@ops"]);
+    let cat2 = Cat::new("ops").linear("app", &["1.0.0"], &|_| vec![constraint(json!({"gvk": widget()}))]).linear(
+        "maker",
+        &["1.0.0"],
+        &provides_widget,
+    );
+    assert_eq!(
+        steps(&run(std::slice::from_ref(&cat2), &ns(vec![], vec![sub("app", "ops")])).unwrap()),
+        vec!["maker.v1.0.0@ops", "app.v1.0.0@ops"]
+    );
     // An installed provider satisfies it and nothing new is pulled.
-    let plan = run(&[cat.clone()], &ns(vec![installed("rival", "1.0.0")], vec![sub("app", "ops")])).unwrap();
+    let plan = run(std::slice::from_ref(&cat), &ns(vec![installed("rival", "1.0.0")], vec![sub("app", "ops")])).unwrap();
     assert_eq!(steps(&plan), vec!["app.v1.0.0@ops"]);
     assert_eq!(plan.steps[0].dependency_of, Vec::<String>::new());
     // Two providers of one GVK cannot share a namespace.
-    let text = error_text(run(&[cat.clone()], &ns(vec![], vec![sub("maker", "ops"), sub("rival", "ops")])));
+    let text = error_text(run(std::slice::from_ref(&cat), &ns(vec![], vec![sub("maker", "ops"), sub("rival", "ops")])));
     assert!(text.contains("Widget (example.com/v1)") && text.contains("maker") && text.contains("rival"), "{text}");
     // Nor can a new provider join an installed one.
     let text = error_text(run(&[cat], &ns(vec![installed("rival", "1.0.0")], vec![sub("maker", "ops")])));
@@ -166,7 +176,7 @@ fn one_bundle_per_package() {
         .linear("app", &["1.0.0"], &|_| vec![requires_package("lib", ">=3.0.0")])
         .linear("tool", &["1.0.0"], &|_| vec![requires_package("lib", "<2.0.0")])
         .linear("lib", &["1.0.0", "2.0.0", "3.0.0"], &none);
-    let text = error_text(run(&[cat.clone()], &ns(vec![], vec![sub("app", "ops"), sub("tool", "ops")])));
+    let text = error_text(run(std::slice::from_ref(&cat), &ns(vec![], vec![sub("app", "ops"), sub("tool", "ops")])));
     assert!(text.contains("lib") && text.contains("subscription app") && text.contains("subscription tool"), "{text}");
     // An installed CSV that no Subscription owns stays, so it blocks a conflicting one.
     let text = error_text(run(&[cat], &ns(vec![installed("lib", "1.0.0")], vec![sub("app", "ops")])));
@@ -256,9 +266,10 @@ fn plan_order_reasons_and_generated_subscriptions() {
 
 #[test]
 fn deprecated_dependency_is_passed_over() {
-    let cat = Cat::new("ops")
-        .linear("app", &["1.0.0"], &|_| vec![requires_package("lib", ">=1.0.0")])
-        .linear("lib", &["1.0.0", "2.0.0"], &|v| if v == "2.0.0" { vec![prop(PROP_DEPRECATED, json!({}))] } else { vec![] });
+    let cat =
+        Cat::new("ops")
+            .linear("app", &["1.0.0"], &|_| vec![requires_package("lib", ">=1.0.0")])
+            .linear("lib", &["1.0.0", "2.0.0"], &|v| if v == "2.0.0" { vec![prop(PROP_DEPRECATED, json!({}))] } else { vec![] });
     assert_eq!(steps(&run(&[cat], &ns(vec![], vec![sub("app", "ops")])).unwrap()), vec!["lib.v1.0.0@ops", "app.v1.0.0@ops"]);
 }
 
@@ -270,8 +281,8 @@ fn deterministic() {
         .linear("b-maker", &["1.0.0"], &provides_widget)
         .linear("lib", &["1.0.0", "2.0.0", "3.0.0"], &none);
     let namespace = ns(vec![], vec![sub("app", "ops")]);
-    let first = run(&[cat.clone()], &namespace).unwrap();
+    let first = run(std::slice::from_ref(&cat), &namespace).unwrap();
     for _ in 0..5 {
-        assert_eq!(run(&[cat.clone()], &namespace).unwrap(), first);
+        assert_eq!(run(std::slice::from_ref(&cat), &namespace).unwrap(), first);
     }
 }

@@ -91,8 +91,16 @@ fn upgrade_rules() {
     }
     let cases = [
         Case { rule: "an entry that replaces X", installed: "0.1.0", expect: Some("p.v0.2.0") },
-        Case { rule: "entries replacing, skipping and skipRange-ing X: nearest the head wins", installed: "0.2.0", expect: Some("p.v0.4.0") },
-        Case { rule: "an entry that skips X (and one whose skipRange holds it): nearest the head", installed: "0.2.1", expect: Some("p.v0.4.0") },
+        Case {
+            rule: "entries replacing, skipping and skipRange-ing X: nearest the head wins",
+            installed: "0.2.0",
+            expect: Some("p.v0.4.0"),
+        },
+        Case {
+            rule: "an entry that skips X (and one whose skipRange holds it): nearest the head",
+            installed: "0.2.1",
+            expect: Some("p.v0.4.0"),
+        },
         Case { rule: "the skipRange jump", installed: "0.3.0", expect: Some("p.v0.4.0") },
         Case { rule: "no candidate: stay on X", installed: "0.4.0", expect: None },
     ];
@@ -201,11 +209,12 @@ fn subscription_errors_name_the_missing_piece() {
 
 #[test]
 fn deprecated_bundles_are_never_chosen() {
-    let cat = Cat::new("ops").linear("p", &["1.0.0", "2.0.0"], &|v| if v == "2.0.0" { vec![prop(PROP_DEPRECATED, json!({}))] } else { vec![] });
+    let cat =
+        Cat::new("ops").linear("p", &["1.0.0", "2.0.0"], &|v| if v == "2.0.0" { vec![prop(PROP_DEPRECATED, json!({}))] } else { vec![] });
     // The deprecated head is passed over for the next entry.
-    assert_eq!(steps(&run(&[cat.clone()], &ns(vec![], vec![sub("p", "ops")])).unwrap()), vec!["p.v1.0.0@ops"]);
+    assert_eq!(steps(&run(std::slice::from_ref(&cat), &ns(vec![], vec![sub("p", "ops")])).unwrap()), vec!["p.v1.0.0@ops"]);
     // ... and is no upgrade target.
-    let plan = run(&[cat.clone()], &ns(vec![installed("p", "1.0.0")], vec![sub("p", "ops")])).unwrap();
+    let plan = run(std::slice::from_ref(&cat), &ns(vec![installed("p", "1.0.0")], vec![sub("p", "ops")])).unwrap();
     assert!(plan.steps.is_empty());
     let mut starting = sub("p", "ops");
     starting.starting_csv = Some("p.v2.0.0".into());
@@ -215,13 +224,15 @@ fn deprecated_bundles_are_never_chosen() {
 #[test]
 fn head_with_unsatisfiable_dependency_falls_back_to_an_older_entry() {
     // Upstream makes every channel entry a candidate for a fresh install, head first.
-    let cat = Cat::new("ops").linear("p", &["1.0.0", "2.0.0"], &|v| if v == "2.0.0" { vec![requires_package("missing", ">=1.0.0")] } else { vec![] });
+    let cat = Cat::new("ops")
+        .linear("p", &["1.0.0", "2.0.0"], &|v| if v == "2.0.0" { vec![requires_package("missing", ">=1.0.0")] } else { vec![] });
     assert_eq!(steps(&run(&[cat], &ns(vec![], vec![sub("p", "ops")])).unwrap()), vec!["p.v1.0.0@ops"]);
 }
 
 #[test]
 fn upgrade_blocked_by_a_dependency_stays_put() {
-    let cat = Cat::new("ops").linear("p", &["1.0.0", "2.0.0"], &|v| if v == "2.0.0" { vec![requires_package("missing", ">=1.0.0")] } else { vec![] });
+    let cat = Cat::new("ops")
+        .linear("p", &["1.0.0", "2.0.0"], &|v| if v == "2.0.0" { vec![requires_package("missing", ">=1.0.0")] } else { vec![] });
     let plan = run(&[cat], &ns(vec![installed("p", "1.0.0")], vec![sub("p", "ops")])).unwrap();
     assert!(plan.steps.is_empty());
     assert_eq!(plan.subscriptions[0].outcome, Outcome::AtLatestKnown { csv: "p.v1.0.0".into() });
