@@ -33,7 +33,10 @@ fn synthetic(bundles: usize) -> Catalog {
         let mut entries = Vec::new();
         for v in 1..=VERSIONS_PER_PACKAGE {
             let name = format!("{package}.v{v}.0.0");
-            let mut entry = ChannelEntry { name: name.clone(), ..Default::default() };
+            let mut entry = ChannelEntry {
+                name: name.clone(),
+                ..Default::default()
+            };
             if v > 1 {
                 entry.replaces = format!("{package}.v{}.0.0", v - 1);
             }
@@ -42,8 +45,14 @@ fn synthetic(bundles: usize) -> Catalog {
             }
             entries.push(entry);
             let mut properties = vec![
-                Property::new(PROP_PACKAGE, json!({"packageName": package, "version": format!("{v}.0.0")})),
-                Property::new(PROP_GVK, json!({"group": "bench.io", "version": "v1", "kind": format!("Kind{p}")})),
+                Property::new(
+                    PROP_PACKAGE,
+                    json!({"packageName": package, "version": format!("{v}.0.0")}),
+                ),
+                Property::new(
+                    PROP_GVK,
+                    json!({"group": "bench.io", "version": "v1", "kind": format!("Kind{p}")}),
+                ),
             ];
             if p % CLUSTER < CLUSTER - 1 {
                 let next = p + 1;
@@ -51,25 +60,54 @@ fn synthetic(bundles: usize) -> Catalog {
                     PROP_PACKAGE_REQUIRED,
                     json!({"packageName": format!("pkg{next}"), "versionRange": ">=2.0.0 <9.0.0"}),
                 ));
-                properties
-                    .push(Property::new(PROP_GVK_REQUIRED, json!({"group": "bench.io", "version": "v1", "kind": format!("Kind{next}")})));
+                properties.push(Property::new(
+                    PROP_GVK_REQUIRED,
+                    json!({"group": "bench.io", "version": "v1", "kind": format!("Kind{next}")}),
+                ));
             }
-            content.bundles.push(Bundle { schema: SCHEMA_BUNDLE.into(), name, package: package.clone(), properties, ..Default::default() });
+            content.bundles.push(Bundle {
+                schema: SCHEMA_BUNDLE.into(),
+                name,
+                package: package.clone(),
+                properties,
+                ..Default::default()
+            });
         }
-        content.channels.push(Channel { schema: SCHEMA_CHANNEL.into(), name: "stable".into(), package, entries, properties: Vec::new() });
+        content.channels.push(Channel {
+            schema: SCHEMA_CHANNEL.into(),
+            name: "stable".into(),
+            package,
+            entries,
+            properties: Vec::new(),
+        });
     }
-    Catalog { name: "synthetic".into(), namespace: "olm".into(), priority: 0, content }
+    Catalog {
+        name: "synthetic".into(),
+        namespace: "olm".into(),
+        priority: 0,
+        content,
+    }
 }
 
 fn testdata() -> Catalog {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/community-operators/operators");
-    let mut dirs: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/testdata/community-operators/operators");
+    let mut dirs: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
     dirs.sort();
     let mut content = DeclarativeConfig::default();
     for d in dirs {
         content.merge(render_package_dir(&d, &RenderOptions::default()).unwrap());
     }
-    Catalog { name: "community".into(), namespace: "olm".into(), priority: 0, content }
+    Catalog {
+        name: "community".into(),
+        namespace: "olm".into(),
+        priority: 0,
+        content,
+    }
 }
 
 fn subscribe(package: &str, catalog: &str) -> Namespace {
@@ -88,26 +126,45 @@ fn subscribe(package: &str, catalog: &str) -> Namespace {
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("resolve");
-    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
     for size in [1_000, 10_000, 100_000] {
         let index = CatalogIndex::new(&[synthetic(size)]);
         // The middle of the catalog, so that nothing benefits from being first.
-        let package = format!("pkg{}", (size / VERSIONS_PER_PACKAGE / 2) / CLUSTER * CLUSTER);
+        let package = format!(
+            "pkg{}",
+            (size / VERSIONS_PER_PACKAGE / 2) / CLUSTER * CLUSTER
+        );
         let namespace = subscribe(&package, "synthetic");
         let plan = resolve(&index, &namespace).expect("synthetic catalog resolves");
-        assert_eq!(plan.steps.len(), CLUSTER, "the whole dependency cluster is installed");
-        group.bench_with_input(BenchmarkId::new("synthetic", size), &size, |b, _| b.iter(|| resolve(&index, &namespace).unwrap()));
+        assert_eq!(
+            plan.steps.len(),
+            CLUSTER,
+            "the whole dependency cluster is installed"
+        );
+        group.bench_with_input(BenchmarkId::new("synthetic", size), &size, |b, _| {
+            b.iter(|| resolve(&index, &namespace).unwrap())
+        });
     }
     let index = CatalogIndex::new(&[testdata()]);
     let namespace = subscribe("rabbitmq-messaging-topology-operator", "community");
     assert_eq!(resolve(&index, &namespace).unwrap().steps.len(), 2);
-    group.bench_function("testdata/rabbitmq-messaging-topology-operator", |b| b.iter(|| resolve(&index, &namespace).unwrap()));
+    group.bench_function("testdata/rabbitmq-messaging-topology-operator", |b| {
+        b.iter(|| resolve(&index, &namespace).unwrap())
+    });
     group.finish();
 
     let mut group = c.benchmark_group("index");
-    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
     let catalog = synthetic(10_000);
-    group.bench_function("synthetic/10000", |b| b.iter(|| CatalogIndex::new(std::slice::from_ref(&catalog))));
+    group.bench_function("synthetic/10000", |b| {
+        b.iter(|| CatalogIndex::new(std::slice::from_ref(&catalog)))
+    });
     group.finish();
 }
 

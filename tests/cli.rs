@@ -5,7 +5,10 @@ mod common;
 use std::process::Command;
 
 fn olm(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_olm")).args(args).output().expect("olm runs")
+    Command::new(env!("CARGO_BIN_EXE_olm"))
+        .args(args)
+        .output()
+        .expect("olm runs")
 }
 
 #[test]
@@ -20,7 +23,11 @@ fn help_lists_the_subcommands() {
 #[test]
 fn crds_prints_five_crds_as_one_yaml_stream() {
     let out = olm(&["crds"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let yaml = String::from_utf8(out.stdout).unwrap();
     let names: Vec<String> = yaml
         .split("\n---\n")
@@ -70,18 +77,30 @@ fn bundle_validate_names_each_problem_with_its_file() {
 
 #[test]
 fn our_bundles_are_valid() {
-    let dirs: Vec<String> =
-        common::bundle_dirs(&common::repo().join("bundles")).iter().map(|d| d.to_string_lossy().into_owned()).collect();
+    let dirs: Vec<String> = common::bundle_dirs(&common::repo().join("bundles"))
+        .iter()
+        .map(|d| d.to_string_lossy().into_owned())
+        .collect();
     assert!(dirs.len() >= 10);
     let mut args = vec!["bundle", "validate"];
     args.extend(dirs.iter().map(String::as_str));
     let out = olm(&args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]
 fn catalog_validate_reports_json_for_tools_and_exits_1_when_invalid() {
-    let out = olm(&["catalog", "validate", "-o", "json", "tests/catalogs/broken/multiple-heads"]);
+    let out = olm(&[
+        "catalog",
+        "validate",
+        "-o",
+        "json",
+        "tests/catalogs/broken/multiple-heads",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["valid"], false);
@@ -90,20 +109,49 @@ fn catalog_validate_reports_json_for_tools_and_exits_1_when_invalid() {
     assert_eq!(report["problems"][0]["channel"], "stable");
 
     let ok = olm(&["catalog", "validate", "catalog"]);
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stdout));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stdout)
+    );
 }
 
 #[test]
 fn catalog_render_of_a_package_folder_yields_package_channels_and_bundles() {
     let out = olm(&["catalog", "render", "-o", "yaml", "bundles/reverse-words"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
-    let docs: Vec<serde_json::Value> = text.split("---\n").filter(|d| !d.trim().is_empty()).map(|d| serde_yaml::from_str(d).unwrap()).collect();
+    let docs: Vec<serde_json::Value> = text
+        .split("---\n")
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_yaml::from_str(d).unwrap())
+        .collect();
     let schemas: Vec<&str> = docs.iter().map(|d| d["schema"].as_str().unwrap()).collect();
-    assert_eq!(schemas, ["olm.package", "olm.channel", "olm.channel", "olm.bundle", "olm.bundle", "olm.bundle", "olm.bundle", "olm.bundle"]);
+    assert_eq!(
+        schemas,
+        [
+            "olm.package",
+            "olm.channel",
+            "olm.channel",
+            "olm.bundle",
+            "olm.bundle",
+            "olm.bundle",
+            "olm.bundle",
+            "olm.bundle"
+        ]
+    );
     assert_eq!(docs[0]["defaultChannel"], "stable");
     let stable = docs.iter().find(|d| d["name"] == "stable").unwrap();
-    let head = stable["entries"].as_array().unwrap().iter().find(|e| e["name"] == "reverse-words.v0.4.0").unwrap();
+    let head = stable["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "reverse-words.v0.4.0")
+        .unwrap();
     assert_eq!(head["skipRange"], ">=0.2.0 <0.4.0");
     assert_eq!(head["replaces"], "reverse-words.v0.3.0");
 }
@@ -112,24 +160,63 @@ fn catalog_render_of_a_package_folder_yields_package_channels_and_bundles() {
 fn catalog_render_of_a_missing_path_fails_naming_it() {
     let out = olm(&["catalog", "render", "no/such/dir"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no/such/dir: no such file or directory"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no/such/dir: no such file or directory")
+    );
 }
 
 #[test]
 fn semver_template_renders_channels_from_our_bundles() {
-    let out = olm(&["catalog", "template", "semver", "tests/catalogs/templates/reverse-words-semver.yaml"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let blobs: Vec<serde_json::Value> =
-        serde_json::Deserializer::from_slice(&out.stdout).into_iter().map(Result::unwrap).collect();
+    let out = olm(&[
+        "catalog",
+        "template",
+        "semver",
+        "tests/catalogs/templates/reverse-words-semver.yaml",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let blobs: Vec<serde_json::Value> = serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
     let package = blobs.iter().find(|b| b["schema"] == "olm.package").unwrap();
     assert_eq!(package["name"], "reverse-words");
-    let mut channels: Vec<&str> = blobs.iter().filter(|b| b["schema"] == "olm.channel").map(|b| b["name"].as_str().unwrap()).collect();
+    let mut channels: Vec<&str> = blobs
+        .iter()
+        .filter(|b| b["schema"] == "olm.channel")
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
     channels.sort();
-    assert_eq!(channels, ["candidate-v0.2", "stable-v0.1", "stable-v0.2", "stable-v0.3", "stable-v0.4"]);
+    assert_eq!(
+        channels,
+        [
+            "candidate-v0.2",
+            "stable-v0.1",
+            "stable-v0.2",
+            "stable-v0.3",
+            "stable-v0.4"
+        ]
+    );
     assert_eq!(package["defaultChannel"], "stable-v0.4");
-    assert_eq!(blobs.iter().filter(|b| b["schema"] == "olm.bundle").count(), 5);
+    assert_eq!(
+        blobs.iter().filter(|b| b["schema"] == "olm.bundle").count(),
+        5
+    );
 
-    let missing = olm(&["catalog", "template", "semver", "--bundles", "nowhere", "tests/catalogs/templates/reverse-words-semver.yaml"]);
+    let missing = olm(&[
+        "catalog",
+        "template",
+        "semver",
+        "--bundles",
+        "nowhere",
+        "tests/catalogs/templates/reverse-words-semver.yaml",
+    ]);
     assert!(!missing.status.success());
-    assert!(String::from_utf8_lossy(&missing.stderr).contains("is neither a bundle directory nor a bundle under nowhere"));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr)
+            .contains("is neither a bundle directory nor a bundle under nowhere")
+    );
 }

@@ -25,7 +25,9 @@ fn opm() -> PathBuf {
     if let Some(path) = std::env::var_os("OLM_OPM") {
         return PathBuf::from(path);
     }
-    let out = Command::new(repo().join("hack/opm/path")).output().expect("hack/opm/path runs");
+    let out = Command::new(repo().join("hack/opm/path"))
+        .output()
+        .expect("hack/opm/path runs");
     assert!(out.status.success(), "opm is not built; run hack/opm/build");
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
@@ -44,12 +46,22 @@ impl Drop for ServerGuard {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn start_ours(dir: &Path, port: u16) -> ServerGuard {
     let child = Command::new(env!("CARGO_BIN_EXE_olm"))
-        .args(["catalog", "serve", dir.to_str().unwrap(), "--port", &port.to_string()])
+        .args([
+            "catalog",
+            "serve",
+            dir.to_str().unwrap(),
+            "--port",
+            &port.to_string(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -60,7 +72,16 @@ fn start_ours(dir: &Path, port: u16) -> ServerGuard {
 fn start_opm(dir: &Path, port: u16) -> ServerGuard {
     let child = Command::new(opm())
         .env_remove("OLM_CACHE_DIR")
-        .args(["serve", dir.to_str().unwrap(), "--port", &port.to_string(), "--pprof-addr", "", "-t", "/dev/null"])
+        .args([
+            "serve",
+            dir.to_str().unwrap(),
+            "--port",
+            &port.to_string(),
+            "--pprof-addr",
+            "",
+            "-t",
+            "/dev/null",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -75,14 +96,30 @@ async fn connect(server: &mut ServerGuard, port: u16) -> Channel {
         if let Some(status) = server.child.try_wait().unwrap() {
             panic!("{} exited before serving: {status}", server.name);
         }
-        if let Ok(channel) = Channel::from_shared(format!("http://127.0.0.1:{port}")).unwrap().connect().await {
+        if let Ok(channel) = Channel::from_shared(format!("http://127.0.0.1:{port}"))
+            .unwrap()
+            .connect()
+            .await
+        {
             let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
-            if let Ok(r) = health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await {
-                assert_eq!(r.get_ref().status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
+            if let Ok(r) = health
+                .check(tonic_health::pb::HealthCheckRequest {
+                    service: String::new(),
+                })
+                .await
+            {
+                assert_eq!(
+                    r.get_ref().status,
+                    tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+                );
                 return channel;
             }
         }
-        assert!(Instant::now() < deadline, "{} did not become ready", server.name);
+        assert!(
+            Instant::now() < deadline,
+            "{} did not become ready",
+            server.name
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -94,7 +131,11 @@ fn client(channel: Channel) -> RegistryClient<Channel> {
 // --- Messages as comparable data -------------------------------------------------------
 
 fn parse_json(s: &str) -> Value {
-    if s.is_empty() { Value::Null } else { serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_string())) }
+    if s.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_string()))
+    }
 }
 
 fn deprecation(d: &Option<api::Deprecation>) -> Value {
@@ -102,7 +143,9 @@ fn deprecation(d: &Option<api::Deprecation>) -> Value {
 }
 
 fn gvks(g: &[api::GroupVersionKind]) -> Value {
-    g.iter().map(|g| json!([g.group, g.version, g.kind, g.plural])).collect()
+    g.iter()
+        .map(|g| json!([g.group, g.version, g.kind, g.plural]))
+        .collect()
 }
 
 fn bundle(b: &api::Bundle) -> Value {
@@ -145,7 +188,10 @@ async fn unary<T>(r: Result<tonic::Response<T>, tonic::Status>, f: impl Fn(&T) -
 }
 
 /// A stream's messages, sorted (upstream's order comes from Go map iteration).
-async fn sorted_stream<T>(r: Result<tonic::Response<tonic::Streaming<T>>, tonic::Status>, f: impl Fn(&T) -> Value) -> Value {
+async fn sorted_stream<T>(
+    r: Result<tonic::Response<tonic::Streaming<T>>, tonic::Status>,
+    f: impl Fn(&T) -> Value,
+) -> Value {
     let mut stream = match r {
         Ok(r) => r.into_inner(),
         Err(s) => return error(&s),
@@ -178,10 +224,22 @@ impl Report {
             tally.1 += 1;
         } else if self.mismatches.len() < 30 {
             let (o, t) = (ours.to_string(), theirs.to_string());
-            let at = o.bytes().zip(t.bytes()).position(|(a, b)| a != b).unwrap_or(o.len().min(t.len()));
+            let at = o
+                .bytes()
+                .zip(t.bytes())
+                .position(|(a, b)| a != b)
+                .unwrap_or(o.len().min(t.len()));
             let from = at.saturating_sub(200);
-            let cut = |s: &str| s.get(from..(at + 300).min(s.len())).unwrap_or("").to_string();
-            self.mismatches.push(format!("{rpc}({what}):\n  olm: …{}\n  opm: …{}", cut(&o), cut(&t)));
+            let cut = |s: &str| {
+                s.get(from..(at + 300).min(s.len()))
+                    .unwrap_or("")
+                    .to_string()
+            };
+            self.mismatches.push(format!(
+                "{rpc}({what}):\n  olm: …{}\n  opm: …{}",
+                cut(&o),
+                cut(&t)
+            ));
         }
     }
 }
@@ -201,12 +259,21 @@ async fn compare(dir: &Path) -> Report {
         sorted_stream(o.list_packages(api::ListPackageRequest {}).await, names).await,
         sorted_stream(t.list_packages(api::ListPackageRequest {}).await, names).await,
     );
-    let packages: Vec<String> = b.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+    let packages: Vec<String> = b
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
     report.check("ListPackages", "", a, b);
 
     // ListBundles: upstream's is the ground truth for everything below.
     let mut all: Vec<api::Bundle> = Vec::new();
-    let mut stream = t.list_bundles(api::ListBundlesRequest {}).await.unwrap().into_inner();
+    let mut stream = t
+        .list_bundles(api::ListBundlesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     while let Some(m) = stream.message().await.unwrap() {
         all.push(m);
     }
@@ -218,11 +285,23 @@ async fn compare(dir: &Path) -> Report {
 
     // GetPackage.
     let mut channels: BTreeSet<(String, String)> = BTreeSet::new();
-    for p in packages.iter().map(String::as_str).chain(["no-such-package"]) {
-        let req = api::GetPackageRequest { name: p.to_string() };
-        let (a, b) = (unary(o.get_package(req.clone()).await, package).await, unary(t.get_package(req).await, package).await);
+    for p in packages
+        .iter()
+        .map(String::as_str)
+        .chain(["no-such-package"])
+    {
+        let req = api::GetPackageRequest {
+            name: p.to_string(),
+        };
+        let (a, b) = (
+            unary(o.get_package(req.clone()).await, package).await,
+            unary(t.get_package(req).await, package).await,
+        );
         if let Some(chs) = b.get("channels").and_then(Value::as_array) {
-            channels.extend(chs.iter().map(|c| (p.to_string(), c[0].as_str().unwrap().to_string())));
+            channels.extend(
+                chs.iter()
+                    .map(|c| (p.to_string(), c[0].as_str().unwrap().to_string())),
+            );
         }
         report.check("GetPackage", p, a, b);
     }
@@ -230,8 +309,15 @@ async fn compare(dir: &Path) -> Report {
     // GetBundleForChannel.
     let misses = [("no-such-package".to_string(), "stable".to_string())];
     let first_pkg = packages.first().cloned().unwrap_or_default();
-    for (p, c) in channels.iter().chain(misses.iter()).chain([(first_pkg.clone(), "no-such-channel".to_string())].iter()) {
-        let req = api::GetBundleInChannelRequest { pkg_name: p.clone(), channel_name: c.clone() };
+    for (p, c) in channels
+        .iter()
+        .chain(misses.iter())
+        .chain([(first_pkg.clone(), "no-such-channel".to_string())].iter())
+    {
+        let req = api::GetBundleInChannelRequest {
+            pkg_name: p.clone(),
+            channel_name: c.clone(),
+        };
         #[allow(deprecated)]
         let (a, b) = (
             unary(o.get_bundle_for_channel(req.clone()).await, bundle).await,
@@ -243,9 +329,16 @@ async fn compare(dir: &Path) -> Report {
     // GetBundle, GetBundleThatReplaces, GetChannelEntriesThatReplace per bundle.
     let mut csv_names: BTreeSet<String> = BTreeSet::new();
     for b in &all {
-        let req = api::GetBundleRequest { pkg_name: b.package_name.clone(), channel_name: b.channel_name.clone(), csv_name: b.csv_name.clone() };
+        let req = api::GetBundleRequest {
+            pkg_name: b.package_name.clone(),
+            channel_name: b.channel_name.clone(),
+            csv_name: b.csv_name.clone(),
+        };
         let what = format!("{}/{}/{}", b.package_name, b.channel_name, b.csv_name);
-        let (x, y) = (unary(o.get_bundle(req.clone()).await, bundle).await, unary(t.get_bundle(req).await, bundle).await);
+        let (x, y) = (
+            unary(o.get_bundle(req.clone()).await, bundle).await,
+            unary(t.get_bundle(req).await, bundle).await,
+        );
         report.check("GetBundle", &what, x, y);
 
         // Upstream picks any bundle of the channel that replaces or skips the CSV (Go map
@@ -255,13 +348,18 @@ async fn compare(dir: &Path) -> Report {
             .filter(|c| c.package_name == b.package_name && c.channel_name == b.channel_name)
             .filter(|c| c.replaces == b.csv_name || c.skips.contains(&b.csv_name))
             .collect();
-        let req = api::GetReplacementRequest { csv_name: b.csv_name.clone(), pkg_name: b.package_name.clone(), channel_name: b.channel_name.clone() };
+        let req = api::GetReplacementRequest {
+            csv_name: b.csv_name.clone(),
+            pkg_name: b.package_name.clone(),
+            channel_name: b.channel_name.clone(),
+        };
         let (x, y) = (
             unary(o.get_bundle_that_replaces(req.clone()).await, bundle).await,
             unary(t.get_bundle_that_replaces(req).await, bundle).await,
         );
         if candidates.len() > 1 {
-            let ok = candidates.iter().any(|c| x["csvName"] == json!(c.csv_name)) && y["csvName"].is_string();
+            let ok = candidates.iter().any(|c| x["csvName"] == json!(c.csv_name))
+                && y["csvName"].is_string();
             report.check("GetBundleThatReplaces", &what, json!(ok), json!(true));
         } else {
             report.check("GetBundleThatReplaces", &what, x, y);
@@ -272,11 +370,25 @@ async fn compare(dir: &Path) -> Report {
             csv_names.insert(b.replaces.clone());
         }
     }
-    for (p, c) in [(first_pkg.clone(), "no-such-channel"), ("no-such-package".to_string(), "stable")] {
-        let req = api::GetBundleRequest { pkg_name: p.clone(), channel_name: c.to_string(), csv_name: "x.v1".into() };
-        let (x, y) = (unary(o.get_bundle(req.clone()).await, bundle).await, unary(t.get_bundle(req).await, bundle).await);
+    for (p, c) in [
+        (first_pkg.clone(), "no-such-channel"),
+        ("no-such-package".to_string(), "stable"),
+    ] {
+        let req = api::GetBundleRequest {
+            pkg_name: p.clone(),
+            channel_name: c.to_string(),
+            csv_name: "x.v1".into(),
+        };
+        let (x, y) = (
+            unary(o.get_bundle(req.clone()).await, bundle).await,
+            unary(t.get_bundle(req).await, bundle).await,
+        );
         report.check("GetBundle", &format!("{p}/{c}/x.v1"), x, y);
-        let req = api::GetReplacementRequest { csv_name: "x.v1".into(), pkg_name: p.clone(), channel_name: c.to_string() };
+        let req = api::GetReplacementRequest {
+            csv_name: "x.v1".into(),
+            pkg_name: p.clone(),
+            channel_name: c.to_string(),
+        };
         let (x, y) = (
             unary(o.get_bundle_that_replaces(req.clone()).await, bundle).await,
             unary(t.get_bundle_that_replaces(req).await, bundle).await,
@@ -284,13 +396,22 @@ async fn compare(dir: &Path) -> Report {
         report.check("GetBundleThatReplaces", &format!("{p}/{c}/x.v1"), x, y);
     }
     for (p, c) in channels.iter().take(1) {
-        let req = api::GetBundleRequest { pkg_name: p.clone(), channel_name: c.clone(), csv_name: "no-such-bundle".into() };
-        let (x, y) = (unary(o.get_bundle(req.clone()).await, bundle).await, unary(t.get_bundle(req).await, bundle).await);
+        let req = api::GetBundleRequest {
+            pkg_name: p.clone(),
+            channel_name: c.clone(),
+            csv_name: "no-such-bundle".into(),
+        };
+        let (x, y) = (
+            unary(o.get_bundle(req.clone()).await, bundle).await,
+            unary(t.get_bundle(req).await, bundle).await,
+        );
         report.check("GetBundle", "missing bundle", x, y);
     }
     csv_names.insert("no-such-bundle.v0".into());
     for name in &csv_names {
-        let req = api::GetAllReplacementsRequest { csv_name: name.clone() };
+        let req = api::GetAllReplacementsRequest {
+            csv_name: name.clone(),
+        };
         let (x, y) = (
             sorted_stream(o.get_channel_entries_that_replace(req.clone()).await, entry).await,
             sorted_stream(t.get_channel_entries_that_replace(req).await, entry).await,
@@ -300,34 +421,66 @@ async fn compare(dir: &Path) -> Report {
 
     // The provider RPCs over every provided GVK (and one nobody provides); `plural` is set
     // to nonsense to show it is ignored.
-    let mut gvk_set: BTreeSet<(String, String, String)> =
-        all.iter().flat_map(|b| b.provided_apis.iter().map(|g| (g.group.clone(), g.version.clone(), g.kind.clone()))).collect();
+    let mut gvk_set: BTreeSet<(String, String, String)> = all
+        .iter()
+        .flat_map(|b| {
+            b.provided_apis
+                .iter()
+                .map(|g| (g.group.clone(), g.version.clone(), g.kind.clone()))
+        })
+        .collect();
     gvk_set.insert(("nobody.example.com".into(), "v1".into(), "Nothing".into()));
     for (group, version, kind) in &gvk_set {
         let what = format!("{group}/{version}/{kind}");
         let plural = "ignored".to_string();
-        let req = api::GetAllProvidersRequest { group: group.clone(), version: version.clone(), kind: kind.clone(), plural: plural.clone() };
+        let req = api::GetAllProvidersRequest {
+            group: group.clone(),
+            version: version.clone(),
+            kind: kind.clone(),
+            plural: plural.clone(),
+        };
         let (x, y) = (
             sorted_stream(o.get_channel_entries_that_provide(req.clone()).await, entry).await,
             sorted_stream(t.get_channel_entries_that_provide(req).await, entry).await,
         );
         report.check("GetChannelEntriesThatProvide", &what, x, y);
-        let req = api::GetLatestProvidersRequest { group: group.clone(), version: version.clone(), kind: kind.clone(), plural: plural.clone() };
+        let req = api::GetLatestProvidersRequest {
+            group: group.clone(),
+            version: version.clone(),
+            kind: kind.clone(),
+            plural: plural.clone(),
+        };
         let (x, y) = (
-            sorted_stream(o.get_latest_channel_entries_that_provide(req.clone()).await, entry).await,
+            sorted_stream(
+                o.get_latest_channel_entries_that_provide(req.clone()).await,
+                entry,
+            )
+            .await,
             sorted_stream(t.get_latest_channel_entries_that_provide(req).await, entry).await,
         );
         report.check("GetLatestChannelEntriesThatProvide", &what, x, y);
-        let req = api::GetDefaultProviderRequest { group: group.clone(), version: version.clone(), kind: kind.clone(), plural };
+        let req = api::GetDefaultProviderRequest {
+            group: group.clone(),
+            version: version.clone(),
+            kind: kind.clone(),
+            plural,
+        };
         let (x, y) = (
-            unary(o.get_default_bundle_that_provides(req.clone()).await, bundle).await,
+            unary(
+                o.get_default_bundle_that_provides(req.clone()).await,
+                bundle,
+            )
+            .await,
             unary(t.get_default_bundle_that_provides(req).await, bundle).await,
         );
         report.check("GetDefaultBundleThatProvides", &what, x, y);
     }
 
     // ExperimentalListPackageCustomSchemas: with and without the header, bad names.
-    let (mut eo, mut et) = (ExperimentalRegistryClient::new(our_channel.clone()), ExperimentalRegistryClient::new(their_channel.clone()));
+    let (mut eo, mut et) = (
+        ExperimentalRegistryClient::new(our_channel.clone()),
+        ExperimentalRegistryClient::new(their_channel.clone()),
+    );
     let struct_json = |s: &prost_types::Struct| json!(format!("{s:?}"));
     let mut cases: Vec<(String, String, bool)> = vec![
         ("olm.package".into(), first_pkg.clone(), true),
@@ -338,46 +491,92 @@ async fn compare(dir: &Path) -> Report {
         ("my.schema".into(), String::new(), true),
     ];
     for schema in ["olm.custom", "my.other"] {
-        cases.extend(packages.iter().chain([&String::new()]).map(|p| (schema.to_string(), p.clone(), true)));
+        cases.extend(
+            packages
+                .iter()
+                .chain([&String::new()])
+                .map(|p| (schema.to_string(), p.clone(), true)),
+        );
     }
     for (schema, pkg, ack) in cases {
         let request = || {
-            let mut r = tonic::Request::new(api::ExperimentalListPackageCustomSchemasRequest { schema: schema.clone(), package_name: pkg.clone() });
+            let mut r = tonic::Request::new(api::ExperimentalListPackageCustomSchemasRequest {
+                schema: schema.clone(),
+                package_name: pkg.clone(),
+            });
             if ack {
-                r.metadata_mut().insert("x-acknowledge-experimental", "true".parse().unwrap());
+                r.metadata_mut()
+                    .insert("x-acknowledge-experimental", "true".parse().unwrap());
             }
             r
         };
         let (x, y) = (
-            sorted_stream(eo.experimental_list_package_custom_schemas(request()).await, struct_json).await,
-            sorted_stream(et.experimental_list_package_custom_schemas(request()).await, struct_json).await,
+            sorted_stream(
+                eo.experimental_list_package_custom_schemas(request()).await,
+                struct_json,
+            )
+            .await,
+            sorted_stream(
+                et.experimental_list_package_custom_schemas(request()).await,
+                struct_json,
+            )
+            .await,
         );
-        report.check("ExperimentalListPackageCustomSchemas", &format!("{schema}/{pkg}/{ack}"), x, y);
+        report.check(
+            "ExperimentalListPackageCustomSchemas",
+            &format!("{schema}/{pkg}/{ack}"),
+            x,
+            y,
+        );
     }
 
     // Health for a named service, and the services reflection lists.
     for svc in ["", "api.Registry"] {
-        let req = tonic_health::pb::HealthCheckRequest { service: svc.into() };
+        let req = tonic_health::pb::HealthCheckRequest {
+            service: svc.into(),
+        };
         let check = |r: &tonic_health::pb::HealthCheckResponse| json!(r.status);
         let (x, y) = (
-            unary(tonic_health::pb::health_client::HealthClient::new(our_channel.clone()).check(req.clone()).await, check).await,
-            unary(tonic_health::pb::health_client::HealthClient::new(their_channel.clone()).check(req).await, check).await,
+            unary(
+                tonic_health::pb::health_client::HealthClient::new(our_channel.clone())
+                    .check(req.clone())
+                    .await,
+                check,
+            )
+            .await,
+            unary(
+                tonic_health::pb::health_client::HealthClient::new(their_channel.clone())
+                    .check(req)
+                    .await,
+                check,
+            )
+            .await,
         );
         report.check("grpc.health.v1.Health/Check", svc, x, y);
     }
-    let (x, y) = (reflected_services(our_channel).await, reflected_services(their_channel).await);
+    let (x, y) = (
+        reflected_services(our_channel).await,
+        reflected_services(their_channel).await,
+    );
     report.check("ServerReflection/ListServices", "", x, y);
     report
 }
 
 async fn reflected_services(channel: Channel) -> Value {
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
     use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
     use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
     use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
-    use tonic_reflection::pb::v1::ServerReflectionRequest;
     let mut client = ServerReflectionClient::new(channel);
-    let req = ServerReflectionRequest { host: String::new(), message_request: Some(MessageRequest::ListServices(String::new())) };
-    let mut responses = client.server_reflection_info(tokio_stream::once(req)).await.unwrap().into_inner();
+    let req = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses = client
+        .server_reflection_info(tokio_stream::once(req))
+        .await
+        .unwrap()
+        .into_inner();
     let mut names = BTreeSet::new();
     while let Some(r) = responses.message().await.unwrap() {
         if let Some(MessageResponse::ListServicesResponse(list)) = r.message_response {
@@ -391,7 +590,11 @@ fn assert_agree(what: &str, report: &Report) {
     for (rpc, (calls, agreed)) in &report.calls {
         eprintln!("{what}: {rpc}: {agreed}/{calls} agree");
     }
-    assert!(report.mismatches.is_empty(), "{what}: olm catalog serve and opm serve disagree:\n{}", report.mismatches.join("\n"));
+    assert!(
+        report.mismatches.is_empty(),
+        "{what}: olm catalog serve and opm serve disagree:\n{}",
+        report.mismatches.join("\n")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -407,7 +610,11 @@ async fn every_rpc_agrees_with_opm_on_our_catalog() {
 async fn every_rpc_agrees_with_opm_on_custom_schemas_and_deprecations() {
     let dir = scratch("registry-serve-custom");
     std::fs::create_dir_all(dir.join("at")).unwrap();
-    std::fs::copy(repo().join("catalog/at/catalog.yaml"), dir.join("at/catalog.yaml")).unwrap();
+    std::fs::copy(
+        repo().join("catalog/at/catalog.yaml"),
+        dir.join("at/catalog.yaml"),
+    )
+    .unwrap();
     let blobs = [
         json!({"schema": "olm.custom", "package": "at", "name": "x", "data": {"a": 1, "b": [true, null, "s", 2.5]}}),
         json!({"schema": "olm.custom", "package": "at", "name": "y"}),
@@ -435,8 +642,15 @@ async fn every_rpc_agrees_with_opm_on_the_testdata_catalog() {
         if name == "kuadrant-operator" {
             continue;
         }
-        let out = Command::new(env!("CARGO_BIN_EXE_olm")).args(["catalog", "render", package.to_str().unwrap()]).output().unwrap();
-        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(env!("CARGO_BIN_EXE_olm"))
+            .args(["catalog", "render", package.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::fs::create_dir_all(dir.join(&name)).unwrap();
         std::fs::write(dir.join(&name).join("catalog.json"), out.stdout).unwrap();
     }

@@ -10,7 +10,11 @@ fn repo() -> PathBuf {
 }
 
 fn olm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_olm")).args(args).current_dir(repo()).output().expect("olm runs")
+    Command::new(env!("CARGO_BIN_EXE_olm"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("olm runs")
 }
 
 fn stdout(o: &Output) -> String {
@@ -23,17 +27,31 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn text_plan_lists_dependencies_first_with_reasons() {
-    let out = olm(&["resolve", "--catalog", "catalog,name=olm-rs", "--subscribe", "ptemplate"]);
+    let out = olm(&[
+        "resolve",
+        "--catalog",
+        "catalog,name=olm-rs",
+        "--subscribe",
+        "ptemplate",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
-    assert!(lines[0].starts_with("install kernel-module-management.v2.2.0"), "{text}");
     assert!(
-        lines[0].contains("dependency of ptemplate.v0.2.0") && lines[0].contains("kernel-module-management-stable-olm-rs-olm"),
+        lines[0].starts_with("install kernel-module-management.v2.2.0"),
         "{text}"
     );
-    assert!(lines[1].starts_with("install ptemplate.v0.2.0") && lines[1].contains("subscription ptemplate"), "{text}");
+    assert!(
+        lines[0].contains("dependency of ptemplate.v0.2.0")
+            && lines[0].contains("kernel-module-management-stable-olm-rs-olm"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("install ptemplate.v0.2.0")
+            && lines[1].contains("subscription ptemplate"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -69,17 +87,39 @@ fn json_plan_for_an_upgrade() {
 
 #[test]
 fn at_latest_known_says_so() {
-    let out = olm(&["resolve", "--catalog", "catalog", "--subscribe", "at", "--installed", "at.v0.2.0,package=at,version=0.2.0"]);
+    let out = olm(&[
+        "resolve",
+        "--catalog",
+        "catalog",
+        "--subscribe",
+        "at",
+        "--installed",
+        "at.v0.2.0,package=at,version=0.2.0",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out).trim(), "keep at.v0.2.0: subscription at is at the latest known version");
+    assert_eq!(
+        stdout(&out).trim(),
+        "keep at.v0.2.0: subscription at is at the latest known version"
+    );
 }
 
 #[test]
 fn failure_exits_1_with_the_explanation() {
-    let out = olm(&["resolve", "--catalog", "catalog,name=olm-rs", "--subscribe", "reverse-words,channel=nightly"]);
+    let out = olm(&[
+        "resolve",
+        "--catalog",
+        "catalog,name=olm-rs",
+        "--subscribe",
+        "reverse-words,channel=nightly",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("\"nightly\"") && err.contains("reverse-words") && err.contains("channels: alpha, stable"), "{err}");
+    assert!(
+        err.contains("\"nightly\"")
+            && err.contains("reverse-words")
+            && err.contains("channels: alpha, stable"),
+        "{err}"
+    );
 
     let out = olm(&[
         "resolve",
@@ -93,25 +133,57 @@ fn failure_exits_1_with_the_explanation() {
     assert_eq!(out.status.code(), Some(1));
     let body: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let error = body["error"].as_str().unwrap();
-    assert!(error.contains("reverse-words.v0.2.1") && error.contains("skipped"), "{error}");
+    assert!(
+        error.contains("reverse-words.v0.2.1") && error.contains("skipped"),
+        "{error}"
+    );
 }
 
 #[test]
 fn testdata_failure_names_the_missing_package() {
     let dir = repo().join("../shared/testdata/community-operators/operators/l5-operator");
-    let out = olm(&["resolve", "--catalog", &format!("{},name=community", dir.display()), "--subscribe", "l5-operator", "-o", "json"]);
+    let out = olm(&[
+        "resolve",
+        "--catalog",
+        &format!("{},name=community", dir.display()),
+        "--subscribe",
+        "l5-operator",
+        "-o",
+        "json",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let body: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let error = body["error"].as_str().unwrap();
-    assert!(error.contains("crunchy-postgres-operator") && error.contains("subscription l5-operator"), "{error}");
+    assert!(
+        error.contains("crunchy-postgres-operator") && error.contains("subscription l5-operator"),
+        "{error}"
+    );
 }
 
 #[test]
 fn bad_flags_are_refused() {
-    let out = olm(&["resolve", "--catalog", "catalog", "--subscribe", "at,chanel=stable"]);
+    let out = olm(&[
+        "resolve",
+        "--catalog",
+        "catalog",
+        "--subscribe",
+        "at,chanel=stable",
+    ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("unknown key \"chanel\""), "{}", stderr(&out));
-    let out = olm(&["resolve", "--catalog", "catalog", "--subscribe", "at", "--installed", "at.v0.1.0,package=at"]);
+    assert!(
+        stderr(&out).contains("unknown key \"chanel\""),
+        "{}",
+        stderr(&out)
+    );
+    let out = olm(&[
+        "resolve",
+        "--catalog",
+        "catalog",
+        "--subscribe",
+        "at",
+        "--installed",
+        "at.v0.1.0,package=at",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("needs version=V"), "{}", stderr(&out));
 }

@@ -17,13 +17,22 @@ fn opm() -> PathBuf {
     if let Some(path) = std::env::var_os("OLM_OPM") {
         return PathBuf::from(path);
     }
-    let out = Command::new(repo().join("hack/opm/path")).output().expect("hack/opm/path runs");
-    assert!(out.status.success(), "opm is not built; run hack/opm/build ({})", String::from_utf8_lossy(&out.stdout));
+    let out = Command::new(repo().join("hack/opm/path"))
+        .output()
+        .expect("hack/opm/path runs");
+    assert!(
+        out.status.success(),
+        "opm is not built; run hack/opm/build ({})",
+        String::from_utf8_lossy(&out.stdout)
+    );
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 fn olm(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_olm")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_olm"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn opm_cmd() -> Command {
@@ -40,7 +49,11 @@ fn verdicts(dir: &Path) -> (bool, bool, String, String) {
     (
         ours.status.success(),
         theirs.status.success(),
-        format!("{}{}", String::from_utf8_lossy(&ours.stdout), String::from_utf8_lossy(&ours.stderr)),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&ours.stdout),
+            String::from_utf8_lossy(&ours.stderr)
+        ),
         String::from_utf8_lossy(&theirs.stderr).into_owned(),
     )
 }
@@ -48,8 +61,16 @@ fn verdicts(dir: &Path) -> (bool, bool, String, String) {
 #[test]
 fn validate_agrees_with_opm_on_our_catalog_and_the_fixture_catalogs() {
     let mut dirs = vec![(repo().join("catalog"), true)];
-    dirs.extend(subdirs(&repo().join("tests/catalogs/valid")).into_iter().map(|d| (d, true)));
-    dirs.extend(subdirs(&repo().join("tests/catalogs/broken")).into_iter().map(|d| (d, false)));
+    dirs.extend(
+        subdirs(&repo().join("tests/catalogs/valid"))
+            .into_iter()
+            .map(|d| (d, true)),
+    );
+    dirs.extend(
+        subdirs(&repo().join("tests/catalogs/broken"))
+            .into_iter()
+            .map(|d| (d, false)),
+    );
     let mut disagreements = Vec::new();
     for (dir, expected_valid) in &dirs {
         let (ours, theirs, our_message, their_message) = verdicts(dir);
@@ -62,7 +83,11 @@ fn validate_agrees_with_opm_on_our_catalog_and_the_fixture_catalogs() {
             ));
         }
         if !expected_valid {
-            assert!(!our_message.trim().is_empty(), "{}: olm gave no reason", dir.display());
+            assert!(
+                !our_message.trim().is_empty(),
+                "{}: olm gave no reason",
+                dir.display()
+            );
         }
     }
     assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
@@ -78,11 +103,19 @@ fn validate_agrees_with_opm_on_every_testdata_package() {
         let dir = out.join(&name);
         std::fs::create_dir_all(&dir).unwrap();
         let rendered = olm(&["catalog", "render", package.to_str().unwrap()]);
-        assert!(rendered.status.success(), "{name}: {}", String::from_utf8_lossy(&rendered.stderr));
+        assert!(
+            rendered.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&rendered.stderr)
+        );
         std::fs::write(dir.join("catalog.json"), rendered.stdout).unwrap();
         let (ours, theirs, our_message, their_message) = verdicts(&dir);
         if ours != theirs {
-            disagreements.push(format!("{name}: olm valid={ours} ({}), opm valid={theirs} ({})", our_message.trim(), their_message.trim()));
+            disagreements.push(format!(
+                "{name}: olm valid={ours} ({}), opm valid={theirs} ({})",
+                our_message.trim(),
+                their_message.trim()
+            ));
         }
         if !ours {
             invalid.push(name);
@@ -100,7 +133,9 @@ fn normalize(mut bundle: Value) -> Value {
         for p in props.iter_mut() {
             if p["type"] == "olm.bundle.object" {
                 let data = p["value"]["data"].as_str().unwrap_or_default();
-                let bytes = base64::engine::general_purpose::STANDARD.decode(data).unwrap();
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap();
                 p["value"]["data"] = serde_json::from_slice(&bytes).unwrap();
             }
         }
@@ -113,7 +148,10 @@ fn normalize(mut bundle: Value) -> Value {
 }
 
 fn json_stream(bytes: &[u8]) -> Vec<Value> {
-    serde_json::Deserializer::from_slice(bytes).into_iter::<Value>().map(Result::unwrap).collect()
+    serde_json::Deserializer::from_slice(bytes)
+        .into_iter::<Value>()
+        .map(Result::unwrap)
+        .collect()
 }
 
 #[test]
@@ -132,11 +170,35 @@ fn render_of_every_bundle_directory_matches_opm() {
                     for dir in chunk {
                         let d = dir.to_str().unwrap();
                         let ours = olm(&["catalog", "render", "--image-template", template, d]);
-                        let theirs = opm_cmd().args(["render", "--alpha-image-ref-template", template, "-o", "json", d]).output().unwrap();
-                        assert!(theirs.status.success(), "opm render {d}: {}", String::from_utf8_lossy(&theirs.stderr));
-                        assert!(ours.status.success(), "olm render {d}: {}", String::from_utf8_lossy(&ours.stderr));
-                        let ours: Vec<Value> = json_stream(&ours.stdout).into_iter().map(normalize).collect();
-                        let theirs: Vec<Value> = json_stream(&theirs.stdout).into_iter().map(normalize).collect();
+                        let theirs = opm_cmd()
+                            .args([
+                                "render",
+                                "--alpha-image-ref-template",
+                                template,
+                                "-o",
+                                "json",
+                                d,
+                            ])
+                            .output()
+                            .unwrap();
+                        assert!(
+                            theirs.status.success(),
+                            "opm render {d}: {}",
+                            String::from_utf8_lossy(&theirs.stderr)
+                        );
+                        assert!(
+                            ours.status.success(),
+                            "olm render {d}: {}",
+                            String::from_utf8_lossy(&ours.stderr)
+                        );
+                        let ours: Vec<Value> = json_stream(&ours.stdout)
+                            .into_iter()
+                            .map(normalize)
+                            .collect();
+                        let theirs: Vec<Value> = json_stream(&theirs.stdout)
+                            .into_iter()
+                            .map(normalize)
+                            .collect();
                         if ours != theirs {
                             let diff = describe_difference(&ours, &theirs);
                             bad.push(format!("{d}: {diff}"));
@@ -146,9 +208,18 @@ fn render_of_every_bundle_directory_matches_opm() {
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
     });
-    assert!(mismatches.is_empty(), "{} of {} bundles render differently:\n{}", mismatches.len(), dirs.len(), mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "{} of {} bundles render differently:\n{}",
+        mismatches.len(),
+        dirs.len(),
+        mismatches.join("\n")
+    );
 }
 
 fn describe_difference(ours: &[Value], theirs: &[Value]) -> String {
@@ -156,19 +227,44 @@ fn describe_difference(ours: &[Value], theirs: &[Value]) -> String {
         return format!("{} blobs vs opm's {}", ours.len(), theirs.len());
     }
     for (a, b) in ours.iter().zip(theirs) {
-        for key in ["name", "package", "image", "relatedImages", "properties", "schema"] {
+        for key in [
+            "name",
+            "package",
+            "image",
+            "relatedImages",
+            "properties",
+            "schema",
+        ] {
             if a[key] != b[key] {
                 if key == "properties" {
-                    let pa: Vec<String> = a[key].as_array().unwrap().iter().map(|p| p.to_string().chars().take(160).collect()).collect();
-                    let pb: Vec<String> = b[key].as_array().unwrap().iter().map(|p| p.to_string().chars().take(160).collect()).collect();
+                    let pa: Vec<String> = a[key]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|p| p.to_string().chars().take(160).collect())
+                        .collect();
+                    let pb: Vec<String> = b[key]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|p| p.to_string().chars().take(160).collect())
+                        .collect();
                     let only_ours: Vec<_> = pa.iter().filter(|p| !pb.contains(p)).collect();
                     let only_theirs: Vec<_> = pb.iter().filter(|p| !pa.contains(p)).collect();
-                    return format!("properties differ; only ours: {only_ours:?}; only opm's: {only_theirs:?}");
+                    return format!(
+                        "properties differ; only ours: {only_ours:?}; only opm's: {only_theirs:?}"
+                    );
                 }
                 return format!("{key}: ours {} vs opm's {}", a[key], b[key]);
             }
         }
-        let extra: Vec<_> = a.as_object().unwrap().keys().chain(b.as_object().unwrap().keys()).filter(|k| a[k.as_str()] != b[k.as_str()]).collect();
+        let extra: Vec<_> = a
+            .as_object()
+            .unwrap()
+            .keys()
+            .chain(b.as_object().unwrap().keys())
+            .filter(|k| a[k.as_str()] != b[k.as_str()])
+            .collect();
         if !extra.is_empty() {
             return format!("fields differ: {extra:?}");
         }

@@ -43,7 +43,11 @@ pub struct CatalogSourceSpec {
     pub grpc_pod_config: Option<GrpcPodConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_strategy: Option<UpdateStrategy>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub secrets: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
@@ -131,11 +135,19 @@ pub struct CatalogSourceStatus {
     pub config_map_reference: Option<ConfigMapResourceReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry_service: Option<RegistryServiceStatus>,
-    #[serde(default, rename = "connectionState", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "connectionState",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub connection_state: Option<GrpcConnectionState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_image_registry_poll: Option<Time>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub conditions: Vec<Condition>,
 }
 

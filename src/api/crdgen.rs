@@ -26,7 +26,10 @@ pub fn all_crds() -> Vec<CrdManifest> {
             file_name: "operators.coreos.com_clusterserviceversions.yaml",
             crd: ClusterServiceVersion::crd(),
         },
-        CrdManifest { file_name: "operators.coreos.com_installplans.yaml", crd: InstallPlan::crd() },
+        CrdManifest {
+            file_name: "operators.coreos.com_installplans.yaml",
+            crd: InstallPlan::crd(),
+        },
         CrdManifest {
             file_name: "operators.coreos.com_operatorgroups.yaml",
             crd: operator_group_crd(),
@@ -41,10 +44,17 @@ pub fn all_crds() -> Vec<CrdManifest> {
 /// v1 (storage) and v1alpha2 (served) in one CRD. Upstream lets an OperatorGroup omit `spec`
 /// (an empty group means AllNamespaces), so `spec` is optional and defaulted by the server.
 fn operator_group_crd() -> CustomResourceDefinition {
-    let mut crd = merge_crds(vec![v1::OperatorGroup::crd(), v1alpha2::OperatorGroup::crd()], "v1")
-        .expect("both OperatorGroup versions share group, kind and names");
+    let mut crd = merge_crds(
+        vec![v1::OperatorGroup::crd(), v1alpha2::OperatorGroup::crd()],
+        "v1",
+    )
+    .expect("both OperatorGroup versions share group, kind and names");
     for version in &mut crd.spec.versions {
-        let Some(root) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) else {
+        let Some(root) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
             continue;
         };
         if let Some(required) = root.required.as_mut() {
@@ -56,7 +66,9 @@ fn operator_group_crd() -> CustomResourceDefinition {
             } else {
                 serde_json::json!({})
             };
-            spec.default = Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(default));
+            spec.default = Some(
+                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(default),
+            );
             spec.nullable = None;
         }
     }
@@ -67,7 +79,10 @@ fn operator_group_crd() -> CustomResourceDefinition {
 fn catalog_source_crd() -> CustomResourceDefinition {
     let mut crd = CatalogSource::crd();
     for version in &mut crd.spec.versions {
-        let root = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut());
+        let root = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut());
         if let Some(conditions) = root.and_then(|r| property_mut(r, &["status", "conditions"])) {
             conditions.x_kubernetes_list_type = Some("map".into());
             conditions.x_kubernetes_list_map_keys = Some(vec!["type".into()]);
@@ -77,7 +92,10 @@ fn catalog_source_crd() -> CustomResourceDefinition {
 }
 
 /// The schema node at a path of property names.
-fn property_mut<'a>(mut node: &'a mut JSONSchemaProps, path: &[&str]) -> Option<&'a mut JSONSchemaProps> {
+fn property_mut<'a>(
+    mut node: &'a mut JSONSchemaProps,
+    path: &[&str],
+) -> Option<&'a mut JSONSchemaProps> {
     for name in path {
         node = node.properties.as_mut()?.get_mut(*name)?;
     }
@@ -105,7 +123,11 @@ fn visit_schema(schema: &mut JSONSchemaProps, f: &mut impl FnMut(&mut JSONSchema
 /// Upstream's schemas carry no `nullable`; a null in an apply would otherwise be stored.
 fn normalize(crd: &mut CustomResourceDefinition) {
     for version in &mut crd.spec.versions {
-        if let Some(root) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
+        if let Some(root) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
             visit_schema(root, &mut |node| node.nullable = None);
         }
     }
@@ -121,7 +143,11 @@ pub fn render_yaml(crd: &CustomResourceDefinition) -> String {
 
 /// All CRDs as one YAML stream, ready for `kubectl apply -f -`.
 pub fn render_all_yaml() -> String {
-    all_crds().iter().map(|m| render_yaml(&m.crd)).collect::<Vec<_>>().join("")
+    all_crds()
+        .iter()
+        .map(|m| render_yaml(&m.crd))
+        .collect::<Vec<_>>()
+        .join("")
 }
 
 #[cfg(test)]
@@ -150,11 +176,28 @@ mod tests {
     #[test]
     fn operator_group_spec_is_optional_and_v1_is_storage() {
         let crd = operator_group_crd();
-        let versions: Vec<_> = crd.spec.versions.iter().map(|v| (v.name.as_str(), v.storage)).collect();
+        let versions: Vec<_> = crd
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.storage))
+            .collect();
         assert_eq!(versions, [("v1", true), ("v1alpha2", false)]);
         for v in &crd.spec.versions {
-            let root = v.schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap();
-            assert!(!root.required.clone().unwrap_or_default().contains(&"spec".to_string()));
+            let root = v
+                .schema
+                .as_ref()
+                .unwrap()
+                .open_api_v3_schema
+                .as_ref()
+                .unwrap();
+            assert!(
+                !root
+                    .required
+                    .clone()
+                    .unwrap_or_default()
+                    .contains(&"spec".to_string())
+            );
         }
     }
 
@@ -162,10 +205,14 @@ mod tests {
     fn deployment_spec_keeps_unknown_fields() {
         let crd = ClusterServiceVersion::crd();
         let yaml = render_yaml(&crd);
-        let doc: serde_json::Value = serde_yaml::from_str(yaml.trim_start_matches(|c| c != '\n')).unwrap();
+        let doc: serde_json::Value =
+            serde_yaml::from_str(yaml.trim_start_matches(|c| c != '\n')).unwrap();
         let deployment_spec = &doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
             ["spec"]["properties"]["install"]["properties"]["spec"]["properties"]["deployments"]["items"]
             ["properties"]["spec"];
-        assert_eq!(deployment_spec["x-kubernetes-preserve-unknown-fields"], true, "{deployment_spec}");
+        assert_eq!(
+            deployment_spec["x-kubernetes-preserve-unknown-fields"], true,
+            "{deployment_spec}"
+        );
     }
 }

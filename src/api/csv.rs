@@ -43,40 +43,85 @@ pub struct ClusterServiceVersionSpec {
     pub customresourcedefinitions: Option<CustomResourceDefinitions>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apiservicedefinitions: Option<ApiServiceDefinitions>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub webhookdefinitions: Vec<WebhookDescription>,
-    #[serde(default, rename = "nativeAPIs", deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        rename = "nativeAPIs",
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub native_apis: Vec<GroupVersionKind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_kube_version: Option<String>,
     pub display_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub keywords: Vec<String>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub maintainers: Vec<Maintainer>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<AppLink>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<AppLink>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub icon: Vec<Icon>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub install_modes: Vec<InstallMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<String>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub labels: BTreeMap<String, String>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub annotations: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<LabelSelector>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cleanup: Option<CleanupSpec>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub skips: Vec<String>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub related_images: Vec<RelatedImage>,
 }
 
@@ -93,9 +138,17 @@ pub struct NamedInstallStrategy {
 #[serde(rename_all = "camelCase")]
 pub struct StrategyDetailsDeployment {
     pub deployments: Vec<StrategyDeploymentSpec>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub permissions: Vec<StrategyDeploymentPermissions>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub cluster_permissions: Vec<StrategyDeploymentPermissions>,
 }
 
@@ -106,7 +159,11 @@ pub struct StrategyDeploymentSpec {
     /// An apps/v1 DeploymentSpec, kept whole: OLM must not prune what an operator ships.
     #[schemars(schema_with = "schema::preserved_object")]
     pub spec: serde_json::Value,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub label: BTreeMap<String, String>,
 }
 
@@ -120,9 +177,17 @@ pub struct StrategyDeploymentPermissions {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CustomResourceDefinitions {
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub owned: Vec<CrdDescription>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub required: Vec<CrdDescription>,
 }
 
@@ -137,22 +202,46 @@ pub struct CrdDescription {
     pub display_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub resources: Vec<ApiResourceReference>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub status_descriptors: Vec<Descriptor>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub spec_descriptors: Vec<Descriptor>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub action_descriptors: Vec<Descriptor>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiServiceDefinitions {
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub owned: Vec<ApiServiceDescription>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub required: Vec<ApiServiceDescription>,
 }
 
@@ -171,13 +260,29 @@ pub struct ApiServiceDescription {
     pub display_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub resources: Vec<ApiResourceReference>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub status_descriptors: Vec<Descriptor>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub spec_descriptors: Vec<Descriptor>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub action_descriptors: Vec<Descriptor>,
 }
 
@@ -201,7 +306,12 @@ pub struct Descriptor {
     pub display_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, rename = "x-descriptors", deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        rename = "x-descriptors",
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub x_descriptors: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::any_value")]
@@ -238,7 +348,12 @@ pub struct WebhookDescription {
     pub reinvocation_policy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook_path: Option<String>,
-    #[serde(default, rename = "conversionCRDs", deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        rename = "conversionCRDs",
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub conversion_crds: Vec<String>,
 }
 
@@ -259,7 +374,20 @@ pub struct InstallMode {
     pub supported: bool,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    JsonSchema,
+)]
 pub enum InstallModeType {
     #[default]
     OwnNamespace,
@@ -310,9 +438,17 @@ pub struct ClusterServiceVersionStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
     /// Phase history, newest last (upstream caps it at 20).
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub conditions: Vec<CsvCondition>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub requirement_status: Vec<RequirementStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub certs_last_updated: Option<Time>,
@@ -349,7 +485,11 @@ pub struct RequirementStatus {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub dependents: Vec<DependentStatus>,
 }
 
@@ -369,7 +509,11 @@ pub struct DependentStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CleanupStatus {
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     #[schemars(schema_with = "schema::preserved_object_list")]
     pub pending_deletion: Vec<serde_json::Value>,
 }

@@ -58,13 +58,25 @@ pub enum InstallPlanPhase {
 pub struct InstallPlanStatus {
     #[schemars(schema_with = "schema::plain_string")]
     pub phase: InstallPlanPhase,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub conditions: Vec<InstallPlanCondition>,
     #[serde(default)]
     pub catalog_sources: Vec<String>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub plan: Vec<Step>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub bundle_lookups: Vec<BundleLookup>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attenuated_service_account_ref: Option<ObjectReference>,
@@ -139,7 +151,11 @@ pub struct BundleLookup {
     pub identifier: String,
     pub replaces: String,
     pub catalog_source_ref: ObjectReference,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub conditions: Vec<InstallPlanCondition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub properties: Option<String>,

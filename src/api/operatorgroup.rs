@@ -1,8 +1,8 @@
 //! `OperatorGroup` (operators.coreos.com v1, also served as v1alpha2): which namespaces the
 //! operators installed in a namespace watch, and with which service account.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -10,7 +10,9 @@ pub mod v1 {
     use super::*;
     use kube::CustomResource;
 
-    #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+    #[derive(
+        CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema,
+    )]
     #[kube(
         group = "operators.coreos.com",
         version = "v1",
@@ -32,7 +34,11 @@ pub mod v1 {
         pub target_namespaces: Option<Vec<String>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub service_account_name: Option<String>,
-        #[serde(default, rename = "staticProvidedAPIs", skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            rename = "staticProvidedAPIs",
+            skip_serializing_if = "Option::is_none"
+        )]
         pub static_provided_apis: Option<bool>,
         /// `Default`, or `TechPreviewUnsafeFailForward` to let a failed upgrade be replaced.
         #[serde(default)]
@@ -50,14 +56,22 @@ pub mod v1 {
     #[serde(rename_all = "camelCase")]
     pub struct OperatorGroupStatus {
         /// The resolved target namespaces; `[""]` means all namespaces.
-        #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+        #[serde(
+            default,
+            deserialize_with = "crate::api::shared::null_as_default",
+            skip_serializing_if = "Vec::is_empty"
+        )]
         #[schemars(schema_with = "crate::api::schema::string_set")]
         pub namespaces: Vec<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub service_account_ref: Option<ObjectReference>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub last_updated: Option<Time>,
-        #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+        #[serde(
+            default,
+            deserialize_with = "crate::api::shared::null_as_default",
+            skip_serializing_if = "Vec::is_empty"
+        )]
         pub conditions: Vec<Condition>,
     }
 }
@@ -67,7 +81,9 @@ pub mod v1alpha2 {
     use super::*;
     use kube::CustomResource;
 
-    #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+    #[derive(
+        CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema,
+    )]
     #[kube(
         group = "operators.coreos.com",
         version = "v1alpha2",
@@ -86,14 +102,22 @@ pub mod v1alpha2 {
         pub target_namespaces: Option<Vec<String>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub service_account_name: Option<String>,
-        #[serde(default, rename = "staticProvidedAPIs", skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            rename = "staticProvidedAPIs",
+            skip_serializing_if = "Option::is_none"
+        )]
         pub static_provided_apis: Option<bool>,
     }
 
     #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
     #[serde(rename_all = "camelCase")]
     pub struct OperatorGroupStatus {
-        #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+        #[serde(
+            default,
+            deserialize_with = "crate::api::shared::null_as_default",
+            skip_serializing_if = "Vec::is_empty"
+        )]
         pub namespaces: Vec<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub service_account_ref: Option<ObjectReference>,

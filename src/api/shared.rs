@@ -26,7 +26,9 @@ pub struct Icon {
     pub mediatype: String,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema,
+)]
 pub struct GroupVersionKind {
     pub group: String,
     pub version: String,

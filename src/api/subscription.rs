@@ -36,7 +36,11 @@ pub struct SubscriptionSpec {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
-    #[serde(default, rename = "startingCSV", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "startingCSV",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub starting_csv: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::plain_string")]
@@ -98,25 +102,45 @@ pub enum SubscriptionState {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionStatus {
-    #[serde(default, rename = "currentCSV", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "currentCSV",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub current_csv: Option<String>,
-    #[serde(default, rename = "installedCSV", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "installedCSV",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub installed_csv: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_plan_generation: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_plan_ref: Option<ObjectReference>,
     /// Legacy reference to the InstallPlan, kept for compatibility.
-    #[serde(default, rename = "installplan", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "installplan",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub installplan: Option<InstallPlanReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::plain_string")]
     pub state: Option<SubscriptionState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub catalog_health: Vec<SubscriptionCatalogHealth>,
-    #[serde(default, deserialize_with = "crate::api::shared::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::api::shared::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub conditions: Vec<SubscriptionCondition>,
     /// Required upstream; optional here because Go writes a zero time as null.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -15,19 +15,26 @@ pub const ANNOTATION_MANIFESTS: &str = "operators.operatorframework.io.bundle.ma
 pub const ANNOTATION_METADATA: &str = "operators.operatorframework.io.bundle.metadata.v1";
 pub const ANNOTATION_PACKAGE: &str = "operators.operatorframework.io.bundle.package.v1";
 pub const ANNOTATION_CHANNELS: &str = "operators.operatorframework.io.bundle.channels.v1";
-pub const ANNOTATION_DEFAULT_CHANNEL: &str = "operators.operatorframework.io.bundle.channel.default.v1";
+pub const ANNOTATION_DEFAULT_CHANNEL: &str =
+    "operators.operatorframework.io.bundle.channel.default.v1";
 pub const SKIP_RANGE_ANNOTATION: &str = "olm.skipRange";
 
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> BundleError {
-    BundleError::Invalid { path: path.to_path_buf(), message: message.into() }
+    BundleError::Invalid {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
 }
 
 /// One object from `manifests/`, with the file it came from.
@@ -60,23 +67,37 @@ pub struct BundleDir {
 
 impl BundleDir {
     pub fn package(&self) -> &str {
-        self.annotations.get(ANNOTATION_PACKAGE).map(String::as_str).unwrap_or_default()
+        self.annotations
+            .get(ANNOTATION_PACKAGE)
+            .map(String::as_str)
+            .unwrap_or_default()
     }
 
     pub fn channels(&self) -> Vec<String> {
         self.annotations
             .get(ANNOTATION_CHANNELS)
-            .map(|c| c.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+            .map(|c| {
+                c.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
     pub fn default_channel(&self) -> Option<&str> {
-        self.annotations.get(ANNOTATION_DEFAULT_CHANNEL).map(String::as_str).filter(|s| !s.is_empty())
+        self.annotations
+            .get(ANNOTATION_DEFAULT_CHANNEL)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
     }
 
     /// The ClusterServiceVersion, when there is exactly one.
     pub fn csv(&self) -> Option<&Manifest> {
-        let mut csvs = self.manifests.iter().filter(|m| m.kind() == "ClusterServiceVersion");
+        let mut csvs = self
+            .manifests
+            .iter()
+            .filter(|m| m.kind() == "ClusterServiceVersion");
         let csv = csvs.next()?;
         csvs.next().is_none().then_some(csv)
     }
@@ -86,17 +107,26 @@ impl BundleDir {
     }
 
     pub fn version(&self) -> &str {
-        self.csv().and_then(|c| c.object["spec"]["version"].as_str()).unwrap_or_default()
+        self.csv()
+            .and_then(|c| c.object["spec"]["version"].as_str())
+            .unwrap_or_default()
     }
 
     pub fn replaces(&self) -> &str {
-        self.csv().and_then(|c| c.object["spec"]["replaces"].as_str()).unwrap_or_default()
+        self.csv()
+            .and_then(|c| c.object["spec"]["replaces"].as_str())
+            .unwrap_or_default()
     }
 
     pub fn skips(&self) -> Vec<String> {
         self.csv()
             .and_then(|c| c.object["spec"]["skips"].as_array())
-            .map(|s| s.iter().filter_map(Value::as_str).map(String::from).collect())
+            .map(|s| {
+                s.iter()
+                    .filter_map(Value::as_str)
+                    .map(String::from)
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -107,7 +137,9 @@ impl BundleDir {
     }
 
     pub fn crds(&self) -> impl Iterator<Item = &Manifest> {
-        self.manifests.iter().filter(|m| m.kind() == "CustomResourceDefinition")
+        self.manifests
+            .iter()
+            .filter(|m| m.kind() == "CustomResourceDefinition")
     }
 }
 
@@ -130,7 +162,10 @@ struct PropertiesFile {
 }
 
 fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BundleError> {
-    let text = std::fs::read_to_string(path).map_err(|source| BundleError::Io { path: path.to_path_buf(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| BundleError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     serde_yaml::from_str(&text).map_err(|e| invalid(path, format!("malformed YAML: {e}")))
 }
 
@@ -144,7 +179,10 @@ pub fn is_bundle_dir(dir: &Path) -> bool {
 pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
     let annotations_path = dir.join("metadata/annotations.yaml");
     if !annotations_path.is_file() {
-        return Err(invalid(dir, "not a bundle: metadata/annotations.yaml is missing"));
+        return Err(invalid(
+            dir,
+            "not a bundle: metadata/annotations.yaml is missing",
+        ));
     }
     let annotations: AnnotationsFile = read_yaml(&annotations_path)?;
     let annotations: BTreeMap<String, String> = annotations
@@ -159,25 +197,44 @@ pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
             (k, v)
         })
         .collect();
-    let manifests_dir = dir.join(annotations.get(ANNOTATION_MANIFESTS).map(String::as_str).unwrap_or("manifests/"));
+    let manifests_dir = dir.join(
+        annotations
+            .get(ANNOTATION_MANIFESTS)
+            .map(String::as_str)
+            .unwrap_or("manifests/"),
+    );
     let mut files: Vec<PathBuf> = std::fs::read_dir(&manifests_dir)
-        .map_err(|source| BundleError::Io { path: manifests_dir.clone(), source })?
+        .map_err(|source| BundleError::Io {
+            path: manifests_dir.clone(),
+            source,
+        })?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_file())
         .collect();
     files.sort();
     let mut manifests = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|source| BundleError::Io { path: file.clone(), source })?;
+        let text = std::fs::read_to_string(&file).map_err(|source| BundleError::Io {
+            path: file.clone(),
+            source,
+        })?;
         let docs = parse_documents(&file, &text).map_err(|e| invalid(&file, e.to_string()))?;
         for object in docs {
             if !object.is_object() {
                 return Err(invalid(&file, "a manifest must be a Kubernetes object"));
             }
-            manifests.push(Manifest { file: file.clone(), object });
+            manifests.push(Manifest {
+                file: file.clone(),
+                object,
+            });
         }
     }
-    let metadata_dir = dir.join(annotations.get(ANNOTATION_METADATA).map(String::as_str).unwrap_or("metadata/"));
+    let metadata_dir = dir.join(
+        annotations
+            .get(ANNOTATION_METADATA)
+            .map(String::as_str)
+            .unwrap_or("metadata/"),
+    );
     let dependencies_path = metadata_dir.join("dependencies.yaml");
     let dependencies = if dependencies_path.is_file() {
         read_yaml::<DependenciesFile>(&dependencies_path)?.dependencies
@@ -185,9 +242,18 @@ pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
         Vec::new()
     };
     let properties_path = metadata_dir.join("properties.yaml");
-    let properties =
-        if properties_path.is_file() { read_yaml::<PropertiesFile>(&properties_path)?.properties } else { Vec::new() };
-    Ok(BundleDir { path: dir.to_path_buf(), annotations, manifests, dependencies, properties })
+    let properties = if properties_path.is_file() {
+        read_yaml::<PropertiesFile>(&properties_path)?.properties
+    } else {
+        Vec::new()
+    };
+    Ok(BundleDir {
+        path: dir.to_path_buf(),
+        annotations,
+        manifests,
+        dependencies,
+        properties,
+    })
 }
 
 /// One problem with a bundle, naming the file it is in.
@@ -207,111 +273,247 @@ impl std::fmt::Display for BundleProblem {
 pub fn validate_bundle(bundle: &BundleDir) -> Vec<BundleProblem> {
     let mut problems = Vec::new();
     let annotations_file = bundle.path.join("metadata/annotations.yaml");
-    let mut problem = |file: &Path, message: String| problems.push(BundleProblem { file: file.to_path_buf(), message });
+    let mut problem = |file: &Path, message: String| {
+        problems.push(BundleProblem {
+            file: file.to_path_buf(),
+            message,
+        })
+    };
 
-    match bundle.annotations.get(ANNOTATION_MEDIATYPE).map(String::as_str) {
+    match bundle
+        .annotations
+        .get(ANNOTATION_MEDIATYPE)
+        .map(String::as_str)
+    {
         Some("registry+v1") | Some("plain+v0") => {}
-        Some(other) => problem(&annotations_file, format!("{ANNOTATION_MEDIATYPE} is {other:?}, expected \"registry+v1\"")),
-        None => problem(&annotations_file, format!("missing annotation {ANNOTATION_MEDIATYPE}")),
+        Some(other) => problem(
+            &annotations_file,
+            format!("{ANNOTATION_MEDIATYPE} is {other:?}, expected \"registry+v1\""),
+        ),
+        None => problem(
+            &annotations_file,
+            format!("missing annotation {ANNOTATION_MEDIATYPE}"),
+        ),
     }
     if bundle.package().is_empty() {
-        problem(&annotations_file, format!("missing annotation {ANNOTATION_PACKAGE}"));
+        problem(
+            &annotations_file,
+            format!("missing annotation {ANNOTATION_PACKAGE}"),
+        );
     } else if !super::validate::is_dns1123_label(bundle.package()) {
-        problem(&annotations_file, format!("package name {:?} is not a valid DNS-1123 label", bundle.package()));
+        problem(
+            &annotations_file,
+            format!(
+                "package name {:?} is not a valid DNS-1123 label",
+                bundle.package()
+            ),
+        );
     }
     let channels = bundle.channels();
     if channels.is_empty() {
-        problem(&annotations_file, format!("missing annotation {ANNOTATION_CHANNELS}"));
+        problem(
+            &annotations_file,
+            format!("missing annotation {ANNOTATION_CHANNELS}"),
+        );
     }
-    if let Some(default) = bundle.default_channel() {
-        if !channels.iter().any(|c| c == default) {
-            problem(&annotations_file, format!("default channel {default:?} is not one of the bundle's channels {channels:?}"));
-        }
+    if let Some(default) = bundle.default_channel()
+        && !channels.iter().any(|c| c == default)
+    {
+        problem(
+            &annotations_file,
+            format!("default channel {default:?} is not one of the bundle's channels {channels:?}"),
+        );
     }
 
-    let csvs: Vec<&Manifest> = bundle.manifests.iter().filter(|m| m.kind() == "ClusterServiceVersion").collect();
+    let csvs: Vec<&Manifest> = bundle
+        .manifests
+        .iter()
+        .filter(|m| m.kind() == "ClusterServiceVersion")
+        .collect();
     let manifests_dir = bundle.path.join("manifests");
     let csv = match csvs.as_slice() {
         [csv] => *csv,
         [] => {
-            problem(&manifests_dir, "no ClusterServiceVersion in manifests/".into());
+            problem(
+                &manifests_dir,
+                "no ClusterServiceVersion in manifests/".into(),
+            );
             return problems;
         }
         many => {
             let files: Vec<_> = many.iter().map(|m| m.file.display().to_string()).collect();
-            problem(&manifests_dir, format!("more than one ClusterServiceVersion: {}", files.join(", ")));
+            problem(
+                &manifests_dir,
+                format!("more than one ClusterServiceVersion: {}", files.join(", ")),
+            );
             return problems;
         }
     };
     let file = csv.file.as_path();
-    if let Err(e) = serde_json::from_value::<crate::api::ClusterServiceVersion>(csv.object.clone()) {
-        problem(file, format!("CSV {:?} does not match the ClusterServiceVersion schema: {e}", csv.name()));
+    if let Err(e) = serde_json::from_value::<crate::api::ClusterServiceVersion>(csv.object.clone())
+    {
+        problem(
+            file,
+            format!(
+                "CSV {:?} does not match the ClusterServiceVersion schema: {e}",
+                csv.name()
+            ),
+        );
     }
     if csv.name().is_empty() {
         problem(file, "CSV has no metadata.name".into());
     }
     let version = bundle.version();
     if version.is_empty() {
-        problem(file, format!("CSV {:?}: spec.version is missing", csv.name()));
+        problem(
+            file,
+            format!("CSV {:?}: spec.version is missing", csv.name()),
+        );
     } else if let Err(e) = super::semver_range::parse_version(version) {
-        problem(file, format!("CSV {:?}: spec.version {version:?} is not semver: {e}", csv.name()));
+        problem(
+            file,
+            format!(
+                "CSV {:?}: spec.version {version:?} is not semver: {e}",
+                csv.name()
+            ),
+        );
     }
     let skip_range = bundle.skip_range();
-    if !skip_range.is_empty() {
-        if let Err(e) = super::semver_range::VersionRange::parse(skip_range) {
-            problem(file, format!("CSV {:?}: annotation olm.skipRange: {e}", csv.name()));
-        }
+    if !skip_range.is_empty()
+        && let Err(e) = super::semver_range::VersionRange::parse(skip_range)
+    {
+        problem(
+            file,
+            format!("CSV {:?}: annotation olm.skipRange: {e}", csv.name()),
+        );
     }
     let spec = &csv.object["spec"];
     let modes = spec["installModes"].as_array().cloned().unwrap_or_default();
     if modes.is_empty() {
-        problem(file, format!("CSV {:?}: spec.installModes is empty", csv.name()));
+        problem(
+            file,
+            format!("CSV {:?}: spec.installModes is empty", csv.name()),
+        );
     } else if !modes.iter().any(|m| m["supported"] == Value::Bool(true)) {
-        problem(file, format!("CSV {:?}: no install mode is supported", csv.name()));
+        problem(
+            file,
+            format!("CSV {:?}: no install mode is supported", csv.name()),
+        );
     }
     for m in &modes {
         let t = m["type"].as_str().unwrap_or_default();
-        if !["OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces"].contains(&t) {
-            problem(file, format!("CSV {:?}: unknown install mode type {t:?}", csv.name()));
+        if ![
+            "OwnNamespace",
+            "SingleNamespace",
+            "MultiNamespace",
+            "AllNamespaces",
+        ]
+        .contains(&t)
+        {
+            problem(
+                file,
+                format!("CSV {:?}: unknown install mode type {t:?}", csv.name()),
+            );
         }
     }
-    let deployments = spec["install"]["spec"]["deployments"].as_array().cloned().unwrap_or_default();
+    let deployments = spec["install"]["spec"]["deployments"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     if spec["install"]["strategy"].as_str() != Some("deployment") {
-        problem(file, format!("CSV {:?}: spec.install.strategy must be \"deployment\"", csv.name()));
+        problem(
+            file,
+            format!(
+                "CSV {:?}: spec.install.strategy must be \"deployment\"",
+                csv.name()
+            ),
+        );
     }
     if deployments.is_empty() {
-        problem(file, format!("CSV {:?}: spec.install.spec.deployments is empty", csv.name()));
+        problem(
+            file,
+            format!(
+                "CSV {:?}: spec.install.spec.deployments is empty",
+                csv.name()
+            ),
+        );
     }
     for (i, d) in deployments.iter().enumerate() {
         if d["name"].as_str().unwrap_or_default().is_empty() {
-            problem(file, format!("CSV {:?}: deployment {i} has no name", csv.name()));
+            problem(
+                file,
+                format!("CSV {:?}: deployment {i} has no name", csv.name()),
+            );
         }
-        if d["spec"]["template"]["spec"]["containers"].as_array().is_none_or(|c| c.is_empty()) {
-            problem(file, format!("CSV {:?}: deployment {:?} has no containers", csv.name(), d["name"].as_str().unwrap_or_default()));
+        if d["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .is_none_or(|c| c.is_empty())
+        {
+            problem(
+                file,
+                format!(
+                    "CSV {:?}: deployment {:?} has no containers",
+                    csv.name(),
+                    d["name"].as_str().unwrap_or_default()
+                ),
+            );
         }
     }
     // Every owned CRD must ship in the bundle, with the version the CSV names.
-    for owned in spec["customresourcedefinitions"]["owned"].as_array().cloned().unwrap_or_default() {
+    for owned in spec["customresourcedefinitions"]["owned"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
         let name = owned["name"].as_str().unwrap_or_default();
         let version = owned["version"].as_str().unwrap_or_default();
         let kind = owned["kind"].as_str().unwrap_or_default();
         match bundle.crds().find(|c| c.name() == name) {
-            None => problem(file, format!("CSV {:?} owns CRD {name:?} but manifests/ does not contain it", csv.name())),
+            None => problem(
+                file,
+                format!(
+                    "CSV {:?} owns CRD {name:?} but manifests/ does not contain it",
+                    csv.name()
+                ),
+            ),
             Some(crd) => {
                 // apiextensions v1 lists `versions`; v1beta1 may name a single `version`.
-                let versions = crd.object["spec"]["versions"].as_array().cloned().unwrap_or_default();
+                let versions = crd.object["spec"]["versions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
                 let single = crd.object["spec"]["version"].as_str();
-                if single != Some(version) && !versions.iter().any(|v| v["name"].as_str() == Some(version)) {
-                    problem(&crd.file, format!("CRD {name:?} has no version {version:?} that CSV {:?} owns", csv.name()));
+                if single != Some(version)
+                    && !versions.iter().any(|v| v["name"].as_str() == Some(version))
+                {
+                    problem(
+                        &crd.file,
+                        format!(
+                            "CRD {name:?} has no version {version:?} that CSV {:?} owns",
+                            csv.name()
+                        ),
+                    );
                 }
                 if crd.object["spec"]["names"]["kind"].as_str() != Some(kind) {
-                    problem(&crd.file, format!("CRD {name:?} has kind {:?}, CSV {:?} says {kind:?}", crd.object["spec"]["names"]["kind"], csv.name()));
+                    problem(
+                        &crd.file,
+                        format!(
+                            "CRD {name:?} has kind {:?}, CSV {:?} says {kind:?}",
+                            crd.object["spec"]["names"]["kind"],
+                            csv.name()
+                        ),
+                    );
                 }
             }
         }
     }
     for m in &bundle.manifests {
-        if m.kind().is_empty() || m.object["apiVersion"].as_str().unwrap_or_default().is_empty() {
+        if m.kind().is_empty()
+            || m.object["apiVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty()
+        {
             problem(&m.file, "object without apiVersion or kind".into());
         } else if m.name().is_empty() {
             problem(&m.file, format!("{} without metadata.name", m.kind()));

@@ -51,7 +51,12 @@ impl DeclarativeConfig {
     pub fn to_blobs(&self) -> Vec<Value> {
         let mut out = Vec::new();
         let mut package_names: Vec<&str> = self.packages.iter().map(|p| p.name.as_str()).collect();
-        for name in self.channels.iter().map(|c| c.package.as_str()).chain(self.bundles.iter().map(|b| b.package.as_str())) {
+        for name in self
+            .channels
+            .iter()
+            .map(|c| c.package.as_str())
+            .chain(self.bundles.iter().map(|b| b.package.as_str()))
+        {
             if !package_names.contains(&name) {
                 package_names.push(name);
             }
@@ -70,8 +75,14 @@ impl DeclarativeConfig {
                 out.push(serde_json::to_value(d).expect("deprecation serializes"));
             }
         }
-        for d in self.deprecations.iter().filter(|d| !self.packages.iter().any(|p| p.name == d.package)) {
-            if !self.channels.iter().any(|c| c.package == d.package) && !self.bundles.iter().any(|b| b.package == d.package) {
+        for d in self
+            .deprecations
+            .iter()
+            .filter(|d| !self.packages.iter().any(|p| p.name == d.package))
+        {
+            if !self.channels.iter().any(|c| c.package == d.package)
+                && !self.bundles.iter().any(|b| b.package == d.package)
+            {
                 out.push(serde_json::to_value(d).expect("deprecation serializes"));
             }
         }
@@ -146,7 +157,10 @@ pub struct Bundle {
 
 impl Bundle {
     pub fn properties_of<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-        self.properties.iter().filter(move |p| p.type_ == kind).map(|p| &p.value)
+        self.properties
+            .iter()
+            .filter(move |p| p.type_ == kind)
+            .map(|p| &p.value)
     }
 
     /// The `olm.package` property's version, when there is exactly one such property.
@@ -176,7 +190,10 @@ pub struct Property {
 
 impl Property {
     pub fn new(type_: &str, value: Value) -> Self {
-        Property { type_: type_.to_string(), value }
+        Property {
+            type_: type_.to_string(),
+            value,
+        }
     }
 }
 

@@ -37,7 +37,13 @@ impl IgnoreRules {
             };
             let anchored = rest.contains('/');
             let glob = rest.trim_start_matches('/').to_string();
-            self.patterns.push(Pattern { base: base_dir.to_string(), glob, negated, dir_only, anchored });
+            self.patterns.push(Pattern {
+                base: base_dir.to_string(),
+                glob,
+                negated,
+                dir_only,
+                anchored,
+            });
         }
     }
 
@@ -46,14 +52,18 @@ impl IgnoreRules {
     pub fn is_ignored(&self, relative: &str, is_dir: bool) -> bool {
         let mut ignored = false;
         for p in &self.patterns {
-            let Some(rel) = strip_base(relative, &p.base) else { continue };
+            let Some(rel) = strip_base(relative, &p.base) else {
+                continue;
+            };
             if p.dir_only && !is_dir {
                 continue;
             }
             let matched = if p.anchored {
                 glob_match(&p.glob, rel)
             } else {
-                rel.rsplit('/').next().is_some_and(|name| glob_match(&p.glob, name))
+                rel.rsplit('/')
+                    .next()
+                    .is_some_and(|name| glob_match(&p.glob, name))
             };
             if matched {
                 ignored = !p.negated;
@@ -77,12 +87,17 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
             None => t.is_empty(),
             Some(b'*') if p.get(1) == Some(&b'*') => {
                 let rest = p[2..].strip_prefix(b"/").unwrap_or(&p[2..]);
-                (0..=t.len()).any(|i| (i == 0 || t[i - 1] == b'/' || rest.is_empty()) && go(rest, &t[i..]))
+                (0..=t.len())
+                    .any(|i| (i == 0 || t[i - 1] == b'/' || rest.is_empty()) && go(rest, &t[i..]))
             }
-            Some(b'*') => (0..=t.len()).take_while(|&i| i == 0 || t[i - 1] != b'/').any(|i| go(&p[1..], &t[i..])),
+            Some(b'*') => (0..=t.len())
+                .take_while(|&i| i == 0 || t[i - 1] != b'/')
+                .any(|i| go(&p[1..], &t[i..])),
             Some(b'?') => !t.is_empty() && t[0] != b'/' && go(&p[1..], &t[1..]),
             Some(b'[') => {
-                let Some(end) = p.iter().position(|&c| c == b']') else { return t.first() == Some(&b'[') && go(&p[1..], &t[1..]) };
+                let Some(end) = p.iter().position(|&c| c == b']') else {
+                    return t.first() == Some(&b'[') && go(&p[1..], &t[1..]);
+                };
                 let Some(&c) = t.first() else { return false };
                 let class = &p[1..end];
                 let (negate, class) = match class.first() {

@@ -13,13 +13,27 @@ use super::ignore::{IgnoreRules, relative_slash_path};
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: document {document}: malformed {format}: {message}")]
-    Parse { path: PathBuf, document: usize, format: &'static str, message: String },
+    Parse {
+        path: PathBuf,
+        document: usize,
+        format: &'static str,
+        message: String,
+    },
     #[error("{path}: document {document}: a catalog blob must be an object with a \"schema\" key")]
     MissingSchema { path: PathBuf, document: usize },
     #[error("{path}: document {document}: invalid {schema} {name:?}: {message}")]
-    InvalidBlob { path: PathBuf, document: usize, schema: String, name: String, message: String },
+    InvalidBlob {
+        path: PathBuf,
+        document: usize,
+        schema: String,
+        name: String,
+        message: String,
+    },
 }
 
 /// How much of each blob to keep.
@@ -37,7 +51,10 @@ pub fn load_path(root: &Path) -> Result<DeclarativeConfig, LoadError> {
 }
 
 pub fn load_path_with(root: &Path, options: LoadOptions) -> Result<DeclarativeConfig, LoadError> {
-    let io = |source| LoadError::Io { path: root.to_path_buf(), source };
+    let io = |source| LoadError::Io {
+        path: root.to_path_buf(),
+        source,
+    };
     let meta = std::fs::metadata(root).map_err(io)?;
     if meta.is_file() {
         return load_file_with(root, options);
@@ -52,14 +69,28 @@ pub fn load_path_with(root: &Path, options: LoadOptions) -> Result<DeclarativeCo
     Ok(config)
 }
 
-fn collect_files(root: &Path, dir: &Path, rules: &mut IgnoreRules, out: &mut Vec<PathBuf>) -> Result<(), LoadError> {
-    let io = |source| LoadError::Io { path: dir.to_path_buf(), source };
+fn collect_files(
+    root: &Path,
+    dir: &Path,
+    rules: &mut IgnoreRules,
+    out: &mut Vec<PathBuf>,
+) -> Result<(), LoadError> {
+    let io = |source| LoadError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
     let ignore_file = dir.join(".indexignore");
     if ignore_file.is_file() {
-        let text = std::fs::read_to_string(&ignore_file).map_err(|source| LoadError::Io { path: ignore_file.clone(), source })?;
+        let text = std::fs::read_to_string(&ignore_file).map_err(|source| LoadError::Io {
+            path: ignore_file.clone(),
+            source,
+        })?;
         rules.add_file(&relative_slash_path(root, dir), &text);
     }
-    let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(io)?.collect::<Result<_, _>>().map_err(io)?;
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .collect::<Result<_, _>>()
+        .map_err(io)?;
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let path = entry.path();
@@ -78,7 +109,10 @@ fn collect_files(root: &Path, dir: &Path, rules: &mut IgnoreRules, out: &mut Vec
 }
 
 fn is_catalog_file(path: &Path) -> bool {
-    matches!(path.extension().and_then(|e| e.to_str()), Some("json" | "yaml" | "yml"))
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("json" | "yaml" | "yml")
+    )
 }
 
 pub fn load_file(path: &Path) -> Result<DeclarativeConfig, LoadError> {
@@ -88,8 +122,12 @@ pub fn load_file(path: &Path) -> Result<DeclarativeConfig, LoadError> {
 /// JSON files are decoded as a stream straight from the file, one blob at a time, so a big
 /// catalog is never held twice (text and values) in memory.
 pub fn load_file_with(path: &Path, options: LoadOptions) -> Result<DeclarativeConfig, LoadError> {
-    let io = |source| LoadError::Io { path: path.to_path_buf(), source };
-    let mut file = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path).map_err(io)?);
+    let io = |source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file =
+        std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path).map_err(io)?);
     let first = {
         use std::io::BufRead;
         let buf = file.fill_buf().map_err(io)?;
@@ -100,13 +138,25 @@ pub fn load_file_with(path: &Path, options: LoadOptions) -> Result<DeclarativeCo
         let mut document = 0;
         for_each_json_object(&mut file, |bytes| {
             document += 1;
-            let blob: Value = serde_json::from_slice(bytes)
-                .map_err(|e| LoadError::Parse { path: path.to_path_buf(), document, format: "JSON", message: e.to_string() })?;
+            let blob: Value = serde_json::from_slice(bytes).map_err(|e| LoadError::Parse {
+                path: path.to_path_buf(),
+                document,
+                format: "JSON",
+                message: e.to_string(),
+            })?;
             add_blob(&mut config, path, document, blob, options)
         })
         .map_err(|e| match e {
-            SplitError::Io(source) => LoadError::Io { path: path.to_path_buf(), source },
-            SplitError::Unterminated(message) => LoadError::Parse { path: path.to_path_buf(), document: document + 1, format: "JSON", message },
+            SplitError::Io(source) => LoadError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+            SplitError::Unterminated(message) => LoadError::Parse {
+                path: path.to_path_buf(),
+                document: document + 1,
+                format: "JSON",
+                message,
+            },
             SplitError::Load(e) => e,
         })?;
         return Ok(config);
@@ -168,19 +218,24 @@ fn for_each_json_object(
                 }
                 b'}' | b']' => {
                     depth = depth.saturating_sub(1);
-                    if depth == 0 {
-                        if let Some(s) = start.take() {
-                            each(&buf[s..=i])?;
-                            consumed = i + 1;
-                        }
+                    if depth == 0
+                        && let Some(s) = start.take()
+                    {
+                        each(&buf[s..=i])?;
+                        consumed = i + 1;
                     }
                 }
                 b if b.is_ascii_whitespace() => {}
                 _ if depth == 0 => {
                     // A bare scalar at the top level: let serde_json name the problem.
-                    let end = buf[i..].iter().position(|c| c.is_ascii_whitespace()).map_or(buf.len(), |p| i + p);
+                    let end = buf[i..]
+                        .iter()
+                        .position(|c| c.is_ascii_whitespace())
+                        .map_or(buf.len(), |p| i + p);
                     each(&buf[i..end])?;
-                    return Err(SplitError::Unterminated("a catalog blob must be a JSON object".into()));
+                    return Err(SplitError::Unterminated(
+                        "a catalog blob must be a JSON object".into(),
+                    ));
                 }
                 _ => {}
             }
@@ -200,7 +255,11 @@ pub fn load_str(path: &Path, text: &str) -> Result<DeclarativeConfig, LoadError>
     load_str_with(path, text, LoadOptions::default())
 }
 
-pub fn load_str_with(path: &Path, text: &str, options: LoadOptions) -> Result<DeclarativeConfig, LoadError> {
+pub fn load_str_with(
+    path: &Path,
+    text: &str,
+    options: LoadOptions,
+) -> Result<DeclarativeConfig, LoadError> {
     let mut config = DeclarativeConfig::default();
     for (index, blob) in parse_documents(path, text)?.into_iter().enumerate() {
         add_blob(&mut config, path, index + 1, blob, options)?;
@@ -210,15 +269,24 @@ pub fn load_str_with(path: &Path, text: &str, options: LoadOptions) -> Result<De
 
 /// The documents of a JSON stream or a multi-document YAML file; empty documents dropped.
 pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Value>, LoadError> {
-    let parse_error = |document, format, message: String| LoadError::Parse { path: path.to_path_buf(), document, format, message };
+    let parse_error = |document, format, message: String| LoadError::Parse {
+        path: path.to_path_buf(),
+        document,
+        format,
+        message,
+    };
     let mut docs = Vec::new();
     if text.trim_start().starts_with('{') {
-        for (i, value) in serde_json::Deserializer::from_str(text).into_iter::<Value>().enumerate() {
+        for (i, value) in serde_json::Deserializer::from_str(text)
+            .into_iter::<Value>()
+            .enumerate()
+        {
             docs.push(value.map_err(|e| parse_error(i + 1, "JSON", e.to_string()))?);
         }
     } else {
         for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-            let value = Value::deserialize(document).map_err(|e| parse_error(i + 1, "YAML", e.to_string()))?;
+            let value = Value::deserialize(document)
+                .map_err(|e| parse_error(i + 1, "YAML", e.to_string()))?;
             if !value.is_null() {
                 docs.push(value);
             }
@@ -229,75 +297,145 @@ pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Value>, LoadError>
 
 /// The value of `key` in `map`, matching the key without regard to case (as Go's JSON does).
 fn get_ci<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
-    map.get(key).or_else(|| map.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v))
+    map.get(key).or_else(|| {
+        map.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v)
+    })
 }
 
 /// Renames keys that match `canonical` names without regard to case to their canonical form,
 /// so that serde (which is case-sensitive) reads what Go's decoder would.
 fn canonicalize(value: &mut Value, canonical: &[&str]) {
     if let Value::Object(map) = value {
-        let keys: Vec<String> = map.keys().filter(|k| !canonical.contains(&k.as_str())).cloned().collect();
+        let keys: Vec<String> = map
+            .keys()
+            .filter(|k| !canonical.contains(&k.as_str()))
+            .cloned()
+            .collect();
         for key in keys {
-            if let Some(name) = canonical.iter().find(|c| c.eq_ignore_ascii_case(&key)) {
-                if !map.contains_key(*name) {
-                    let v = map.remove(&key).unwrap();
-                    map.insert(name.to_string(), v);
-                }
+            if let Some(name) = canonical.iter().find(|c| c.eq_ignore_ascii_case(&key))
+                && !map.contains_key(*name)
+            {
+                let v = map.remove(&key).unwrap();
+                map.insert(name.to_string(), v);
             }
         }
     }
 }
 
-fn add_blob(config: &mut DeclarativeConfig, path: &Path, document: usize, mut blob: Value, options: LoadOptions) -> Result<(), LoadError> {
-    let missing = || LoadError::MissingSchema { path: path.to_path_buf(), document };
+fn add_blob(
+    config: &mut DeclarativeConfig,
+    path: &Path,
+    document: usize,
+    mut blob: Value,
+    options: LoadOptions,
+) -> Result<(), LoadError> {
+    let missing = || LoadError::MissingSchema {
+        path: path.to_path_buf(),
+        document,
+    };
     let map = blob.as_object().ok_or_else(missing)?;
-    let schema = get_ci(map, "schema").and_then(Value::as_str).ok_or_else(missing)?.to_string();
-    let name = get_ci(map, "name").and_then(Value::as_str).unwrap_or_default().to_string();
-    let package = get_ci(map, "package").and_then(Value::as_str).unwrap_or_default().to_string();
+    let schema = get_ci(map, "schema")
+        .and_then(Value::as_str)
+        .ok_or_else(missing)?
+        .to_string();
+    let name = get_ci(map, "name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let package = get_ci(map, "package")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let invalid = |message: String| LoadError::InvalidBlob {
         path: path.to_path_buf(),
         document,
         schema: schema.clone(),
-        name: if name.is_empty() { package.clone() } else { name.clone() },
+        name: if name.is_empty() {
+            package.clone()
+        } else {
+            name.clone()
+        },
         message,
     };
     let properties_keys = ["type", "value"];
     let fix_properties = |blob: &mut Value| {
         if let Some(Value::Array(props)) = blob.get_mut("properties") {
-            props.iter_mut().for_each(|p| canonicalize(p, &properties_keys));
+            props
+                .iter_mut()
+                .for_each(|p| canonicalize(p, &properties_keys));
         }
     };
     match schema.as_str() {
         SCHEMA_PACKAGE => {
-            canonicalize(&mut blob, &["schema", "name", "defaultChannel", "icon", "description", "properties"]);
+            canonicalize(
+                &mut blob,
+                &[
+                    "schema",
+                    "name",
+                    "defaultChannel",
+                    "icon",
+                    "description",
+                    "properties",
+                ],
+            );
             fix_properties(&mut blob);
-            config.packages.push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
+            config
+                .packages
+                .push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
         }
         SCHEMA_CHANNEL => {
-            canonicalize(&mut blob, &["schema", "name", "package", "entries", "properties"]);
+            canonicalize(
+                &mut blob,
+                &["schema", "name", "package", "entries", "properties"],
+            );
             if let Some(Value::Array(entries)) = blob.get_mut("entries") {
-                entries.iter_mut().for_each(|e| canonicalize(e, &["name", "replaces", "skips", "skipRange"]));
+                entries
+                    .iter_mut()
+                    .for_each(|e| canonicalize(e, &["name", "replaces", "skips", "skipRange"]));
             }
             fix_properties(&mut blob);
-            config.channels.push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
+            config
+                .channels
+                .push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
         }
         SCHEMA_BUNDLE => {
-            canonicalize(&mut blob, &["schema", "name", "package", "image", "properties", "relatedImages"]);
+            canonicalize(
+                &mut blob,
+                &[
+                    "schema",
+                    "name",
+                    "package",
+                    "image",
+                    "properties",
+                    "relatedImages",
+                ],
+            );
             fix_properties(&mut blob);
-            if options.drop_bundle_objects {
-                if let Some(Value::Array(props)) = blob.get_mut("properties") {
-                    for p in props.iter_mut().filter(|p| p["type"] == PROP_BUNDLE_OBJECT) {
-                        p["value"] = Value::Null;
-                    }
+            if options.drop_bundle_objects
+                && let Some(Value::Array(props)) = blob.get_mut("properties")
+            {
+                for p in props.iter_mut().filter(|p| p["type"] == PROP_BUNDLE_OBJECT) {
+                    p["value"] = Value::Null;
                 }
             }
-            config.bundles.push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
+            config
+                .bundles
+                .push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
         }
         SCHEMA_DEPRECATIONS => {
             canonicalize(&mut blob, &["schema", "package", "entries"]);
-            config.deprecations.push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
+            config
+                .deprecations
+                .push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
         }
-        _ => config.others.push(Meta { schema, package, name, blob }),
+        _ => config.others.push(Meta {
+            schema,
+            package,
+            name,
+            blob,
+        }),
     }
     Ok(())
 }
@@ -323,13 +461,40 @@ mod tests {
 
     #[test]
     fn errors_name_the_file_and_document() {
-        let err = load_str(Path::new("cat/p.yaml"), "schema: olm.package\nname: p\n---\nname: nothing\n").unwrap_err();
-        assert_eq!(err.to_string(), "cat/p.yaml: document 2: a catalog blob must be an object with a \"schema\" key");
+        let err = load_str(
+            Path::new("cat/p.yaml"),
+            "schema: olm.package\nname: p\n---\nname: nothing\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cat/p.yaml: document 2: a catalog blob must be an object with a \"schema\" key"
+        );
         let err = load_str(Path::new("cat/p.json"), "{\"schema\": \"olm.package\", ").unwrap_err();
-        assert!(err.to_string().starts_with("cat/p.json: document 1: malformed JSON"), "{err}");
-        let err = load_str(Path::new("cat/p.yaml"), "schema: olm.package\nname: [unclosed\n").unwrap_err();
-        assert!(err.to_string().starts_with("cat/p.yaml: document 1: malformed YAML"), "{err}");
-        let err = load_str(Path::new("p.yaml"), "schema: olm.channel\nname: c\npackage: p\nentries: 3\n").unwrap_err();
-        assert!(err.to_string().starts_with("p.yaml: document 1: invalid olm.channel \"c\""), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("cat/p.json: document 1: malformed JSON"),
+            "{err}"
+        );
+        let err = load_str(
+            Path::new("cat/p.yaml"),
+            "schema: olm.package\nname: [unclosed\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("cat/p.yaml: document 1: malformed YAML"),
+            "{err}"
+        );
+        let err = load_str(
+            Path::new("p.yaml"),
+            "schema: olm.channel\nname: c\npackage: p\nentries: 3\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("p.yaml: document 1: invalid olm.channel \"c\""),
+            "{err}"
+        );
     }
 }

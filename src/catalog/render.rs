@@ -23,7 +23,10 @@ pub enum RenderError {
 }
 
 fn input_error(path: &Path, message: impl Into<String>) -> RenderError {
-    RenderError::Input { path: path.to_path_buf(), message: message.into() }
+    RenderError::Input {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
 }
 
 /// How a package's channels get their upgrade edges (`ci.yaml` `updateGraph`).
@@ -61,7 +64,11 @@ impl RenderOptions {
     fn image_for(&self, package: &str, name: &str, version: &str) -> String {
         self.image_template
             .as_deref()
-            .map(|t| t.replace("{{.Package}}", package).replace("{{.Name}}", name).replace("{{.Version}}", version))
+            .map(|t| {
+                t.replace("{{.Package}}", package)
+                    .replace("{{.Name}}", name)
+                    .replace("{{.Version}}", version)
+            })
             .unwrap_or_default()
     }
 }
@@ -71,7 +78,10 @@ impl RenderOptions {
 /// - a folder of bundle directories (a package, as in community-operators) → `olm.package`,
 ///   `olm.channel`s and `olm.bundle`s;
 /// - anything else is loaded as a file-based catalog and passed through.
-pub fn render_paths(inputs: &[PathBuf], options: &RenderOptions) -> Result<DeclarativeConfig, RenderError> {
+pub fn render_paths(
+    inputs: &[PathBuf],
+    options: &RenderOptions,
+) -> Result<DeclarativeConfig, RenderError> {
     let mut out = DeclarativeConfig::default();
     render_paths_each(inputs, options, |part| {
         out.merge(part);
@@ -96,9 +106,16 @@ pub fn render_paths_each(
             return Err(input_error(input, "no such file or directory"));
         }
         if is_bundle_dir(input) {
-            let run = inputs[index..].iter().take_while(|p| is_bundle_dir(p)).take(64).count();
+            let run = inputs[index..]
+                .iter()
+                .take_while(|p| is_bundle_dir(p))
+                .take(64)
+                .count();
             for bundle in render_bundle_dirs(&inputs[index..index + run], options, threads) {
-                sink(DeclarativeConfig { bundles: vec![bundle?], ..Default::default() })?;
+                sink(DeclarativeConfig {
+                    bundles: vec![bundle?],
+                    ..Default::default()
+                })?;
             }
             index += run;
             continue;
@@ -115,8 +132,16 @@ pub fn render_paths_each(
 
 /// Reads and renders bundle directories on `threads` threads; results in input order.
 /// Threads take the next directory as they finish one, since bundle sizes vary a lot.
-fn render_bundle_dirs(dirs: &[PathBuf], options: &RenderOptions, threads: usize) -> Vec<Result<Bundle, RenderError>> {
-    let render_one = |dir: &PathBuf| read_bundle(dir).map_err(RenderError::from).and_then(|b| render_bundle(&b, options));
+fn render_bundle_dirs(
+    dirs: &[PathBuf],
+    options: &RenderOptions,
+    threads: usize,
+) -> Vec<Result<Bundle, RenderError>> {
+    let render_one = |dir: &PathBuf| {
+        read_bundle(dir)
+            .map_err(RenderError::from)
+            .and_then(|b| render_bundle(&b, options))
+    };
     if threads <= 1 || dirs.len() <= 1 {
         return dirs.iter().map(render_one).collect();
     }
@@ -135,14 +160,23 @@ fn render_bundle_dirs(dirs: &[PathBuf], options: &RenderOptions, threads: usize)
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().expect("render thread panicked")).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("render thread panicked"))
+            .collect()
     });
     done.sort_by_key(|(i, _)| *i);
     done.into_iter().map(|(_, r)| r).collect()
 }
 
 fn has_bundle_subdirs(dir: &Path) -> bool {
-    std::fs::read_dir(dir).map(|entries| entries.filter_map(Result::ok).any(|e| is_bundle_dir(&e.path()))).unwrap_or(false)
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| is_bundle_dir(&e.path()))
+        })
+        .unwrap_or(false)
 }
 
 fn gvk_value(group: &str, version: &str, kind: &str) -> Value {
@@ -153,12 +187,24 @@ fn gvk_value(group: &str, version: &str, kind: &str) -> Value {
 /// is the part of its name after the plural.
 fn csv_apis(csv: &Value, which: &str) -> Vec<Value> {
     let mut out = Vec::new();
-    for crd in csv["spec"]["customresourcedefinitions"][which].as_array().into_iter().flatten() {
+    for crd in csv["spec"]["customresourcedefinitions"][which]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         let name = crd["name"].as_str().unwrap_or_default();
         let group = name.split_once('.').map(|(_, g)| g).unwrap_or_default();
-        out.push(gvk_value(group, crd["version"].as_str().unwrap_or_default(), crd["kind"].as_str().unwrap_or_default()));
+        out.push(gvk_value(
+            group,
+            crd["version"].as_str().unwrap_or_default(),
+            crd["kind"].as_str().unwrap_or_default(),
+        ));
     }
-    for api in csv["spec"]["apiservicedefinitions"][which].as_array().into_iter().flatten() {
+    for api in csv["spec"]["apiservicedefinitions"][which]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         out.push(gvk_value(
             api["group"].as_str().unwrap_or_default(),
             api["version"].as_str().unwrap_or_default(),
@@ -175,14 +221,25 @@ fn sort_dedup(values: &mut Vec<Value>) {
 
 /// One bundle directory → `olm.bundle`.
 pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle, RenderError> {
-    let csv = dir.csv().ok_or_else(|| input_error(&dir.path, "bundle has no (or more than one) ClusterServiceVersion"))?;
+    let csv = dir.csv().ok_or_else(|| {
+        input_error(
+            &dir.path,
+            "bundle has no (or more than one) ClusterServiceVersion",
+        )
+    })?;
     let package = dir.package().to_string();
     if package.is_empty() {
-        return Err(input_error(&dir.path, "metadata/annotations.yaml does not name the package"));
+        return Err(input_error(
+            &dir.path,
+            "metadata/annotations.yaml does not name the package",
+        ));
     }
     let name = dir.csv_name().to_string();
     let version = dir.version().to_string();
-    let mut properties = vec![Property::new(PROP_PACKAGE, json!({ "packageName": package, "version": version }))];
+    let mut properties = vec![Property::new(
+        PROP_PACKAGE,
+        json!({ "packageName": package, "version": version }),
+    )];
 
     let mut provided = csv_apis(&csv.object, "owned");
     sort_dedup(&mut provided);
@@ -208,13 +265,23 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
         }
     }
     sort_dedup(&mut required);
-    properties.extend(required.into_iter().map(|v| Property::new(PROP_GVK_REQUIRED, v)));
+    properties.extend(
+        required
+            .into_iter()
+            .map(|v| Property::new(PROP_GVK_REQUIRED, v)),
+    );
     properties.extend(other_dependencies);
     properties.extend(dir.properties.iter().cloned());
     // Properties declared in the CSV's `olm.properties` annotation (a JSON list).
     if let Some(text) = csv.object["metadata"]["annotations"]["olm.properties"].as_str() {
-        let declared: Vec<Property> = serde_json::from_str(text)
-            .map_err(|e| input_error(&csv.file, format!("CSV {name:?}: annotation olm.properties is not a JSON list of properties: {e}")))?;
+        let declared: Vec<Property> = serde_json::from_str(text).map_err(|e| {
+            input_error(
+                &csv.file,
+                format!(
+                    "CSV {name:?}: annotation olm.properties is not a JSON list of properties: {e}"
+                ),
+            )
+        })?;
         for p in declared {
             if !properties.contains(&p) {
                 properties.push(p);
@@ -222,7 +289,8 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
         }
     }
     for manifest in &dir.manifests {
-        let data = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&manifest.object).expect("JSON value serializes"));
+        let data = base64::engine::general_purpose::STANDARD
+            .encode(serde_json::to_vec(&manifest.object).expect("JSON value serializes"));
         properties.push(Property::new(PROP_BUNDLE_OBJECT, json!({ "data": data })));
     }
 
@@ -242,16 +310,38 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
 fn related_images(csv: &Value, bundle_image: &str) -> Vec<RelatedImage> {
     let mut out: Vec<RelatedImage> = Vec::new();
     let mut push = |name: &str, image: &str| {
-        if !image.is_empty() && !out.iter().any(|r| r.image == image && (r.name == name || name.is_empty())) {
-            out.push(RelatedImage { name: name.to_string(), image: image.to_string() });
+        if !image.is_empty()
+            && !out
+                .iter()
+                .any(|r| r.image == image && (r.name == name || name.is_empty()))
+        {
+            out.push(RelatedImage {
+                name: name.to_string(),
+                image: image.to_string(),
+            });
         }
     };
-    for r in csv["spec"]["relatedImages"].as_array().into_iter().flatten() {
-        push(r["name"].as_str().unwrap_or_default(), r["image"].as_str().unwrap_or_default());
+    for r in csv["spec"]["relatedImages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        push(
+            r["name"].as_str().unwrap_or_default(),
+            r["image"].as_str().unwrap_or_default(),
+        );
     }
-    for d in csv["spec"]["install"]["spec"]["deployments"].as_array().into_iter().flatten() {
+    for d in csv["spec"]["install"]["spec"]["deployments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         for key in ["initContainers", "containers"] {
-            for c in d["spec"]["template"]["spec"][key].as_array().into_iter().flatten() {
+            for c in d["spec"]["template"]["spec"][key]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
                 push("", c["image"].as_str().unwrap_or_default());
             }
         }
@@ -267,10 +357,12 @@ fn read_update_graph(dir: &Path) -> Result<UpdateGraph, RenderError> {
         return Ok(UpdateGraph::Replaces);
     }
     let text = std::fs::read_to_string(&ci).map_err(|e| input_error(&ci, e.to_string()))?;
-    let value: Value = serde_yaml::from_str(&text).map_err(|e| input_error(&ci, format!("malformed YAML: {e}")))?;
+    let value: Value = serde_yaml::from_str(&text)
+        .map_err(|e| input_error(&ci, format!("malformed YAML: {e}")))?;
     match value.get("updateGraph").and_then(Value::as_str) {
         None => Ok(UpdateGraph::Replaces),
-        Some(mode) => UpdateGraph::parse(mode).ok_or_else(|| input_error(&ci, format!("unknown updateGraph {mode:?}"))),
+        Some(mode) => UpdateGraph::parse(mode)
+            .ok_or_else(|| input_error(&ci, format!("unknown updateGraph {mode:?}"))),
     }
 }
 
@@ -282,7 +374,8 @@ fn fbc_template(dir: &Path) -> Result<Option<(PathBuf, String)>, RenderError> {
         return Ok(None);
     }
     let text = std::fs::read_to_string(&ci).map_err(|e| input_error(&ci, e.to_string()))?;
-    let value: Value = serde_yaml::from_str(&text).map_err(|e| input_error(&ci, format!("malformed YAML: {e}")))?;
+    let value: Value = serde_yaml::from_str(&text)
+        .map_err(|e| input_error(&ci, format!("malformed YAML: {e}")))?;
     let fbc = &value["fbc"];
     if fbc["enabled"] != Value::Bool(true) {
         return Ok(None);
@@ -290,18 +383,30 @@ fn fbc_template(dir: &Path) -> Result<Option<(PathBuf, String)>, RenderError> {
     let Some(mapping) = fbc["catalog_mapping"].as_array().and_then(|m| m.last()) else {
         return Ok(None);
     };
-    let name = mapping["template_name"].as_str().ok_or_else(|| input_error(&ci, "fbc.catalog_mapping entry without template_name"))?;
-    let kind = mapping["type"].as_str().unwrap_or("olm.template.basic").to_string();
+    let name = mapping["template_name"]
+        .as_str()
+        .ok_or_else(|| input_error(&ci, "fbc.catalog_mapping entry without template_name"))?;
+    let kind = mapping["type"]
+        .as_str()
+        .unwrap_or("olm.template.basic")
+        .to_string();
     Ok(Some((dir.join("catalog-templates").join(name), kind)))
 }
 
 /// Renders a bundle named by image in a community-operators template: the image's tag is
 /// the bundle's directory name (`…/<package>:<version>` → `<dir>/<version>`).
 fn bundle_for_image(dir: &Path, image: &str, options: &RenderOptions) -> Result<Bundle, String> {
-    let tag = image.rsplit_once(':').map(|(_, t)| t).filter(|t| !t.contains('/')).ok_or_else(|| format!("image {image:?} has no tag"))?;
+    let tag = image
+        .rsplit_once(':')
+        .map(|(_, t)| t)
+        .filter(|t| !t.contains('/'))
+        .ok_or_else(|| format!("image {image:?} has no tag"))?;
     let bundle_dir = dir.join(tag);
     if !is_bundle_dir(&bundle_dir) {
-        return Err(format!("image {image:?}: no bundle directory {}", bundle_dir.display()));
+        return Err(format!(
+            "image {image:?}: no bundle directory {}",
+            bundle_dir.display()
+        ));
     }
     let bundle = read_bundle(&bundle_dir).map_err(|e| e.to_string())?;
     let mut rendered = render_bundle(&bundle, options).map_err(|e| e.to_string())?;
@@ -310,16 +415,26 @@ fn bundle_for_image(dir: &Path, image: &str, options: &RenderOptions) -> Result<
 }
 
 /// A package whose channels are defined by a catalog template rather than by its CSVs.
-fn render_package_template(dir: &Path, template: &Path, kind: &str, options: &RenderOptions) -> Result<DeclarativeConfig, RenderError> {
-    let text = std::fs::read_to_string(template).map_err(|e| input_error(template, e.to_string()))?;
+fn render_package_template(
+    dir: &Path,
+    template: &Path,
+    kind: &str,
+    options: &RenderOptions,
+) -> Result<DeclarativeConfig, RenderError> {
+    let text =
+        std::fs::read_to_string(template).map_err(|e| input_error(template, e.to_string()))?;
     let mut resolve = |image: &str| bundle_for_image(dir, image, options);
     match kind {
         "olm.semver" => super::template::semver::parse(&text)
             .and_then(|t| super::template::semver::render(&t, &mut resolve))
             .map_err(|e| input_error(template, e.to_string())),
         "olm.template.basic" => {
-            let value: Value = serde_yaml::from_str(&text).map_err(|e| input_error(template, format!("malformed YAML: {e}")))?;
-            let entries = value.get("entries").and_then(Value::as_array).ok_or_else(|| input_error(template, "basic template without entries"))?;
+            let value: Value = serde_yaml::from_str(&text)
+                .map_err(|e| input_error(template, format!("malformed YAML: {e}")))?;
+            let entries = value
+                .get("entries")
+                .and_then(Value::as_array)
+                .ok_or_else(|| input_error(template, "basic template without entries"))?;
             let mut out = DeclarativeConfig::default();
             let mut blobs = String::new();
             for entry in entries {
@@ -335,11 +450,20 @@ fn render_package_template(dir: &Path, template: &Path, kind: &str, options: &Re
                 }
             }
             out.merge(super::load::load_str(template, &blobs)?);
-            let wanted: std::collections::BTreeSet<String> =
-                out.channels.iter().flat_map(|c| c.entries.iter().map(|e| e.name.clone())).collect();
-            let missing: Vec<&String> = wanted.iter().filter(|n| !out.bundles.iter().any(|b| &&b.name == n)).collect();
+            let wanted: std::collections::BTreeSet<String> = out
+                .channels
+                .iter()
+                .flat_map(|c| c.entries.iter().map(|e| e.name.clone()))
+                .collect();
+            let missing: Vec<&String> = wanted
+                .iter()
+                .filter(|n| !out.bundles.iter().any(|b| &&b.name == n))
+                .collect();
             if !missing.is_empty() {
-                for path in std::fs::read_dir(dir).map_err(|e| input_error(dir, e.to_string()))?.filter_map(|e| e.ok().map(|e| e.path())) {
+                for path in std::fs::read_dir(dir)
+                    .map_err(|e| input_error(dir, e.to_string()))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                {
                     if !is_bundle_dir(&path) {
                         continue;
                     }
@@ -351,13 +475,19 @@ fn render_package_template(dir: &Path, template: &Path, kind: &str, options: &Re
             }
             Ok(out)
         }
-        other => Err(input_error(template, format!("unsupported template type {other:?}"))),
+        other => Err(input_error(
+            template,
+            format!("unsupported template type {other:?}"),
+        )),
     }
 }
 
 /// A folder of bundle directories → one package with its channels: from its catalog
 /// template when `ci.yaml` names one, else from the bundles' CSVs and annotations.
-pub fn render_package_dir(dir: &Path, options: &RenderOptions) -> Result<DeclarativeConfig, RenderError> {
+pub fn render_package_dir(
+    dir: &Path,
+    options: &RenderOptions,
+) -> Result<DeclarativeConfig, RenderError> {
     if let Some((template, kind)) = fbc_template(dir)? {
         return render_package_template(dir, &template, &kind, options);
     }
@@ -368,11 +498,21 @@ pub fn render_package_dir(dir: &Path, options: &RenderOptions) -> Result<Declara
         .filter(|p| is_bundle_dir(p))
         .collect();
     entries.sort();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(entries.len().max(1));
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(entries.len().max(1));
     let chunk = entries.len().div_ceil(threads).max(1);
     let read: Vec<Result<BundleDir, BundleError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = entries.chunks(chunk).map(|part| scope.spawn(move || part.iter().map(|p| read_bundle(p)).collect::<Vec<_>>())).collect();
-        handles.into_iter().flat_map(|h| h.join().expect("bundle reader panicked")).collect()
+        let handles: Vec<_> = entries
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || part.iter().map(|p| read_bundle(p)).collect::<Vec<_>>())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("bundle reader panicked"))
+            .collect()
     });
     for bundle in read {
         bundle_dirs.push(bundle?);
@@ -381,21 +521,44 @@ pub fn render_package_dir(dir: &Path, options: &RenderOptions) -> Result<Declara
 }
 
 /// Bundles of one package → `olm.package` + `olm.channel`s + `olm.bundle`s.
-pub fn render_package(dir: &Path, bundles: &[BundleDir], graph: UpdateGraph, options: &RenderOptions) -> Result<DeclarativeConfig, RenderError> {
+pub fn render_package(
+    dir: &Path,
+    bundles: &[BundleDir],
+    graph: UpdateGraph,
+    options: &RenderOptions,
+) -> Result<DeclarativeConfig, RenderError> {
     let mut out = DeclarativeConfig::default();
     let mut with_versions = Vec::new();
     for b in bundles {
-        let version = parse_version(b.version())
-            .map_err(|e| input_error(&b.path, format!("CSV {:?}: spec.version {:?} is not semver: {e}", b.csv_name(), b.version())))?;
+        let version = parse_version(b.version()).map_err(|e| {
+            input_error(
+                &b.path,
+                format!(
+                    "CSV {:?}: spec.version {:?} is not semver: {e}",
+                    b.csv_name(),
+                    b.version()
+                ),
+            )
+        })?;
         with_versions.push((version, b));
     }
     with_versions.sort_by(|a, b| a.0.cmp_precedence(&b.0));
     let packages: std::collections::BTreeSet<&str> = bundles.iter().map(|b| b.package()).collect();
     if packages.len() != 1 {
-        return Err(input_error(dir, format!("bundles name {} packages ({:?}); a package folder holds one", packages.len(), packages)));
+        return Err(input_error(
+            dir,
+            format!(
+                "bundles name {} packages ({:?}); a package folder holds one",
+                packages.len(),
+                packages
+            ),
+        ));
     }
     let package = packages.into_iter().next().unwrap().to_string();
-    let newest = with_versions.last().map(|(_, b)| *b).ok_or_else(|| input_error(dir, "no bundles"))?;
+    let newest = with_versions
+        .last()
+        .map(|(_, b)| *b)
+        .ok_or_else(|| input_error(dir, "no bundles"))?;
 
     let mut channels: BTreeMap<String, Vec<(semver::Version, &BundleDir)>> = BTreeMap::new();
     for (version, b) in &with_versions {
@@ -412,16 +575,22 @@ pub fn render_package(dir: &Path, bundles: &[BundleDir], graph: UpdateGraph, opt
         .unwrap_or_default();
 
     let csv = &newest.csv().unwrap().object;
-    let icon = csv["spec"]["icon"].as_array().and_then(|i| i.first()).map(|i| Icon {
-        base64data: i["base64data"].as_str().unwrap_or_default().to_string(),
-        mediatype: i["mediatype"].as_str().unwrap_or_default().to_string(),
-    });
+    let icon = csv["spec"]["icon"]
+        .as_array()
+        .and_then(|i| i.first())
+        .map(|i| Icon {
+            base64data: i["base64data"].as_str().unwrap_or_default().to_string(),
+            mediatype: i["mediatype"].as_str().unwrap_or_default().to_string(),
+        });
     out.packages.push(Package {
         schema: SCHEMA_PACKAGE.into(),
         name: package.clone(),
         default_channel,
         icon,
-        description: csv["spec"]["description"].as_str().unwrap_or_default().to_string(),
+        description: csv["spec"]["description"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
         properties: Vec::new(),
     });
 
@@ -438,7 +607,13 @@ pub fn render_package(dir: &Path, bundles: &[BundleDir], graph: UpdateGraph, opt
                 .collect(),
             UpdateGraph::Semver | UpdateGraph::SemverSkipPatch => semver_entries(members, graph),
         };
-        out.channels.push(Channel { schema: SCHEMA_CHANNEL.into(), name: name.clone(), package: package.clone(), entries, properties: Vec::new() });
+        out.channels.push(Channel {
+            schema: SCHEMA_CHANNEL.into(),
+            name: name.clone(),
+            package: package.clone(),
+            entries,
+            properties: Vec::new(),
+        });
     }
     for (_, b) in &with_versions {
         out.bundles.push(render_bundle(b, options)?);
@@ -447,10 +622,18 @@ pub fn render_package(dir: &Path, bundles: &[BundleDir], graph: UpdateGraph, opt
 }
 
 /// Version-ordered edges: each entry replaces the one before it; CSV skips and skipRange stay.
-fn semver_entries(members: &[(semver::Version, &BundleDir)], graph: UpdateGraph) -> Vec<ChannelEntry> {
+fn semver_entries(
+    members: &[(semver::Version, &BundleDir)],
+    graph: UpdateGraph,
+) -> Vec<ChannelEntry> {
     let mut entries = Vec::new();
     for (i, (version, b)) in members.iter().enumerate() {
-        let mut entry = ChannelEntry { name: b.csv_name().to_string(), replaces: String::new(), skips: b.skips(), skip_range: b.skip_range().to_string() };
+        let mut entry = ChannelEntry {
+            name: b.csv_name().to_string(),
+            replaces: String::new(),
+            skips: b.skips(),
+            skip_range: b.skip_range().to_string(),
+        };
         if i > 0 {
             match graph {
                 UpdateGraph::SemverSkipPatch => {
@@ -460,7 +643,10 @@ fn semver_entries(members: &[(semver::Version, &BundleDir)], graph: UpdateGraph)
                         .filter(|(v, _)| v.major == version.major && v.minor == version.minor)
                         .map(|(_, o)| o.csv_name().to_string())
                         .collect();
-                    let previous_minor = members[..i].iter().rev().find(|(v, _)| (v.major, v.minor) != (version.major, version.minor));
+                    let previous_minor = members[..i]
+                        .iter()
+                        .rev()
+                        .find(|(v, _)| (v.major, v.minor) != (version.major, version.minor));
                     if let Some((_, p)) = previous_minor {
                         entry.replaces = p.csv_name().to_string();
                     } else if let Some(last) = older_patches.last() {

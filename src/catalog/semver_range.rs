@@ -69,7 +69,10 @@ pub struct RangeError {
 impl VersionRange {
     /// Parses a range the way blang's `ParseRange` does.
     pub fn parse(s: &str) -> Result<VersionRange, RangeError> {
-        let fail = |problem: String| RangeError { range: s.to_string(), problem };
+        let fail = |problem: String| RangeError {
+            range: s.to_string(),
+            problem,
+        };
 
         let terms = split_and_trim(s);
         if terms.is_empty() {
@@ -86,23 +89,33 @@ impl VersionRange {
                     if term.original == term.text {
                         fail(format!("{:?}: {problem}", term.text))
                     } else {
-                        fail(format!("{:?} (wildcard expanded to {:?}): {problem}", term.original, term.text))
+                        fail(format!(
+                            "{:?} (wildcard expanded to {:?}): {problem}",
+                            term.original, term.text
+                        ))
                     }
                 };
-                let (op_text, version_text) = split_comparator_version(&term.text).map_err(describe)?;
-                let op = parse_op(op_text).ok_or_else(|| describe(format!("{op_text:?} is not a comparison operator")))?;
+                let (op_text, version_text) =
+                    split_comparator_version(&term.text).map_err(describe)?;
+                let op = parse_op(op_text)
+                    .ok_or_else(|| describe(format!("{op_text:?} is not a comparison operator")))?;
                 let version = blang_parse(version_text)
                     .map_err(|e| describe(format!("{version_text:?} is not a version: {e}")))?;
                 comparisons.push(Comparison { op, version });
             }
             groups.push(comparisons);
         }
-        Ok(VersionRange { text: s.to_string(), groups })
+        Ok(VersionRange {
+            text: s.to_string(),
+            groups,
+        })
     }
 
     /// Whether `v` satisfies the range (semver precedence, build metadata ignored).
     pub fn contains(&self, v: &Version) -> bool {
-        self.groups.iter().any(|group| group.iter().all(|c| c.matches(v)))
+        self.groups
+            .iter()
+            .any(|group| group.iter().all(|c| c.matches(v)))
     }
 
     /// The range text as it was given.
@@ -148,10 +161,13 @@ impl FromStr for VersionRange {
 pub fn parse_version(s: &str) -> Result<Version, semver::Error> {
     match blang_parse(s) {
         Ok(v) => Ok(v),
-        Err(_) => match Version::parse(s) {
-            Err(e) => Err(e),
-            Ok(_) => Err(Version::parse("18446744073709551616.0.0").expect_err("u64 overflow is an error")),
-        },
+        Err(_) => {
+            match Version::parse(s) {
+                Err(e) => Err(e),
+                Ok(_) => Err(Version::parse("18446744073709551616.0.0")
+                    .expect_err("u64 overflow is an error")),
+            }
+        }
     }
 }
 
@@ -186,7 +202,9 @@ pub(crate) fn blang_parse(s: &str) -> Result<Version, String> {
         }
         if id.bytes().all(|b| b.is_ascii_digit()) {
             if has_leading_zeroes(id) {
-                return Err(format!("numeric prerelease version must not contain leading zeroes {id:?}"));
+                return Err(format!(
+                    "numeric prerelease version must not contain leading zeroes {id:?}"
+                ));
             }
             if id.parse::<u64>().is_err() {
                 return Err(format!("numeric prerelease version {id:?} is out of range"));
@@ -200,7 +218,9 @@ pub(crate) fn blang_parse(s: &str) -> Result<Version, String> {
             return Err("build meta data is empty".into());
         }
         if !is_alphanumeric(id) {
-            return Err(format!("invalid character(s) found in build meta data {id:?}"));
+            return Err(format!(
+                "invalid character(s) found in build meta data {id:?}"
+            ));
         }
     }
 
@@ -214,7 +234,13 @@ pub(crate) fn blang_parse(s: &str) -> Result<Version, String> {
     } else {
         BuildMetadata::new(&build.join(".")).map_err(|e| e.to_string())?
     };
-    Ok(Version { major, minor, patch, pre, build })
+    Ok(Version {
+        major,
+        minor,
+        patch,
+        pre,
+        build,
+    })
 }
 
 fn parse_number(s: &str, what: &str) -> Result<u64, String> {
@@ -227,7 +253,8 @@ fn parse_number(s: &str, what: &str) -> Result<u64, String> {
     if s.is_empty() {
         return Err(format!("{what} is empty"));
     }
-    s.parse::<u64>().map_err(|_| format!("{what} {s:?} is out of range"))
+    s.parse::<u64>()
+        .map_err(|_| format!("{what} {s:?} is out of range"))
 }
 
 fn has_leading_zeroes(s: &str) -> bool {
@@ -336,7 +363,11 @@ fn wildcard_type(v: &str) -> Wildcard {
 /// then of the first `.x` by `.0`, then `.0` appended to a two-part result.
 fn flatten_wildcard(v: &str) -> String {
     let v = v.replacen(".x.x", ".x", 1).replacen(".x", ".0", 1);
-    if v.split('.').count() == 2 { format!("{v}.0") } else { v }
+    if v.split('.').count() == 2 {
+        format!("{v}.0")
+    } else {
+        v
+    }
 }
 
 /// blang's `incrementMajorVersion`/`incrementMinorVersion`: Go's `strconv.Atoi` on one
@@ -366,7 +397,10 @@ fn expand_wildcards(groups: &[Vec<String>]) -> Result<Vec<Vec<Term>>, String> {
         let mut terms = Vec::new();
         for term in group {
             if !term.contains('x') {
-                terms.push(Term { original: term.clone(), text: term.clone() });
+                terms.push(Term {
+                    original: term.clone(),
+                    text: term.clone(),
+                });
                 continue;
             }
             let (op, v) = split_comparator_version(term).map_err(|e| format!("{term:?}: {e}"))?;
@@ -378,11 +412,17 @@ fn expand_wildcards(groups: &[Vec<String>]) -> Result<Vec<Vec<Term>>, String> {
                 "<" => ("<", false),
                 "<=" => ("<", true),
                 "" | "=" | "==" => {
-                    terms.push(Term { original: term.clone(), text: format!(">={flat}") });
+                    terms.push(Term {
+                        original: term.clone(),
+                        text: format!(">={flat}"),
+                    });
                     ("<", true)
                 }
                 "!=" | "!" => {
-                    terms.push(Term { original: term.clone(), text: format!("<{flat}") });
+                    terms.push(Term {
+                        original: term.clone(),
+                        text: format!("<{flat}"),
+                    });
                     (">=", true)
                 }
                 _ => ("", false),
@@ -396,7 +436,10 @@ fn expand_wildcards(groups: &[Vec<String>]) -> Result<Vec<Vec<Term>>, String> {
             } else {
                 flat
             };
-            terms.push(Term { original: term.clone(), text: format!("{result_op}{result_version}") });
+            terms.push(Term {
+                original: term.clone(),
+                text: format!("{result_op}{result_version}"),
+            });
         }
         out.push(terms);
     }
@@ -413,20 +456,69 @@ fn is_go_digit(c: char) -> bool {
 }
 
 const ND_RANGES: &[(u32, u32)] = &[
-    (0x0660, 0x0669), (0x06F0, 0x06F9), (0x07C0, 0x07C9), (0x0966, 0x096F), (0x09E6, 0x09EF),
-    (0x0A66, 0x0A6F), (0x0AE6, 0x0AEF), (0x0B66, 0x0B6F), (0x0BE6, 0x0BEF), (0x0C66, 0x0C6F),
-    (0x0CE6, 0x0CEF), (0x0D66, 0x0D6F), (0x0DE6, 0x0DEF), (0x0E50, 0x0E59), (0x0ED0, 0x0ED9),
-    (0x0F20, 0x0F29), (0x1040, 0x1049), (0x1090, 0x1099), (0x17E0, 0x17E9), (0x1810, 0x1819),
-    (0x1946, 0x194F), (0x19D0, 0x19D9), (0x1A80, 0x1A89), (0x1A90, 0x1A99), (0x1B50, 0x1B59),
-    (0x1BB0, 0x1BB9), (0x1C40, 0x1C49), (0x1C50, 0x1C59), (0xA620, 0xA629), (0xA8D0, 0xA8D9),
-    (0xA900, 0xA909), (0xA9D0, 0xA9D9), (0xA9F0, 0xA9F9), (0xAA50, 0xAA59), (0xABF0, 0xABF9),
-    (0xFF10, 0xFF19), (0x104A0, 0x104A9), (0x10D30, 0x10D39), (0x11066, 0x1106F),
-    (0x110F0, 0x110F9), (0x11136, 0x1113F), (0x111D0, 0x111D9), (0x112F0, 0x112F9),
-    (0x11450, 0x11459), (0x114D0, 0x114D9), (0x11650, 0x11659), (0x116C0, 0x116C9),
-    (0x11730, 0x11739), (0x118E0, 0x118E9), (0x11950, 0x11959), (0x11C50, 0x11C59),
-    (0x11D50, 0x11D59), (0x11DA0, 0x11DA9), (0x11F50, 0x11F59), (0x16A60, 0x16A69),
-    (0x16AC0, 0x16AC9), (0x16B50, 0x16B59), (0x1D7CE, 0x1D7FF), (0x1E140, 0x1E149),
-    (0x1E2F0, 0x1E2F9), (0x1E4F0, 0x1E4F9), (0x1E950, 0x1E959), (0x1FBF0, 0x1FBF9),
+    (0x0660, 0x0669),
+    (0x06F0, 0x06F9),
+    (0x07C0, 0x07C9),
+    (0x0966, 0x096F),
+    (0x09E6, 0x09EF),
+    (0x0A66, 0x0A6F),
+    (0x0AE6, 0x0AEF),
+    (0x0B66, 0x0B6F),
+    (0x0BE6, 0x0BEF),
+    (0x0C66, 0x0C6F),
+    (0x0CE6, 0x0CEF),
+    (0x0D66, 0x0D6F),
+    (0x0DE6, 0x0DEF),
+    (0x0E50, 0x0E59),
+    (0x0ED0, 0x0ED9),
+    (0x0F20, 0x0F29),
+    (0x1040, 0x1049),
+    (0x1090, 0x1099),
+    (0x17E0, 0x17E9),
+    (0x1810, 0x1819),
+    (0x1946, 0x194F),
+    (0x19D0, 0x19D9),
+    (0x1A80, 0x1A89),
+    (0x1A90, 0x1A99),
+    (0x1B50, 0x1B59),
+    (0x1BB0, 0x1BB9),
+    (0x1C40, 0x1C49),
+    (0x1C50, 0x1C59),
+    (0xA620, 0xA629),
+    (0xA8D0, 0xA8D9),
+    (0xA900, 0xA909),
+    (0xA9D0, 0xA9D9),
+    (0xA9F0, 0xA9F9),
+    (0xAA50, 0xAA59),
+    (0xABF0, 0xABF9),
+    (0xFF10, 0xFF19),
+    (0x104A0, 0x104A9),
+    (0x10D30, 0x10D39),
+    (0x11066, 0x1106F),
+    (0x110F0, 0x110F9),
+    (0x11136, 0x1113F),
+    (0x111D0, 0x111D9),
+    (0x112F0, 0x112F9),
+    (0x11450, 0x11459),
+    (0x114D0, 0x114D9),
+    (0x11650, 0x11659),
+    (0x116C0, 0x116C9),
+    (0x11730, 0x11739),
+    (0x118E0, 0x118E9),
+    (0x11950, 0x11959),
+    (0x11C50, 0x11C59),
+    (0x11D50, 0x11D59),
+    (0x11DA0, 0x11DA9),
+    (0x11F50, 0x11F59),
+    (0x16A60, 0x16A69),
+    (0x16AC0, 0x16AC9),
+    (0x16B50, 0x16B59),
+    (0x1D7CE, 0x1D7FF),
+    (0x1E140, 0x1E149),
+    (0x1E2F0, 0x1E2F9),
+    (0x1E4F0, 0x1E4F9),
+    (0x1E950, 0x1E959),
+    (0x1FBF0, 0x1FBF9),
 ];
 
 #[cfg(test)]
@@ -441,7 +533,11 @@ mod tests {
     const MATCHES: &[(&str, &[&str], &[&str])] = &[
         // single operators (blang's TestParseRange)
         // no npm-style pre-release exclusion: 1.2.4-alpha is simply above 1.2.3
-        (">1.2.3", &["1.2.4", "2.0.0", "1.2.4-alpha"], &["1.2.2", "1.2.3"]),
+        (
+            ">1.2.3",
+            &["1.2.4", "2.0.0", "1.2.4-alpha"],
+            &["1.2.2", "1.2.3"],
+        ),
         (">=1.2.3", &["1.2.3", "1.2.4"], &["1.2.2", "1.2.3-rc.1"]),
         ("<1.2.3", &["1.2.2", "1.2.3-rc.1"], &["1.2.3", "1.2.4"]),
         ("<=1.2.3", &["1.2.2", "1.2.3"], &["1.2.4", "1.2.4-alpha"]),
@@ -452,19 +548,39 @@ mod tests {
         ("!1.2.3", &["1.2.2", "1.2.4"], &["1.2.3"]),
         // spaces between operator and version, and around terms
         (">= 1.2.3", &["1.2.3"], &["1.2.2"]),
-        ("  >=   1.2.3   <=  1.2.5  ", &["1.2.3", "1.2.5"], &["1.2.2", "1.2.6"]),
+        (
+            "  >=   1.2.3   <=  1.2.5  ",
+            &["1.2.3", "1.2.5"],
+            &["1.2.2", "1.2.6"],
+        ),
         ("> =1.2.3", &["1.2.3"], &["1.2.2"]),
         (">=\t1.2.3", &["1.2.3"], &["1.2.2"]),
         // AND
         (">1.2.2 <1.2.4", &["1.2.3"], &["1.2.2", "1.2.4"]),
         ("<1.2.2 <1.2.4", &["1.2.1"], &["1.2.2", "1.2.3"]),
-        (">1.2.2 <1.2.5 !=1.2.4", &["1.2.3"], &["1.2.2", "1.2.4", "1.2.5"]),
+        (
+            ">1.2.2 <1.2.5 !=1.2.4",
+            &["1.2.3"],
+            &["1.2.2", "1.2.4", "1.2.5"],
+        ),
         (">1.2.2 <1.2.5 !1.2.4", &["1.2.3"], &["1.2.4"]),
         // OR, and AND binding tighter than OR
         (">1.2.2 || <1.2.4", &["1.2.2", "1.2.3", "1.2.4"], &[]),
-        ("<1.2.2 || >1.2.4", &["1.2.1", "1.2.5"], &["1.2.2", "1.2.3", "1.2.4"]),
-        (">1.2.2 <1.2.4 || >=2.0.0", &["1.2.3", "2.0.0", "2.0.1"], &["1.2.2", "1.2.4"]),
-        (">1.2.2 <1.2.4 || >=2.0.0 <3.0.0", &["1.2.3", "2.0.0", "2.9.9"], &["1.2.2", "1.2.4", "3.0.0"]),
+        (
+            "<1.2.2 || >1.2.4",
+            &["1.2.1", "1.2.5"],
+            &["1.2.2", "1.2.3", "1.2.4"],
+        ),
+        (
+            ">1.2.2 <1.2.4 || >=2.0.0",
+            &["1.2.3", "2.0.0", "2.0.1"],
+            &["1.2.2", "1.2.4"],
+        ),
+        (
+            ">1.2.2 <1.2.4 || >=2.0.0 <3.0.0",
+            &["1.2.3", "2.0.0", "2.9.9"],
+            &["1.2.2", "1.2.4", "3.0.0"],
+        ),
         // wildcards
         (">1.x", &["2.0.0"], &["0.1.9", "1.2.6", "1.9.0"]),
         (">1.2.x", &["1.3.0"], &["1.1.9", "1.2.6"]),
@@ -476,7 +592,11 @@ mod tests {
         ("<1.x", &["0.9.9"], &["1.0.0"]),
         ("1.2.x", &["1.2.0", "1.2.9"], &["1.1.9", "1.3.0"]),
         ("1.x", &["1.0.0", "1.9.9"], &["0.9.9", "2.0.0"]),
-        ("1.x || >=2.0.x <2.2.x", &["1.2.2", "2.0.0", "2.1.8"], &["0.9.2", "2.2.0"]),
+        (
+            "1.x || >=2.0.x <2.2.x",
+            &["1.2.2", "2.0.0", "2.1.8"],
+            &["0.9.2", "2.2.0"],
+        ),
         // blang quirks: `1.x.x` is a patch wildcard on 1.0; `!=1.2.x` is an unsatisfiable
         // AND; an unknown operator next to a wildcard is dropped.
         ("1.x.x", &["1.0.0", "1.0.9"], &["1.1.0", "0.9.9"]),
@@ -486,15 +606,31 @@ mod tests {
         // a one-character term is ignored
         (">=1.0.0 x", &["1.0.0", "9.0.0"], &["0.9.0"]),
         // pre-release ordering
-        (">=1.0.0-alpha <1.0.0", &["1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-beta", "1.0.0-rc.1"], &["1.0.0", "0.9.0"]),
-        (">1.0.0-alpha.1", &["1.0.0-alpha.2", "1.0.0-alpha.beta", "1.0.0-beta"], &["1.0.0-alpha", "1.0.0-alpha.1"]),
-        ("<1.0.0-2", &["1.0.0-1", "1.0.0-0"], &["1.0.0-10", "1.0.0-a"]),
+        (
+            ">=1.0.0-alpha <1.0.0",
+            &["1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-beta", "1.0.0-rc.1"],
+            &["1.0.0", "0.9.0"],
+        ),
+        (
+            ">1.0.0-alpha.1",
+            &["1.0.0-alpha.2", "1.0.0-alpha.beta", "1.0.0-beta"],
+            &["1.0.0-alpha", "1.0.0-alpha.1"],
+        ),
+        (
+            "<1.0.0-2",
+            &["1.0.0-1", "1.0.0-0"],
+            &["1.0.0-10", "1.0.0-a"],
+        ),
         // build metadata is ignored on both sides
         ("1.0.0+build.1", &["1.0.0", "1.0.0+other"], &["1.0.1"]),
         (">1.0.0+zzz", &["1.0.1"], &["1.0.0+aaa", "1.0.0"]),
         ("!=1.0.0", &["1.0.1"], &["1.0.0+build"]),
         // a typical skipRange
-        (">=4.1.0 <4.2.3", &["4.1.0", "4.2.2", "4.2.3-rc.0"], &["4.0.9", "4.2.3"]),
+        (
+            ">=4.1.0 <4.2.3",
+            &["4.1.0", "4.2.2", "4.2.3-rc.0"],
+            &["4.0.9", "4.2.3"],
+        ),
     ];
 
     #[test]
@@ -552,7 +688,10 @@ mod tests {
             ">=1.2.3 <=",
             "1.2.3 >= ",
         ] {
-            assert!(VersionRange::parse(range).is_err(), "{range:?} should be rejected");
+            assert!(
+                VersionRange::parse(range).is_err(),
+                "{range:?} should be rejected"
+            );
         }
     }
 
@@ -577,9 +716,15 @@ mod tests {
         let e = VersionRange::parse(">=1.0 <2").unwrap_err();
         assert_eq!(e.range, ">=1.0 <2");
         let msg = e.to_string();
-        assert!(msg.starts_with(r#"invalid range ">=1.0 <2": ">=1.0": "1.0" is not a version"#), "{msg}");
+        assert!(
+            msg.starts_with(r#"invalid range ">=1.0 <2": ">=1.0": "1.0" is not a version"#),
+            "{msg}"
+        );
         let msg = VersionRange::parse(">>1.0.0").unwrap_err().to_string();
-        assert!(msg.contains(r#"">>" is not a comparison operator"#), "{msg}");
+        assert!(
+            msg.contains(r#"">>" is not a comparison operator"#),
+            "{msg}"
+        );
         let msg = VersionRange::parse("1.0.0-x").unwrap_err().to_string();
         assert!(msg.contains("wildcard expanded to"), "{msg}");
         let msg = VersionRange::parse("1.0.0 ||").unwrap_err().to_string();
@@ -601,8 +746,14 @@ mod tests {
             ("1.2.3 1.2.3", vec!["1.2.3", "1.2.3"]),
             ("     1.2.3     1.2.3     ", vec!["1.2.3", "1.2.3"]),
             ("  >=   1.2.3   <=  1.2.3   ", vec![">=1.2.3", "<=1.2.3"]),
-            ("1.2.3 || >=1.2.3 <1.2.3", vec!["1.2.3", "||", ">=1.2.3", "<1.2.3"]),
-            ("      1.2.3      ||     >=1.2.3     <1.2.3    ", vec!["1.2.3", "||", ">=1.2.3", "<1.2.3"]),
+            (
+                "1.2.3 || >=1.2.3 <1.2.3",
+                vec!["1.2.3", "||", ">=1.2.3", "<1.2.3"],
+            ),
+            (
+                "      1.2.3      ||     >=1.2.3     <1.2.3    ",
+                vec!["1.2.3", "||", ">=1.2.3", "<1.2.3"],
+            ),
             ("a b", vec![]),
         ] {
             assert_eq!(split_and_trim(input), want, "{input:?}");
@@ -635,13 +786,34 @@ mod tests {
 
     #[test]
     fn parse_version_follows_blang_parse() {
-        for ok in ["0.0.0", "1.2.3", "1.2.3-alpha.1", "1.2.3-0a", "1.2.3--", "1.2.3+build.01", "1.2.3-rc.1+b.2"] {
+        for ok in [
+            "0.0.0",
+            "1.2.3",
+            "1.2.3-alpha.1",
+            "1.2.3-0a",
+            "1.2.3--",
+            "1.2.3+build.01",
+            "1.2.3-rc.1+b.2",
+        ] {
             let parsed = parse_version(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
             assert_eq!(parsed.to_string(), ok);
         }
         for bad in [
-            "", "1", "1.2", "v1.2.3", " 1.2.3", "1.2.3 ", "01.2.3", "1.2.3-01", "1.2.3-", "1.2.3+", "1.2.3.4",
-            "1.2.3-a+b+c", "1.2.3-é", "1.2.3-99999999999999999999", "18446744073709551616.0.0",
+            "",
+            "1",
+            "1.2",
+            "v1.2.3",
+            " 1.2.3",
+            "1.2.3 ",
+            "01.2.3",
+            "1.2.3-01",
+            "1.2.3-",
+            "1.2.3+",
+            "1.2.3.4",
+            "1.2.3-a+b+c",
+            "1.2.3-é",
+            "1.2.3-99999999999999999999",
+            "18446744073709551616.0.0",
         ] {
             assert!(parse_version(bad).is_err(), "{bad:?} should be rejected");
             assert!(blang_parse(bad).is_err(), "{bad:?} should be rejected");
@@ -665,7 +837,9 @@ mod cross_check {
                     (Err(_), Err(_)) => {}
                     (b, r) => panic!("{s}: blang {b:?}, semver crate {r:?}"),
                 }
-                let Some(k) = idx.iter().position(|&i| i + 1 < alphabet.len()) else { break };
+                let Some(k) = idx.iter().position(|&i| i + 1 < alphabet.len()) else {
+                    break;
+                };
                 idx[k] += 1;
                 idx[..k].fill(0);
             }

@@ -99,7 +99,9 @@ impl fmt::Display for Problem {
 pub fn is_dns1123_label(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-')
 }
@@ -109,7 +111,14 @@ struct Report {
 }
 
 impl Report {
-    fn add(&mut self, package: &str, channel: Option<&str>, bundle: Option<&str>, rule: Rule, message: String) {
+    fn add(
+        &mut self,
+        package: &str,
+        channel: Option<&str>,
+        bundle: Option<&str>,
+        rule: Rule,
+        message: String,
+    ) {
         self.problems.push(Problem {
             package: package.to_string(),
             channel: channel.map(String::from),
@@ -122,23 +131,43 @@ impl Report {
 
 /// Every problem in the catalog; empty means valid.
 pub fn validate(config: &DeclarativeConfig) -> Vec<Problem> {
-    let mut report = Report { problems: Vec::new() };
+    let mut report = Report {
+        problems: Vec::new(),
+    };
     let mut packages: BTreeMap<&str, &Package> = BTreeMap::new();
     for p in &config.packages {
         if p.name.is_empty() {
-            report.add("", None, None, Rule::PackageName, "package name must be set".into());
+            report.add(
+                "",
+                None,
+                None,
+                Rule::PackageName,
+                "package name must be set".into(),
+            );
             continue;
         }
         if packages.insert(p.name.as_str(), p).is_some() {
-            report.add(&p.name, None, None, Rule::DuplicatePackage, "package is defined more than once".into());
+            report.add(
+                &p.name,
+                None,
+                None,
+                Rule::DuplicatePackage,
+                "package is defined more than once".into(),
+            );
         }
         if !is_dns1123_label(&p.name) {
-            report.add(&p.name, None, None, Rule::PackageName, format!("package name {:?} is not a valid DNS-1123 label", p.name));
+            report.add(
+                &p.name,
+                None,
+                None,
+                Rule::PackageName,
+                format!("package name {:?} is not a valid DNS-1123 label", p.name),
+            );
         }
-        if let Some(icon) = &p.icon {
-            if let Err(message) = check_icon(icon) {
-                report.add(&p.name, None, None, Rule::Icon, message);
-            }
+        if let Some(icon) = &p.icon
+            && let Err(message) = check_icon(icon)
+        {
+            report.add(&p.name, None, None, Rule::Icon, message);
         }
     }
 
@@ -146,26 +175,77 @@ pub fn validate(config: &DeclarativeConfig) -> Vec<Problem> {
     let mut channels: BTreeMap<&str, BTreeMap<&str, &Channel>> = BTreeMap::new();
     for c in &config.channels {
         if !packages.contains_key(c.package.as_str()) {
-            report.add(&c.package, Some(&c.name), None, Rule::UnknownPackage, format!("channel {:?} belongs to unknown package {:?}", c.name, c.package));
+            report.add(
+                &c.package,
+                Some(&c.name),
+                None,
+                Rule::UnknownPackage,
+                format!(
+                    "channel {:?} belongs to unknown package {:?}",
+                    c.name, c.package
+                ),
+            );
             continue;
         }
         if c.name.is_empty() {
-            report.add(&c.package, None, None, Rule::ChannelName, "channel name must be set".into());
+            report.add(
+                &c.package,
+                None,
+                None,
+                Rule::ChannelName,
+                "channel name must be set".into(),
+            );
             continue;
         }
-        if channels.entry(c.package.as_str()).or_default().insert(c.name.as_str(), c).is_some() {
-            report.add(&c.package, Some(&c.name), None, Rule::DuplicateChannel, "channel is defined more than once".into());
+        if channels
+            .entry(c.package.as_str())
+            .or_default()
+            .insert(c.name.as_str(), c)
+            .is_some()
+        {
+            report.add(
+                &c.package,
+                Some(&c.name),
+                None,
+                Rule::DuplicateChannel,
+                "channel is defined more than once".into(),
+            );
         }
     }
     for (name, package) in &packages {
         let pkg_channels = channels.get(name);
         if pkg_channels.is_none_or(|c| c.is_empty()) {
-            report.add(name, None, None, Rule::NoChannels, "package has no channels".into());
+            report.add(
+                name,
+                None,
+                None,
+                Rule::NoChannels,
+                "package has no channels".into(),
+            );
         }
         if package.default_channel.is_empty() {
-            report.add(name, None, None, Rule::DefaultChannel, "defaultChannel must be set".into());
-        } else if pkg_channels.is_some_and(|c| !c.is_empty()) && !pkg_channels.unwrap().contains_key(package.default_channel.as_str()) {
-            report.add(name, None, None, Rule::DefaultChannel, format!("defaultChannel {:?} is not a channel of the package", package.default_channel));
+            report.add(
+                name,
+                None,
+                None,
+                Rule::DefaultChannel,
+                "defaultChannel must be set".into(),
+            );
+        } else if pkg_channels.is_some_and(|c| !c.is_empty())
+            && !pkg_channels
+                .unwrap()
+                .contains_key(package.default_channel.as_str())
+        {
+            report.add(
+                name,
+                None,
+                None,
+                Rule::DefaultChannel,
+                format!(
+                    "defaultChannel {:?} is not a channel of the package",
+                    package.default_channel
+                ),
+            );
         }
     }
 
@@ -173,11 +253,31 @@ pub fn validate(config: &DeclarativeConfig) -> Vec<Problem> {
     let mut bundles: BTreeMap<&str, BTreeMap<&str, &Bundle>> = BTreeMap::new();
     for b in &config.bundles {
         if !packages.contains_key(b.package.as_str()) {
-            report.add(&b.package, None, Some(&b.name), Rule::UnknownPackage, format!("bundle {:?} belongs to unknown package {:?}", b.name, b.package));
+            report.add(
+                &b.package,
+                None,
+                Some(&b.name),
+                Rule::UnknownPackage,
+                format!(
+                    "bundle {:?} belongs to unknown package {:?}",
+                    b.name, b.package
+                ),
+            );
             continue;
         }
-        if bundles.entry(b.package.as_str()).or_default().insert(b.name.as_str(), b).is_some() {
-            report.add(&b.package, None, Some(&b.name), Rule::DuplicateBundle, "bundle is defined more than once".into());
+        if bundles
+            .entry(b.package.as_str())
+            .or_default()
+            .insert(b.name.as_str(), b)
+            .is_some()
+        {
+            report.add(
+                &b.package,
+                None,
+                Some(&b.name),
+                Rule::DuplicateBundle,
+                "bundle is defined more than once".into(),
+            );
         }
     }
 
@@ -201,46 +301,106 @@ pub fn validate(config: &DeclarativeConfig) -> Vec<Problem> {
             let package_props: Vec<_> = b.properties_of(PROP_PACKAGE).collect();
             match package_props.as_slice() {
                 [one] => {
-                    let prop_package = one.get("packageName").and_then(|v| v.as_str()).unwrap_or_default();
+                    let prop_package = one
+                        .get("packageName")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default();
                     if prop_package != *package {
                         report.add(package, None, bundle, Rule::PackageProperty, format!("olm.package property names package {prop_package:?}, expected {package:?}"));
                     }
-                    let version = one.get("version").and_then(|v| v.as_str()).unwrap_or_default();
+                    let version = one
+                        .get("version")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default();
                     match parse_version(version) {
                         Ok(v) => {
                             let mut key = v.clone();
                             key.build = semver::BuildMetadata::EMPTY;
                             versions.entry(key.to_string()).or_default().push(name);
                         }
-                        Err(e) => report.add(package, None, bundle, Rule::Version, format!("version {version:?} is not semver: {e}")),
+                        Err(e) => report.add(
+                            package,
+                            None,
+                            bundle,
+                            Rule::Version,
+                            format!("version {version:?} is not semver: {e}"),
+                        ),
                     }
                 }
-                [] => report.add(package, None, bundle, Rule::PackageProperty, "bundle has no olm.package property".into()),
-                _ => report.add(package, None, bundle, Rule::PackageProperty, format!("bundle has {} olm.package properties, expected exactly one", package_props.len())),
+                [] => report.add(
+                    package,
+                    None,
+                    bundle,
+                    Rule::PackageProperty,
+                    "bundle has no olm.package property".into(),
+                ),
+                _ => report.add(
+                    package,
+                    None,
+                    bundle,
+                    Rule::PackageProperty,
+                    format!(
+                        "bundle has {} olm.package properties, expected exactly one",
+                        package_props.len()
+                    ),
+                ),
             }
             if !in_channels.contains(name) {
-                report.add(package, None, bundle, Rule::NotInChannel, "bundle is not in any channel".into());
+                report.add(
+                    package,
+                    None,
+                    bundle,
+                    Rule::NotInChannel,
+                    "bundle is not in any channel".into(),
+                );
             }
             let has_objects = b.properties_of(PROP_BUNDLE_OBJECT).next().is_some();
             if b.image.is_empty() && !has_objects {
-                report.add(package, None, bundle, Rule::NoImageOrObjects, "bundle has neither an image nor olm.bundle.object properties".into());
+                report.add(
+                    package,
+                    None,
+                    bundle,
+                    Rule::NoImageOrObjects,
+                    "bundle has neither an image nor olm.bundle.object properties".into(),
+                );
             }
-            if !b.image.is_empty() {
-                if let Err(e) = check_image_reference(&b.image) {
-                    report.add(package, None, bundle, Rule::ImageReference, format!("image {:?}: {e}", b.image));
-                }
+            if !b.image.is_empty()
+                && let Err(e) = check_image_reference(&b.image)
+            {
+                report.add(
+                    package,
+                    None,
+                    bundle,
+                    Rule::ImageReference,
+                    format!("image {:?}: {e}", b.image),
+                );
             }
             for r in &b.related_images {
                 if let Err(e) = check_image_reference(&r.image) {
-                    report.add(package, None, bundle, Rule::ImageReference, format!("related image {:?}: {e}", r.image));
+                    report.add(
+                        package,
+                        None,
+                        bundle,
+                        Rule::ImageReference,
+                        format!("related image {:?}: {e}", r.image),
+                    );
                 }
             }
         }
-        let mut duplicates: Vec<_> = versions.into_iter().filter(|(_, names)| names.len() > 1).collect();
+        let mut duplicates: Vec<_> = versions
+            .into_iter()
+            .filter(|(_, names)| names.len() > 1)
+            .collect();
         duplicates.sort();
         for (version, mut names) in duplicates {
             names.sort();
-            report.add(package, None, None, Rule::DuplicateVersion, format!("bundles {} share version {version}", names.join(", ")));
+            report.add(
+                package,
+                None,
+                None,
+                Rule::DuplicateVersion,
+                format!("bundles {} share version {version}", names.join(", ")),
+            );
         }
     }
 
@@ -250,27 +410,63 @@ pub fn validate(config: &DeclarativeConfig) -> Vec<Problem> {
     report.problems
 }
 
-fn validate_channel(report: &mut Report, package: &str, channel: &str, c: &Channel, bundles: Option<&BTreeMap<&str, &Bundle>>) {
+fn validate_channel(
+    report: &mut Report,
+    package: &str,
+    channel: &str,
+    c: &Channel,
+    bundles: Option<&BTreeMap<&str, &Bundle>>,
+) {
     let ch = Some(channel);
     if c.entries.is_empty() {
-        report.add(package, ch, None, Rule::NoEntries, "channel has no entries".into());
+        report.add(
+            package,
+            ch,
+            None,
+            Rule::NoEntries,
+            "channel has no entries".into(),
+        );
         return;
     }
     let mut names = BTreeSet::new();
     for e in &c.entries {
         if !names.insert(e.name.as_str()) {
-            report.add(package, ch, Some(&e.name), Rule::DuplicateEntry, "entry appears more than once in the channel".into());
+            report.add(
+                package,
+                ch,
+                Some(&e.name),
+                Rule::DuplicateEntry,
+                "entry appears more than once in the channel".into(),
+            );
         }
         if !bundles.is_some_and(|b| b.contains_key(e.name.as_str())) {
-            report.add(package, ch, Some(&e.name), Rule::UnknownBundle, "channel entry names a bundle that does not exist".into());
+            report.add(
+                package,
+                ch,
+                Some(&e.name),
+                Rule::UnknownBundle,
+                "channel entry names a bundle that does not exist".into(),
+            );
         }
         if e.skips.iter().any(|s| s.is_empty()) {
-            report.add(package, ch, Some(&e.name), Rule::EmptySkip, "skips contains an empty name".into());
+            report.add(
+                package,
+                ch,
+                Some(&e.name),
+                Rule::EmptySkip,
+                "skips contains an empty name".into(),
+            );
         }
-        if !e.skip_range.is_empty() {
-            if let Err(err) = VersionRange::parse(&e.skip_range) {
-                report.add(package, ch, Some(&e.name), Rule::SkipRange, format!("invalid skipRange: {err}"));
-            }
+        if !e.skip_range.is_empty()
+            && let Err(err) = VersionRange::parse(&e.skip_range)
+        {
+            report.add(
+                package,
+                ch,
+                Some(&e.name),
+                Rule::SkipRange,
+                format!("invalid skipRange: {err}"),
+            );
         }
     }
     // Heads: entries nothing in the channel replaces or skips.
@@ -281,20 +477,37 @@ fn validate_channel(report: &mut Report, package: &str, channel: &str, c: &Chann
         }
         incoming.extend(e.skips.iter().map(String::as_str));
     }
-    let heads: Vec<&str> = names.iter().copied().filter(|n| !incoming.contains(n)).collect();
+    let heads: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !incoming.contains(n))
+        .collect();
     let head = match heads.as_slice() {
         [head] => *head,
         [] => {
-            report.add(package, ch, None, Rule::ChannelHead, "no channel head: every entry is replaced or skipped by another".into());
+            report.add(
+                package,
+                ch,
+                None,
+                Rule::ChannelHead,
+                "no channel head: every entry is replaced or skipped by another".into(),
+            );
             return;
         }
         many => {
-            report.add(package, ch, None, Rule::ChannelHead, format!("multiple channel heads: {}", many.join(", ")));
+            report.add(
+                package,
+                ch,
+                None,
+                Rule::ChannelHead,
+                format!("multiple channel heads: {}", many.join(", ")),
+            );
             return;
         }
     };
     // Walk `replaces` from the head; a repeat is a cycle.
-    let by_name: HashMap<&str, &ChannelEntry> = c.entries.iter().map(|e| (e.name.as_str(), e)).collect();
+    let by_name: HashMap<&str, &ChannelEntry> =
+        c.entries.iter().map(|e| (e.name.as_str(), e)).collect();
     let mut chain = vec![head];
     let mut seen: HashSet<&str> = HashSet::from([head]);
     let mut current = head;
@@ -307,16 +520,39 @@ fn validate_channel(report: &mut Report, package: &str, channel: &str, c: &Chann
             let start = chain.iter().position(|n| *n == next).unwrap_or(0);
             let mut cycle: Vec<&str> = chain[start..].to_vec();
             cycle.push(next);
-            report.add(package, ch, None, Rule::ReplacesCycle, format!("cycle in the replaces chain: {}", cycle.join(" -> ")));
+            report.add(
+                package,
+                ch,
+                None,
+                Rule::ReplacesCycle,
+                format!("cycle in the replaces chain: {}", cycle.join(" -> ")),
+            );
             return;
         }
         chain.push(next);
         current = next;
     }
-    let skipped: HashSet<&str> = c.entries.iter().flat_map(|e| e.skips.iter().map(String::as_str)).collect();
-    let stranded: Vec<&str> = names.iter().copied().filter(|n| !seen.contains(n) && !skipped.contains(n)).collect();
+    let skipped: HashSet<&str> = c
+        .entries
+        .iter()
+        .flat_map(|e| e.skips.iter().map(String::as_str))
+        .collect();
+    let stranded: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !seen.contains(n) && !skipped.contains(n))
+        .collect();
     if !stranded.is_empty() {
-        report.add(package, ch, None, Rule::StrandedEntries, format!("entries not reachable from head {head:?} through replaces and not skipped: {}", stranded.join(", ")));
+        report.add(
+            package,
+            ch,
+            None,
+            Rule::StrandedEntries,
+            format!(
+                "entries not reachable from head {head:?} through replaces and not skipped: {}",
+                stranded.join(", ")
+            ),
+        );
     }
 }
 
@@ -330,28 +566,76 @@ fn validate_deprecations(
     for d in &config.deprecations {
         let package = d.package.as_str();
         if !seen.insert(package) {
-            report.add(package, None, None, Rule::Deprecation, "more than one olm.deprecations blob for the package".into());
+            report.add(
+                package,
+                None,
+                None,
+                Rule::Deprecation,
+                "more than one olm.deprecations blob for the package".into(),
+            );
         }
-        if !channels.contains_key(package) && !bundles.contains_key(package) && !config.packages.iter().any(|p| p.name == package) {
-            report.add(package, None, None, Rule::UnknownPackage, "olm.deprecations names an unknown package".into());
+        if !channels.contains_key(package)
+            && !bundles.contains_key(package)
+            && !config.packages.iter().any(|p| p.name == package)
+        {
+            report.add(
+                package,
+                None,
+                None,
+                Rule::UnknownPackage,
+                "olm.deprecations names an unknown package".into(),
+            );
             continue;
         }
         for entry in &d.entries {
             let name = entry.reference.name.as_str();
             if entry.message.is_empty() {
-                report.add(package, None, None, Rule::Deprecation, format!("deprecation of {} {name:?} has an empty message", entry.reference.schema));
+                report.add(
+                    package,
+                    None,
+                    None,
+                    Rule::Deprecation,
+                    format!(
+                        "deprecation of {} {name:?} has an empty message",
+                        entry.reference.schema
+                    ),
+                );
             }
             match entry.reference.schema.as_str() {
-                SCHEMA_PACKAGE if !name.is_empty() => report.add(package, None, None, Rule::Deprecation, "a package deprecation must not set a name".into()),
+                SCHEMA_PACKAGE if !name.is_empty() => report.add(
+                    package,
+                    None,
+                    None,
+                    Rule::Deprecation,
+                    "a package deprecation must not set a name".into(),
+                ),
                 SCHEMA_PACKAGE => {}
                 SCHEMA_CHANNEL if !channels.get(package).is_some_and(|c| c.contains_key(name)) => {
-                    report.add(package, Some(name), None, Rule::Deprecation, "deprecation names an unknown channel".into())
+                    report.add(
+                        package,
+                        Some(name),
+                        None,
+                        Rule::Deprecation,
+                        "deprecation names an unknown channel".into(),
+                    )
                 }
                 SCHEMA_BUNDLE if !bundles.get(package).is_some_and(|b| b.contains_key(name)) => {
-                    report.add(package, None, Some(name), Rule::Deprecation, "deprecation names an unknown bundle".into())
+                    report.add(
+                        package,
+                        None,
+                        Some(name),
+                        Rule::Deprecation,
+                        "deprecation names an unknown bundle".into(),
+                    )
                 }
                 SCHEMA_CHANNEL | SCHEMA_BUNDLE => {}
-                other => report.add(package, None, None, Rule::Deprecation, format!("deprecation reference has unknown schema {other:?}")),
+                other => report.add(
+                    package,
+                    None,
+                    None,
+                    Rule::Deprecation,
+                    format!("deprecation reference has unknown schema {other:?}"),
+                ),
             }
         }
     }
@@ -373,10 +657,16 @@ fn check_icon(icon: &Icon) -> Result<(), String> {
     } else if String::from_utf8_lossy(&data[..data.len().min(1024)]).contains("<svg") {
         "image/svg+xml"
     } else {
-        return Err(format!("icon data is not an image of a known type (mediatype {:?})", icon.mediatype));
+        return Err(format!(
+            "icon data is not an image of a known type (mediatype {:?})",
+            icon.mediatype
+        ));
     };
     if !icon.mediatype.eq_ignore_ascii_case(sniffed) {
-        return Err(format!("icon mediatype {:?} does not match its data ({sniffed})", icon.mediatype));
+        return Err(format!(
+            "icon mediatype {:?} does not match its data ({sniffed})",
+            icon.mediatype
+        ));
     }
     Ok(())
 }
@@ -397,16 +687,25 @@ pub fn check_image_reference(image: &str) -> Result<(), String> {
         Some((p, t)) if !t.contains('/') => (p, Some(t)),
         _ => (name, None),
     };
-    if let Some(t) = tag {
-        if t.is_empty() || t.len() > 128 || !t.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)) || !t.as_bytes()[0].is_ascii_alphanumeric() && t.as_bytes()[0] != b'_' {
-            return Err(format!("invalid tag {t:?}"));
-        }
+    if let Some(t) = tag
+        && (t.is_empty()
+            || t.len() > 128
+            || !t
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+            || !t.as_bytes()[0].is_ascii_alphanumeric() && t.as_bytes()[0] != b'_')
+    {
+        return Err(format!("invalid tag {t:?}"));
     }
     if path.is_empty() {
         return Err("empty repository name".into());
     }
     let mut components: Vec<&str> = path.split('/').collect();
-    if components.len() > 1 && (components[0].contains('.') || components[0].contains(':') || components[0] == "localhost") {
+    if components.len() > 1
+        && (components[0].contains('.')
+            || components[0].contains(':')
+            || components[0] == "localhost")
+    {
         let host = components.remove(0);
         if host.is_empty() {
             return Err("empty registry host".into());
@@ -414,7 +713,8 @@ pub fn check_image_reference(image: &str) -> Result<(), String> {
     }
     for c in components {
         let ok = !c.is_empty()
-            && c.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+            && c.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
             && c.as_bytes()[0].is_ascii_alphanumeric()
             && c.as_bytes()[c.len() - 1].is_ascii_alphanumeric();
         if !ok {

@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
+use crate::catalog::DeclarativeConfig;
 use crate::catalog::bundle::{read_bundle, validate_bundle};
+use crate::catalog::load::{LoadOptions, load_path_with};
 use crate::catalog::render::{RenderOptions, render_package_dir, render_paths_each};
 use crate::catalog::template::semver as semver_template;
 use crate::catalog::validate::validate;
-use crate::catalog::DeclarativeConfig;
-use crate::catalog::load::{LoadOptions, load_path_with};
 
 /// The image every bundle in this repo is published as (see bundles/README.md).
 pub const BUNDLE_IMAGE_TEMPLATE: &str = "quay.io/olm-rs/{{.Package}}-bundle:v{{.Version}}";
@@ -89,24 +89,40 @@ pub enum BundleCommand {
 
 pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
     match command {
-        CatalogCommand::Render { inputs, output, image_template } => {
+        CatalogCommand::Render {
+            inputs,
+            output,
+            image_template,
+        } => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
             render_paths_each(&inputs, &RenderOptions { image_template }, |part| {
-                write_fbc(&part, output, &mut out).map_err(|e| crate::catalog::render::RenderError::Input {
-                    path: "<stdout>".into(),
-                    message: e.to_string(),
+                write_fbc(&part, output, &mut out).map_err(|e| {
+                    crate::catalog::render::RenderError::Input {
+                        path: "<stdout>".into(),
+                        message: e.to_string(),
+                    }
                 })
             })?;
             out.flush()?;
             Ok(())
         }
         CatalogCommand::Validate { dir, output } => {
-            let config = load_path_with(&dir, LoadOptions { drop_bundle_objects: true })?;
+            let config = load_path_with(
+                &dir,
+                LoadOptions {
+                    drop_bundle_objects: true,
+                },
+            )?;
             let problems = validate(&config);
             match output {
                 ReportFormat::Json => {
-                    println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "valid": problems.is_empty(), "problems": problems }))?)
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(
+                            &serde_json::json!({ "valid": problems.is_empty(), "problems": problems })
+                        )?
+                    )
                 }
                 ReportFormat::Text => {
                     for p in &problems {
@@ -115,26 +131,44 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
                 }
             }
             if !problems.is_empty() {
-                bail!("{}: {} problem(s) found; the catalog is invalid", dir.display(), problems.len());
+                bail!(
+                    "{}: {} problem(s) found; the catalog is invalid",
+                    dir.display(),
+                    problems.len()
+                );
             }
             Ok(())
         }
         CatalogCommand::Generate { bundles, out } => generate(&bundles, &out),
-        CatalogCommand::Serve { dir, port, address } => crate::registry::run(&dir, std::net::SocketAddr::new(address, port)),
-        CatalogCommand::Template(TemplateCommand::Semver { file, output, bundles }) => {
-            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-            let template = semver_template::parse(&text).with_context(|| format!("{}", file.display()))?;
+        CatalogCommand::Serve { dir, port, address } => {
+            crate::registry::run(&dir, std::net::SocketAddr::new(address, port))
+        }
+        CatalogCommand::Template(TemplateCommand::Semver {
+            file,
+            output,
+            bundles,
+        }) => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let template =
+                semver_template::parse(&text).with_context(|| format!("{}", file.display()))?;
             let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
             let options = RenderOptions::default();
             let mut resolve = |image: &str| -> Result<crate::catalog::Bundle, String> {
-                let dir = resolve_image_to_dir(image, &base, &bundles)
-                    .ok_or_else(|| format!("image {image:?} is neither a bundle directory nor a bundle under {}", bundles.display()))?;
+                let dir = resolve_image_to_dir(image, &base, &bundles).ok_or_else(|| {
+                    format!(
+                        "image {image:?} is neither a bundle directory nor a bundle under {}",
+                        bundles.display()
+                    )
+                })?;
                 let bundle_dir = read_bundle(&dir).map_err(|e| e.to_string())?;
-                let mut bundle = crate::catalog::render::render_bundle(&bundle_dir, &options).map_err(|e| e.to_string())?;
+                let mut bundle = crate::catalog::render::render_bundle(&bundle_dir, &options)
+                    .map_err(|e| e.to_string())?;
                 bundle.image = image.to_string();
                 Ok(bundle)
             };
-            let config = semver_template::render(&template, &mut resolve).with_context(|| format!("{}", file.display()))?;
+            let config = semver_template::render(&template, &mut resolve)
+                .with_context(|| format!("{}", file.display()))?;
             write_fbc(&config, output, &mut std::io::stdout().lock())
         }
     }
@@ -149,8 +183,12 @@ fn resolve_image_to_dir(image: &str, base: &Path, bundles: &Path) -> Option<Path
     }
     let (repo, tag) = image.rsplit_once(':')?;
     let package = repo.rsplit('/').next()?.strip_suffix("-bundle")?;
-    let dir = bundles.join(package).join(tag.strip_prefix('v').unwrap_or(tag));
-    dir.join("metadata/annotations.yaml").is_file().then_some(dir)
+    let dir = bundles
+        .join(package)
+        .join(tag.strip_prefix('v').unwrap_or(tag));
+    dir.join("metadata/annotations.yaml")
+        .is_file()
+        .then_some(dir)
 }
 
 pub fn run_bundle(command: BundleCommand) -> anyhow::Result<()> {
@@ -159,7 +197,10 @@ pub fn run_bundle(command: BundleCommand) -> anyhow::Result<()> {
             let mut failed = 0;
             for dir in &dirs {
                 let problems = match read_bundle(dir) {
-                    Ok(bundle) => validate_bundle(&bundle).into_iter().map(|p| p.to_string()).collect(),
+                    Ok(bundle) => validate_bundle(&bundle)
+                        .into_iter()
+                        .map(|p| p.to_string())
+                        .collect(),
                     Err(e) => vec![e.to_string()],
                 };
                 if problems.is_empty() {
@@ -180,7 +221,11 @@ pub fn run_bundle(command: BundleCommand) -> anyhow::Result<()> {
 }
 
 /// Writes FBC as `opm render` does: a stream of JSON objects, or YAML documents.
-pub fn write_fbc(config: &DeclarativeConfig, format: FbcFormat, out: &mut impl Write) -> anyhow::Result<()> {
+pub fn write_fbc(
+    config: &DeclarativeConfig,
+    format: FbcFormat,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     for blob in config.to_blobs() {
         match format {
             FbcFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&blob)?)?,
@@ -192,7 +237,9 @@ pub fn write_fbc(config: &DeclarativeConfig, format: FbcFormat, out: &mut impl W
 
 /// `catalog/<package>/catalog.yaml` for every package folder under `bundles`.
 pub fn generate(bundles: &Path, out: &Path) -> anyhow::Result<()> {
-    let options = RenderOptions { image_template: Some(BUNDLE_IMAGE_TEMPLATE.into()) };
+    let options = RenderOptions {
+        image_template: Some(BUNDLE_IMAGE_TEMPLATE.into()),
+    };
     let mut packages: Vec<PathBuf> = std::fs::read_dir(bundles)
         .with_context(|| format!("reading {}", bundles.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -9,7 +9,11 @@ use clap::{Parser, Subcommand};
 use crate::telemetry::LogFormat;
 
 #[derive(Parser, Debug)]
-#[command(name = "olm", version, about = "Operator Lifecycle Manager: installs, upgrades and manages operators")]
+#[command(
+    name = "olm",
+    version,
+    about = "Operator Lifecycle Manager: installs, upgrades and manages operators"
+)]
 pub struct Cli {
     /// Log format on stderr; the level comes from RUST_LOG (default: info).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "OLM_LOG_FORMAT")]

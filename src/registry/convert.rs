@@ -10,7 +10,10 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use super::generated as api;
-use crate::catalog::fbc::{self, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE, PROP_PACKAGE_REQUIRED};
+use crate::catalog::fbc::{
+    self, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE,
+    PROP_PACKAGE_REQUIRED,
+};
 
 /// A bundle's channel-independent fields, ready to be encoded.
 pub struct Converted {
@@ -35,21 +38,39 @@ fn compact(value: &Value) -> String {
 }
 
 fn gvk_of(value: &Value) -> (String, String, String) {
-    let s = |k: &str| value.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let s = |k: &str| {
+        value
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     (s("group"), s("version"), s("kind"))
 }
 
 fn api_gvk((group, version, kind): &(String, String, String)) -> api::GroupVersionKind {
-    api::GroupVersionKind { group: group.clone(), version: version.clone(), kind: kind.clone(), plural: String::new() }
+    api::GroupVersionKind {
+        group: group.clone(),
+        version: version.clone(),
+        kind: kind.clone(),
+        plural: String::new(),
+    }
 }
 
 /// An `olm.bundle.object`'s manifest as JSON: the data is base64 of YAML or JSON.
 pub fn object_json(value: &Value) -> Result<String, String> {
-    let data = value.get("data").and_then(Value::as_str).ok_or("olm.bundle.object without data")?;
-    let bytes = base64::engine::general_purpose::STANDARD.decode(data.trim()).map_err(|e| format!("olm.bundle.object data: {e}"))?;
+    let data = value
+        .get("data")
+        .and_then(Value::as_str)
+        .ok_or("olm.bundle.object without data")?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .map_err(|e| format!("olm.bundle.object data: {e}"))?;
     let parsed: Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
-        Err(_) => serde_yaml::from_slice(&bytes).map_err(|e| format!("olm.bundle.object data: {e}"))?,
+        Err(_) => {
+            serde_yaml::from_slice(&bytes).map_err(|e| format!("olm.bundle.object data: {e}"))?
+        }
     };
     Ok(parsed.to_string())
 }
@@ -64,7 +85,10 @@ fn is_csv(object: &str) -> bool {
     serde_json::from_str::<Kind>(object).is_ok_and(|k| k.kind == "ClusterServiceVersion")
 }
 
-pub fn convert_bundle(bundle: &fbc::Bundle, deprecation: Option<&str>) -> Result<Converted, String> {
+pub fn convert_bundle(
+    bundle: &fbc::Bundle,
+    deprecation: Option<&str>,
+) -> Result<Converted, String> {
     let mut provided = Vec::new();
     let mut required = Vec::new();
     let mut dependencies = Vec::new();
@@ -74,38 +98,73 @@ pub fn convert_bundle(bundle: &fbc::Bundle, deprecation: Option<&str>) -> Result
     let mut versions = Vec::new();
     for p in &bundle.properties {
         match p.type_.as_str() {
-            PROP_PACKAGE => versions.push(p.value.get("version").and_then(Value::as_str).unwrap_or_default().to_string()),
+            PROP_PACKAGE => versions.push(
+                p.value
+                    .get("version")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
             PROP_GVK => provided.push(gvk_of(&p.value)),
             PROP_GVK_REQUIRED => {
                 required.push(gvk_of(&p.value));
-                dependencies.push(api::Dependency { r#type: PROP_GVK.into(), value: compact(&p.value) });
+                dependencies.push(api::Dependency {
+                    r#type: PROP_GVK.into(),
+                    value: compact(&p.value),
+                });
             }
             PROP_PACKAGE_REQUIRED => {
-                let s = |k: &str| p.value.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+                let s = |k: &str| {
+                    p.value
+                        .get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
                 // Upstream re-encodes it as an `olm.package` property, the range as its version.
                 let value = format!(
                     "{{\"packageName\":{},\"version\":{}}}",
                     Value::String(s("packageName")),
                     Value::String(s("versionRange"))
                 );
-                dependencies.push(api::Dependency { r#type: PROP_PACKAGE.into(), value });
+                dependencies.push(api::Dependency {
+                    r#type: PROP_PACKAGE.into(),
+                    value,
+                });
             }
             PROP_BUNDLE_OBJECT => objects.push(object_json(&p.value)?),
             PROP_CSV_METADATA => csv_metadatas.push(p.value.clone()),
             _ => {}
         }
         if p.type_ != PROP_BUNDLE_OBJECT && p.type_ != PROP_CSV_METADATA {
-            properties.push(api::Property { r#type: p.type_.clone(), value: compact(&p.value) });
+            properties.push(api::Property {
+                r#type: p.type_.clone(),
+                value: compact(&p.value),
+            });
         }
     }
     if versions.len() != 1 {
-        return Err(format!("expected exactly 1 property of type \"olm.package\", found {}", versions.len()));
+        return Err(format!(
+            "expected exactly 1 property of type \"olm.package\", found {}",
+            versions.len()
+        ));
     }
     if csv_metadatas.len() > 1 {
-        return Err(format!("expected at most 1 property of type \"olm.csv.metadata\", found {}", csv_metadatas.len()));
+        return Err(format!(
+            "expected at most 1 property of type \"olm.csv.metadata\", found {}",
+            csv_metadatas.len()
+        ));
     }
-    let csv_json = objects.iter().find(|o| is_csv(o)).cloned().unwrap_or_default();
-    let csv_metadata = if csv_json.is_empty() { csv_metadatas.pop() } else { None };
+    let csv_json = objects
+        .iter()
+        .find(|o| is_csv(o))
+        .cloned()
+        .unwrap_or_default();
+    let csv_metadata = if csv_json.is_empty() {
+        csv_metadatas.pop()
+    } else {
+        None
+    };
     let light = api::Bundle {
         csv_name: bundle.name.clone(),
         package_name: bundle.package.clone(),
@@ -115,10 +174,18 @@ pub fn convert_bundle(bundle: &fbc::Bundle, deprecation: Option<&str>) -> Result
         version: versions.pop().unwrap_or_default(),
         dependencies,
         properties,
-        deprecation: deprecation.map(|m| api::Deprecation { message: m.to_string() }),
+        deprecation: deprecation.map(|m| api::Deprecation {
+            message: m.to_string(),
+        }),
         ..Default::default()
     };
-    Ok(Converted { light, provided, objects, csv_json, csv_metadata })
+    Ok(Converted {
+        light,
+        provided,
+        objects,
+        csv_json,
+        csv_metadata,
+    })
 }
 
 /// The CSV upstream synthesises from `olm.csv.metadata` for bundles without manifests.
@@ -158,17 +225,30 @@ pub fn csv_from_metadata(
             spec.insert(to.into(), v);
         }
     }
-    let description = metadata.get("description").and_then(Value::as_str).filter(|d| !d.is_empty()).unwrap_or(package_description);
+    let description = metadata
+        .get("description")
+        .and_then(Value::as_str)
+        .filter(|d| !d.is_empty())
+        .unwrap_or(package_description);
     spec.insert("description".into(), json!(description));
-    spec.insert("install".into(), json!({ "strategy": "deployment", "spec": { "deployments": null } }));
+    spec.insert(
+        "install".into(),
+        json!({ "strategy": "deployment", "spec": { "deployments": null } }),
+    );
     spec.insert("version".into(), json!(version));
     if let Some(icon) = icon {
-        spec.insert("icon".into(), json!([{ "base64data": icon.base64data, "mediatype": icon.mediatype }]));
+        spec.insert(
+            "icon".into(),
+            json!([{ "base64data": icon.base64data, "mediatype": icon.mediatype }]),
+        );
     } else {
         spec.insert("icon".into(), Value::Null);
     }
     if !related_images.is_empty() {
-        let images: Vec<Value> = related_images.iter().map(|r| json!({ "name": r.name, "image": r.image })).collect();
+        let images: Vec<Value> = related_images
+            .iter()
+            .map(|r| json!({ "name": r.name, "image": r.image }))
+            .collect();
         spec.insert("relatedImages".into(), Value::Array(images));
     }
     json!({
@@ -187,18 +267,32 @@ mod tests {
     use crate::catalog::fbc::Property;
 
     fn bundle() -> fbc::Bundle {
-        let csv = base64::engine::general_purpose::STANDARD.encode("kind: ClusterServiceVersion\nmetadata: {name: p.v1}\n");
-        let crd = base64::engine::general_purpose::STANDARD.encode(r#"{"kind":"CustomResourceDefinition"}"#);
+        let csv = base64::engine::general_purpose::STANDARD
+            .encode("kind: ClusterServiceVersion\nmetadata: {name: p.v1}\n");
+        let crd = base64::engine::general_purpose::STANDARD
+            .encode(r#"{"kind":"CustomResourceDefinition"}"#);
         fbc::Bundle {
             schema: "olm.bundle".into(),
             name: "p.v1".into(),
             package: "p".into(),
             image: "quay.io/p:v1".into(),
             properties: vec![
-                Property::new(PROP_PACKAGE, json!({"packageName": "p", "version": "1.0.0"})),
-                Property::new(PROP_GVK, json!({"group": "g.io", "kind": "K", "version": "v1"})),
-                Property::new(PROP_GVK_REQUIRED, json!({"group": "h.io", "kind": "R", "version": "v2"})),
-                Property::new(PROP_PACKAGE_REQUIRED, json!({"packageName": "q", "versionRange": ">=1.0.0"})),
+                Property::new(
+                    PROP_PACKAGE,
+                    json!({"packageName": "p", "version": "1.0.0"}),
+                ),
+                Property::new(
+                    PROP_GVK,
+                    json!({"group": "g.io", "kind": "K", "version": "v1"}),
+                ),
+                Property::new(
+                    PROP_GVK_REQUIRED,
+                    json!({"group": "h.io", "kind": "R", "version": "v2"}),
+                ),
+                Property::new(
+                    PROP_PACKAGE_REQUIRED,
+                    json!({"packageName": "q", "versionRange": ">=1.0.0"}),
+                ),
                 Property::new(PROP_BUNDLE_OBJECT, json!({ "data": crd })),
                 Property::new(PROP_BUNDLE_OBJECT, json!({ "data": csv })),
             ],
@@ -210,15 +304,24 @@ mod tests {
     fn bundle_fields_follow_upstream() {
         let c = convert_bundle(&bundle(), Some("old")).unwrap();
         assert_eq!(c.light.version, "1.0.0");
-        assert_eq!(c.provided, [("g.io".to_string(), "v1".to_string(), "K".to_string())]);
+        assert_eq!(
+            c.provided,
+            [("g.io".to_string(), "v1".to_string(), "K".to_string())]
+        );
         assert_eq!(c.light.required_apis[0].kind, "R");
         assert_eq!(c.light.dependencies[0].r#type, "olm.gvk");
         assert_eq!(c.light.dependencies[1].r#type, "olm.package");
-        assert_eq!(c.light.dependencies[1].value, r#"{"packageName":"q","version":">=1.0.0"}"#);
+        assert_eq!(
+            c.light.dependencies[1].value,
+            r#"{"packageName":"q","version":">=1.0.0"}"#
+        );
         // Bundle objects are not properties; everything else is.
         assert_eq!(c.light.properties.len(), 4);
         assert_eq!(c.objects.len(), 2);
-        assert_eq!(c.csv_json, r#"{"kind":"ClusterServiceVersion","metadata":{"name":"p.v1"}}"#);
+        assert_eq!(
+            c.csv_json,
+            r#"{"kind":"ClusterServiceVersion","metadata":{"name":"p.v1"}}"#
+        );
         assert_eq!(c.light.deprecation.unwrap().message, "old");
     }
 

@@ -99,7 +99,10 @@ fn catalog_files(root: &Path) -> std::io::Result<Option<Vec<PathBuf>>> {
             }
             if path.is_dir() {
                 subdirs.push(path);
-            } else if matches!(path.extension().and_then(|e| e.to_str()), Some("json" | "yaml" | "yml")) {
+            } else if matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("json" | "yaml" | "yml")
+            ) {
                 out.push(path);
             }
         }
@@ -129,7 +132,11 @@ struct Builder {
 }
 
 impl Builder {
-    fn add(&mut self, mut config: DeclarativeConfig, store: &mut StoreWriter) -> anyhow::Result<()> {
+    fn add(
+        &mut self,
+        mut config: DeclarativeConfig,
+        store: &mut StoreWriter,
+    ) -> anyhow::Result<()> {
         for mut p in config.packages.drain(..) {
             p.properties.clear();
             self.packages.push(p);
@@ -137,18 +144,41 @@ impl Builder {
         self.channels.append(&mut config.channels);
         self.deprecations.append(&mut config.deprecations);
         for b in config.bundles.drain(..) {
-            let c = convert_bundle(&b, None).map_err(|e| anyhow::anyhow!("package {}, bundle {}: {e}", q(&b.package), q(&b.name)))?;
-            let mut heavy = api::Bundle { csv_json: c.csv_json, object: c.objects, ..Default::default() };
+            let c = convert_bundle(&b, None).map_err(|e| {
+                anyhow::anyhow!("package {}, bundle {}: {e}", q(&b.package), q(&b.name))
+            })?;
+            let mut heavy = api::Bundle {
+                csv_json: c.csv_json,
+                object: c.objects,
+                ..Default::default()
+            };
             let csv_metadata = c.csv_metadata.map(|m| (m, b.related_images.clone()));
-            let heavy = if csv_metadata.is_some() { Loc::default() } else { store.put(&std::mem::take(&mut heavy).encode_to_vec())? };
-            self.bundles.push(PendingBundle { package: b.package, name: b.name, light: c.light, provided: c.provided, heavy, csv_metadata });
+            let heavy = if csv_metadata.is_some() {
+                Loc::default()
+            } else {
+                store.put(&std::mem::take(&mut heavy).encode_to_vec())?
+            };
+            self.bundles.push(PendingBundle {
+                package: b.package,
+                name: b.name,
+                light: c.light,
+                provided: c.provided,
+                heavy,
+                csv_metadata,
+            });
         }
         for meta in config.others.drain(..) {
-            if matches!(meta.schema.as_str(), SCHEMA_PACKAGE | SCHEMA_CHANNEL | SCHEMA_BUNDLE) {
+            if matches!(
+                meta.schema.as_str(),
+                SCHEMA_PACKAGE | SCHEMA_CHANNEL | SCHEMA_BUNDLE
+            ) {
                 continue;
             }
             let loc = store.put(meta.blob.to_string().as_bytes())?;
-            self.custom.entry((meta.schema, meta.package)).or_default().push(loc);
+            self.custom
+                .entry((meta.schema, meta.package))
+                .or_default()
+                .push(loc);
         }
         Ok(())
     }
@@ -159,7 +189,12 @@ impl Builder {
         if let Some(w) = self.packages.windows(2).find(|w| w[0].name == w[1].name) {
             bail!("duplicate package {}", q(&w[0].name));
         }
-        let package_ix: HashMap<&str, usize> = self.packages.iter().enumerate().map(|(i, p)| (p.name.as_str(), i)).collect();
+        let package_ix: HashMap<&str, usize> = self
+            .packages
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name.as_str(), i))
+            .collect();
 
         // Deprecations, by package.
         let mut pkg_deprecation: HashMap<String, String> = HashMap::new();
@@ -167,7 +202,10 @@ impl Builder {
         let mut bundle_deprecation: HashMap<(String, String), String> = HashMap::new();
         for d in &self.deprecations {
             if !package_ix.contains_key(d.package.as_str()) {
-                bail!("cannot apply deprecations to an unknown package {}", q(&d.package));
+                bail!(
+                    "cannot apply deprecations to an unknown package {}",
+                    q(&d.package)
+                );
             }
             for e in &d.entries {
                 let key = (d.package.clone(), e.reference.name.clone());
@@ -181,7 +219,11 @@ impl Builder {
                     SCHEMA_BUNDLE => {
                         bundle_deprecation.insert(key, e.message.clone());
                     }
-                    other => bail!("package {}: cannot deprecate an object of schema {}", q(&d.package), q(other)),
+                    other => bail!(
+                        "package {}: cannot deprecate an object of schema {}",
+                        q(&d.package),
+                        q(other)
+                    ),
                 }
             }
         }
@@ -192,18 +234,39 @@ impl Builder {
         for mut b in self.bundles.drain(..) {
             let key = (b.package.clone(), b.name.clone());
             let Some(&pi) = package_ix.get(b.package.as_str()) else {
-                bail!("unknown package {} for bundle {}", q(&b.package), q(&b.name));
+                bail!(
+                    "unknown package {} for bundle {}",
+                    q(&b.package),
+                    q(&b.name)
+                );
             };
             if bundle_ix.contains_key(&key) {
-                bail!("package {} has duplicate bundle {}", q(&b.package), q(&b.name));
+                bail!(
+                    "package {} has duplicate bundle {}",
+                    q(&b.package),
+                    q(&b.name)
+                );
             }
             if let Some((metadata, related)) = &b.csv_metadata {
                 let pkg = &self.packages[pi];
-                let csv = csv_from_metadata(&b.name, &b.light.version, metadata, pkg.icon.as_ref(), &pkg.description, related);
-                let heavy = api::Bundle { csv_json: csv.clone(), object: vec![csv], ..Default::default() };
+                let csv = csv_from_metadata(
+                    &b.name,
+                    &b.light.version,
+                    metadata,
+                    pkg.icon.as_ref(),
+                    &pkg.description,
+                    related,
+                );
+                let heavy = api::Bundle {
+                    csv_json: csv.clone(),
+                    object: vec![csv],
+                    ..Default::default()
+                };
                 b.heavy = store.put(&heavy.encode_to_vec())?;
             }
-            b.light.deprecation = bundle_deprecation.get(&key).map(|m| api::Deprecation { message: m.clone() });
+            b.light.deprecation = bundle_deprecation
+                .get(&key)
+                .map(|m| api::Deprecation { message: m.clone() });
             bundle_ix.insert(key, bundles.len() as u32);
             bundles.push(BundleIdx {
                 has_path: !b.light.bundle_path.is_empty(),
@@ -218,7 +281,11 @@ impl Builder {
         let mut by_package: BTreeMap<usize, Vec<fbc::Channel>> = BTreeMap::new();
         for c in self.channels.drain(..) {
             let Some(&pi) = package_ix.get(c.package.as_str()) else {
-                bail!("unknown package {} for channel {}", q(&c.package), q(&c.name));
+                bail!(
+                    "unknown package {} for channel {}",
+                    q(&c.package),
+                    q(&c.name)
+                );
             };
             by_package.entry(pi).or_default().push(c);
         }
@@ -229,22 +296,41 @@ impl Builder {
             let mut channels = by_package.remove(&pi).unwrap_or_default();
             channels.sort_by(|a, b| a.name.cmp(&b.name));
             if let Some(w) = channels.windows(2).find(|w| w[0].name == w[1].name) {
-                bail!("package {} has duplicate channel {}", q(&p.name), q(&w[0].name));
+                bail!(
+                    "package {} has duplicate channel {}",
+                    q(&p.name),
+                    q(&w[0].name)
+                );
             }
-            if !p.default_channel.is_empty() && !channels.iter().any(|c| c.name == p.default_channel) {
-                bail!("package {}: default channel {} not found", q(&p.name), q(&p.default_channel));
+            if !p.default_channel.is_empty()
+                && !channels.iter().any(|c| c.name == p.default_channel)
+            {
+                bail!(
+                    "package {}: default channel {} not found",
+                    q(&p.name),
+                    q(&p.default_channel)
+                );
             }
             let mut out_channels = Vec::with_capacity(channels.len());
             for (ci, c) in channels.into_iter().enumerate() {
                 if c.entries.is_empty() {
-                    bail!("package {}, channel {}: channel must contain at least one bundle", q(&p.name), q(&c.name));
+                    bail!(
+                        "package {}, channel {}: channel must contain at least one bundle",
+                        q(&p.name),
+                        q(&c.name)
+                    );
                 }
                 let start = entries.len() as u32;
                 let mut incoming: HashSet<&str> = HashSet::new();
                 let mut seen: HashSet<&str> = HashSet::new();
                 for e in &c.entries {
                     if !seen.insert(&e.name) {
-                        bail!("invalid package {}, channel {}: duplicate entry {}", q(&p.name), q(&c.name), q(&e.name));
+                        bail!(
+                            "invalid package {}, channel {}: duplicate entry {}",
+                            q(&p.name),
+                            q(&c.name),
+                            q(&e.name)
+                        );
                     }
                     if !e.replaces.is_empty() {
                         incoming.insert(&e.replaces);
@@ -254,7 +340,11 @@ impl Builder {
                 let mut heads = Vec::new();
                 for e in &c.entries {
                     let Some(&bi) = bundle_ix.get(&(p.name.clone(), e.name.clone())) else {
-                        bail!("no olm.bundle blobs found in package {} for olm.channel entries [{}]", q(&p.name), e.name);
+                        bail!(
+                            "no olm.bundle blobs found in package {} for olm.channel entries [{}]",
+                            q(&p.name),
+                            e.name
+                        );
                     };
                     listed.insert(bi);
                     if !incoming.contains(e.name.as_str()) {
@@ -271,15 +361,29 @@ impl Builder {
                 }
                 let head = match heads.as_slice() {
                     [one] => *one,
-                    [] => bail!("package {}, channel {}: no channel head found in graph", q(&p.name), q(&c.name)),
+                    [] => bail!(
+                        "package {}, channel {}: no channel head found in graph",
+                        q(&p.name),
+                        q(&c.name)
+                    ),
                     many => {
-                        let mut names: Vec<&str> = many.iter().map(|&i| bundles[entries[i as usize].bundle as usize].name.as_str()).collect();
+                        let mut names: Vec<&str> = many
+                            .iter()
+                            .map(|&i| bundles[entries[i as usize].bundle as usize].name.as_str())
+                            .collect();
                         names.sort_unstable();
-                        bail!("package {}, channel {}: multiple channel heads found in graph: {}", q(&p.name), q(&c.name), names.join(", "))
+                        bail!(
+                            "package {}, channel {}: multiple channel heads found in graph: {}",
+                            q(&p.name),
+                            q(&c.name),
+                            names.join(", ")
+                        )
                     }
                 };
                 out_channels.push(ChannelIdx {
-                    deprecation: channel_deprecation.get(&(p.name.clone(), c.name.clone())).cloned(),
+                    deprecation: channel_deprecation
+                        .get(&(p.name.clone(), c.name.clone()))
+                        .cloned(),
                     name: c.name,
                     head,
                     entries: start..entries.len() as u32,
@@ -292,11 +396,29 @@ impl Builder {
                 channels: out_channels,
             });
         }
-        if let Some((bi, _)) = bundles.iter().enumerate().find(|(i, _)| !listed.contains(&(*i as u32))) {
-            let pkg = bundle_ix.iter().find(|(_, v)| **v == bi as u32).map(|(k, _)| k.0.clone()).unwrap_or_default();
-            bail!("package {}, bundle {} not found in any channel entries", q(&pkg), q(&bundles[bi].name));
+        if let Some((bi, _)) = bundles
+            .iter()
+            .enumerate()
+            .find(|(i, _)| !listed.contains(&(*i as u32)))
+        {
+            let pkg = bundle_ix
+                .iter()
+                .find(|(_, v)| **v == bi as u32)
+                .map(|(k, _)| k.0.clone())
+                .unwrap_or_default();
+            bail!(
+                "package {}, bundle {} not found in any channel entries",
+                q(&pkg),
+                q(&bundles[bi].name)
+            );
         }
-        let mut index = Index { packages, entries, bundles, custom: self.custom, store: store.finish()? };
+        let mut index = Index {
+            packages,
+            entries,
+            bundles,
+            custom: self.custom,
+            store: store.finish()?,
+        };
         index.shrink();
         Ok(index)
     }
@@ -364,30 +486,56 @@ impl Index {
     }
 
     fn package(&self, name: &str) -> Option<&PackageIdx> {
-        self.packages.binary_search_by(|p| p.name.as_str().cmp(name)).ok().map(|i| &self.packages[i])
+        self.packages
+            .binary_search_by(|p| p.name.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.packages[i])
     }
 
     fn channel<'a>(&self, pkg: &'a PackageIdx, name: &str) -> Option<&'a ChannelIdx> {
-        pkg.channels.binary_search_by(|c| c.name.as_str().cmp(name)).ok().map(|i| &pkg.channels[i])
+        pkg.channels
+            .binary_search_by(|c| c.name.as_str().cmp(name))
+            .ok()
+            .map(|i| &pkg.channels[i])
     }
 
     fn entry_parts(&self, e: u32) -> (&EntryIdx, &PackageIdx, &ChannelIdx, &BundleIdx) {
         let entry = &self.entries[e as usize];
         let pkg = &self.packages[entry.package as usize];
-        (entry, pkg, &pkg.channels[entry.channel as usize], &self.bundles[entry.bundle as usize])
+        (
+            entry,
+            pkg,
+            &pkg.channels[entry.channel as usize],
+            &self.bundles[entry.bundle as usize],
+        )
     }
 
     /// The `api.Bundle` of one channel entry. `with_manifests` reads `csvJson` and `object`
     /// back from the spill file; `trimmed` blanks `replaces` and `skips`, as upstream's
     /// single-bundle RPCs do.
-    fn bundle(&self, e: u32, with_manifests: bool, trimmed: bool) -> Result<api::Bundle, QueryError> {
+    fn bundle(
+        &self,
+        e: u32,
+        with_manifests: bool,
+        trimmed: bool,
+    ) -> Result<api::Bundle, QueryError> {
         let (entry, _, channel, b) = self.entry_parts(e);
-        let mut bytes = Vec::with_capacity(b.light.len() + if with_manifests { b.heavy.len as usize } else { 0 });
+        let mut bytes = Vec::with_capacity(
+            b.light.len()
+                + if with_manifests {
+                    b.heavy.len as usize
+                } else {
+                    0
+                },
+        );
         bytes.extend_from_slice(&b.light);
         if with_manifests && b.heavy.len > 0 {
-            self.store.read_into(b.heavy, &mut bytes).map_err(|e| QueryError(format!("reading bundle {}: {e}", q(&b.name))))?;
+            self.store
+                .read_into(b.heavy, &mut bytes)
+                .map_err(|e| QueryError(format!("reading bundle {}: {e}", q(&b.name))))?;
         }
-        let mut bundle = api::Bundle::decode(bytes.as_slice()).map_err(|e| QueryError(format!("decoding bundle {}: {e}", q(&b.name))))?;
+        let mut bundle = api::Bundle::decode(bytes.as_slice())
+            .map_err(|e| QueryError(format!("decoding bundle {}: {e}", q(&b.name))))?;
         bundle.channel_name = channel.name.clone();
         bundle.skip_range = entry.skip_range.clone();
         if !trimmed {
@@ -399,12 +547,16 @@ impl Index {
 
     fn entry_named(&self, pkg: &PackageIdx, ch: &ChannelIdx, name: &str) -> Option<u32> {
         let _ = pkg;
-        ch.entries.clone().find(|&i| self.bundles[self.entries[i as usize].bundle as usize].name == name)
+        ch.entries
+            .clone()
+            .find(|&i| self.bundles[self.entries[i as usize].bundle as usize].name == name)
     }
 
     fn provides(&self, e: u32, gvk: (&str, &str, &str)) -> bool {
         let b = &self.bundles[self.entries[e as usize].bundle as usize];
-        b.provided.iter().any(|(g, v, k)| (g.as_str(), v.as_str(), k.as_str()) == gvk)
+        b.provided
+            .iter()
+            .any(|(g, v, k)| (g.as_str(), v.as_str(), k.as_str()) == gvk)
     }
 
     fn channel_entry(&self, e: u32, replaces: &str) -> api::ChannelEntry {
@@ -435,8 +587,11 @@ impl Index {
     }
 
     pub fn get_package(&self, name: &str) -> Result<api::Package, QueryError> {
-        let Some(pkg) = self.package(name) else { return err(format!("package {} not found", q(name))) };
-        let deprecation = |m: &Option<String>| m.as_ref().map(|m| api::Deprecation { message: m.clone() });
+        let Some(pkg) = self.package(name) else {
+            return err(format!("package {} not found", q(name)));
+        };
+        let deprecation =
+            |m: &Option<String>| m.as_ref().map(|m| api::Deprecation { message: m.clone() });
         Ok(api::Package {
             name: pkg.name.clone(),
             channels: pkg
@@ -444,7 +599,9 @@ impl Index {
                 .iter()
                 .map(|c| api::Channel {
                     name: c.name.clone(),
-                    csv_name: self.bundles[self.entries[c.head as usize].bundle as usize].name.clone(),
+                    csv_name: self.bundles[self.entries[c.head as usize].bundle as usize]
+                        .name
+                        .clone(),
                     deprecation: deprecation(&c.deprecation),
                 })
                 .collect(),
@@ -453,28 +610,55 @@ impl Index {
         })
     }
 
-    fn package_channel(&self, pkg_name: &str, channel_name: &str) -> Result<(&PackageIdx, &ChannelIdx), QueryError> {
-        let Some(pkg) = self.package(pkg_name) else { return err(format!("package {} not found", q(pkg_name))) };
+    fn package_channel(
+        &self,
+        pkg_name: &str,
+        channel_name: &str,
+    ) -> Result<(&PackageIdx, &ChannelIdx), QueryError> {
+        let Some(pkg) = self.package(pkg_name) else {
+            return err(format!("package {} not found", q(pkg_name)));
+        };
         let Some(ch) = self.channel(pkg, channel_name) else {
-            return err(format!("package {}, channel {} not found", q(pkg_name), q(channel_name)));
+            return err(format!(
+                "package {}, channel {} not found",
+                q(pkg_name),
+                q(channel_name)
+            ));
         };
         Ok((pkg, ch))
     }
 
-    pub fn get_bundle(&self, pkg_name: &str, channel_name: &str, csv_name: &str) -> Result<api::Bundle, QueryError> {
+    pub fn get_bundle(
+        &self,
+        pkg_name: &str,
+        channel_name: &str,
+        csv_name: &str,
+    ) -> Result<api::Bundle, QueryError> {
         let (pkg, ch) = self.package_channel(pkg_name, channel_name)?;
         let Some(e) = self.entry_named(pkg, ch, csv_name) else {
-            return err(format!("package {}, channel {}, bundle {} not found", q(pkg_name), q(channel_name), q(csv_name)));
+            return err(format!(
+                "package {}, channel {}, bundle {} not found",
+                q(pkg_name),
+                q(channel_name),
+                q(csv_name)
+            ));
         };
         self.bundle(e, true, true)
     }
 
-    pub fn get_bundle_for_channel(&self, pkg_name: &str, channel_name: &str) -> Result<api::Bundle, QueryError> {
+    pub fn get_bundle_for_channel(
+        &self,
+        pkg_name: &str,
+        channel_name: &str,
+    ) -> Result<api::Bundle, QueryError> {
         let (_, ch) = self.package_channel(pkg_name, channel_name)?;
         self.bundle(ch.head, true, true)
     }
 
-    pub fn get_channel_entries_that_replace(&self, name: &str) -> Result<Vec<api::ChannelEntry>, QueryError> {
+    pub fn get_channel_entries_that_replace(
+        &self,
+        name: &str,
+    ) -> Result<Vec<api::ChannelEntry>, QueryError> {
         let mut out = Vec::new();
         for (i, e) in self.entries.iter().enumerate() {
             if e.replaces == name {
@@ -492,10 +676,21 @@ impl Index {
         Ok(out)
     }
 
-    pub fn get_bundle_that_replaces(&self, name: &str, pkg_name: &str, channel_name: &str) -> Result<api::Bundle, QueryError> {
-        let Some(pkg) = self.package(pkg_name) else { return err(format!("package {pkg_name} not found")) };
+    pub fn get_bundle_that_replaces(
+        &self,
+        name: &str,
+        pkg_name: &str,
+        channel_name: &str,
+    ) -> Result<api::Bundle, QueryError> {
+        let Some(pkg) = self.package(pkg_name) else {
+            return err(format!("package {pkg_name} not found"));
+        };
         let Some(ch) = self.channel(pkg, channel_name) else {
-            return err(format!("package {}, channel {} not found", q(pkg_name), q(channel_name)));
+            return err(format!(
+                "package {}, channel {} not found",
+                q(pkg_name),
+                q(channel_name)
+            ));
         };
         let found = ch.entries.clone().find(|&i| {
             let e = &self.entries[i as usize];
@@ -503,15 +698,29 @@ impl Index {
         });
         match found {
             Some(e) => self.bundle(e, true, true),
-            None => err(format!("no entry found for package {}, channel {}", q(pkg_name), q(channel_name))),
+            None => err(format!(
+                "no entry found for package {}, channel {}",
+                q(pkg_name),
+                q(channel_name)
+            )),
         }
     }
 
     fn not_provided(group: &str, version: &str, kind: &str) -> QueryError {
-        QueryError(format!("no channel entries found that provide group:{} version:{} kind:{}", q(group), q(version), q(kind)))
+        QueryError(format!(
+            "no channel entries found that provide group:{} version:{} kind:{}",
+            q(group),
+            q(version),
+            q(kind)
+        ))
     }
 
-    pub fn get_channel_entries_that_provide(&self, group: &str, version: &str, kind: &str) -> Result<Vec<api::ChannelEntry>, QueryError> {
+    pub fn get_channel_entries_that_provide(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+    ) -> Result<Vec<api::ChannelEntry>, QueryError> {
         let mut out = Vec::new();
         for e in 0..self.entries.len() as u32 {
             if self.provides(e, (group, version, kind)) {
@@ -524,7 +733,12 @@ impl Index {
         Ok(out)
     }
 
-    pub fn get_latest_channel_entries_that_provide(&self, group: &str, version: &str, kind: &str) -> Result<Vec<api::ChannelEntry>, QueryError> {
+    pub fn get_latest_channel_entries_that_provide(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+    ) -> Result<Vec<api::ChannelEntry>, QueryError> {
         let mut out = Vec::new();
         for pkg in &self.packages {
             for ch in &pkg.channels {
@@ -539,7 +753,12 @@ impl Index {
         Ok(out)
     }
 
-    pub fn get_default_bundle_that_provides(&self, group: &str, version: &str, kind: &str) -> Result<api::Bundle, QueryError> {
+    pub fn get_default_bundle_that_provides(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+    ) -> Result<api::Bundle, QueryError> {
         let mut any = false;
         // Packages are sorted, so the first default-channel head that provides the API is
         // the one with the lowest package name, as upstream picks.
@@ -556,7 +775,12 @@ impl Index {
         if !any {
             return Err(Self::not_provided(group, version, kind));
         }
-        err(format!("no entry found that provides group:{} version:{} kind:{}", q(group), q(version), q(kind)))
+        err(format!(
+            "no entry found that provides group:{} version:{} kind:{}",
+            q(group),
+            q(version),
+            q(kind)
+        ))
     }
 
     /// The `i`th `ListBundles` message (`0..entry_count()`): replaces and skips kept,
@@ -567,12 +791,22 @@ impl Index {
     }
 
     /// The blobs of a custom schema for a package ("" for blobs without one), as JSON.
-    pub fn custom_schema_blobs(&self, schema: &str, package: &str) -> Result<Vec<Value>, QueryError> {
-        let Some(locs) = self.custom.get(&(schema.to_string(), package.to_string())) else { return Ok(Vec::new()) };
+    pub fn custom_schema_blobs(
+        &self,
+        schema: &str,
+        package: &str,
+    ) -> Result<Vec<Value>, QueryError> {
+        let Some(locs) = self.custom.get(&(schema.to_string(), package.to_string())) else {
+            return Ok(Vec::new());
+        };
         locs.iter()
             .map(|&loc| {
-                let bytes = self.store.get(loc).map_err(|e| QueryError(format!("read meta blobs: {e}")))?;
-                serde_json::from_slice(&bytes).map_err(|e| QueryError(format!("parse meta JSON: {e}")))
+                let bytes = self
+                    .store
+                    .get(loc)
+                    .map_err(|e| QueryError(format!("read meta blobs: {e}")))?;
+                serde_json::from_slice(&bytes)
+                    .map_err(|e| QueryError(format!("parse meta JSON: {e}")))
             })
             .collect()
     }
@@ -621,11 +855,21 @@ mod tests {
         let ix = index();
         assert_eq!(ix.list_packages(), ["a", "b"]);
         let p = ix.get_package("b").unwrap();
-        let chans: Vec<(&str, &str)> = p.channels.iter().map(|c| (c.name.as_str(), c.csv_name.as_str())).collect();
+        let chans: Vec<(&str, &str)> = p
+            .channels
+            .iter()
+            .map(|c| (c.name.as_str(), c.csv_name.as_str()))
+            .collect();
         assert_eq!(chans, [("alpha", "b.v1"), ("stable", "b.v3")]);
-        assert_eq!(p.channels[0].deprecation.as_ref().unwrap().message, "use stable");
+        assert_eq!(
+            p.channels[0].deprecation.as_ref().unwrap().message,
+            "use stable"
+        );
         assert_eq!(p.default_channel_name, "stable");
-        assert_eq!(ix.get_package("zz").unwrap_err().0, "package \"zz\" not found");
+        assert_eq!(
+            ix.get_package("zz").unwrap_err().0,
+            "package \"zz\" not found"
+        );
     }
 
     #[test]
@@ -637,16 +881,38 @@ mod tests {
         assert_eq!(b.object.len(), 1);
         let b2 = ix.get_bundle("b", "stable", "b.v2").unwrap();
         assert_eq!(b2.skip_range, "<2.0.0");
-        assert_eq!(ix.get_bundle("b", "alpha", "b.v1").unwrap().deprecation.unwrap().message, "too old");
-        assert_eq!(ix.get_bundle_for_channel("b", "stable").unwrap().csv_name, "b.v3");
-        assert_eq!(ix.get_bundle_that_replaces("b.v1", "b", "stable").unwrap().csv_name, "b.v2");
-        assert_eq!(ix.get_bundle_that_replaces("b.v1", "x", "stable").unwrap_err().0, "package x not found");
+        assert_eq!(
+            ix.get_bundle("b", "alpha", "b.v1")
+                .unwrap()
+                .deprecation
+                .unwrap()
+                .message,
+            "too old"
+        );
+        assert_eq!(
+            ix.get_bundle_for_channel("b", "stable").unwrap().csv_name,
+            "b.v3"
+        );
+        assert_eq!(
+            ix.get_bundle_that_replaces("b.v1", "b", "stable")
+                .unwrap()
+                .csv_name,
+            "b.v2"
+        );
+        assert_eq!(
+            ix.get_bundle_that_replaces("b.v1", "x", "stable")
+                .unwrap_err()
+                .0,
+            "package x not found"
+        );
     }
 
     #[test]
     fn list_bundles_drops_manifests_of_bundles_with_an_image() {
         let ix = index();
-        let all: Vec<api::Bundle> = (0..ix.entry_count()).map(|i| ix.list_bundle(i).unwrap()).collect();
+        let all: Vec<api::Bundle> = (0..ix.entry_count())
+            .map(|i| ix.list_bundle(i).unwrap())
+            .collect();
         assert_eq!(all.len(), 5);
         let b3 = all.iter().find(|b| b.csv_name == "b.v3").unwrap();
         assert!(b3.csv_json.is_empty() && b3.object.is_empty());
@@ -659,25 +925,62 @@ mod tests {
     fn replace_and_provide_queries() {
         let ix = index();
         let r = ix.get_channel_entries_that_replace("b.v1").unwrap();
-        let names: Vec<(&str, &str)> = r.iter().map(|e| (e.bundle_name.as_str(), e.replaces.as_str())).collect();
+        let names: Vec<(&str, &str)> = r
+            .iter()
+            .map(|e| (e.bundle_name.as_str(), e.replaces.as_str()))
+            .collect();
         assert_eq!(names, [("b.v2", "b.v1"), ("b.v3", "b.v2")]);
         assert!(ix.get_channel_entries_that_replace("nope").is_err());
 
-        let all = ix.get_channel_entries_that_provide("g.io", "v1", "K").unwrap();
+        let all = ix
+            .get_channel_entries_that_provide("g.io", "v1", "K")
+            .unwrap();
         // a.v1, b.v1 twice (two channels), b.v2, b.v3 three times (replaces + two skips).
         assert_eq!(all.len(), 7);
-        let latest = ix.get_latest_channel_entries_that_provide("g.io", "v1", "K").unwrap();
+        let latest = ix
+            .get_latest_channel_entries_that_provide("g.io", "v1", "K")
+            .unwrap();
         // Heads only; the skip of x.v0 (not in the channel) is left out.
-        let l: Vec<(&str, &str, &str)> = latest.iter().map(|e| (e.channel_name.as_str(), e.bundle_name.as_str(), e.replaces.as_str())).collect();
-        assert_eq!(l, [("stable", "a.v1", ""), ("alpha", "b.v1", ""), ("stable", "b.v3", "b.v2"), ("stable", "b.v3", "b.v1")]);
-        assert_eq!(ix.get_default_bundle_that_provides("g.io", "v1", "K").unwrap().csv_name, "a.v1");
-        assert!(ix.get_default_bundle_that_provides("g.io", "v1", "Nope").unwrap_err().0.starts_with("no channel entries found"));
+        let l: Vec<(&str, &str, &str)> = latest
+            .iter()
+            .map(|e| {
+                (
+                    e.channel_name.as_str(),
+                    e.bundle_name.as_str(),
+                    e.replaces.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            l,
+            [
+                ("stable", "a.v1", ""),
+                ("alpha", "b.v1", ""),
+                ("stable", "b.v3", "b.v2"),
+                ("stable", "b.v3", "b.v1")
+            ]
+        );
+        assert_eq!(
+            ix.get_default_bundle_that_provides("g.io", "v1", "K")
+                .unwrap()
+                .csv_name,
+            "a.v1"
+        );
+        assert!(
+            ix.get_default_bundle_that_provides("g.io", "v1", "Nope")
+                .unwrap_err()
+                .0
+                .starts_with("no channel entries found")
+        );
     }
 
     #[test]
     fn custom_schemas_by_package() {
         let ix = index();
-        assert_eq!(ix.custom_schema_blobs("my.notes", "a").unwrap()[0]["text"], "hello");
+        assert_eq!(
+            ix.custom_schema_blobs("my.notes", "a").unwrap()[0]["text"],
+            "hello"
+        );
         assert!(ix.custom_schema_blobs("my.notes", "").unwrap().is_empty());
     }
 
@@ -687,7 +990,13 @@ mod tests {
 {"schema":"olm.channel","package":"p","name":"c","entries":[{"name":"p.v1"},{"name":"p.v2"}]}
 {"schema":"olm.bundle","package":"p","name":"p.v1","properties":[{"type":"olm.package","value":{"packageName":"p","version":"1.0.0"}}]}
 {"schema":"olm.bundle","package":"p","name":"p.v2","properties":[{"type":"olm.package","value":{"packageName":"p","version":"2.0.0"}}]}"#;
-        let e = Index::from_config(load_str(Path::new("c.json"), two_heads).unwrap()).err().unwrap();
-        assert!(e.to_string().contains("multiple channel heads found in graph: p.v1, p.v2"), "{e}");
+        let e = Index::from_config(load_str(Path::new("c.json"), two_heads).unwrap())
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string()
+                .contains("multiple channel heads found in graph: p.v1, p.v2"),
+            "{e}"
+        );
     }
 }

@@ -30,16 +30,30 @@ pub struct AlwaysServing;
 
 #[tonic::async_trait]
 impl Health for AlwaysServing {
-    type WatchStream = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<HealthCheckResponse, tonic::Status>> + Send>>;
+    type WatchStream = std::pin::Pin<
+        Box<dyn tokio_stream::Stream<Item = Result<HealthCheckResponse, tonic::Status>> + Send>,
+    >;
 
-    async fn check(&self, _: tonic::Request<HealthCheckRequest>) -> Result<tonic::Response<HealthCheckResponse>, tonic::Status> {
-        Ok(tonic::Response::new(HealthCheckResponse { status: ServingStatus::Serving as i32 }))
+    async fn check(
+        &self,
+        _: tonic::Request<HealthCheckRequest>,
+    ) -> Result<tonic::Response<HealthCheckResponse>, tonic::Status> {
+        Ok(tonic::Response::new(HealthCheckResponse {
+            status: ServingStatus::Serving as i32,
+        }))
     }
 
-    async fn watch(&self, _: tonic::Request<HealthCheckRequest>) -> Result<tonic::Response<Self::WatchStream>, tonic::Status> {
-        let first = tokio_stream::once(Ok(HealthCheckResponse { status: ServingStatus::Serving as i32 }));
+    async fn watch(
+        &self,
+        _: tonic::Request<HealthCheckRequest>,
+    ) -> Result<tonic::Response<Self::WatchStream>, tonic::Status> {
+        let first = tokio_stream::once(Ok(HealthCheckResponse {
+            status: ServingStatus::Serving as i32,
+        }));
         // The status never changes: send it once, then hold the stream open.
-        Ok(tonic::Response::new(Box::pin(tokio_stream::StreamExt::chain(first, tokio_stream::pending()))))
+        Ok(tonic::Response::new(Box::pin(
+            tokio_stream::StreamExt::chain(first, tokio_stream::pending()),
+        )))
     }
 }
 
@@ -59,8 +73,14 @@ pub fn router(index: Arc<Index>) -> anyhow::Result<tonic::service::Routes> {
         .context("building the reflection service")?;
     let mut routes = tonic::service::RoutesBuilder::default();
     routes
-        .add_service(generated::registry_server::RegistryServer::new(server::RegistryService::new(Arc::clone(&index))))
-        .add_service(generated::experimental_registry_server::ExperimentalRegistryServer::new(server::ExperimentalService::new(index)))
+        .add_service(generated::registry_server::RegistryServer::new(
+            server::RegistryService::new(Arc::clone(&index)),
+        ))
+        .add_service(
+            generated::experimental_registry_server::ExperimentalRegistryServer::new(
+                server::ExperimentalService::new(index),
+            ),
+        )
         .add_service(HealthServer::new(AlwaysServing))
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
@@ -68,7 +88,11 @@ pub fn router(index: Arc<Index>) -> anyhow::Result<tonic::service::Routes> {
 }
 
 /// Loads the catalog at `dir`, then serves it on `addr` until `shutdown` completes.
-pub async fn serve(dir: &Path, addr: SocketAddr, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+pub async fn serve(
+    dir: &Path,
+    addr: SocketAddr,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     let started = Instant::now();
     let dir_owned = dir.to_path_buf();
     let index = tokio::task::spawn_blocking(move || Index::load(&dir_owned))
@@ -81,13 +105,18 @@ pub async fn serve(dir: &Path, addr: SocketAddr, shutdown: impl Future<Output = 
         elapsed_ms = started.elapsed().as_millis() as u64,
         "catalog indexed"
     );
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
     let local = listener.local_addr()?;
     let routes = router(Arc::new(index))?;
     tracing::info!(address = %local, configs = %dir.display(), "serving registry");
     tonic::transport::Server::builder()
         .add_routes(routes)
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )
         .await
         .context("serving gRPC")?;
     tracing::info!("shut down");
@@ -96,7 +125,9 @@ pub async fn serve(dir: &Path, addr: SocketAddr, shutdown: impl Future<Output = 
 
 /// Runs [`serve`] on its own runtime until SIGINT or SIGTERM (the `olm catalog serve` command).
 pub fn run(dir: &Path, addr: SocketAddr) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(serve(dir, addr, shutdown_signal()))
 }
 
@@ -104,13 +135,14 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

@@ -32,18 +32,29 @@ impl StoreWriter {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
-        let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
         std::fs::remove_file(&path)?;
-        Ok(StoreWriter { out: BufWriter::with_capacity(1 << 20, file), offset: 0 })
+        Ok(StoreWriter {
+            out: BufWriter::with_capacity(1 << 20, file),
+            offset: 0,
+        })
     }
 
     pub fn put(&mut self, bytes: &[u8]) -> std::io::Result<Loc> {
         if bytes.is_empty() {
             return Ok(Loc::default());
         }
-        let len = u32::try_from(bytes.len()).map_err(|_| std::io::Error::other("blob larger than 4 GiB"))?;
+        let len = u32::try_from(bytes.len())
+            .map_err(|_| std::io::Error::other("blob larger than 4 GiB"))?;
         self.out.write_all(bytes)?;
-        let loc = Loc { offset: self.offset, len };
+        let loc = Loc {
+            offset: self.offset,
+            len,
+        };
         self.offset += u64::from(len);
         Ok(loc)
     }

@@ -63,17 +63,31 @@ impl<'a> OlmProblem<'a> {
                 match index.find_bundle(&csv.name, &csv.package, catalog) {
                     Some(b) => {
                         let bundle = &index.bundles[b];
-                        Installed { catalog: Some(bundle.catalog), gvks: bundle.gvks.clone(), properties: bundle.properties.clone() }
+                        Installed {
+                            catalog: Some(bundle.catalog),
+                            gvks: bundle.gvks.clone(),
+                            properties: bundle.properties.clone(),
+                        }
                     }
                     None => {
-                        let value = json!({"packageName": csv.package, "version": csv.version.to_string()});
+                        let value =
+                            json!({"packageName": csv.package, "version": csv.version.to_string()});
                         let properties = vec![Property::new(PROP_PACKAGE, value)];
-                        Installed { catalog, gvks: provided_gvks(&properties), properties }
+                        Installed {
+                            catalog,
+                            gvks: provided_gvks(&properties),
+                            properties,
+                        }
                     }
                 }
             })
             .collect();
-        OlmProblem { index, namespace, installed, ids: RefCell::default() }
+        OlmProblem {
+            index,
+            namespace,
+            installed,
+            ids: RefCell::default(),
+        }
     }
 
     pub fn choice_id(&self, choice: Choice) -> ChoiceId {
@@ -106,12 +120,22 @@ impl<'a> OlmProblem<'a> {
         match choice {
             Choice::Bundle(b) => {
                 let b = &self.index.bundles[*b];
-                Some(Facts { package: &b.package, version: b.version.as_ref()?, gvks: &b.gvks, properties: &b.properties })
+                Some(Facts {
+                    package: &b.package,
+                    version: b.version.as_ref()?,
+                    gvks: &b.gvks,
+                    properties: &b.properties,
+                })
             }
             Choice::Installed(i) => {
                 let csv = &self.namespace.installed[*i];
                 let info = &self.installed[*i];
-                Some(Facts { package: &csv.package, version: &csv.version, gvks: &info.gvks, properties: &info.properties })
+                Some(Facts {
+                    package: &csv.package,
+                    version: &csv.version,
+                    gvks: &info.gvks,
+                    properties: &info.properties,
+                })
             }
             Choice::Token { .. } => None,
         }
@@ -120,9 +144,23 @@ impl<'a> OlmProblem<'a> {
     /// The dependency search order, upstream's `FindPreferred`: installed → the dependent's
     /// own catalog → higher priority → a catalog in this namespace → catalog name; then, in
     /// a catalog, the default channel first and nearest to the head.
-    fn rank(&self, choice: &Choice, dependent_catalog: Option<usize>) -> (u8, u8, i64, u8, String, String, u8, usize, String) {
+    fn rank(
+        &self,
+        choice: &Choice,
+        dependent_catalog: Option<usize>,
+    ) -> (u8, u8, i64, u8, String, String, u8, usize, String) {
         match choice {
-            Choice::Installed(i) => (0, 0, 0, 0, String::new(), String::new(), 0, 0, self.namespace.installed[*i].name.clone()),
+            Choice::Installed(i) => (
+                0,
+                0,
+                0,
+                0,
+                String::new(),
+                String::new(),
+                0,
+                0,
+                self.namespace.installed[*i].name.clone(),
+            ),
             Choice::Token { provider, .. } => self.rank(&self.choice(*provider), dependent_catalog),
             Choice::Bundle(b) => {
                 let bundle = &self.index.bundles[*b];
@@ -152,11 +190,15 @@ impl<'a> OlmProblem<'a> {
     /// Installed CSVs and usable catalog bundles of a package; a catalog bundle with the
     /// name of an installed CSV is the installed CSV, not a second choice.
     fn package_choices(&self, package: &str) -> Vec<Choice> {
-        let installed: Vec<usize> =
-            (0..self.namespace.installed.len()).filter(|i| self.namespace.installed[*i].package == package).collect();
+        let installed: Vec<usize> = (0..self.namespace.installed.len())
+            .filter(|i| self.namespace.installed[*i].package == package)
+            .collect();
         let mut out: Vec<Choice> = installed.iter().map(|i| Choice::Installed(*i)).collect();
         for &b in self.index.by_package.get(package).into_iter().flatten() {
-            if !installed.iter().any(|i| self.namespace.installed[*i].name == self.index.bundles[b].name) {
+            if !installed
+                .iter()
+                .any(|i| self.namespace.installed[*i].name == self.index.bundles[b].name)
+            {
                 out.push(Choice::Bundle(b));
             }
         }
@@ -165,11 +207,18 @@ impl<'a> OlmProblem<'a> {
 
     /// Choices (bundles or installed CSVs, not tokens) that provide a GVK.
     fn gvk_providers(&self, gvk: &Gvk) -> Vec<Choice> {
-        let mut out: Vec<Choice> =
-            (0..self.installed.len()).filter(|i| self.installed[*i].gvks.contains(gvk)).map(Choice::Installed).collect();
+        let mut out: Vec<Choice> = (0..self.installed.len())
+            .filter(|i| self.installed[*i].gvks.contains(gvk))
+            .map(Choice::Installed)
+            .collect();
         for &b in self.index.by_gvk.get(gvk).into_iter().flatten() {
             let bundle = &self.index.bundles[b];
-            if !self.namespace.installed.iter().any(|csv| csv.package == bundle.package && csv.name == bundle.name) {
+            if !self
+                .namespace
+                .installed
+                .iter()
+                .any(|csv| csv.package == bundle.package && csv.name == bundle.name)
+            {
                 out.push(Choice::Bundle(b));
             }
         }
@@ -181,19 +230,35 @@ impl<'a> OlmProblem<'a> {
         let mut packages: Vec<&String> = self.index.by_package.keys().collect();
         packages.sort();
         for p in packages {
-            out.extend(self.package_choices(p).into_iter().filter(|c| matches!(c, Choice::Bundle(_))));
+            out.extend(
+                self.package_choices(p)
+                    .into_iter()
+                    .filter(|c| matches!(c, Choice::Bundle(_))),
+            );
         }
         out
     }
 
-    pub fn dependency_clause(&self, dependent: &str, dep: &Dependency, dependent_catalog: Option<usize>) -> Clause {
+    pub fn dependency_clause(
+        &self,
+        dependent: &str,
+        dep: &Dependency,
+        dependent_catalog: Option<usize>,
+    ) -> Clause {
         let choices: Vec<Choice> = match dep {
-            Dependency::Package { package, range, .. } => {
-                self.package_choices(package).into_iter().filter(|c| self.facts(c).is_some_and(|f| range.contains(f.version))).collect()
-            }
-            Dependency::Gvk { gvk, .. } => {
-                self.gvk_providers(gvk).into_iter().map(|p| Choice::Token { provider: self.choice_id(p), gvk: gvk.clone() }).collect()
-            }
+            Dependency::Package { package, range, .. } => self
+                .package_choices(package)
+                .into_iter()
+                .filter(|c| self.facts(c).is_some_and(|f| range.contains(f.version)))
+                .collect(),
+            Dependency::Gvk { gvk, .. } => self
+                .gvk_providers(gvk)
+                .into_iter()
+                .map(|p| Choice::Token {
+                    provider: self.choice_id(p),
+                    gvk: gvk.clone(),
+                })
+                .collect(),
             Dependency::Matching { predicate, .. } => {
                 let pool = if let Some(p) = predicate.only_package() {
                     self.package_choices(p)
@@ -202,7 +267,9 @@ impl<'a> OlmProblem<'a> {
                 } else {
                     self.all_choices()
                 };
-                pool.into_iter().filter(|c| self.facts(c).is_some_and(|f| predicate.matches(&f))).collect()
+                pool.into_iter()
+                    .filter(|c| self.facts(c).is_some_and(|f| predicate.matches(&f)))
+                    .collect()
             }
             Dependency::Invalid { .. } => Vec::new(),
         };
@@ -213,26 +280,39 @@ impl<'a> OlmProblem<'a> {
         if choices.is_empty() {
             label.push_str(&self.why_nothing_matches(dep));
         }
-        Clause { label, alternatives: self.sorted(choices, dependent_catalog) }
+        Clause {
+            label,
+            alternatives: self.sorted(choices, dependent_catalog),
+        }
     }
 
     /// Says what the catalogs do have, so that the user sees how close they came.
     fn why_nothing_matches(&self, dep: &Dependency) -> String {
         match dep {
             Dependency::Package { package, .. } => {
-                let mut versions: Vec<&Version> =
-                    self.package_choices(package).iter().filter_map(|c| self.facts(c).map(|f| f.version)).collect();
+                let mut versions: Vec<&Version> = self
+                    .package_choices(package)
+                    .iter()
+                    .filter_map(|c| self.facts(c).map(|f| f.version))
+                    .collect();
                 versions.sort();
                 versions.dedup();
                 if versions.is_empty() {
                     format!(", but no catalog has an installable bundle of package {package}")
                 } else {
                     let list: Vec<String> = versions.iter().map(|v| v.to_string()).collect();
-                    format!(", but package {package} only has versions {} available", list.join(", "))
+                    format!(
+                        ", but package {package} only has versions {} available",
+                        list.join(", ")
+                    )
                 }
             }
-            Dependency::Gvk { .. } => ", but no installable bundle in any catalog provides it".into(),
-            Dependency::Matching { .. } => ", but no installable bundle in any catalog matches".into(),
+            Dependency::Gvk { .. } => {
+                ", but no installable bundle in any catalog provides it".into()
+            }
+            Dependency::Matching { .. } => {
+                ", but no installable bundle in any catalog matches".into()
+            }
             Dependency::Invalid { .. } => ", so it can never be installed".into(),
         }
     }
@@ -241,10 +321,16 @@ impl<'a> OlmProblem<'a> {
         match choice {
             Choice::Bundle(b) => {
                 let bundle = &self.index.bundles[*b];
-                format!("{} from catalog {}", bundle.name, self.index.catalogs[bundle.catalog].source)
+                format!(
+                    "{} from catalog {}",
+                    bundle.name, self.index.catalogs[bundle.catalog].source
+                )
             }
             Choice::Installed(i) => format!("{} (installed)", self.namespace.installed[*i].name),
-            Choice::Token { provider, gvk } => format!("{} as the provider of {gvk}", self.display_choice(&self.choice(*provider))),
+            Choice::Token { provider, gvk } => format!(
+                "{} as the provider of {gvk}",
+                self.display_choice(&self.choice(*provider))
+            ),
         }
     }
 
@@ -279,10 +365,16 @@ impl Problem for OlmProblem<'_> {
         let group = self.ids.borrow().groups[group as usize].clone();
         match group {
             Group::Package(package) => {
-                let choices = self.package_choices(&package).into_iter().map(|c| self.choice_id(c)).collect();
+                let choices = self
+                    .package_choices(&package)
+                    .into_iter()
+                    .map(|c| self.choice_id(c))
+                    .collect();
                 let mut excluded = Vec::new();
                 for catalog in &self.index.catalogs {
-                    let Some(p) = catalog.packages.get(&package) else { continue };
+                    let Some(p) = catalog.packages.get(&package) else {
+                        continue;
+                    };
                     let mut ids: Vec<BundleId> = p.bundles.values().copied().collect();
                     ids.sort_unstable();
                     for b in ids {
@@ -299,10 +391,16 @@ impl Problem for OlmProblem<'_> {
                     .into_iter()
                     .map(|p| {
                         let provider = self.choice_id(p);
-                        self.choice_id(Choice::Token { provider, gvk: gvk.clone() })
+                        self.choice_id(Choice::Token {
+                            provider,
+                            gvk: gvk.clone(),
+                        })
                     })
                     .collect();
-                Members { choices, excluded: Vec::new() }
+                Members {
+                    choices,
+                    excluded: Vec::new(),
+                }
             }
         }
     }
@@ -314,15 +412,24 @@ impl Problem for OlmProblem<'_> {
             Choice::Bundle(b) => &self.index.bundles[*b].gvks,
             Choice::Installed(i) => &self.installed[*i].gvks,
             Choice::Token { provider, gvk } => {
-                let label = format!("{} provides {gvk}", self.choice_name(&self.choice(*provider)));
-                return vec![Clause { label, alternatives: vec![*provider] }];
+                let label = format!(
+                    "{} provides {gvk}",
+                    self.choice_name(&self.choice(*provider))
+                );
+                return vec![Clause {
+                    label,
+                    alternatives: vec![*provider],
+                }];
             }
         };
         let mut clauses: Vec<Clause> = gvks
             .iter()
             .map(|gvk| Clause {
                 label: format!("only one operator may provide {gvk}"),
-                alternatives: vec![self.choice_id(Choice::Token { provider: id, gvk: gvk.clone() })],
+                alternatives: vec![self.choice_id(Choice::Token {
+                    provider: id,
+                    gvk: gvk.clone(),
+                })],
             })
             .collect();
         // Installed CSVs are already running: their own dependencies were met when they

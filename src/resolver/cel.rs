@@ -16,14 +16,20 @@ pub struct CelRule {
 
 impl fmt::Debug for CelRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CelRule").field("source", &self.source).finish()
+        f.debug_struct("CelRule")
+            .field("source", &self.source)
+            .finish()
     }
 }
 
 impl CelRule {
     pub fn compile(source: &str) -> Result<CelRule, String> {
-        let program = Program::compile(source).map_err(|e| format!("CEL rule {source:?} does not compile: {e}"))?;
-        Ok(CelRule { source: source.to_string(), program })
+        let program = Program::compile(source)
+            .map_err(|e| format!("CEL rule {source:?} does not compile: {e}"))?;
+        Ok(CelRule {
+            source: source.to_string(),
+            program,
+        })
     }
 
     pub fn source(&self) -> &str {
@@ -40,17 +46,25 @@ impl CelRule {
         let mut context = Context::default();
         let props = cel::to_value(properties).map_err(|e| e.to_string())?;
         context.add_variable_from_value("properties", props);
-        context.add_function("semver_compare", semver_compare).map_err(|e| format!("{e:?}"))?;
+        context
+            .add_function("semver_compare", semver_compare)
+            .map_err(|e| format!("{e:?}"))?;
         match self.program.execute(&context) {
             Ok(Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(format!("CEL rule {:?} returned {other:?}, not a bool", self.source)),
+            Ok(other) => Err(format!(
+                "CEL rule {:?} returned {other:?}, not a bool",
+                self.source
+            )),
             Err(e) => Err(format!("CEL rule {:?} failed: {e}", self.source)),
         }
     }
 }
 
 fn semver_compare(a: Arc<String>, b: Arc<String>) -> Result<Value, ExecutionError> {
-    let parse = |s: &str| parse_version(s).map_err(|e| ExecutionError::function_error("semver_compare", format!("{s:?}: {e}")));
+    let parse = |s: &str| {
+        parse_version(s)
+            .map_err(|e| ExecutionError::function_error("semver_compare", format!("{s:?}: {e}")))
+    };
     let ordering = parse(&a)?.cmp_precedence(&parse(&b)?);
     Ok(Value::Int(ordering as i64))
 }

@@ -44,7 +44,10 @@ impl GraphEntry {
         self.name != from
             && (self.replaces == from
                 || self.skips.iter().any(|s| s == from)
-                || self.skip_range.as_ref().is_some_and(|r| r.contains(from_version)))
+                || self
+                    .skip_range
+                    .as_ref()
+                    .is_some_and(|r| r.contains(from_version)))
     }
 }
 
@@ -71,7 +74,10 @@ impl ChannelGraph {
         let mut graph: DiGraph<usize, Edge> = DiGraph::new();
         let mut node_of: HashMap<&str, NodeIndex> = HashMap::new();
         for (i, entry) in channel.entries.iter().enumerate() {
-            if node_of.insert(entry.name.as_str(), graph.add_node(i)).is_some() {
+            if node_of
+                .insert(entry.name.as_str(), graph.add_node(i))
+                .is_some()
+            {
                 return Err(ChannelGraphError::DuplicateEntry(entry.name.clone()));
             }
         }
@@ -89,23 +95,42 @@ impl ChannelGraph {
             }
         }
 
-        let cycle = tarjan_scc(&graph).into_iter().find(|scc| scc.len() > 1 || graph.contains_edge(scc[0], scc[0]));
+        let cycle = tarjan_scc(&graph)
+            .into_iter()
+            .find(|scc| scc.len() > 1 || graph.contains_edge(scc[0], scc[0]));
         if let Some(scc) = cycle {
-            let mut names: Vec<String> = scc.iter().map(|n| channel.entries[graph[*n]].name.clone()).collect();
+            let mut names: Vec<String> = scc
+                .iter()
+                .map(|n| channel.entries[graph[*n]].name.clone())
+                .collect();
             names.sort();
             return Err(ChannelGraphError::Cycle(names));
         }
-        let heads: Vec<NodeIndex> =
-            graph.node_indices().filter(|n| graph.neighbors_directed(*n, petgraph::Direction::Incoming).next().is_none()).collect();
+        let heads: Vec<NodeIndex> = graph
+            .node_indices()
+            .filter(|n| {
+                graph
+                    .neighbors_directed(*n, petgraph::Direction::Incoming)
+                    .next()
+                    .is_none()
+            })
+            .collect();
         if heads.len() > 1 {
-            let mut names: Vec<String> = heads.iter().map(|n| channel.entries[graph[*n]].name.clone()).collect();
+            let mut names: Vec<String> = heads
+                .iter()
+                .map(|n| channel.entries[graph[*n]].name.clone())
+                .collect();
             names.sort();
             return Err(ChannelGraphError::MultipleHeads(names));
         }
         // No cycle means at least one node without incoming edges.
         let head = heads[0];
 
-        let skipped: BTreeSet<&str> = channel.entries.iter().flat_map(|e| e.skips.iter().map(String::as_str)).collect();
+        let skipped: BTreeSet<&str> = channel
+            .entries
+            .iter()
+            .flat_map(|e| e.skips.iter().map(String::as_str))
+            .collect();
         let mut on_chain = vec![false; channel.entries.len()];
         let mut installable = Vec::new();
         let mut current = Some(head);
@@ -116,10 +141,12 @@ impl ChannelGraph {
                 let skip_range = if entry.skip_range.trim().is_empty() {
                     None
                 } else {
-                    Some(
-                        VersionRange::parse(&entry.skip_range)
-                            .map_err(|e| ChannelGraphError::BadSkipRange { entry: entry.name.clone(), problem: e.to_string() })?,
-                    )
+                    Some(VersionRange::parse(&entry.skip_range).map_err(|e| {
+                        ChannelGraphError::BadSkipRange {
+                            entry: entry.name.clone(),
+                            problem: e.to_string(),
+                        }
+                    })?)
                 };
                 installable.push(GraphEntry {
                     name: entry.name.clone(),
@@ -128,7 +155,10 @@ impl ChannelGraph {
                     skip_range,
                 });
             }
-            current = graph.edges(node).find(|e| *e.weight() == Edge::Replaces).map(|e| petgraph::visit::EdgeRef::target(&e));
+            current = graph
+                .edges(node)
+                .find(|e| *e.weight() == Edge::Replaces)
+                .map(|e| petgraph::visit::EdgeRef::target(&e));
         }
         let not_installable = channel
             .entries
@@ -146,8 +176,16 @@ impl ChannelGraph {
                 (e.name.clone(), why)
             })
             .collect();
-        let distance = installable.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
-        Ok(ChannelGraph { installable, distance, not_installable })
+        let distance = installable
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.name.clone(), i))
+            .collect();
+        Ok(ChannelGraph {
+            installable,
+            distance,
+            not_installable,
+        })
     }
 
     /// The entry nothing replaces or skips.
@@ -167,11 +205,20 @@ impl ChannelGraph {
 
     /// Why an entry of this channel can never be installed, if it cannot.
     pub fn why_not_installable(&self, name: &str) -> Option<&'static str> {
-        self.not_installable.iter().find(|(n, _)| n == name).map(|(_, why)| *why)
+        self.not_installable
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, why)| *why)
     }
 
     /// Entries that may replace the installed CSV `from`, nearest to the head first.
-    pub fn upgrades_from<'a>(&'a self, from: &'a str, from_version: &'a Version) -> impl Iterator<Item = &'a GraphEntry> + 'a {
-        self.installable.iter().filter(move |e| e.upgrades_from(from, from_version))
+    pub fn upgrades_from<'a>(
+        &'a self,
+        from: &'a str,
+        from_version: &'a Version,
+    ) -> impl Iterator<Item = &'a GraphEntry> + 'a {
+        self.installable
+            .iter()
+            .filter(move |e| e.upgrades_from(from, from_version))
     }
 }

@@ -10,7 +10,9 @@ use semver::Version;
 use serde_json::Value;
 
 use super::cel::CelRule;
-use crate::catalog::fbc::{PROP_CONSTRAINT, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE_REQUIRED, Property};
+use crate::catalog::fbc::{
+    PROP_CONSTRAINT, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE_REQUIRED, Property,
+};
 use crate::catalog::semver_range::VersionRange;
 
 /// Upstream refuses `olm.constraint` values larger than this.
@@ -26,7 +28,11 @@ pub struct Gvk {
 impl Gvk {
     pub fn from_value(v: &Value) -> Option<Gvk> {
         let field = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-        Some(Gvk { group: field("group")?, version: field("version")?, kind: field("kind")? })
+        Some(Gvk {
+            group: field("group")?,
+            version: field("version")?,
+            kind: field("kind")?,
+        })
     }
 }
 
@@ -64,7 +70,9 @@ impl Predicate {
     pub fn matches(&self, facts: &Facts<'_>) -> bool {
         match self {
             Predicate::Gvk(g) => facts.gvks.contains(g),
-            Predicate::Package { package, range } => facts.package == package && range.contains(facts.version),
+            Predicate::Package { package, range } => {
+                facts.package == package && range.contains(facts.version)
+            }
             Predicate::All(ps) => ps.iter().all(|p| p.matches(facts)),
             Predicate::Any(ps) => ps.iter().any(|p| p.matches(facts)),
             Predicate::Not(ps) => !ps.iter().any(|p| p.matches(facts)),
@@ -106,7 +114,9 @@ impl fmt::Display for Predicate {
         };
         match self {
             Predicate::Gvk(g) => write!(f, "a provider of {g}"),
-            Predicate::Package { package, range } => write!(f, "package {package} with version in range {range:?}"),
+            Predicate::Package { package, range } => {
+                write!(f, "package {package} with version in range {range:?}")
+            }
             Predicate::All(ps) => list(f, "all of", ps),
             Predicate::Any(ps) => list(f, "any of", ps),
             Predicate::Not(ps) => list(f, "none of", ps),
@@ -119,11 +129,21 @@ impl fmt::Display for Predicate {
 #[derive(Clone, Debug)]
 pub enum Dependency {
     /// `olm.package.required`, or `olm.constraint` with only `package`.
-    Package { package: String, range: VersionRange, failure_message: Option<String> },
+    Package {
+        package: String,
+        range: VersionRange,
+        failure_message: Option<String>,
+    },
     /// `olm.gvk.required`, or `olm.constraint` with only `gvk`.
-    Gvk { gvk: Gvk, failure_message: Option<String> },
+    Gvk {
+        gvk: Gvk,
+        failure_message: Option<String>,
+    },
     /// Any other `olm.constraint`.
-    Matching { predicate: Predicate, failure_message: Option<String> },
+    Matching {
+        predicate: Predicate,
+        failure_message: Option<String>,
+    },
     /// A dependency property that cannot be read: the bundle can never be satisfied.
     Invalid { property: String, problem: String },
 }
@@ -131,9 +151,15 @@ pub enum Dependency {
 impl Dependency {
     pub fn failure_message(&self) -> Option<&str> {
         match self {
-            Dependency::Package { failure_message, .. }
-            | Dependency::Gvk { failure_message, .. }
-            | Dependency::Matching { failure_message, .. } => failure_message.as_deref(),
+            Dependency::Package {
+                failure_message, ..
+            }
+            | Dependency::Gvk {
+                failure_message, ..
+            }
+            | Dependency::Matching {
+                failure_message, ..
+            } => failure_message.as_deref(),
             Dependency::Invalid { .. } => None,
         }
     }
@@ -142,17 +168,27 @@ impl Dependency {
 impl fmt::Display for Dependency {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Dependency::Package { package, range, .. } => write!(f, "package {package} with version in range {:?}", range.as_str()),
+            Dependency::Package { package, range, .. } => write!(
+                f,
+                "package {package} with version in range {:?}",
+                range.as_str()
+            ),
             Dependency::Gvk { gvk, .. } => write!(f, "an operator that provides {gvk}"),
             Dependency::Matching { predicate, .. } => write!(f, "a bundle matching {predicate}"),
-            Dependency::Invalid { property, problem } => write!(f, "a valid {property} property ({problem})"),
+            Dependency::Invalid { property, problem } => {
+                write!(f, "a valid {property} property ({problem})")
+            }
         }
     }
 }
 
 /// The provided APIs (`olm.gvk`) of a bundle.
 pub fn provided_gvks(properties: &[Property]) -> Vec<Gvk> {
-    let mut gvks: Vec<Gvk> = properties.iter().filter(|p| p.type_ == PROP_GVK).filter_map(|p| Gvk::from_value(&p.value)).collect();
+    let mut gvks: Vec<Gvk> = properties
+        .iter()
+        .filter(|p| p.type_ == PROP_GVK)
+        .filter_map(|p| Gvk::from_value(&p.value))
+        .collect();
     gvks.sort();
     gvks.dedup();
     gvks
@@ -165,57 +201,100 @@ pub fn dependencies(properties: &[Property]) -> Vec<Dependency> {
         let dep = match p.type_.as_str() {
             PROP_PACKAGE_REQUIRED => package_required(&p.value),
             PROP_GVK_REQUIRED => Gvk::from_value(&p.value)
-                .map(|gvk| Dependency::Gvk { gvk, failure_message: None })
+                .map(|gvk| Dependency::Gvk {
+                    gvk,
+                    failure_message: None,
+                })
                 .ok_or_else(|| "needs string fields group, version and kind".to_string()),
             PROP_CONSTRAINT => constraint(&p.value),
             _ => continue,
         };
-        out.push(dep.unwrap_or_else(|problem| Dependency::Invalid { property: p.type_.clone(), problem }));
+        out.push(dep.unwrap_or_else(|problem| Dependency::Invalid {
+            property: p.type_.clone(),
+            problem,
+        }));
     }
     out
 }
 
 fn package_required(v: &Value) -> Result<Dependency, String> {
     let (package, range) = package_and_range(v)?;
-    Ok(Dependency::Package { package, range, failure_message: None })
+    Ok(Dependency::Package {
+        package,
+        range,
+        failure_message: None,
+    })
 }
 
 fn package_and_range(v: &Value) -> Result<(String, VersionRange), String> {
-    let package = v.get("packageName").and_then(Value::as_str).filter(|s| !s.is_empty()).ok_or("needs a packageName")?;
-    let range_text = v.get("versionRange").and_then(Value::as_str).ok_or("needs a versionRange")?;
+    let package = v
+        .get("packageName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or("needs a packageName")?;
+    let range_text = v
+        .get("versionRange")
+        .and_then(Value::as_str)
+        .ok_or("needs a versionRange")?;
     let range = VersionRange::parse(range_text).map_err(|e| e.to_string())?;
     Ok((package.to_string(), range))
 }
 
 fn constraint(v: &Value) -> Result<Dependency, String> {
     if serde_json::to_string(v).map(|s| s.len()).unwrap_or(0) > MAX_CONSTRAINT_BYTES {
-        return Err(format!("larger than the {MAX_CONSTRAINT_BYTES} bytes allowed"));
+        return Err(format!(
+            "larger than the {MAX_CONSTRAINT_BYTES} bytes allowed"
+        ));
     }
-    let failure_message = v.get("failureMessage").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+    let failure_message = v
+        .get("failureMessage")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
     Ok(match predicate(v)? {
-        Predicate::Gvk(gvk) => Dependency::Gvk { gvk, failure_message },
-        Predicate::Package { package, range } => Dependency::Package { package, range, failure_message },
-        predicate => Dependency::Matching { predicate, failure_message },
+        Predicate::Gvk(gvk) => Dependency::Gvk {
+            gvk,
+            failure_message,
+        },
+        Predicate::Package { package, range } => Dependency::Package {
+            package,
+            range,
+            failure_message,
+        },
+        predicate => Dependency::Matching {
+            predicate,
+            failure_message,
+        },
     })
 }
 
 /// Reads one constraint object; exactly one of its kinds must be set, as upstream requires.
 fn predicate(v: &Value) -> Result<Predicate, String> {
     const KINDS: [&str; 6] = ["gvk", "package", "all", "any", "not", "cel"];
-    let set: Vec<&str> = KINDS.into_iter().filter(|k| v.get(k).is_some_and(|x| !x.is_null())).collect();
+    let set: Vec<&str> = KINDS
+        .into_iter()
+        .filter(|k| v.get(k).is_some_and(|x| !x.is_null()))
+        .collect();
     let [kind] = set.as_slice() else {
-        return Err(format!("a constraint needs exactly one of {KINDS:?}, found {set:?}"));
+        return Err(format!(
+            "a constraint needs exactly one of {KINDS:?}, found {set:?}"
+        ));
     };
     let body = &v[*kind];
     let compound = || -> Result<Vec<Predicate>, String> {
-        let list = body.get("constraints").and_then(Value::as_array).ok_or_else(|| format!("{kind} needs a constraints list"))?;
+        let list = body
+            .get("constraints")
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("{kind} needs a constraints list"))?;
         if list.is_empty() {
             return Err(format!("{kind} needs at least one constraint"));
         }
         list.iter().map(predicate).collect()
     };
     Ok(match *kind {
-        "gvk" => Predicate::Gvk(Gvk::from_value(body).ok_or("gvk needs string fields group, version and kind")?),
+        "gvk" => Predicate::Gvk(
+            Gvk::from_value(body).ok_or("gvk needs string fields group, version and kind")?,
+        ),
         "package" => {
             let (package, range) = package_and_range(body)?;
             Predicate::Package { package, range }
@@ -224,7 +303,10 @@ fn predicate(v: &Value) -> Result<Predicate, String> {
         "any" => Predicate::Any(compound()?),
         "not" => Predicate::Not(compound()?),
         _ => {
-            let rule = body.get("rule").and_then(Value::as_str).ok_or("cel needs a rule")?;
+            let rule = body
+                .get("rule")
+                .and_then(Value::as_str)
+                .ok_or("cel needs a rule")?;
             Predicate::Cel(Arc::new(CelRule::compile(rule)?))
         }
     })

@@ -23,24 +23,75 @@ impl From<SubscriptionError> for ResolveError {
 /// Why one Subscription cannot be resolved, before any solving.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SubscriptionError {
-    #[error("subscription {subscription}: catalog {catalog} does not exist (known catalogs: {known})")]
-    UnknownCatalog { subscription: String, catalog: CatalogRef, known: String },
+    #[error(
+        "subscription {subscription}: catalog {catalog} does not exist (known catalogs: {known})"
+    )]
+    UnknownCatalog {
+        subscription: String,
+        catalog: CatalogRef,
+        known: String,
+    },
     #[error("subscription {subscription}: package {package} is not in catalog {catalog}")]
-    PackageNotFound { subscription: String, package: String, catalog: CatalogRef },
-    #[error("subscription {subscription}: package {package} in catalog {catalog} has no default channel; set spec.channel")]
-    NoDefaultChannel { subscription: String, package: String, catalog: CatalogRef },
-    #[error("subscription {subscription}: package {package} in catalog {catalog} has no channel {channel:?} (channels: {available})")]
-    ChannelNotFound { subscription: String, package: String, channel: String, catalog: CatalogRef, available: String },
-    #[error("subscription {subscription}: channel {channel:?} of package {package} in catalog {catalog} is unusable: {problem}")]
-    InvalidChannel { subscription: String, package: String, channel: String, catalog: CatalogRef, problem: ChannelGraphError },
+    PackageNotFound {
+        subscription: String,
+        package: String,
+        catalog: CatalogRef,
+    },
+    #[error(
+        "subscription {subscription}: package {package} in catalog {catalog} has no default channel; set spec.channel"
+    )]
+    NoDefaultChannel {
+        subscription: String,
+        package: String,
+        catalog: CatalogRef,
+    },
+    #[error(
+        "subscription {subscription}: package {package} in catalog {catalog} has no channel {channel:?} (channels: {available})"
+    )]
+    ChannelNotFound {
+        subscription: String,
+        package: String,
+        channel: String,
+        catalog: CatalogRef,
+        available: String,
+    },
+    #[error(
+        "subscription {subscription}: channel {channel:?} of package {package} in catalog {catalog} is unusable: {problem}"
+    )]
+    InvalidChannel {
+        subscription: String,
+        package: String,
+        channel: String,
+        catalog: CatalogRef,
+        problem: ChannelGraphError,
+    },
     #[error(
         "subscription {subscription}: startingCSV {csv} is not an entry of channel {channel:?} of package {package} in catalog {catalog}"
     )]
-    StartingCsvNotFound { subscription: String, csv: String, package: String, channel: String, catalog: CatalogRef },
-    #[error("subscription {subscription}: startingCSV {csv} of package {package} cannot be installed: {reason}")]
-    StartingCsvNotInstallable { subscription: String, csv: String, package: String, reason: String },
+    StartingCsvNotFound {
+        subscription: String,
+        csv: String,
+        package: String,
+        channel: String,
+        catalog: CatalogRef,
+    },
+    #[error(
+        "subscription {subscription}: startingCSV {csv} of package {package} cannot be installed: {reason}"
+    )]
+    StartingCsvNotInstallable {
+        subscription: String,
+        csv: String,
+        package: String,
+        reason: String,
+    },
     #[error(
         "subscription {subscription}: channel {channel:?} of package {package} in catalog {catalog} has no installable bundle ({reasons})"
     )]
-    NothingInstallable { subscription: String, package: String, channel: String, catalog: CatalogRef, reasons: String },
+    NothingInstallable {
+        subscription: String,
+        package: String,
+        channel: String,
+        catalog: CatalogRef,
+        reasons: String,
+    },
 }

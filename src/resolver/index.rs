@@ -81,10 +81,15 @@ impl CatalogIndex {
         for (ci, catalog) in catalogs.iter().enumerate() {
             let mut packages: BTreeMap<String, PackageInfo> = BTreeMap::new();
             for p in &catalog.content.packages {
-                packages.entry(p.name.clone()).or_default().default_channel = p.default_channel.clone();
+                packages.entry(p.name.clone()).or_default().default_channel =
+                    p.default_channel.clone();
             }
             for c in &catalog.content.channels {
-                packages.entry(c.package.clone()).or_default().channels.insert(c.name.clone(), ChannelGraph::build(c));
+                packages
+                    .entry(c.package.clone())
+                    .or_default()
+                    .channels
+                    .insert(c.name.clone(), ChannelGraph::build(c));
             }
             for b in &catalog.content.bundles {
                 let id = index.bundles.len();
@@ -97,7 +102,12 @@ impl CatalogIndex {
                     version: b.version().and_then(|v| parse_version(v).ok()),
                     gvks: provided_gvks(&b.properties),
                     deprecated: b.properties.iter().any(|p| p.type_ == PROP_DEPRECATED),
-                    properties: b.properties.iter().filter(|p| p.type_ != PROP_BUNDLE_OBJECT).cloned().collect(),
+                    properties: b
+                        .properties
+                        .iter()
+                        .filter(|p| p.type_ != PROP_BUNDLE_OBJECT)
+                        .cloned()
+                        .collect(),
                     dependencies: dependencies(&b.properties),
                     channel: preferred_channel(pkg, &b.name),
                 });
@@ -112,7 +122,11 @@ impl CatalogIndex {
             if !b.usable() {
                 continue;
             }
-            index.by_package.entry(b.package.clone()).or_default().push(id);
+            index
+                .by_package
+                .entry(b.package.clone())
+                .or_default()
+                .push(id);
             for g in &b.gvks {
                 index.by_gvk.entry(g.clone()).or_default().push(id);
             }
@@ -125,9 +139,22 @@ impl CatalogIndex {
     }
 
     /// A bundle by name: in `preferred` catalog first, else in any catalog (catalog order).
-    pub fn find_bundle(&self, name: &str, package: &str, preferred: Option<usize>) -> Option<BundleId> {
-        let in_catalog = |ci: usize| self.catalogs[ci].packages.get(package).and_then(|p| p.bundles.get(name)).copied();
-        preferred.and_then(in_catalog).or_else(|| (0..self.catalogs.len()).find_map(in_catalog))
+    pub fn find_bundle(
+        &self,
+        name: &str,
+        package: &str,
+        preferred: Option<usize>,
+    ) -> Option<BundleId> {
+        let in_catalog = |ci: usize| {
+            self.catalogs[ci]
+                .packages
+                .get(package)
+                .and_then(|p| p.bundles.get(name))
+                .copied()
+        };
+        preferred
+            .and_then(in_catalog)
+            .or_else(|| (0..self.catalogs.len()).find_map(in_catalog))
     }
 }
 
@@ -137,5 +164,8 @@ fn preferred_channel(pkg: &PackageInfo, bundle: &str) -> Option<(String, usize)>
         return Some((pkg.default_channel.clone(), d));
     }
     // BTreeMap order makes ties go to the channel name that sorts first.
-    pkg.channels.keys().filter_map(|name| distance_in(name).map(|d| (name.clone(), d))).min_by_key(|(_, d)| *d)
+    pkg.channels
+        .keys()
+        .filter_map(|name| distance_in(name).map(|d| (name.clone(), d)))
+        .min_by_key(|(_, d)| *d)
 }

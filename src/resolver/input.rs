@@ -26,7 +26,10 @@ pub struct CatalogRef {
 
 impl CatalogRef {
     pub fn new(name: impl Into<String>, namespace: impl Into<String>) -> Self {
-        CatalogRef { name: name.into(), namespace: namespace.into() }
+        CatalogRef {
+            name: name.into(),
+            namespace: namespace.into(),
+        }
     }
 }
 

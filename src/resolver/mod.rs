@@ -38,33 +38,64 @@ pub fn resolve(index: &CatalogIndex, namespace: &Namespace) -> Result<Plan, Reso
     resolve_with(&ResolvoSolver, index, namespace)
 }
 
-pub fn resolve_with(solver: &dyn Solver, index: &CatalogIndex, namespace: &Namespace) -> Result<Plan, ResolveError> {
-    let targets = (0..namespace.subscriptions.len()).map(|i| subscriptions::target(index, namespace, i)).collect::<Result<Vec<_>, _>>()?;
+pub fn resolve_with(
+    solver: &dyn Solver,
+    index: &CatalogIndex,
+    namespace: &Namespace,
+) -> Result<Plan, ResolveError> {
+    let targets = (0..namespace.subscriptions.len())
+        .map(|i| subscriptions::target(index, namespace, i))
+        .collect::<Result<Vec<_>, _>>()?;
     let problem = OlmProblem::new(index, namespace);
 
     let mut mandatory = Vec::new();
     for target in &targets {
         let sub = &namespace.subscriptions[target.subscription];
-        let mut alternatives: Vec<_> = target.candidates.iter().map(|b| problem.choice_id(Choice::Bundle(*b))).collect();
-        alternatives.extend(target.installed.map(|i| problem.choice_id(Choice::Installed(i))));
+        let mut alternatives: Vec<_> = target
+            .candidates
+            .iter()
+            .map(|b| problem.choice_id(Choice::Bundle(*b)))
+            .collect();
+        alternatives.extend(
+            target
+                .installed
+                .map(|i| problem.choice_id(Choice::Installed(i))),
+        );
         let label = format!(
             "subscription {} (package {}, channel {}, catalog {})",
             sub.name, sub.package, target.channel, index.catalogs[target.catalog].source
         );
-        mandatory.push(Clause { label, alternatives });
+        mandatory.push(Clause {
+            label,
+            alternatives,
+        });
     }
     // CSVs no Subscription owns stay exactly as they are (upstream: "unowned existing CSVs
     // are mandatory").
-    let subscribed: BTreeSet<&str> = namespace.subscriptions.iter().map(|s| s.package.as_str()).collect();
+    let subscribed: BTreeSet<&str> = namespace
+        .subscriptions
+        .iter()
+        .map(|s| s.package.as_str())
+        .collect();
     for (i, csv) in namespace.installed.iter().enumerate() {
         if !subscribed.contains(csv.package.as_str()) {
-            let label = format!("installed CSV {} (package {}, no subscription)", csv.name, csv.package);
-            mandatory.push(Clause { label, alternatives: vec![problem.choice_id(Choice::Installed(i))] });
+            let label = format!(
+                "installed CSV {} (package {}, no subscription)",
+                csv.name, csv.package
+            );
+            mandatory.push(Clause {
+                label,
+                alternatives: vec![problem.choice_id(Choice::Installed(i))],
+            });
         }
     }
 
     match solver.solve(&problem, mandatory.clone()) {
         Ok(chosen) => Ok(plan::build(&problem, &targets, &chosen)),
-        Err(unsat) => Err(ResolveError::NotSatisfiable(explain::explain(&problem, &mandatory, &unsat.detail))),
+        Err(unsat) => Err(ResolveError::NotSatisfiable(explain::explain(
+            &problem,
+            &mandatory,
+            &unsat.detail,
+        ))),
     }
 }

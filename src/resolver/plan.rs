@@ -59,7 +59,12 @@ pub struct Plan {
 }
 
 /// Upstream's name for a Subscription it generates for a dependency.
-pub fn generated_subscription_name(package: &str, channel: &str, catalog: &str, catalog_namespace: &str) -> String {
+pub fn generated_subscription_name(
+    package: &str,
+    channel: &str,
+    catalog: &str,
+    catalog_namespace: &str,
+) -> String {
     format!("{package}-{channel}-{catalog}-{catalog_namespace}")
 }
 
@@ -73,7 +78,11 @@ pub fn build(problem: &OlmProblem<'_>, targets: &[Target], chosen: &[ChoiceId]) 
         Choice::Token { provider, .. } => provider,
         _ => c,
     };
-    let new_bundles: BTreeSet<ChoiceId> = chosen.iter().copied().filter(|c| matches!(problem.choice(*c), Choice::Bundle(_))).collect();
+    let new_bundles: BTreeSet<ChoiceId> = chosen
+        .iter()
+        .copied()
+        .filter(|c| matches!(problem.choice(*c), Choice::Bundle(_)))
+        .collect();
 
     // Edges dependent -> dependency, from the first chosen alternative of each clause.
     let mut needs: BTreeMap<ChoiceId, BTreeSet<ChoiceId>> = BTreeMap::new();
@@ -83,12 +92,23 @@ pub fn build(problem: &OlmProblem<'_>, targets: &[Target], chosen: &[ChoiceId]) 
             continue;
         }
         for clause in problem.requirements(dependent) {
-            let Some(dependency) = clause.alternatives.iter().copied().find(|a| is_chosen(*a)).map(provider_of) else { continue };
+            let Some(dependency) = clause
+                .alternatives
+                .iter()
+                .copied()
+                .find(|a| is_chosen(*a))
+                .map(provider_of)
+            else {
+                continue;
+            };
             if dependency == dependent {
                 continue;
             }
             needs.entry(dependent).or_default().insert(dependency);
-            needed_by.entry(dependency).or_default().insert(choice_name(problem, dependent));
+            needed_by
+                .entry(dependency)
+                .or_default()
+                .insert(choice_name(problem, dependent));
         }
     }
 
@@ -96,18 +116,34 @@ pub fn build(problem: &OlmProblem<'_>, targets: &[Target], chosen: &[ChoiceId]) 
     let mut subscribed: BTreeMap<ChoiceId, &Target> = BTreeMap::new();
     for target in targets {
         let sub = &problem.namespace.subscriptions[target.subscription];
-        let installed = target.installed.map(|i| problem.choice_id(Choice::Installed(i)));
-        let to = target.candidates.iter().map(|b| problem.choice_id(Choice::Bundle(*b))).find(|c| chosen_set.contains(c));
+        let installed = target
+            .installed
+            .map(|i| problem.choice_id(Choice::Installed(i)));
+        let to = target
+            .candidates
+            .iter()
+            .map(|b| problem.choice_id(Choice::Bundle(*b)))
+            .find(|c| chosen_set.contains(c));
         let outcome = match (installed, to) {
-            (Some(i), Some(to)) => Outcome::Upgrade { from: choice_name(problem, i), to: choice_name(problem, to) },
-            (None, Some(to)) => Outcome::Install { bundle: choice_name(problem, to) },
-            (Some(i), None) => Outcome::AtLatestKnown { csv: choice_name(problem, i) },
+            (Some(i), Some(to)) => Outcome::Upgrade {
+                from: choice_name(problem, i),
+                to: choice_name(problem, to),
+            },
+            (None, Some(to)) => Outcome::Install {
+                bundle: choice_name(problem, to),
+            },
+            (Some(i), None) => Outcome::AtLatestKnown {
+                csv: choice_name(problem, i),
+            },
             (None, None) => unreachable!("a satisfied subscription has a chosen candidate"),
         };
         if let Some(to) = to {
             subscribed.insert(to, target);
         }
-        plan.subscriptions.push(SubscriptionResult { subscription: sub.name.clone(), outcome });
+        plan.subscriptions.push(SubscriptionResult {
+            subscription: sub.name.clone(),
+            outcome,
+        });
     }
 
     // Install order: each subscription's bundle after its dependencies, depth first.
@@ -115,7 +151,12 @@ pub fn build(problem: &OlmProblem<'_>, targets: &[Target], chosen: &[ChoiceId]) 
     let mut visited: HashSet<ChoiceId> = HashSet::new();
     let roots: Vec<ChoiceId> = targets
         .iter()
-        .filter_map(|t| subscribed.iter().find(|(_, s)| s.subscription == t.subscription).map(|(c, _)| *c))
+        .filter_map(|t| {
+            subscribed
+                .iter()
+                .find(|(_, s)| s.subscription == t.subscription)
+                .map(|(c, _)| *c)
+        })
         .chain(new_bundles.iter().copied())
         .collect();
     for root in roots {
@@ -123,30 +164,62 @@ pub fn build(problem: &OlmProblem<'_>, targets: &[Target], chosen: &[ChoiceId]) 
     }
 
     for c in order {
-        let Choice::Bundle(b) = problem.choice(c) else { continue };
+        let Choice::Bundle(b) = problem.choice(c) else {
+            continue;
+        };
         let bundle = &problem.index.bundles[b];
         let catalog = &problem.index.catalogs[bundle.catalog].source;
         let (channel, reason, replaces) = match subscribed.get(&c) {
             Some(target) => {
                 let sub = &problem.namespace.subscriptions[target.subscription];
-                let replaces = target.installed.map(|i| problem.namespace.installed[i].name.clone());
-                (target.channel.clone(), Reason::Subscribed { subscription: sub.name.clone() }, replaces)
+                let replaces = target
+                    .installed
+                    .map(|i| problem.namespace.installed[i].name.clone());
+                (
+                    target.channel.clone(),
+                    Reason::Subscribed {
+                        subscription: sub.name.clone(),
+                    },
+                    replaces,
+                )
             }
             None => {
-                let channel = bundle.channel.as_ref().map(|(c, _)| c.clone()).unwrap_or_default();
-                let generated_subscription = generated_subscription_name(&bundle.package, &channel, &catalog.name, &catalog.namespace);
-                (channel, Reason::Dependency { generated_subscription }, None)
+                let channel = bundle
+                    .channel
+                    .as_ref()
+                    .map(|(c, _)| c.clone())
+                    .unwrap_or_default();
+                let generated_subscription = generated_subscription_name(
+                    &bundle.package,
+                    &channel,
+                    &catalog.name,
+                    &catalog.namespace,
+                );
+                (
+                    channel,
+                    Reason::Dependency {
+                        generated_subscription,
+                    },
+                    None,
+                )
             }
         };
         plan.steps.push(Step {
             package: bundle.package.clone(),
             bundle: bundle.name.clone(),
-            version: bundle.version.as_ref().map(ToString::to_string).unwrap_or_default(),
+            version: bundle
+                .version
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
             catalog: catalog.name.clone(),
             catalog_namespace: catalog.namespace.clone(),
             channel,
             replaces,
-            dependency_of: needed_by.get(&c).map(|s| s.iter().cloned().collect()).unwrap_or_default(),
+            dependency_of: needed_by
+                .get(&c)
+                .map(|s| s.iter().cloned().collect())
+                .unwrap_or_default(),
             reason,
         });
     }
@@ -180,19 +253,34 @@ fn choice_name(problem: &OlmProblem<'_>, c: ChoiceId) -> String {
 impl fmt::Display for Step {
     /// One line: what, from where, and why.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let verb = if self.replaces.is_some() { "upgrade to" } else { "install" };
+        let verb = if self.replaces.is_some() {
+            "upgrade to"
+        } else {
+            "install"
+        };
         write!(
             f,
             "{verb} {} ({} {}) from catalog {}/{} channel {}: ",
-            self.bundle, self.package, self.version, self.catalog_namespace, self.catalog, self.channel
+            self.bundle,
+            self.package,
+            self.version,
+            self.catalog_namespace,
+            self.catalog,
+            self.channel
         )?;
         match &self.reason {
             Reason::Subscribed { subscription } => match &self.replaces {
                 Some(old) => write!(f, "subscription {subscription}, replacing {old}"),
                 None => write!(f, "subscription {subscription}"),
             },
-            Reason::Dependency { generated_subscription } => {
-                write!(f, "dependency of {} (generated subscription {generated_subscription})", self.dependency_of.join(", "))
+            Reason::Dependency {
+                generated_subscription,
+            } => {
+                write!(
+                    f,
+                    "dependency of {} (generated subscription {generated_subscription})",
+                    self.dependency_of.join(", ")
+                )
             }
         }
     }

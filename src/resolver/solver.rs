@@ -8,8 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 
 use resolvo::{
-    Candidates, Condition, ConditionId, ConditionalRequirement, Dependencies, DependencyProvider, Interner, KnownDependencies, NameId,
-    Problem as ResolvoProblem, Requirement, SolvableId, SolverCache, StringId, UnsolvableOrCancelled, VersionSetId, VersionSetUnionId,
+    Candidates, Condition, ConditionId, ConditionalRequirement, Dependencies, DependencyProvider,
+    Interner, KnownDependencies, NameId, Problem as ResolvoProblem, Requirement, SolvableId,
+    SolverCache, StringId, UnsolvableOrCancelled, VersionSetId, VersionSetUnionId,
 };
 
 pub type ChoiceId = u32;
@@ -50,7 +51,11 @@ pub struct Unsatisfiable {
 pub trait Solver {
     /// Chooses at most one member per group such that every mandatory clause and every
     /// requirement of a chosen choice holds, preferring earlier alternatives.
-    fn solve(&self, problem: &dyn Problem, mandatory: Vec<Clause>) -> Result<Vec<ChoiceId>, Unsatisfiable>;
+    fn solve(
+        &self,
+        problem: &dyn Problem,
+        mandatory: Vec<Clause>,
+    ) -> Result<Vec<ChoiceId>, Unsatisfiable>;
 }
 
 /// [`Solver`] backed by resolvo's CDCL solver.
@@ -58,20 +63,30 @@ pub trait Solver {
 pub struct ResolvoSolver;
 
 impl Solver for ResolvoSolver {
-    fn solve(&self, problem: &dyn Problem, mandatory: Vec<Clause>) -> Result<Vec<ChoiceId>, Unsatisfiable> {
-        let provider = Provider { problem, state: RefCell::default() };
+    fn solve(
+        &self,
+        problem: &dyn Problem,
+        mandatory: Vec<Clause>,
+    ) -> Result<Vec<ChoiceId>, Unsatisfiable> {
+        let provider = Provider {
+            problem,
+            state: RefCell::default(),
+        };
         let requirements = mandatory.iter().map(|c| provider.requirement(c)).collect();
         let mut solver = resolvo::Solver::new(provider);
         match solver.solve(ResolvoProblem::new().requirements(requirements)) {
             Ok(solution) => {
-                let mut chosen: Vec<ChoiceId> = solution.into_iter().map(SolvableId::into_raw).collect();
+                let mut chosen: Vec<ChoiceId> =
+                    solution.into_iter().map(SolvableId::into_raw).collect();
                 chosen.sort_unstable();
                 Ok(chosen)
             }
-            Err(UnsolvableOrCancelled::Unsolvable(conflict)) => {
-                Err(Unsatisfiable { detail: conflict.display_user_friendly(&solver).to_string() })
-            }
-            Err(UnsolvableOrCancelled::Cancelled(_)) => Err(Unsatisfiable { detail: "resolution was cancelled".into() }),
+            Err(UnsolvableOrCancelled::Unsolvable(conflict)) => Err(Unsatisfiable {
+                detail: conflict.display_user_friendly(&solver).to_string(),
+            }),
+            Err(UnsolvableOrCancelled::Cancelled(_)) => Err(Unsatisfiable {
+                detail: "resolution was cancelled".into(),
+            }),
         }
     }
 }
@@ -112,7 +127,14 @@ impl Provider<'_> {
         let mut state = self.state.borrow_mut();
         if clause.alternatives.is_empty() {
             let name = push_name(&mut state, NameKind::Unsatisfiable(clause.label.clone()));
-            let id = push_version_set(&mut state, VersionSet { name, label: String::new(), members: Vec::new() });
+            let id = push_version_set(
+                &mut state,
+                VersionSet {
+                    name,
+                    label: String::new(),
+                    members: Vec::new(),
+                },
+            );
             return Requirement::Single(id).into();
         }
         // One version set per group, in the order each group first appears.
@@ -128,7 +150,14 @@ impl Provider<'_> {
             .into_iter()
             .map(|(group, members)| {
                 let name = name_of_group(&mut state, group);
-                push_version_set(&mut state, VersionSet { name, label: clause.label.clone(), members })
+                push_version_set(
+                    &mut state,
+                    VersionSet {
+                        name,
+                        label: clause.label.clone(),
+                        members,
+                    },
+                )
             })
             .collect();
         if ids.len() == 1 {
@@ -174,7 +203,10 @@ impl Interner for Provider<'_> {
     }
 
     fn display_merged_solvables(&self, solvables: &[SolvableId]) -> impl Display + '_ {
-        let mut names: Vec<String> = solvables.iter().map(|s| self.problem.describe_choice(s.into_raw())).collect();
+        let mut names: Vec<String> = solvables
+            .iter()
+            .map(|s| self.problem.describe_choice(s.into_raw()))
+            .collect();
         names.sort();
         names.dedup();
         names.join(" | ")
@@ -188,7 +220,9 @@ impl Interner for Provider<'_> {
     }
 
     fn display_version_set(&self, version_set: VersionSetId) -> impl Display + '_ {
-        self.state.borrow().version_sets[version_set.0 as usize].label.clone()
+        self.state.borrow().version_sets[version_set.0 as usize]
+            .label
+            .clone()
     }
 
     fn display_string(&self, string_id: StringId) -> impl Display + '_ {
@@ -204,8 +238,13 @@ impl Interner for Provider<'_> {
         name_of_group(&mut self.state.borrow_mut(), group)
     }
 
-    fn version_sets_in_union(&self, union: VersionSetUnionId) -> impl Iterator<Item = VersionSetId> {
-        self.state.borrow().unions[union.0 as usize].clone().into_iter()
+    fn version_sets_in_union(
+        &self,
+        union: VersionSetUnionId,
+    ) -> impl Iterator<Item = VersionSetId> {
+        self.state.borrow().unions[union.0 as usize]
+            .clone()
+            .into_iter()
     }
 
     fn resolve_condition(&self, _condition: ConditionId) -> Condition {
@@ -216,15 +255,28 @@ impl Interner for Provider<'_> {
 impl DependencyProvider for Provider<'_> {
     /// Keeps the version set's own preference order: resolvo's `sort_candidates` cannot
     /// see which requirement it sorts for, and preference depends on the dependent.
-    async fn filter_candidates(&self, candidates: &[SolvableId], version_set: VersionSetId, inverse: bool) -> Vec<SolvableId> {
+    async fn filter_candidates(
+        &self,
+        candidates: &[SolvableId],
+        version_set: VersionSetId,
+        inverse: bool,
+    ) -> Vec<SolvableId> {
         let state = self.state.borrow();
         let members = &state.version_sets[version_set.0 as usize].members;
         if inverse {
             let wanted: HashSet<SolvableId> = members.iter().copied().collect();
-            candidates.iter().copied().filter(|c| !wanted.contains(c)).collect()
+            candidates
+                .iter()
+                .copied()
+                .filter(|c| !wanted.contains(c))
+                .collect()
         } else {
             let offered: HashSet<SolvableId> = candidates.iter().copied().collect();
-            members.iter().copied().filter(|m| offered.contains(m)).collect()
+            members
+                .iter()
+                .copied()
+                .filter(|m| offered.contains(m))
+                .collect()
         }
     }
 
@@ -234,16 +286,32 @@ impl DependencyProvider for Provider<'_> {
             NameKind::Unsatisfiable(_) => return Some(Candidates::default()),
         };
         let Members { choices, excluded } = self.problem.members(group);
-        let mut candidates: Vec<SolvableId> = choices.into_iter().map(SolvableId::from_raw).collect();
+        let mut candidates: Vec<SolvableId> =
+            choices.into_iter().map(SolvableId::from_raw).collect();
         candidates.extend(excluded.iter().map(|(c, _)| SolvableId::from_raw(*c)));
-        let excluded = excluded.into_iter().map(|(c, why)| (SolvableId::from_raw(c), self.intern_string(why))).collect();
-        Some(Candidates { candidates, excluded, ..Candidates::default() })
+        let excluded = excluded
+            .into_iter()
+            .map(|(c, why)| (SolvableId::from_raw(c), self.intern_string(why)))
+            .collect();
+        Some(Candidates {
+            candidates,
+            excluded,
+            ..Candidates::default()
+        })
     }
 
     async fn sort_candidates(&self, _solver: &SolverCache<Self>, _solvables: &mut [SolvableId]) {}
 
     async fn get_dependencies(&self, solvable: SolvableId) -> Dependencies {
-        let requirements = self.problem.requirements(solvable.into_raw()).iter().map(|c| self.requirement(c)).collect();
-        Dependencies::Known(KnownDependencies { requirements, constrains: Vec::new() })
+        let requirements = self
+            .problem
+            .requirements(solvable.into_raw())
+            .iter()
+            .map(|c| self.requirement(c))
+            .collect();
+        Dependencies::Known(KnownDependencies {
+            requirements,
+            constrains: Vec::new(),
+        })
     }
 }

@@ -20,20 +20,39 @@ pub struct Target {
     pub candidates: Vec<BundleId>,
 }
 
-pub fn target(index: &CatalogIndex, namespace: &Namespace, subscription: usize) -> Result<Target, ResolveError> {
+pub fn target(
+    index: &CatalogIndex,
+    namespace: &Namespace,
+    subscription: usize,
+) -> Result<Target, ResolveError> {
     let sub = &namespace.subscriptions[subscription];
     let name = || sub.name.clone();
-    let catalog = index.catalog_id(&sub.source).ok_or_else(|| SubscriptionError::UnknownCatalog {
-        subscription: name(),
-        catalog: sub.source.clone(),
-        known: index.catalogs.iter().map(|c| c.source.to_string()).collect::<Vec<_>>().join(", "),
-    })?;
-    let package = index.catalogs[catalog].packages.get(&sub.package).ok_or_else(|| SubscriptionError::PackageNotFound {
-        subscription: name(),
-        package: sub.package.clone(),
-        catalog: sub.source.clone(),
-    })?;
-    let channel = if sub.channel.is_empty() { package.default_channel.clone() } else { sub.channel.clone() };
+    let catalog =
+        index
+            .catalog_id(&sub.source)
+            .ok_or_else(|| SubscriptionError::UnknownCatalog {
+                subscription: name(),
+                catalog: sub.source.clone(),
+                known: index
+                    .catalogs
+                    .iter()
+                    .map(|c| c.source.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+    let package = index.catalogs[catalog]
+        .packages
+        .get(&sub.package)
+        .ok_or_else(|| SubscriptionError::PackageNotFound {
+            subscription: name(),
+            package: sub.package.clone(),
+            catalog: sub.source.clone(),
+        })?;
+    let channel = if sub.channel.is_empty() {
+        package.default_channel.clone()
+    } else {
+        sub.channel.clone()
+    };
     if channel.is_empty() {
         return Err(SubscriptionError::NoDefaultChannel {
             subscription: name(),
@@ -43,17 +62,33 @@ pub fn target(index: &CatalogIndex, namespace: &Namespace, subscription: usize) 
         .into());
     }
     let graph = channel_graph(sub, package, &channel)?;
-    let installed = namespace.installed.iter().position(|csv| csv.package == sub.package);
-    let usable = |entry: &str| package.bundles.get(entry).copied().filter(|b| index.bundles[*b].usable());
+    let installed = namespace
+        .installed
+        .iter()
+        .position(|csv| csv.package == sub.package);
+    let usable = |entry: &str| {
+        package
+            .bundles
+            .get(entry)
+            .copied()
+            .filter(|b| index.bundles[*b].usable())
+    };
 
     let candidates: Vec<BundleId> = match installed {
         Some(i) => {
             let csv = &namespace.installed[i];
-            graph.upgrades_from(&csv.name, &csv.version).filter_map(|e| usable(&e.name)).collect()
+            graph
+                .upgrades_from(&csv.name, &csv.version)
+                .filter_map(|e| usable(&e.name))
+                .collect()
         }
         None => match &sub.starting_csv {
             Some(csv) => vec![starting_bundle(index, sub, package, graph, &channel, csv)?],
-            None => graph.installable().iter().filter_map(|e| usable(&e.name)).collect(),
+            None => graph
+                .installable()
+                .iter()
+                .filter_map(|e| usable(&e.name))
+                .collect(),
         },
     };
     if installed.is_none() && candidates.is_empty() {
@@ -61,7 +96,11 @@ pub fn target(index: &CatalogIndex, namespace: &Namespace, subscription: usize) 
             .installable()
             .iter()
             .map(|e| match package.bundles.get(&e.name) {
-                Some(b) => format!("{}: {}", e.name, index.bundles[*b].unusable_reason().unwrap_or("unusable")),
+                Some(b) => format!(
+                    "{}: {}",
+                    e.name,
+                    index.bundles[*b].unusable_reason().unwrap_or("unusable")
+                ),
                 None => format!("{}: no olm.bundle with that name", e.name),
             })
             .collect();
@@ -74,17 +113,32 @@ pub fn target(index: &CatalogIndex, namespace: &Namespace, subscription: usize) 
         }
         .into());
     }
-    Ok(Target { subscription, catalog, channel, installed, candidates })
+    Ok(Target {
+        subscription,
+        catalog,
+        channel,
+        installed,
+        candidates,
+    })
 }
 
-fn channel_graph<'p>(sub: &Subscription, package: &'p PackageInfo, channel: &str) -> Result<&'p ChannelGraph, ResolveError> {
+fn channel_graph<'p>(
+    sub: &Subscription,
+    package: &'p PackageInfo,
+    channel: &str,
+) -> Result<&'p ChannelGraph, ResolveError> {
     let problem = match package.channels.get(channel) {
         None => SubscriptionError::ChannelNotFound {
             subscription: sub.name.clone(),
             package: sub.package.clone(),
             channel: channel.to_string(),
             catalog: sub.source.clone(),
-            available: package.channels.keys().cloned().collect::<Vec<_>>().join(", "),
+            available: package
+                .channels
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
         },
         Some(Err(problem)) => SubscriptionError::InvalidChannel {
             subscription: sub.name.clone(),
@@ -128,7 +182,10 @@ fn starting_bundle(
             .into(),
         });
     }
-    let bundle = *package.bundles.get(csv).ok_or_else(|| not_installable("the catalog has no olm.bundle with that name".into()))?;
+    let bundle = *package
+        .bundles
+        .get(csv)
+        .ok_or_else(|| not_installable("the catalog has no olm.bundle with that name".into()))?;
     match index.bundles[bundle].unusable_reason() {
         Some(why) => Err(not_installable(why.to_string())),
         None => Ok(bundle),

@@ -27,11 +27,21 @@ spec:
 "#;
     kubectl(&["apply", "-n", &ns.name, "-f", "-"], Some(manifest)).ok();
     kubectl(
-        &["wait", "-n", &ns.name, "--for=condition=Available", "--timeout=90s", "deployment/web"],
+        &[
+            "wait",
+            "-n",
+            &ns.name,
+            "--for=condition=Available",
+            "--timeout=90s",
+            "deployment/web",
+        ],
         None,
     )
     .ok();
-    let deployment = Api::<Deployment>::namespaced(client, &ns.name).get("web").await.unwrap();
+    let deployment = Api::<Deployment>::namespaced(client, &ns.name)
+        .get("web")
+        .await
+        .unwrap();
     let status = deployment.status.unwrap();
     assert_eq!(status.ready_replicas, Some(2), "{status:?}");
 }
@@ -43,7 +53,10 @@ async fn garbage_collector_deletes_owned_objects() {
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), &ns.name);
     let owner: ConfigMap =
         serde_json::from_value(serde_json::json!({"metadata": {"name": "owner"}})).unwrap();
-    let owner = config_maps.create(&PostParams::default(), &owner).await.unwrap();
+    let owner = config_maps
+        .create(&PostParams::default(), &owner)
+        .await
+        .unwrap();
     let child: ConfigMap = serde_json::from_value(serde_json::json!({
         "metadata": {
             "name": "child",
@@ -54,12 +67,29 @@ async fn garbage_collector_deletes_owned_objects() {
         }
     }))
     .unwrap();
-    config_maps.create(&PostParams::default(), &child).await.unwrap();
+    config_maps
+        .create(&PostParams::default(), &child)
+        .await
+        .unwrap();
 
-    config_maps.delete("owner", &DeleteParams::background()).await.unwrap();
-    eventually("the child ConfigMap to be garbage-collected", Duration::from_secs(60), || {
-        let config_maps = config_maps.clone();
-        async move { config_maps.get_opt("child").await.unwrap().is_none().then_some(()) }
-    })
+    config_maps
+        .delete("owner", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually(
+        "the child ConfigMap to be garbage-collected",
+        Duration::from_secs(60),
+        || {
+            let config_maps = config_maps.clone();
+            async move {
+                config_maps
+                    .get_opt("child")
+                    .await
+                    .unwrap()
+                    .is_none()
+                    .then_some(())
+            }
+        },
+    )
     .await;
 }

@@ -39,7 +39,13 @@ async fn crds_are_established_and_kubectl_get_prints_upstream_columns() {
     install_crds();
     for crd in OLM_CRDS {
         let established = kubectl(
-            &["get", "crd", crd, "-o", r#"jsonpath={.status.conditions[?(@.type=="Established")].status}"#],
+            &[
+                "get",
+                "crd",
+                crd,
+                "-o",
+                r#"jsonpath={.status.conditions[?(@.type=="Established")].status}"#,
+            ],
             None,
         )
         .ok();
@@ -51,7 +57,9 @@ async fn crds_are_established_and_kubectl_get_prints_upstream_columns() {
 
     // `ip` is upstream's short name too, but since Kubernetes 1.33 kubectl resolves `ip` to the
     // built-in networking.k8s.io IPAddress first, on any cluster; `installplan` is unambiguous.
-    let listing = kubectl(&["get", "csv,sub,installplan,catsrc,og", "-A"], None).ok().stdout();
+    let listing = kubectl(&["get", "csv,sub,installplan,catsrc,og", "-A"], None)
+        .ok()
+        .stdout();
     let headers: Vec<Vec<&str>> = listing
         .lines()
         .filter(|l| l.starts_with("NAMESPACE"))
@@ -60,7 +68,15 @@ async fn crds_are_established_and_kubectl_get_prints_upstream_columns() {
     assert_eq!(
         headers,
         vec![
-            vec!["NAMESPACE", "NAME", "DISPLAY", "VERSION", "RELEASE", "REPLACES", "PHASE"],
+            vec![
+                "NAMESPACE",
+                "NAME",
+                "DISPLAY",
+                "VERSION",
+                "RELEASE",
+                "REPLACES",
+                "PHASE"
+            ],
             vec!["NAMESPACE", "NAME", "PACKAGE", "SOURCE", "CHANNEL"],
             vec!["NAMESPACE", "NAME", "CSV", "APPROVAL", "APPROVED"],
             vec!["NAMESPACE", "NAME", "DISPLAY", "TYPE", "PUBLISHER", "AGE"],
@@ -72,23 +88,58 @@ async fn crds_are_established_and_kubectl_get_prints_upstream_columns() {
         let suffix = format!("/{name}");
         let line = listing
             .lines()
-            .find(|l| l.split_whitespace().nth(1).is_some_and(|n| n.ends_with(&suffix)))
+            .find(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .is_some_and(|n| n.ends_with(&suffix))
+            })
             .unwrap_or_else(|| panic!("{name} in {listing}"));
         line.split_whitespace().map(String::from).collect()
     };
-    assert_eq!(row("reverse-words.v0.2.0")[2..], ["Reverse", "Words", "0.2.0", "reverse-words.v0.1.0"]);
-    assert_eq!(row("demo-sub")[2..], ["reverse-words", "demo-catalog", "stable"]);
-    assert_eq!(row("install-abcde")[2..], ["reverse-words.v0.1.0", "Manual", "false"]);
-    assert_eq!(row("demo-catalog")[2..6], ["Demo", "Catalog", "grpc", "OLM-rs"]);
+    assert_eq!(
+        row("reverse-words.v0.2.0")[2..],
+        ["Reverse", "Words", "0.2.0", "reverse-words.v0.1.0"]
+    );
+    assert_eq!(
+        row("demo-sub")[2..],
+        ["reverse-words", "demo-catalog", "stable"]
+    );
+    assert_eq!(
+        row("install-abcde")[2..],
+        ["reverse-words.v0.1.0", "Manual", "false"]
+    );
+    assert_eq!(
+        row("demo-catalog")[2..6],
+        ["Demo", "Catalog", "grpc", "OLM-rs"]
+    );
 
     // The short names and the `olm` category work as upstream's do.
-    let by_category = kubectl(&["get", "olm", "-n", &ns.name, "-o", "name"], None).ok().stdout();
-    for kind in ["clusterserviceversion", "subscription", "installplan", "catalogsource", "operatorgroup"] {
-        assert!(by_category.contains(&format!("{kind}.operators.coreos.com/")), "{kind} in {by_category}");
+    let by_category = kubectl(&["get", "olm", "-n", &ns.name, "-o", "name"], None)
+        .ok()
+        .stdout();
+    for kind in [
+        "clusterserviceversion",
+        "subscription",
+        "installplan",
+        "catalogsource",
+        "operatorgroup",
+    ] {
+        assert!(
+            by_category.contains(&format!("{kind}.operators.coreos.com/")),
+            "{kind} in {by_category}"
+        );
     }
     // An OperatorGroup without spec is defaulted like upstream's.
     let strategy = kubectl(
-        &["get", "og", "demo-og", "-n", &ns.name, "-o", "jsonpath={.spec.upgradeStrategy}"],
+        &[
+            "get",
+            "og",
+            "demo-og",
+            "-n",
+            &ns.name,
+            "-o",
+            "jsonpath={.spec.upgradeStrategy}",
+        ],
         None,
     )
     .ok();
@@ -129,6 +180,10 @@ async fn invalid_objects_are_refused_with_the_api_servers_message() {
     for (manifest, message) in cases {
         let result = kubectl(&["apply", "-n", &ns.name, "-f", "-"], Some(manifest));
         assert!(!result.success(), "the API server accepted:\n{manifest}");
-        assert!(result.stderr().contains(message), "expected {message:?} in: {}", result.stderr());
+        assert!(
+            result.stderr().contains(message),
+            "expected {message:?} in: {}",
+            result.stderr()
+        );
     }
 }

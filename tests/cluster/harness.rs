@@ -44,7 +44,12 @@ impl Kubectl {
     }
     /// Panics with both streams when kubectl failed.
     pub fn ok(self) -> Self {
-        assert!(self.success(), "kubectl failed:\nstdout: {}\nstderr: {}", self.stdout(), self.stderr());
+        assert!(
+            self.success(),
+            "kubectl failed:\nstdout: {}\nstderr: {}",
+            self.stdout(),
+            self.stderr()
+        );
         self
     }
 }
@@ -55,21 +60,35 @@ pub fn kubectl(args: &[&str], stdin: Option<&str>) -> Kubectl {
     let mut child = Command::new("kubectl")
         .args(args)
         .env("KUBECONFIG", kubeconfig_path())
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("kubectl is on PATH");
     if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
     }
-    Kubectl { output: child.wait_with_output().unwrap() }
+    Kubectl {
+        output: child.wait_with_output().unwrap(),
+    }
 }
 
 pub async fn client() -> Client {
     let path = kubeconfig_path();
     let kubeconfig = Kubeconfig::read_from(&path).unwrap_or_else(|e| {
-        panic!("no test cluster kubeconfig at {}: {e}; start one with hack/cluster/up", path.display())
+        panic!(
+            "no test cluster kubeconfig at {}: {e}; start one with hack/cluster/up",
+            path.display()
+        )
     });
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
@@ -85,12 +104,33 @@ pub fn install_crds() {
 }
 
 fn install_crds_now() {
-    let crds = Command::new(olm_bin()).arg("crds").output().expect("olm crds runs");
-    assert!(crds.status.success(), "olm crds failed: {}", String::from_utf8_lossy(&crds.stderr));
+    let crds = Command::new(olm_bin())
+        .arg("crds")
+        .output()
+        .expect("olm crds runs");
+    assert!(
+        crds.status.success(),
+        "olm crds failed: {}",
+        String::from_utf8_lossy(&crds.stderr)
+    );
     let yaml = String::from_utf8(crds.stdout).unwrap();
-    kubectl(&["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&yaml)).ok();
+    kubectl(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&yaml),
+    )
+    .ok();
     for crd in OLM_CRDS {
-        kubectl(&["wait", "--for=condition=Established", "--timeout=60s", "crd", crd], None).ok();
+        kubectl(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd",
+                crd,
+            ],
+            None,
+        )
+        .ok();
     }
 }
 
@@ -113,10 +153,11 @@ impl TestNamespace {
         let unique = format!(
             "{:x}{:x}",
             std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed) + (std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_micros())
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+                + (std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .subsec_micros())
         );
         let mut name = format!("t-{test}-{unique}").replace('_', "-");
         name.truncate(63);
@@ -136,7 +177,16 @@ impl TestNamespace {
 impl Drop for TestNamespace {
     fn drop(&mut self) {
         // kubectl rather than the async client: Drop runs also while unwinding a panic.
-        let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false", "--ignore-not-found"], None);
+        let _ = kubectl(
+            &[
+                "delete",
+                "namespace",
+                &self.name,
+                "--wait=false",
+                "--ignore-not-found",
+            ],
+            None,
+        );
     }
 }
 
@@ -151,7 +201,10 @@ where
         if let Some(value) = check().await {
             return value;
         }
-        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

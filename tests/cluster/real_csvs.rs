@@ -21,7 +21,10 @@ fn csv_files(dir: &Path, found: &mut Vec<PathBuf>) {
     for path in entries {
         if path.is_dir() {
             csv_files(&path, found);
-        } else if path.to_string_lossy().ends_with(".clusterserviceversion.yaml") {
+        } else if path
+            .to_string_lossy()
+            .ends_with(".clusterserviceversion.yaml")
+        {
             found.push(path);
         }
     }
@@ -32,7 +35,9 @@ fn normalize(value: &Value) -> Value {
     match value {
         Value::Number(n) => serde_json::json!(n.as_f64()),
         Value::Array(items) => Value::Array(items.iter().map(normalize).collect()),
-        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), normalize(v))).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), normalize(v))).collect())
+        }
         other => other.clone(),
     }
 }
@@ -42,7 +47,11 @@ async fn every_real_csv_is_accepted_and_keeps_its_install_strategy() {
     install_crds();
     let mut files = Vec::new();
     csv_files(&crate::common::community_operators(), &mut files);
-    assert!(files.len() > 200, "expected the community-operators CSVs, found {}", files.len());
+    assert!(
+        files.len() > 200,
+        "expected the community-operators CSVs, found {}",
+        files.len()
+    );
 
     let client = client().await;
     let ns = TestNamespace::create(&client, "real-csvs").await;
@@ -96,5 +105,11 @@ async fn every_real_csv_is_accepted_and_keeps_its_install_strategy() {
         .filter_map(|failure| async move { failure })
         .collect()
         .await;
-    assert!(failures.is_empty(), "{} of {} CSVs failed:\n{}", failures.len(), files.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} CSVs failed:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
 }

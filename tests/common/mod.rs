@@ -9,7 +9,9 @@ pub fn repo() -> PathBuf {
 
 /// `../shared` beside the repo (CI's layout), or `$OLM_SHARED_DIR`.
 pub fn shared_dir() -> PathBuf {
-    std::env::var_os("OLM_SHARED_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared"))
+    std::env::var_os("OLM_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared"))
 }
 
 /// The real community-operators packages, one folder per package.

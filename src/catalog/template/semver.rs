@@ -36,8 +36,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use crate::catalog::fbc::{
-    Bundle, Channel, ChannelEntry, DeclarativeConfig, Icon, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA, PROP_PACKAGE, Package,
-    SCHEMA_CHANNEL, SCHEMA_PACKAGE,
+    Bundle, Channel, ChannelEntry, DeclarativeConfig, Icon, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA,
+    PROP_PACKAGE, Package, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
 };
 use crate::catalog::semver_range::blang_parse;
 
@@ -84,30 +84,75 @@ pub enum TemplateError {
     Syntax(String),
     #[error("semver template has schema {0:?}, expected \"olm.semver\"")]
     UnknownSchema(String),
-    #[error("semver template: unknown defaultChannelTypePreference {0:?}; valid values are \"major\" and \"minor\"")]
+    #[error(
+        "semver template: unknown defaultChannelTypePreference {0:?}; valid values are \"major\" and \"minor\""
+    )]
     UnknownPreference(String),
-    #[error("semver template: defaultChannelTypePreference is {preference:?} but {generate} is not set")]
-    PreferenceMismatch { preference: String, generate: &'static str },
+    #[error(
+        "semver template: defaultChannelTypePreference is {preference:?} but {generate} is not set"
+    )]
+    PreferenceMismatch {
+        preference: String,
+        generate: &'static str,
+    },
     #[error("semver template lists no bundles (candidate, fast and stable are all empty)")]
     NoBundles,
     #[error("bundle image {image:?}: {message}")]
     Resolve { image: String, message: String },
-    #[error("bundle images {first_image:?} and {second_image:?} both render to bundle {bundle:?}, with different content")]
-    ConflictingBundles { bundle: String, first_image: String, second_image: String },
-    #[error("bundle {bundle:?} (image {image:?}) has {count} olm.package properties, expected exactly 1")]
-    PackagePropertyCount { bundle: String, image: String, count: usize },
+    #[error(
+        "bundle images {first_image:?} and {second_image:?} both render to bundle {bundle:?}, with different content"
+    )]
+    ConflictingBundles {
+        bundle: String,
+        first_image: String,
+        second_image: String,
+    },
+    #[error(
+        "bundle {bundle:?} (image {image:?}) has {count} olm.package properties, expected exactly 1"
+    )]
+    PackagePropertyCount {
+        bundle: String,
+        image: String,
+        count: usize,
+    },
     #[error("bundle {bundle:?} (image {image:?}) has an invalid olm.package property: {message}")]
-    InvalidPackageProperty { bundle: String, image: String, message: String },
+    InvalidPackageProperty {
+        bundle: String,
+        image: String,
+        message: String,
+    },
     #[error("bundle {bundle:?} (image {image:?}) has invalid version {version:?}: {message}")]
-    InvalidVersion { bundle: String, image: String, version: String, message: String },
-    #[error("bundle {bundle:?} (image {image:?}) belongs to package {found:?}, but the template's bundles belong to package {expected:?}")]
-    PackageMismatch { bundle: String, image: String, found: String, expected: String },
+    InvalidVersion {
+        bundle: String,
+        image: String,
+        version: String,
+        message: String,
+    },
+    #[error(
+        "bundle {bundle:?} (image {image:?}) belongs to package {found:?}, but the template's bundles belong to package {expected:?}"
+    )]
+    PackageMismatch {
+        bundle: String,
+        image: String,
+        found: String,
+        expected: String,
+    },
     #[error("bundle {bundle:?} (image {image:?}) appears twice in {archetype}")]
-    DuplicateEntry { archetype: &'static str, bundle: String, image: String },
+    DuplicateEntry {
+        archetype: &'static str,
+        bundle: String,
+        image: String,
+    },
     #[error(
         "{archetype}: bundle {first:?} (version {first_version}) and bundle {second:?} (version {second_version}) have versions that differ only in build metadata, which cannot be ordered"
     )]
-    BuildMetadataConflict { archetype: &'static str, first: String, first_version: String, second: String, second_version: String },
+    BuildMetadataConflict {
+        archetype: &'static str,
+        first: String,
+        first_version: String,
+        second: String,
+        second_version: String,
+    },
 }
 
 /// Parses a template from YAML or JSON, checks `schema` and the channel-kind settings, and
@@ -120,7 +165,9 @@ pub fn parse(text: &str) -> Result<SemverTemplate, TemplateError> {
         // Like Go's yaml.Unmarshal, read the first document only.
         match serde_yaml::Deserializer::from_str(text).next() {
             None => Value::Null,
-            Some(doc) => Value::deserialize(doc).map_err(|e| TemplateError::Syntax(e.to_string()))?,
+            Some(doc) => {
+                Value::deserialize(doc).map_err(|e| TemplateError::Syntax(e.to_string()))?
+            }
         }
     };
     let mut template = SemverTemplate::from_value(value).map_err(TemplateError::Syntax)?;
@@ -153,7 +200,10 @@ pub fn render(
             if bundle_of_image.contains_key(image) {
                 continue;
             }
-            let bundle = resolve(image).map_err(|message| TemplateError::Resolve { image: image.into(), message })?;
+            let bundle = resolve(image).map_err(|message| TemplateError::Resolve {
+                image: image.into(),
+                message,
+            })?;
             let index = match bundles.iter().position(|b| b.name == bundle.name) {
                 Some(i) if bundles[i] == bundle => i,
                 Some(i) => {
@@ -185,12 +235,13 @@ pub fn render(
             let bundle = &bundles[bundle_of_image[entry.image.as_str()]];
             let image = entry.image.clone();
             let (package_name, version_text) = package_property(bundle, &image)?;
-            let version = blang_parse(&version_text).map_err(|message| TemplateError::InvalidVersion {
-                bundle: bundle.name.clone(),
-                image: image.clone(),
-                version: version_text.clone(),
-                message,
-            })?;
+            let version =
+                blang_parse(&version_text).map_err(|message| TemplateError::InvalidVersion {
+                    bundle: bundle.name.clone(),
+                    image: image.clone(),
+                    version: version_text.clone(),
+                    message,
+                })?;
             if package.is_empty() {
                 package = package_name;
             } else if package_name != package {
@@ -202,7 +253,11 @@ pub fn render(
                 });
             }
             if entries.iter().any(|(name, _)| *name == bundle.name) {
-                return Err(TemplateError::DuplicateEntry { archetype: archetype.name(), bundle: bundle.name.clone(), image });
+                return Err(TemplateError::DuplicateEntry {
+                    archetype: archetype.name(),
+                    bundle: bundle.name.clone(),
+                    image,
+                });
             }
             entries.push((bundle.name.clone(), version));
         }
@@ -213,16 +268,30 @@ pub fn render(
     let (mut channels, default_channel) = generate_channels(&package, &settings, versions);
     channels.sort_by(|a, b| a.name.cmp(&b.name));
 
-    let mut pkg = Package { schema: SCHEMA_PACKAGE.into(), name: package, default_channel, ..Default::default() };
+    let mut pkg = Package {
+        schema: SCHEMA_PACKAGE.into(),
+        name: package,
+        default_channel,
+        ..Default::default()
+    };
     populate_package_metadata(&mut pkg, &channels, &bundles);
 
     bundles.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(DeclarativeConfig { packages: vec![pkg], channels, bundles, ..Default::default() })
+    Ok(DeclarativeConfig {
+        packages: vec![pkg],
+        channels,
+        bundles,
+        ..Default::default()
+    })
 }
 
 impl SemverTemplate {
     fn archetypes(&self) -> [(Archetype, &ChannelBundles); 3] {
-        [(Archetype::Candidate, &self.candidate), (Archetype::Fast, &self.fast), (Archetype::Stable, &self.stable)]
+        [
+            (Archetype::Candidate, &self.candidate),
+            (Archetype::Fast, &self.fast),
+            (Archetype::Stable, &self.stable),
+        ]
     }
 
     /// opm's `readFile` checks and defaults.
@@ -238,12 +307,23 @@ impl SemverTemplate {
             PREFER_MINOR if minor => Kind::Minor,
             PREFER_MAJOR if major => Kind::Major,
             p @ (PREFER_MINOR | PREFER_MAJOR) => {
-                let generate = if p == PREFER_MINOR { "generateMinorChannels" } else { "generateMajorChannels" };
-                return Err(TemplateError::PreferenceMismatch { preference: p.into(), generate });
+                let generate = if p == PREFER_MINOR {
+                    "generateMinorChannels"
+                } else {
+                    "generateMajorChannels"
+                };
+                return Err(TemplateError::PreferenceMismatch {
+                    preference: p.into(),
+                    generate,
+                });
             }
             other => return Err(TemplateError::UnknownPreference(other.into())),
         };
-        Ok(Settings { major, minor, preference })
+        Ok(Settings {
+            major,
+            minor,
+            preference,
+        })
     }
 
     fn from_value(value: Value) -> Result<Self, String> {
@@ -260,7 +340,12 @@ impl SemverTemplate {
                 "stable",
             ],
         )?;
-        let mut archetype = |name: &str| fields.remove(name).map(|v| ChannelBundles::from_value(v, name)).transpose();
+        let mut archetype = |name: &str| {
+            fields
+                .remove(name)
+                .map(|v| ChannelBundles::from_value(v, name))
+                .transpose()
+        };
         let candidate = archetype("candidate")?.unwrap_or_default();
         let fast = archetype("fast")?.unwrap_or_default();
         let stable = archetype("stable")?.unwrap_or_default();
@@ -268,7 +353,10 @@ impl SemverTemplate {
             schema: string_field(&mut fields, "schema")?,
             generate_major_channels: bool_field(&mut fields, "generateMajorChannels")?,
             generate_minor_channels: bool_field(&mut fields, "generateMinorChannels")?,
-            default_channel_type_preference: string_field(&mut fields, "defaultChannelTypePreference")?,
+            default_channel_type_preference: string_field(
+                &mut fields,
+                "defaultChannelTypePreference",
+            )?,
             candidate,
             fast,
             stable,
@@ -285,10 +373,17 @@ impl ChannelBundles {
                 .into_iter()
                 .map(|item| {
                     let mut f = fields_of(item, &format!("{archetype}.bundles[]"), &["image"])?;
-                    Ok(BundleEntry { image: string_field(&mut f, "image")? })
+                    Ok(BundleEntry {
+                        image: string_field(&mut f, "image")?,
+                    })
                 })
                 .collect::<Result<_, String>>()?,
-            Some(other) => return Err(format!("{archetype}.bundles must be a list, not {}", kind_of(&other))),
+            Some(other) => {
+                return Err(format!(
+                    "{archetype}.bundles must be a list, not {}",
+                    kind_of(&other)
+                ));
+            }
         };
         Ok(ChannelBundles { bundles })
     }
@@ -302,21 +397,29 @@ impl<'de> Deserialize<'de> for SemverTemplate {
 
 impl<'de> Deserialize<'de> for ChannelBundles {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        ChannelBundles::from_value(Value::deserialize(d)?, "channel").map_err(serde::de::Error::custom)
+        ChannelBundles::from_value(Value::deserialize(d)?, "channel")
+            .map_err(serde::de::Error::custom)
     }
 }
 
 impl<'de> Deserialize<'de> for BundleEntry {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut f = fields_of(Value::deserialize(d)?, "bundle", &["image"]).map_err(serde::de::Error::custom)?;
-        Ok(BundleEntry { image: string_field(&mut f, "image").map_err(serde::de::Error::custom)? })
+        let mut f = fields_of(Value::deserialize(d)?, "bundle", &["image"])
+            .map_err(serde::de::Error::custom)?;
+        Ok(BundleEntry {
+            image: string_field(&mut f, "image").map_err(serde::de::Error::custom)?,
+        })
     }
 }
 
 /// The fields of a JSON object as Go's `encoding/json` sees them for a struct: keys match
 /// field names exactly or case-insensitively, unknown keys are an error (strict decoding),
 /// `null` leaves a field unset, and a `null` object is an empty one.
-fn fields_of(value: Value, what: &str, names: &[&'static str]) -> Result<HashMap<&'static str, Value>, String> {
+fn fields_of(
+    value: Value,
+    what: &str,
+    names: &[&'static str],
+) -> Result<HashMap<&'static str, Value>, String> {
     let object = match value {
         Value::Null => Map::new(),
         Value::Object(o) => o,
@@ -348,7 +451,10 @@ fn bool_field(fields: &mut HashMap<&'static str, Value>, name: &str) -> Result<b
     match fields.remove(name) {
         None => Ok(false),
         Some(Value::Bool(b)) => Ok(b),
-        Some(other) => Err(format!("{name} must be true or false, not {}", kind_of(&other))),
+        Some(other) => Err(format!(
+            "{name} must be true or false, not {}",
+            kind_of(&other)
+        )),
     }
 }
 
@@ -422,14 +528,27 @@ fn package_property(bundle: &Bundle, image: &str) -> Result<(String, String), Te
     };
     let object = match values[0] {
         Value::Object(o) => o,
-        other => return Err(invalid(format!("value must be a mapping, not {}", kind_of(other)))),
+        other => {
+            return Err(invalid(format!(
+                "value must be a mapping, not {}",
+                kind_of(other)
+            )));
+        }
     };
     let field = |name: &str| -> Result<String, TemplateError> {
-        let v = object.get(name).or_else(|| object.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v));
+        let v = object.get(name).or_else(|| {
+            object
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v)
+        });
         match v {
             None | Some(Value::Null) => Ok(String::new()),
             Some(Value::String(s)) => Ok(s.clone()),
-            Some(other) => Err(invalid(format!("{name} must be a string, not {}", kind_of(other)))),
+            Some(other) => Err(invalid(format!(
+                "{name} must be a string, not {}",
+                kind_of(other)
+            ))),
         }
     };
     Ok((field("packageName")?, field("version")?))
@@ -437,9 +556,15 @@ fn package_property(bundle: &Bundle, image: &str) -> Result<(String, String), Te
 
 /// opm's `withoutBuildMetadataConflict`: two bundles of one archetype whose versions are
 /// equal once build metadata is dropped cannot be ordered.
-fn check_build_metadata(archetype: Archetype, entries: &[(String, Version)]) -> Result<(), TemplateError> {
+fn check_build_metadata(
+    archetype: Archetype,
+    entries: &[(String, Version)],
+) -> Result<(), TemplateError> {
     for (i, (second, second_version)) in entries.iter().enumerate() {
-        if let Some((first, first_version)) = entries[..i].iter().find(|(_, v)| v.cmp_precedence(second_version).is_eq()) {
+        if let Some((first, first_version)) = entries[..i]
+            .iter()
+            .find(|(_, v)| v.cmp_precedence(second_version).is_eq())
+        {
             return Err(TemplateError::BuildMetadataConflict {
                 archetype: archetype.name(),
                 first: first.clone(),
@@ -513,16 +638,27 @@ fn generate_channels(
         for (name, version) in bundles {
             let mut kinds = Vec::with_capacity(2);
             if settings.major {
-                kinds.push((Kind::Major, format!("{}-v{}", archetype.name(), version.major)));
+                kinds.push((
+                    Kind::Major,
+                    format!("{}-v{}", archetype.name(), version.major),
+                ));
             }
             if settings.minor {
-                kinds.push((Kind::Minor, format!("{}-v{}.{}", archetype.name(), version.major, version.minor)));
+                kinds.push((
+                    Kind::Minor,
+                    format!("{}-v{}.{}", archetype.name(), version.major, version.minor),
+                ));
             }
             for (kind, channel_name) in kinds {
                 let channel = match channel_index.get(&channel_name) {
                     Some(&i) => i,
                     None => {
-                        let candidate = Highwater { archetype, kind, version: version.clone(), name: channel_name.clone() };
+                        let candidate = Highwater {
+                            archetype,
+                            kind,
+                            version: version.clone(),
+                            name: channel_name.clone(),
+                        };
                         if candidate.gt(&highwater, settings.preference) {
                             highwater = candidate;
                         }
@@ -536,9 +672,19 @@ fn generate_channels(
                         channels.len() - 1
                     }
                 };
-                channels[channel].entries.push(ChannelEntry { name: name.clone(), ..Default::default() });
+                channels[channel].entries.push(ChannelEntry {
+                    name: name.clone(),
+                    ..Default::default()
+                });
                 let index = channels[channel].entries.len() - 1;
-                placed.push(Placed { archetype, kind, channel, index, name: name.clone(), version: version.clone() });
+                placed.push(Placed {
+                    archetype,
+                    kind,
+                    channel,
+                    index,
+                    name: name.clone(),
+                    version: version.clone(),
+                });
             }
         }
     }
@@ -559,14 +705,15 @@ fn link(channels: &mut [Channel], mut entries: Vec<Placed>) {
             .then(a.version.cmp_precedence(&b.version))
     });
 
-    let finalize = |channels: &mut [Channel], at: &Placed, replaces: &str, skips: &BTreeSet<String>| {
-        let entry = &mut channels[at.channel].entries[at.index];
-        entry.replaces = replaces.to_string();
-        let skips: Vec<String> = skips.iter().filter(|s| *s != replaces).cloned().collect();
-        if !skips.is_empty() {
-            entry.skips = skips;
-        }
-    };
+    let finalize =
+        |channels: &mut [Channel], at: &Placed, replaces: &str, skips: &BTreeSet<String>| {
+            let entry = &mut channels[at.channel].entries[at.index];
+            entry.replaces = replaces.to_string();
+            let skips: Vec<String> = skips.iter().filter(|s| *s != replaces).cloned().collect();
+            if !skips.is_empty() {
+                entry.skips = skips;
+            }
+        };
 
     let mut prev_z_max = String::new();
     let mut skips: BTreeSet<String> = BTreeSet::new();
@@ -575,7 +722,8 @@ fn link(channels: &mut [Channel], mut entries: Vec<Placed>) {
         let arch_change = prev.archetype != cur.archetype;
         let kind_change = prev.kind != cur.kind;
         let x_change = prev.version.major != cur.version.major;
-        let y_change = (prev.version.major, prev.version.minor) != (cur.version.major, cur.version.minor);
+        let y_change =
+            (prev.version.major, prev.version.minor) != (cur.version.major, cur.version.minor);
 
         if arch_change || kind_change || x_change || y_change {
             finalize(channels, prev, &prev_z_max, &skips);
@@ -603,7 +751,11 @@ fn link(channels: &mut [Channel], mut entries: Vec<Placed>) {
 /// opm's `populatePackageMetadata`: description and icon from the CSV of the default
 /// channel's head (last) entry.
 fn populate_package_metadata(pkg: &mut Package, channels: &[Channel], bundles: &[Bundle]) {
-    let Some(head) = channels.iter().find(|c| c.name == pkg.default_channel).and_then(|c| c.entries.last()) else {
+    let Some(head) = channels
+        .iter()
+        .find(|c| c.name == pkg.default_channel)
+        .and_then(|c| c.entries.last())
+    else {
         return;
     };
     let Some(bundle) = bundles.iter().find(|b| b.name == head.name) else {
@@ -612,7 +764,9 @@ fn populate_package_metadata(pkg: &mut Package, channels: &[Channel], bundles: &
     match bundle_csv(bundle) {
         Some(csv) => {
             // A missing, null or malformed spec has neither description nor icon.
-            let Some(Value::Object(spec)) = csv.get("spec") else { return };
+            let Some(Value::Object(spec)) = csv.get("spec") else {
+                return;
+            };
             if let Some(Value::String(description)) = spec.get("description")
                 && !description.is_empty()
             {
@@ -624,9 +778,11 @@ fn populate_package_metadata(pkg: &mut Package, channels: &[Channel], bundles: &
         }
         None => {
             // Without the CSV object, olm.csv.metadata still carries the description.
-            let description = bundle
-                .properties_of(PROP_CSV_METADATA)
-                .find_map(|m| m.get("description").and_then(Value::as_str).map(str::to_string));
+            let description = bundle.properties_of(PROP_CSV_METADATA).find_map(|m| {
+                m.get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            });
             if let Some(description) = description.filter(|d| !d.is_empty()) {
                 pkg.description = description;
             }
@@ -641,7 +797,8 @@ fn bundle_csv(bundle: &Bundle) -> Option<Value> {
         let object: Value = serde_json::from_slice(&bytes)
             .ok()
             .or_else(|| serde_yaml::from_slice(&bytes).ok())?;
-        (object.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion")).then_some(object)
+        (object.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion"))
+            .then_some(object)
     })
 }
 
@@ -660,7 +817,10 @@ fn first_icon(icons: Option<&Value>) -> Option<Icon> {
             _ => return None,
         };
         let mut take = |name: &str| {
-            let key = fields.keys().find(|k| *k == name || k.eq_ignore_ascii_case(name)).cloned();
+            let key = fields
+                .keys()
+                .find(|k| *k == name || k.eq_ignore_ascii_case(name))
+                .cloned();
             key.and_then(|k| fields.remove(&k))
         };
         let mediatype = match take("mediatype") {
@@ -673,7 +833,10 @@ fn first_icon(icons: Option<&Value>) -> Option<Icon> {
             Some(Value::String(s)) => decode_go_base64(&s)?,
             Some(_) => return None,
         };
-        decoded.push(Icon { base64data: general_purpose::STANDARD.encode(data), mediatype });
+        decoded.push(Icon {
+            base64data: general_purpose::STANDARD.encode(data),
+            mediatype,
+        });
     }
     decoded.into_iter().next()
 }
@@ -681,8 +844,10 @@ fn first_icon(icons: Option<&Value>) -> Option<Icon> {
 /// Go's `encoding/json` decoding of `[]byte`: padded standard base64, newlines ignored,
 /// non-zero trailing bits tolerated.
 fn decode_go_base64(s: &str) -> Option<Vec<u8>> {
-    const GO_STD: GeneralPurpose =
-        GeneralPurpose::new(&base64::alphabet::STANDARD, GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true));
+    const GO_STD: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+    );
     let cleaned: String = s.chars().filter(|c| *c != '\r' && *c != '\n').collect();
     GO_STD.decode(cleaned).ok()
 }
@@ -699,7 +864,10 @@ mod tests {
             name: format!("{pkg}.v{version}"),
             package: pkg.into(),
             image: image(pkg, version),
-            properties: vec![Property::new(PROP_PACKAGE, json!({ "packageName": pkg, "version": version }))],
+            properties: vec![Property::new(
+                PROP_PACKAGE,
+                json!({ "packageName": pkg, "version": version }),
+            )],
             related_images: vec![],
         }
     }
@@ -709,15 +877,26 @@ mod tests {
     }
 
     fn list(pkg: &str, versions: &[&str]) -> ChannelBundles {
-        ChannelBundles { bundles: versions.iter().map(|v| BundleEntry { image: image(pkg, v) }).collect() }
+        ChannelBundles {
+            bundles: versions
+                .iter()
+                .map(|v| BundleEntry {
+                    image: image(pkg, v),
+                })
+                .collect(),
+        }
     }
 
     /// A resolver that knows every version used by the templates below, and counts calls.
     fn fake_resolve(calls: &mut Vec<String>) -> impl FnMut(&str) -> Result<Bundle, String> + '_ {
         move |img: &str| {
             calls.push(img.to_string());
-            let rest = img.strip_prefix("quay.io/foo/olm:").ok_or_else(|| format!("unknown image {img}"))?;
-            let (pkg, version) = rest.split_once(".v").ok_or_else(|| format!("unknown image {img}"))?;
+            let rest = img
+                .strip_prefix("quay.io/foo/olm:")
+                .ok_or_else(|| format!("unknown image {img}"))?;
+            let (pkg, version) = rest
+                .split_once(".v")
+                .ok_or_else(|| format!("unknown image {img}"))?;
             Ok(bundle(pkg, version))
         }
     }
@@ -765,7 +944,10 @@ mod tests {
     }
 
     fn expect(channels: &[(&str, &[&str])]) -> Specs {
-        channels.iter().map(|(n, es)| (n.to_string(), es.iter().map(|e| e.to_string()).collect())).collect()
+        channels
+            .iter()
+            .map(|(n, es)| (n.to_string(), es.iter().map(|e| e.to_string()).collect()))
+            .collect()
     }
 
     /// The template of opm's README.
@@ -774,7 +956,10 @@ mod tests {
         SemverTemplate {
             candidate: list(
                 p,
-                &["0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.2.0", "0.2.1", "0.2.2", "0.3.0", "1.0.0", "1.0.1", "1.1.0"],
+                &[
+                    "0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.2.0", "0.2.1", "0.2.2", "0.3.0",
+                    "1.0.0", "1.0.1", "1.1.0",
+                ],
             ),
             fast: list(p, &["0.2.1", "0.2.2", "0.3.0", "1.0.1", "1.1.0"]),
             stable: list(p, &["1.0.1"]),
@@ -802,8 +987,14 @@ mod tests {
                     "t0.3.0>t0.2.2+t0.1.0+t0.1.1+t0.1.2+t0.1.3+t0.2.0+t0.2.1",
                 ],
             ),
-            ("candidate-v1", &["t1.0.0", "t1.0.1+t1.0.0", "t1.1.0>t1.0.1+t1.0.0"]),
-            ("fast-v0", &["t0.2.1", "t0.2.2+t0.2.1", "t0.3.0>t0.2.2+t0.2.1"]),
+            (
+                "candidate-v1",
+                &["t1.0.0", "t1.0.1+t1.0.0", "t1.1.0>t1.0.1+t1.0.0"],
+            ),
+            (
+                "fast-v0",
+                &["t0.2.1", "t0.2.2+t0.2.1", "t0.3.0>t0.2.2+t0.2.1"],
+            ),
             ("fast-v1", &["t1.0.1", "t1.1.0>t1.0.1"]),
             ("stable-v1", &["t1.0.1"]),
         ];
@@ -813,7 +1004,11 @@ mod tests {
         let names: Vec<&str> = cfg.bundles.iter().map(|b| b.name.as_str()).collect();
         assert_eq!(names.len(), 11);
         assert!(names.windows(2).all(|w| w[0] < w[1]));
-        assert!(cfg.channels.iter().all(|c| c.package == "testoperator" && c.schema == SCHEMA_CHANNEL));
+        assert!(
+            cfg.channels
+                .iter()
+                .all(|c| c.package == "testoperator" && c.schema == SCHEMA_CHANNEL)
+        );
     }
 
     #[test]
@@ -821,9 +1016,22 @@ mod tests {
         let cfg = render_ok(&readme(false, false));
         assert_eq!(cfg.packages[0].default_channel, "stable-v1.0");
         let want: &[(&str, &[&str])] = &[
-            ("candidate-v0.1", &["t0.1.0", "t0.1.1", "t0.1.2", "t0.1.3+t0.1.0+t0.1.1+t0.1.2"]),
-            ("candidate-v0.2", &["t0.2.0", "t0.2.1", "t0.2.2>t0.1.3+t0.1.0+t0.1.1+t0.1.2+t0.2.0+t0.2.1"]),
-            ("candidate-v0.3", &["t0.3.0>t0.2.2+t0.1.0+t0.1.1+t0.1.2+t0.1.3+t0.2.0+t0.2.1"]),
+            (
+                "candidate-v0.1",
+                &["t0.1.0", "t0.1.1", "t0.1.2", "t0.1.3+t0.1.0+t0.1.1+t0.1.2"],
+            ),
+            (
+                "candidate-v0.2",
+                &[
+                    "t0.2.0",
+                    "t0.2.1",
+                    "t0.2.2>t0.1.3+t0.1.0+t0.1.1+t0.1.2+t0.2.0+t0.2.1",
+                ],
+            ),
+            (
+                "candidate-v0.3",
+                &["t0.3.0>t0.2.2+t0.1.0+t0.1.1+t0.1.2+t0.1.3+t0.2.0+t0.2.1"],
+            ),
             ("candidate-v1.0", &["t1.0.0", "t1.0.1+t1.0.0"]),
             ("candidate-v1.1", &["t1.1.0>t1.0.1+t1.0.0"]),
             ("fast-v0.2", &["t0.2.1", "t0.2.2+t0.2.1"]),
@@ -850,8 +1058,22 @@ mod tests {
             stable: list(
                 "a",
                 &[
-                    "0.1.0", "0.1.1", "1.1.0", "1.2.1", "1.3.1", "2.1.0", "1.3.1-beta", "2.1.1", "2.3.1", "2.3.2", "3.1.0",
-                    "3.1.1", "1.3.1-alpha", "1.4.1", "1.4.1-beta1", "1.4.1-beta2",
+                    "0.1.0",
+                    "0.1.1",
+                    "1.1.0",
+                    "1.2.1",
+                    "1.3.1",
+                    "2.1.0",
+                    "1.3.1-beta",
+                    "2.1.1",
+                    "2.3.1",
+                    "2.3.2",
+                    "3.1.0",
+                    "3.1.1",
+                    "1.3.1-alpha",
+                    "1.4.1",
+                    "1.4.1-beta1",
+                    "1.4.1-beta2",
                 ],
             ),
             ..template(major, minor, pref)
@@ -873,7 +1095,15 @@ mod tests {
                 "a1.4.1>a1.3.1+a1.1.0+a1.2.1+a1.3.1-alpha+a1.3.1-beta+a1.4.1-beta1+a1.4.1-beta2",
             ],
         ),
-        ("stable-v2", &["a2.1.0", "a2.1.1+a2.1.0", "a2.3.1", "a2.3.2>a2.1.1+a2.1.0+a2.3.1"]),
+        (
+            "stable-v2",
+            &[
+                "a2.1.0",
+                "a2.1.1+a2.1.0",
+                "a2.3.1",
+                "a2.3.2>a2.1.1+a2.1.0+a2.3.1",
+            ],
+        ),
         ("stable-v3", &["a3.1.0", "a3.1.1+a3.1.0"]),
     ];
 
@@ -881,7 +1111,14 @@ mod tests {
         ("stable-v0.1", &["a0.1.0", "a0.1.1+a0.1.0"]),
         ("stable-v1.1", &["a1.1.0"]),
         ("stable-v1.2", &["a1.2.1>a1.1.0"]),
-        ("stable-v1.3", &["a1.3.1-alpha", "a1.3.1-beta", "a1.3.1>a1.2.1+a1.1.0+a1.3.1-alpha+a1.3.1-beta"]),
+        (
+            "stable-v1.3",
+            &[
+                "a1.3.1-alpha",
+                "a1.3.1-beta",
+                "a1.3.1>a1.2.1+a1.1.0+a1.3.1-alpha+a1.3.1-beta",
+            ],
+        ),
         (
             "stable-v1.4",
             &[
@@ -911,7 +1148,10 @@ mod tests {
         ];
         for (major, minor, pref, default, channels) in cases {
             let cfg = render_ok(&opm_generate_channels(major, minor, pref));
-            assert_eq!(cfg.packages[0].default_channel, default, "{major} {minor} {pref}");
+            assert_eq!(
+                cfg.packages[0].default_channel, default,
+                "{major} {minor} {pref}"
+            );
             assert_eq!(channels_of(&cfg), channels, "{major} {minor} {pref}");
         }
     }
@@ -926,8 +1166,14 @@ mod tests {
         };
         let want: &[(&str, &[&str])] = &[
             ("candidate-v2", &["a2.3.2"]),
-            ("stable-v1", &["a1.1.0", "a1.2.1>a1.1.0", "a1.3.1>a1.2.1+a1.1.0"]),
-            ("stable-v2", &["a2.1.0", "a2.1.1+a2.1.0", "a2.3.1>a2.1.1+a2.1.0"]),
+            (
+                "stable-v1",
+                &["a1.1.0", "a1.2.1>a1.1.0", "a1.3.1>a1.2.1+a1.1.0"],
+            ),
+            (
+                "stable-v2",
+                &["a2.1.0", "a2.1.1+a2.1.0", "a2.3.1>a2.1.1+a2.1.0"],
+            ),
         ];
         assert_eq!(channels_of(&render_ok(&t)), expect(want));
 
@@ -937,14 +1183,23 @@ mod tests {
         };
         let want: &[(&str, &[&str])] = &[
             ("stable-v0", &["a0.1.0", "a0.1.1+a0.1.0"]),
-            ("stable-v1", &["a1.1.0", "a1.2.1>a1.1.0", "a1.3.1>a1.2.1+a1.1.0"]),
+            (
+                "stable-v1",
+                &["a1.1.0", "a1.2.1>a1.1.0", "a1.3.1>a1.2.1+a1.1.0"],
+            ),
             ("stable-v2", &["a2.1.0"]),
         ];
         assert_eq!(channels_of(&render_ok(&t)), expect(want));
 
         // Minimum viable channel.
-        let t = SemverTemplate { stable: list("a", &["0.1.0"]), ..template(true, false, "") };
-        assert_eq!(channels_of(&render_ok(&t)), expect(&[("stable-v0", &["a0.1.0"])]));
+        let t = SemverTemplate {
+            stable: list("a", &["0.1.0"]),
+            ..template(true, false, "")
+        };
+        assert_eq!(
+            channels_of(&render_ok(&t)),
+            expect(&[("stable-v0", &["a0.1.0"])])
+        );
     }
 
     #[test]
@@ -955,8 +1210,11 @@ mod tests {
             ..template(false, true, "")
         };
         let cfg = render_ok(&t);
-        let want: &[(&str, &[&str])] =
-            &[("candidate-v1.0", &["a1.0.0"]), ("candidate-v1.1", &["a1.1.0>a1.0.0"]), ("stable-v1.1", &["a1.1.0"])];
+        let want: &[(&str, &[&str])] = &[
+            ("candidate-v1.0", &["a1.0.0"]),
+            ("candidate-v1.1", &["a1.1.0>a1.0.0"]),
+            ("stable-v1.1", &["a1.1.0"]),
+        ];
         assert_eq!(channels_of(&cfg), expect(want));
         assert_eq!(cfg.bundles.len(), 2);
         assert_eq!(cfg.packages[0].default_channel, "stable-v1.1");
@@ -967,19 +1225,75 @@ mod tests {
         // (template, expected default channel)
         let cases = vec![
             // the most stable archetype wins over a higher version elsewhere
-            (SemverTemplate { candidate: list("a", &["5.0.0"]), stable: list("a", &["1.0.0"]), ..template(false, false, "") }, "stable-v1.0"),
-            (SemverTemplate { candidate: list("a", &["5.0.0"]), fast: list("a", &["1.0.0"]), ..template(false, false, "") }, "fast-v1.0"),
-            (SemverTemplate { candidate: list("a", &["5.0.0", "0.1.0"]), ..template(false, false, "") }, "candidate-v5.0"),
+            (
+                SemverTemplate {
+                    candidate: list("a", &["5.0.0"]),
+                    stable: list("a", &["1.0.0"]),
+                    ..template(false, false, "")
+                },
+                "stable-v1.0",
+            ),
+            (
+                SemverTemplate {
+                    candidate: list("a", &["5.0.0"]),
+                    fast: list("a", &["1.0.0"]),
+                    ..template(false, false, "")
+                },
+                "fast-v1.0",
+            ),
+            (
+                SemverTemplate {
+                    candidate: list("a", &["5.0.0", "0.1.0"]),
+                    ..template(false, false, "")
+                },
+                "candidate-v5.0",
+            ),
             // then the highest version
-            (SemverTemplate { stable: list("a", &["2.0.0", "1.0.0", "1.9.0"]), ..template(false, false, "") }, "stable-v2.0"),
+            (
+                SemverTemplate {
+                    stable: list("a", &["2.0.0", "1.0.0", "1.9.0"]),
+                    ..template(false, false, "")
+                },
+                "stable-v2.0",
+            ),
             // then the preferred kind, on a tie
-            (SemverTemplate { stable: list("a", &["2.0.0"]), ..template(true, true, "major") }, "stable-v2"),
-            (SemverTemplate { stable: list("a", &["2.0.0"]), ..template(true, true, "minor") }, "stable-v2.0"),
-            (SemverTemplate { stable: list("a", &["2.0.0"]), ..template(true, true, "") }, "stable-v2.0"),
+            (
+                SemverTemplate {
+                    stable: list("a", &["2.0.0"]),
+                    ..template(true, true, "major")
+                },
+                "stable-v2",
+            ),
+            (
+                SemverTemplate {
+                    stable: list("a", &["2.0.0"]),
+                    ..template(true, true, "minor")
+                },
+                "stable-v2.0",
+            ),
+            (
+                SemverTemplate {
+                    stable: list("a", &["2.0.0"]),
+                    ..template(true, true, "")
+                },
+                "stable-v2.0",
+            ),
             // opm compares channels when they are created: the minor channel opened by 2.1.0
             // beats stable-v2 (opened by 2.0.0) even though major is preferred.
-            (SemverTemplate { stable: list("a", &["2.0.0", "2.1.0"]), ..template(true, true, "major") }, "stable-v2.1"),
-            (SemverTemplate { stable: list("a", &["2.0.0", "2.0.1"]), ..template(true, true, "major") }, "stable-v2"),
+            (
+                SemverTemplate {
+                    stable: list("a", &["2.0.0", "2.1.0"]),
+                    ..template(true, true, "major")
+                },
+                "stable-v2.1",
+            ),
+            (
+                SemverTemplate {
+                    stable: list("a", &["2.0.0", "2.0.1"]),
+                    ..template(true, true, "major")
+                },
+                "stable-v2",
+            ),
         ];
         for (t, want) in cases {
             assert_eq!(render_ok(&t).packages[0].default_channel, want, "{t:?}");
@@ -993,16 +1307,38 @@ mod tests {
             stable: list(
                 "a",
                 &[
-                    "0.1.0", "0.1.1", "1.1.0", "1.2.1", "1.3.1", "2.1.0", "2.1.1", "2.3.1", "2.3.2", "1.3.1-alpha",
-                    "1.3.1-alpha+2001Jan21", "1.3.1-alpha+2003May06",
+                    "0.1.0",
+                    "0.1.1",
+                    "1.1.0",
+                    "1.2.1",
+                    "1.3.1",
+                    "2.1.0",
+                    "2.1.1",
+                    "2.3.1",
+                    "2.3.2",
+                    "1.3.1-alpha",
+                    "1.3.1-alpha+2001Jan21",
+                    "1.3.1-alpha+2003May06",
                 ],
             ),
             ..template(false, true, "")
         };
         let mut calls = Vec::new();
         let err = render(&t, &mut fake_resolve(&mut calls)).unwrap_err();
-        assert!(matches!(err, TemplateError::BuildMetadataConflict { archetype: "stable", .. }), "{err}");
-        assert!(err.to_string().contains("a.v1.3.1-alpha+2001Jan21"), "{err}");
+        assert!(
+            matches!(
+                err,
+                TemplateError::BuildMetadataConflict {
+                    archetype: "stable",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("a.v1.3.1-alpha+2001Jan21"),
+            "{err}"
+        );
 
         // The same versions in different archetypes are fine, and a build suffix alone orders
         // like the plain version.
@@ -1012,59 +1348,125 @@ mod tests {
             ..template(false, true, "")
         };
         let cfg = render_ok(&t);
-        let want: &[(&str, &[&str])] =
-            &[("candidate-v1.1", &["a1.1.0+b1"]), ("stable-v1.0", &["a1.0.0"]), ("stable-v1.1", &["a1.1.0+b2>a1.0.0"])];
+        let want: &[(&str, &[&str])] = &[
+            ("candidate-v1.1", &["a1.1.0+b1"]),
+            ("stable-v1.0", &["a1.0.0"]),
+            ("stable-v1.1", &["a1.1.0+b2>a1.0.0"]),
+        ];
         assert_eq!(channels_of(&cfg), expect(want));
     }
 
     #[test]
     fn render_errors() {
-        fn err_of(t: &SemverTemplate, resolve: &mut dyn FnMut(&str) -> Result<Bundle, String>) -> TemplateError {
+        fn err_of(
+            t: &SemverTemplate,
+            resolve: &mut dyn FnMut(&str) -> Result<Bundle, String>,
+        ) -> TemplateError {
             render(t, resolve).unwrap_err()
         }
         let mut calls = Vec::new();
         let mut ok = fake_resolve(&mut calls);
 
         // no bundles
-        assert_eq!(err_of(&template(false, false, ""), &mut ok), TemplateError::NoBundles);
+        assert_eq!(
+            err_of(&template(false, false, ""), &mut ok),
+            TemplateError::NoBundles
+        );
         // unknown schema
-        let t = SemverTemplate { schema: "olm.template.basic".into(), stable: list("a", &["1.0.0"]), ..Default::default() };
-        assert_eq!(err_of(&t, &mut ok), TemplateError::UnknownSchema("olm.template.basic".into()));
+        let t = SemverTemplate {
+            schema: "olm.template.basic".into(),
+            stable: list("a", &["1.0.0"]),
+            ..Default::default()
+        };
+        assert_eq!(
+            err_of(&t, &mut ok),
+            TemplateError::UnknownSchema("olm.template.basic".into())
+        );
         // preference for a kind that is not generated
-        let t = SemverTemplate { stable: list("a", &["1.0.0"]), ..template(true, false, "minor") };
-        assert!(matches!(err_of(&t, &mut ok), TemplateError::PreferenceMismatch { .. }));
+        let t = SemverTemplate {
+            stable: list("a", &["1.0.0"]),
+            ..template(true, false, "minor")
+        };
+        assert!(matches!(
+            err_of(&t, &mut ok),
+            TemplateError::PreferenceMismatch { .. }
+        ));
         // bundles of two packages
-        let t = SemverTemplate { candidate: list("a", &["1.0.0"]), stable: list("b", &["1.0.0"]), ..template(false, false, "") };
+        let t = SemverTemplate {
+            candidate: list("a", &["1.0.0"]),
+            stable: list("b", &["1.0.0"]),
+            ..template(false, false, "")
+        };
         let e = err_of(&t, &mut ok);
-        assert!(matches!(&e, TemplateError::PackageMismatch { found, expected, .. } if found == "b" && expected == "a"), "{e}");
+        assert!(
+            matches!(&e, TemplateError::PackageMismatch { found, expected, .. } if found == "b" && expected == "a"),
+            "{e}"
+        );
         assert!(e.to_string().contains("quay.io/foo/olm:b.v1.0.0"), "{e}");
         // a version that is not semver (blang rules: no leading v, no two-part versions)
         for bad in ["1.0", "01.0.0", "1.0.0-01"] {
-            let t = SemverTemplate { stable: list("a", &[bad]), ..template(false, false, "") };
+            let t = SemverTemplate {
+                stable: list("a", &[bad]),
+                ..template(false, false, "")
+            };
             let e = err_of(&t, &mut ok);
-            assert!(matches!(&e, TemplateError::InvalidVersion { version, .. } if version == bad), "{e}");
+            assert!(
+                matches!(&e, TemplateError::InvalidVersion { version, .. } if version == bad),
+                "{e}"
+            );
         }
         // the same bundle twice in one archetype
-        let t = SemverTemplate { stable: list("a", &["1.0.0", "1.0.0"]), ..template(false, false, "") };
-        assert!(matches!(err_of(&t, &mut ok), TemplateError::DuplicateEntry { archetype: "stable", .. }));
+        let t = SemverTemplate {
+            stable: list("a", &["1.0.0", "1.0.0"]),
+            ..template(false, false, "")
+        };
+        assert!(matches!(
+            err_of(&t, &mut ok),
+            TemplateError::DuplicateEntry {
+                archetype: "stable",
+                ..
+            }
+        ));
         drop(ok);
 
         // resolve failures name the image
-        let t = SemverTemplate { stable: list("a", &["1.0.0"]), ..template(false, false, "") };
+        let t = SemverTemplate {
+            stable: list("a", &["1.0.0"]),
+            ..template(false, false, "")
+        };
         let e = err_of(&t, &mut |_: &str| Err("pull failed".to_string()));
-        assert_eq!(e.to_string(), r#"bundle image "quay.io/foo/olm:a.v1.0.0": pull failed"#);
+        assert_eq!(
+            e.to_string(),
+            r#"bundle image "quay.io/foo/olm:a.v1.0.0": pull failed"#
+        );
         // no olm.package property, or two
-        let e = err_of(&t, &mut |img: &str| Ok(Bundle { name: "x".into(), image: img.into(), ..Default::default() }));
-        assert!(matches!(e, TemplateError::PackagePropertyCount { count: 0, .. }), "{e}");
+        let e = err_of(&t, &mut |img: &str| {
+            Ok(Bundle {
+                name: "x".into(),
+                image: img.into(),
+                ..Default::default()
+            })
+        });
+        assert!(
+            matches!(e, TemplateError::PackagePropertyCount { count: 0, .. }),
+            "{e}"
+        );
         let e = err_of(&t, &mut |img: &str| {
             let mut b = bundle("a", "1.0.0");
             b.image = img.into();
             b.properties.push(b.properties[0].clone());
             Ok(b)
         });
-        assert!(matches!(e, TemplateError::PackagePropertyCount { count: 2, .. }), "{e}");
+        assert!(
+            matches!(e, TemplateError::PackagePropertyCount { count: 2, .. }),
+            "{e}"
+        );
         // two images rendering to one bundle name with different content
-        let t = SemverTemplate { candidate: list("a", &["1.0.0"]), stable: list("a", &["1.0.1"]), ..template(false, false, "") };
+        let t = SemverTemplate {
+            candidate: list("a", &["1.0.0"]),
+            stable: list("a", &["1.0.1"]),
+            ..template(false, false, "")
+        };
         let e = err_of(&t, &mut |img: &str| {
             let mut b = bundle("a", "1.0.0");
             b.image = img.into();
@@ -1093,7 +1495,8 @@ mod tests {
         assert_eq!(t.default_channel_type_preference, "minor");
 
         // through serde directly as well
-        let t: SemverTemplate = serde_yaml::from_str("schema: olm.semver\nfast: {bundles: [{image: y}]}\n").unwrap();
+        let t: SemverTemplate =
+            serde_yaml::from_str("schema: olm.semver\nfast: {bundles: [{image: y}]}\n").unwrap();
         assert_eq!(t.fast.bundles[0].image, "y");
 
         // null fields are unset
@@ -1104,16 +1507,40 @@ mod tests {
     #[test]
     fn parse_errors() {
         let cases: &[(&str, &str)] = &[
-            ("schema: olm.semver\ninvalid:\n  bundles: []\n", "unknown field \"invalid\""),
-            ("schema: olm.semver\nstable:\n  bundles:\n  - image: x\n    tag: y\n", "unknown field \"tag\""),
-            ("schema: olm.template.basic\n", "schema \"olm.template.basic\""),
+            (
+                "schema: olm.semver\ninvalid:\n  bundles: []\n",
+                "unknown field \"invalid\"",
+            ),
+            (
+                "schema: olm.semver\nstable:\n  bundles:\n  - image: x\n    tag: y\n",
+                "unknown field \"tag\"",
+            ),
+            (
+                "schema: olm.template.basic\n",
+                "schema \"olm.template.basic\"",
+            ),
             ("", "schema \"\""),
             ("generateMajorChannels: true\n", "schema \"\""),
-            ("schema: olm.semver\ngenerateMajorChannels: true\ndefaultChannelTypePreference: minor\n", "generateMinorChannels"),
-            ("schema: olm.semver\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n", "generateMajorChannels"),
-            ("schema: olm.semver\ndefaultChannelTypePreference: foo\n", "unknown defaultChannelTypePreference \"foo\""),
-            ("schema: olm.semver\ngenerateMajorChannels: \"true\"\n", "generateMajorChannels must be true or false"),
-            ("schema: olm.semver\nstable: [x]\n", "stable must be a mapping"),
+            (
+                "schema: olm.semver\ngenerateMajorChannels: true\ndefaultChannelTypePreference: minor\n",
+                "generateMinorChannels",
+            ),
+            (
+                "schema: olm.semver\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n",
+                "generateMajorChannels",
+            ),
+            (
+                "schema: olm.semver\ndefaultChannelTypePreference: foo\n",
+                "unknown defaultChannelTypePreference \"foo\"",
+            ),
+            (
+                "schema: olm.semver\ngenerateMajorChannels: \"true\"\n",
+                "generateMajorChannels must be true or false",
+            ),
+            (
+                "schema: olm.semver\nstable: [x]\n",
+                "stable must be a mapping",
+            ),
             ("- schema: olm.semver\n", "must be a mapping"),
         ];
         for (text, want) in cases {
@@ -1132,10 +1559,14 @@ mod tests {
                 "spec": {"description": description, "icon": [{"base64data": icon_data, "mediatype": "image/svg+xml"}, {"base64data": "", "mediatype": "x"}]},
             });
             let data = general_purpose::STANDARD.encode(serde_json::to_vec(&csv).unwrap());
-            b.properties.push(Property::new(PROP_BUNDLE_OBJECT, json!({ "data": data })));
+            b.properties
+                .push(Property::new(PROP_BUNDLE_OBJECT, json!({ "data": data })));
             b
         }
-        let t = SemverTemplate { stable: list("a", &["1.0.0", "1.1.0"]), ..template(true, false, "") };
+        let t = SemverTemplate {
+            stable: list("a", &["1.0.0", "1.1.0"]),
+            ..template(true, false, "")
+        };
         let mut resolve = |img: &str| -> Result<Bundle, String> {
             Ok(if img.ends_with("1.1.0") {
                 with_csv(bundle("a", "1.1.0"), "New description", "aGVsbG93b3JsZA==")
@@ -1147,11 +1578,20 @@ mod tests {
         let pkg = &cfg.packages[0];
         assert_eq!(pkg.default_channel, "stable-v1");
         assert_eq!(pkg.description, "New description");
-        assert_eq!(pkg.icon, Some(Icon { base64data: "aGVsbG93b3JsZA==".into(), mediatype: "image/svg+xml".into() }));
+        assert_eq!(
+            pkg.icon,
+            Some(Icon {
+                base64data: "aGVsbG93b3JsZA==".into(),
+                mediatype: "image/svg+xml".into()
+            })
+        );
 
         // Bad icon data means no icon, but the description still comes through.
         let mut resolve = |_: &str| Ok(with_csv(bundle("a", "1.0.0"), "D", "not base64!"));
-        let t = SemverTemplate { stable: list("a", &["1.0.0"]), ..template(false, false, "") };
+        let t = SemverTemplate {
+            stable: list("a", &["1.0.0"]),
+            ..template(false, false, "")
+        };
         let cfg = render(&t, &mut resolve).unwrap();
         assert_eq!(cfg.packages[0].description, "D");
         assert_eq!(cfg.packages[0].icon, None);
@@ -1159,7 +1599,10 @@ mod tests {
         // Without a CSV object, olm.csv.metadata gives the description.
         let mut resolve = |_: &str| {
             let mut b = bundle("a", "1.0.0");
-            b.properties.push(Property::new(PROP_CSV_METADATA, json!({"description": "From metadata"})));
+            b.properties.push(Property::new(
+                PROP_CSV_METADATA,
+                json!({"description": "From metadata"}),
+            ));
             Ok(b)
         };
         let cfg = render(&t, &mut resolve).unwrap();

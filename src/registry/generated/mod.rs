@@ -24,7 +24,8 @@ mod tests {
     #[test]
     fn checked_in_code_matches_the_proto() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut fds = protox::compile([root.join("proto/registry.proto")], [root.join("proto")]).expect("proto compiles");
+        let mut fds = protox::compile([root.join("proto/registry.proto")], [root.join("proto")])
+            .expect("proto compiles");
         // Source info carries absolute paths and comments' spans; reflection does not need it.
         for file in &mut fds.file {
             file.source_code_info = None;
@@ -47,7 +48,13 @@ mod tests {
             return;
         }
         let checked_in = std::fs::read_to_string(dir.join("api.rs")).unwrap_or_default();
-        assert!(checked_in == generated, "src/registry/generated/api.rs is stale: run OLM_REGENERATE=1 cargo test --lib registry::generated");
-        assert!(super::FILE_DESCRIPTOR_SET == descriptor.as_slice(), "registry_descriptor.bin is stale: run OLM_REGENERATE=1 cargo test --lib registry::generated");
+        assert!(
+            checked_in == generated,
+            "src/registry/generated/api.rs is stale: run OLM_REGENERATE=1 cargo test --lib registry::generated"
+        );
+        assert!(
+            super::FILE_DESCRIPTOR_SET == descriptor.as_slice(),
+            "registry_descriptor.bin is stale: run OLM_REGENERATE=1 cargo test --lib registry::generated"
+        );
     }
 }

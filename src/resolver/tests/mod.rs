@@ -13,7 +13,10 @@ use crate::catalog::fbc::*;
 
 /// A channel entry: `name`, then optional replaces / skips / skipRange.
 pub fn entry(name: &str) -> ChannelEntry {
-    ChannelEntry { name: name.into(), ..Default::default() }
+    ChannelEntry {
+        name: name.into(),
+        ..Default::default()
+    }
 }
 
 pub trait EntryExt {
@@ -46,7 +49,10 @@ pub fn prop(type_: &str, value: Value) -> Property {
 }
 
 pub fn requires_package(package: &str, range: &str) -> Property {
-    prop(PROP_PACKAGE_REQUIRED, json!({"packageName": package, "versionRange": range}))
+    prop(
+        PROP_PACKAGE_REQUIRED,
+        json!({"packageName": package, "versionRange": range}),
+    )
 }
 
 pub fn constraint(value: Value) -> Property {
@@ -65,7 +71,14 @@ impl Cat {
     }
 
     pub fn in_ns(name: &str, namespace: &str, priority: i32) -> Cat {
-        Cat { catalog: Catalog { name: name.into(), namespace: namespace.into(), priority, content: DeclarativeConfig::default() } }
+        Cat {
+            catalog: Catalog {
+                name: name.into(),
+                namespace: namespace.into(),
+                priority,
+                content: DeclarativeConfig::default(),
+            },
+        }
     }
 
     pub fn package(mut self, name: &str, default_channel: &str) -> Cat {
@@ -91,7 +104,10 @@ impl Cat {
 
     /// A bundle named `<package>.v<version>` with `olm.package` plus `extra` properties.
     pub fn bundle(mut self, package: &str, version: &str, extra: Vec<Property>) -> Cat {
-        let mut properties = vec![prop(PROP_PACKAGE, json!({"packageName": package, "version": version}))];
+        let mut properties = vec![prop(
+            PROP_PACKAGE,
+            json!({"packageName": package, "version": version}),
+        )];
         properties.extend(extra);
         self.catalog.content.bundles.push(Bundle {
             schema: SCHEMA_BUNDLE.into(),
@@ -104,7 +120,12 @@ impl Cat {
     }
 
     /// A one-channel ("stable") package whose versions replace each other in order.
-    pub fn linear(self, package: &str, versions: &[&str], extra: &dyn Fn(&str) -> Vec<Property>) -> Cat {
+    pub fn linear(
+        self,
+        package: &str,
+        versions: &[&str],
+        extra: &dyn Fn(&str) -> Vec<Property>,
+    ) -> Cat {
         let mut entries = Vec::new();
         let mut previous: Option<String> = None;
         for v in versions {
@@ -116,7 +137,9 @@ impl Cat {
             entries.push(e);
             previous = Some(name);
         }
-        let mut cat = self.package(package, "stable").channel(package, "stable", entries);
+        let mut cat = self
+            .package(package, "stable")
+            .channel(package, "stable", entries);
         for v in versions {
             cat = cat.bundle(package, v, extra(v));
         }
@@ -148,7 +171,11 @@ pub fn installed(package: &str, version: &str) -> InstalledCsv {
 }
 
 pub fn ns(installed: Vec<InstalledCsv>, subscriptions: Vec<Subscription>) -> Namespace {
-    Namespace { name: "operators".into(), installed, subscriptions }
+    Namespace {
+        name: "operators".into(),
+        installed,
+        subscriptions,
+    }
 }
 
 pub fn run(cats: &[Cat], namespace: &Namespace) -> Result<Plan, ResolveError> {
@@ -158,7 +185,10 @@ pub fn run(cats: &[Cat], namespace: &Namespace) -> Result<Plan, ResolveError> {
 
 /// `bundle@catalog` per step, in install order.
 pub fn steps(plan: &Plan) -> Vec<String> {
-    plan.steps.iter().map(|s| format!("{}@{}", s.bundle, s.catalog)).collect()
+    plan.steps
+        .iter()
+        .map(|s| format!("{}@{}", s.bundle, s.catalog))
+        .collect()
 }
 
 pub fn error_text(result: Result<Plan, ResolveError>) -> String {

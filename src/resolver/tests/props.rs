@@ -25,14 +25,25 @@ enum Dep {
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
-    let dep = prop_oneof![(0..5usize, 1..5u64).prop_map(|(p, m)| Dep::Package(p, m)), (0..4usize).prop_map(Dep::Gvk)];
-    let package = (1..5usize, 0..4usize, proptest::collection::vec(proptest::collection::vec(dep, 0..3), 4));
+    let dep = prop_oneof![
+        (0..5usize, 1..5u64).prop_map(|(p, m)| Dep::Package(p, m)),
+        (0..4usize).prop_map(Dep::Gvk)
+    ];
+    let package = (
+        1..5usize,
+        0..4usize,
+        proptest::collection::vec(proptest::collection::vec(dep, 0..3), 4),
+    );
     (
         proptest::collection::vec(package, 2..6),
         proptest::collection::vec((0..6usize, 0..4usize), 0..3),
         proptest::collection::vec(0..6usize, 1..3),
     )
-        .prop_map(|(packages, installed, subscribed)| Spec { packages, installed, subscribed })
+        .prop_map(|(packages, installed, subscribed)| Spec {
+            packages,
+            installed,
+            subscribed,
+        })
 }
 
 fn gvk_value(i: usize) -> Value {
@@ -52,7 +63,9 @@ fn build(spec: &Spec) -> (Cat, Namespace) {
             let mut props = vec![prop(PROP_GVK, gvk_value(provided))];
             for d in &deps[major - 1] {
                 props.push(match d {
-                    Dep::Package(q, m) => requires_package(&format!("p{}", q % n), &format!(">=1.0.0 <{m}.0.0")),
+                    Dep::Package(q, m) => {
+                        requires_package(&format!("p{}", q % n), &format!(">=1.0.0 <{m}.0.0"))
+                    }
                     Dep::Gvk(g) => prop(PROP_GVK_REQUIRED, gvk_value(*g)),
                 });
             }
@@ -65,11 +78,22 @@ fn build(spec: &Spec) -> (Cat, Namespace) {
         let p = p % n;
         let count = spec.packages[p].0;
         if installed_pkgs.insert(p) {
-            inst.push(installed(&format!("p{p}"), &format!("{}.0.0", v % count + 1)));
+            inst.push(installed(
+                &format!("p{p}"),
+                &format!("{}.0.0", v % count + 1),
+            ));
         }
     }
     let subs: BTreeSet<usize> = spec.subscribed.iter().map(|p| p % n).collect();
-    (cat, ns(inst, subs.into_iter().map(|p| sub(&format!("p{p}"), "ops")).collect()))
+    (
+        cat,
+        ns(
+            inst,
+            subs.into_iter()
+                .map(|p| sub(&format!("p{p}"), "ops"))
+                .collect(),
+        ),
+    )
 }
 
 proptest! {

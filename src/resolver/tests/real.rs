@@ -10,19 +10,42 @@ use crate::catalog::render::{RenderOptions, render_package_dir};
 fn our_catalog() -> CatalogIndex {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
     let content = load_path(&dir).expect("catalog/ loads");
-    CatalogIndex::new(&[Catalog { name: "olm-rs".into(), namespace: "olm".into(), priority: 0, content }])
+    CatalogIndex::new(&[Catalog {
+        name: "olm-rs".into(),
+        namespace: "olm".into(),
+        priority: 0,
+        content,
+    }])
 }
 
 fn subscribe(package: &str, catalog: &str) -> Subscription {
-    Subscription { source: CatalogRef::new(catalog, "olm"), ..sub(package, catalog) }
+    Subscription {
+        source: CatalogRef::new(catalog, "olm"),
+        ..sub(package, catalog)
+    }
 }
 
 #[test]
 fn ptemplate_pulls_kernel_module_management() {
-    let plan = resolve(&our_catalog(), &ns(vec![], vec![subscribe("ptemplate", "olm-rs")])).unwrap();
-    assert_eq!(steps(&plan), vec!["kernel-module-management.v2.2.0@olm-rs", "ptemplate.v0.2.0@olm-rs"]);
+    let plan = resolve(
+        &our_catalog(),
+        &ns(vec![], vec![subscribe("ptemplate", "olm-rs")]),
+    )
+    .unwrap();
+    assert_eq!(
+        steps(&plan),
+        vec![
+            "kernel-module-management.v2.2.0@olm-rs",
+            "ptemplate.v0.2.0@olm-rs"
+        ]
+    );
     assert_eq!(plan.steps[0].dependency_of, vec!["ptemplate.v0.2.0"]);
-    assert_eq!(plan.steps[0].reason, Reason::Dependency { generated_subscription: "kernel-module-management-stable-olm-rs-olm".into() });
+    assert_eq!(
+        plan.steps[0].reason,
+        Reason::Dependency {
+            generated_subscription: "kernel-module-management-stable-olm-rs-olm".into()
+        }
+    );
 }
 
 #[test]
@@ -32,17 +55,34 @@ fn reverse_words_upgrades_along_replaces_then_the_skip_range() {
     let mut hops = Vec::new();
     // Each resolution is one hop (one InstallPlan upstream); follow them to the head.
     for _ in 0..5 {
-        let plan = resolve(&index, &ns(vec![from.clone()], vec![subscribe("reverse-words", "olm-rs")])).unwrap();
-        let Some(step) = plan.steps.first() else { break };
+        let plan = resolve(
+            &index,
+            &ns(
+                vec![from.clone()],
+                vec![subscribe("reverse-words", "olm-rs")],
+            ),
+        )
+        .unwrap();
+        let Some(step) = plan.steps.first() else {
+            break;
+        };
         assert_eq!(step.replaces.as_deref(), Some(from.name.as_str()));
         hops.push(step.bundle.clone());
-        from = InstalledCsv { name: step.bundle.clone(), version: semver::Version::parse(&step.version).unwrap(), ..from };
+        from = InstalledCsv {
+            name: step.bundle.clone(),
+            version: semver::Version::parse(&step.version).unwrap(),
+            ..from
+        };
     }
     assert_eq!(hops, vec!["reverse-words.v0.2.0", "reverse-words.v0.4.0"]);
     // The alpha channel has 0.2.1 too, but it is skipped: 0.2.0 still jumps to the head.
     let mut alpha = subscribe("reverse-words", "olm-rs");
     alpha.channel = "alpha".into();
-    let plan = resolve(&index, &ns(vec![installed("reverse-words", "0.2.0")], vec![alpha])).unwrap();
+    let plan = resolve(
+        &index,
+        &ns(vec![installed("reverse-words", "0.2.0")], vec![alpha]),
+    )
+    .unwrap();
     assert_eq!(steps(&plan), vec!["reverse-words.v0.4.0@olm-rs"]);
 }
 
@@ -54,13 +94,25 @@ fn testdata_dir() -> PathBuf {
 fn testdata_catalog() -> &'static Catalog {
     static CATALOG: OnceLock<Catalog> = OnceLock::new();
     CATALOG.get_or_init(|| {
-        let mut dirs: Vec<PathBuf> = std::fs::read_dir(testdata_dir()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(testdata_dir())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .collect();
         dirs.sort();
         let mut content = DeclarativeConfig::default();
         for dir in dirs {
-            content.merge(render_package_dir(&dir, &RenderOptions::default()).unwrap_or_else(|e| panic!("{}: {e}", dir.display())));
+            content.merge(
+                render_package_dir(&dir, &RenderOptions::default())
+                    .unwrap_or_else(|e| panic!("{}: {e}", dir.display())),
+            );
         }
-        Catalog { name: "community".into(), namespace: "olm".into(), priority: 0, content }
+        Catalog {
+            name: "community".into(),
+            namespace: "olm".into(),
+            priority: 0,
+            content,
+        }
     })
 }
 
@@ -83,11 +135,16 @@ fn every_testdata_package_resolves_or_names_what_is_missing() {
     assert!(packages.len() >= 30, "{packages:?}");
     for package in packages {
         match resolve_testdata(package, None) {
-            Ok(plan) => assert!(plan.steps.iter().any(|s| &s.package == package), "{package}: {:?}", steps(&plan)),
+            Ok(plan) => assert!(
+                plan.steps.iter().any(|s| &s.package == package),
+                "{package}: {:?}",
+                steps(&plan)
+            ),
             Err(e) => {
                 let text = e.to_string();
                 // A failure must name a dependency that no bundle in the catalog provides.
-                let names_missing = text.contains("no catalog has an installable bundle of package")
+                let names_missing = text
+                    .contains("no catalog has an installable bundle of package")
                     || text.contains("only has versions")
                     || text.contains("no installable bundle in any catalog provides")
                     || text.contains("channel");
@@ -103,15 +160,24 @@ fn kuadrant_versions_needing_cert_manager_name_it() {
     let package = &index.catalogs[0].packages["kuadrant-operator"];
     let mut checked = 0;
     for (name, &b) in &package.bundles {
-        let needs_cert_manager = index.bundles[b].dependencies.iter().any(|d| d.to_string().contains("cert-manager"));
+        let needs_cert_manager = index.bundles[b]
+            .dependencies
+            .iter()
+            .any(|d| d.to_string().contains("cert-manager"));
         if !needs_cert_manager || !index.bundles[b].usable() {
             continue;
         }
         let text = error_text(resolve_testdata("kuadrant-operator", Some(name)));
-        assert!(text.contains("package cert-manager") && text.contains(name), "{name}: {text}");
+        assert!(
+            text.contains("package cert-manager") && text.contains(name),
+            "{name}: {text}"
+        );
         checked += 1;
     }
-    assert!(checked >= 1, "no kuadrant-operator version needs cert-manager");
+    assert!(
+        checked >= 1,
+        "no kuadrant-operator version needs cert-manager"
+    );
 }
 
 #[test]
@@ -124,19 +190,34 @@ fn l5_operator_names_crunchy_postgres_operator() {
 fn silicom_sts_operator_pulls_special_resource_operator() {
     // Its head has no dependencies; v0.0.1 needs special-resource-operator, and both need
     // NodeFeatureDiscovery, which the testdata lacks: the failure walks that chain.
-    let text = error_text(resolve_testdata("silicom-sts-operator", Some("silicom-sts-operator.v0.0.1")));
-    assert!(text.contains("special-resource-operator.v4.9.0") && text.contains("NodeFeatureDiscovery (nfd.openshift.io/v1)"), "{text}");
+    let text = error_text(resolve_testdata(
+        "silicom-sts-operator",
+        Some("silicom-sts-operator.v0.0.1"),
+    ));
+    assert!(
+        text.contains("special-resource-operator.v4.9.0")
+            && text.contains("NodeFeatureDiscovery (nfd.openshift.io/v1)"),
+        "{text}"
+    );
 
     // With a catalog that provides NodeFeatureDiscovery (as OperatorHub's nfd does), it resolves.
     let nfd = Cat::in_ns("redhat-operators", "olm", 0)
-        .linear("nfd", &["4.9.0"], &|_| vec![prop(PROP_GVK, gvk("nfd.openshift.io", "v1", "NodeFeatureDiscovery"))])
+        .linear("nfd", &["4.9.0"], &|_| {
+            vec![prop(
+                PROP_GVK,
+                gvk("nfd.openshift.io", "v1", "NodeFeatureDiscovery"),
+            )]
+        })
         .catalog;
     let index = CatalogIndex::new(&[testdata_catalog().clone(), nfd]);
     let mut s = subscribe("silicom-sts-operator", "community");
     s.starting_csv = Some("silicom-sts-operator.v0.0.1".into());
     let plan = resolve(&index, &ns(vec![], vec![s])).unwrap();
     let packages: Vec<&str> = plan.steps.iter().map(|s| s.package.as_str()).collect();
-    assert_eq!(packages, vec!["nfd", "special-resource-operator", "silicom-sts-operator"]);
+    assert_eq!(
+        packages,
+        vec!["nfd", "special-resource-operator", "silicom-sts-operator"]
+    );
     let sro = &plan.steps[1];
     assert_eq!(sro.dependency_of, vec!["silicom-sts-operator.v0.0.1"]);
     // "<=4.9.0" and nearest the head: the newest that fits.
@@ -147,5 +228,11 @@ fn silicom_sts_operator_pulls_special_resource_operator() {
 fn rabbitmq_messaging_topology_operator_pulls_rabbitmq_cluster_operator() {
     let plan = resolve_testdata("rabbitmq-messaging-topology-operator", None).unwrap();
     let packages: Vec<&str> = plan.steps.iter().map(|s| s.package.as_str()).collect();
-    assert_eq!(packages, vec!["rabbitmq-cluster-operator", "rabbitmq-messaging-topology-operator"]);
+    assert_eq!(
+        packages,
+        vec![
+            "rabbitmq-cluster-operator",
+            "rabbitmq-messaging-topology-operator"
+        ]
+    );
 }

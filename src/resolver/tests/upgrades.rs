@@ -4,7 +4,12 @@ use super::*;
 use crate::resolver::channel_graph::{ChannelGraph, ChannelGraphError};
 
 fn graph(entries: Vec<ChannelEntry>) -> Result<ChannelGraph, ChannelGraphError> {
-    ChannelGraph::build(&Channel { name: "c".into(), package: "p".into(), entries, ..Default::default() })
+    ChannelGraph::build(&Channel {
+        name: "c".into(),
+        package: "p".into(),
+        entries,
+        ..Default::default()
+    })
 }
 
 /// reverse-words' alpha channel shape: a replaces chain, a skipped side entry, a skipRange.
@@ -14,16 +19,26 @@ fn alpha() -> Vec<ChannelEntry> {
         entry("p.v0.2.0").replaces("p.v0.1.0"),
         entry("p.v0.2.1").replaces("p.v0.2.0"),
         entry("p.v0.3.0").replaces("p.v0.2.0").skips(&["p.v0.2.1"]),
-        entry("p.v0.4.0").replaces("p.v0.3.0").range(">=0.2.0 <0.4.0"),
+        entry("p.v0.4.0")
+            .replaces("p.v0.3.0")
+            .range(">=0.2.0 <0.4.0"),
     ]
 }
 
 fn versions(cat: Cat, package: &str, versions: &[&str]) -> Cat {
-    versions.iter().fold(cat, |c, v| c.bundle(package, v, vec![]))
+    versions
+        .iter()
+        .fold(cat, |c, v| c.bundle(package, v, vec![]))
 }
 
 fn alpha_catalog() -> Cat {
-    versions(Cat::new("ops").package("p", "alpha").channel("p", "alpha", alpha()), "p", &["0.1.0", "0.2.0", "0.2.1", "0.3.0", "0.4.0"])
+    versions(
+        Cat::new("ops")
+            .package("p", "alpha")
+            .channel("p", "alpha", alpha()),
+        "p",
+        &["0.1.0", "0.2.0", "0.2.1", "0.3.0", "0.4.0"],
+    )
 }
 
 #[test]
@@ -37,34 +52,68 @@ fn channel_graph_rules() {
         Case {
             rule: "head is the entry nothing replaces or skips; order walks replaces back; skipped entries are never installable",
             entries: alpha(),
-            expect: Ok(("p.v0.4.0", vec!["p.v0.4.0", "p.v0.3.0", "p.v0.2.0", "p.v0.1.0"])),
+            expect: Ok((
+                "p.v0.4.0",
+                vec!["p.v0.4.0", "p.v0.3.0", "p.v0.2.0", "p.v0.1.0"],
+            )),
         },
         Case {
             rule: "an entry reachable only through a skipped entry is not installable",
-            entries: vec![entry("p.v1"), entry("p.v2").replaces("p.v1"), entry("p.v3").replaces("p.v2"), entry("p.v4").skips(&["p.v3"])],
+            entries: vec![
+                entry("p.v1"),
+                entry("p.v2").replaces("p.v1"),
+                entry("p.v3").replaces("p.v2"),
+                entry("p.v4").skips(&["p.v3"]),
+            ],
             expect: Ok(("p.v4", vec!["p.v4"])),
         },
         Case {
             rule: "replaces may name a bundle outside the channel",
-            entries: vec![entry("p.v2").replaces("p.v1"), entry("p.v3").replaces("p.v2")],
+            entries: vec![
+                entry("p.v2").replaces("p.v1"),
+                entry("p.v3").replaces("p.v2"),
+            ],
             expect: Ok(("p.v3", vec!["p.v3", "p.v2"])),
         },
         Case {
             rule: "two heads is an error",
-            entries: vec![entry("p.v1"), entry("p.v2").replaces("p.v1"), entry("p.v3").replaces("p.v1")],
-            expect: Err(ChannelGraphError::MultipleHeads(vec!["p.v2".into(), "p.v3".into()])),
+            entries: vec![
+                entry("p.v1"),
+                entry("p.v2").replaces("p.v1"),
+                entry("p.v3").replaces("p.v1"),
+            ],
+            expect: Err(ChannelGraphError::MultipleHeads(vec![
+                "p.v2".into(),
+                "p.v3".into(),
+            ])),
         },
         Case {
             rule: "a cycle is an error",
-            entries: vec![entry("p.v1").replaces("p.v3"), entry("p.v2").replaces("p.v1"), entry("p.v3").replaces("p.v2")],
-            expect: Err(ChannelGraphError::Cycle(vec!["p.v1".into(), "p.v2".into(), "p.v3".into()])),
+            entries: vec![
+                entry("p.v1").replaces("p.v3"),
+                entry("p.v2").replaces("p.v1"),
+                entry("p.v3").replaces("p.v2"),
+            ],
+            expect: Err(ChannelGraphError::Cycle(vec![
+                "p.v1".into(),
+                "p.v2".into(),
+                "p.v3".into(),
+            ])),
         },
         Case {
             rule: "a cycle below a head is an error too",
-            entries: vec![entry("p.v1").replaces("p.v2"), entry("p.v2").replaces("p.v1"), entry("p.v3").replaces("p.v2")],
+            entries: vec![
+                entry("p.v1").replaces("p.v2"),
+                entry("p.v2").replaces("p.v1"),
+                entry("p.v3").replaces("p.v2"),
+            ],
             expect: Err(ChannelGraphError::Cycle(vec!["p.v1".into(), "p.v2".into()])),
         },
-        Case { rule: "an empty channel is an error", entries: vec![], expect: Err(ChannelGraphError::Empty) },
+        Case {
+            rule: "an empty channel is an error",
+            entries: vec![],
+            expect: Err(ChannelGraphError::Empty),
+        },
         Case {
             rule: "a duplicate entry is an error",
             entries: vec![entry("p.v1"), entry("p.v1")],
@@ -74,12 +123,26 @@ fn channel_graph_rules() {
     for case in cases {
         let got = graph(case.entries).map(|g| {
             let head = g.head().unwrap().name.clone();
-            (head, g.installable().iter().map(|e| e.name.clone()).collect::<Vec<_>>())
+            (
+                head,
+                g.installable()
+                    .iter()
+                    .map(|e| e.name.clone())
+                    .collect::<Vec<_>>(),
+            )
         });
-        let want = case.expect.map(|(h, order)| (h.to_string(), order.into_iter().map(String::from).collect::<Vec<_>>()));
+        let want = case.expect.map(|(h, order)| {
+            (
+                h.to_string(),
+                order.into_iter().map(String::from).collect::<Vec<_>>(),
+            )
+        });
         assert_eq!(got, want, "rule: {}", case.rule);
     }
-    assert!(matches!(graph(vec![entry("p.v1").range("~1.0")]), Err(ChannelGraphError::BadSkipRange { .. })));
+    assert!(matches!(
+        graph(vec![entry("p.v1").range("~1.0")]),
+        Err(ChannelGraphError::BadSkipRange { .. })
+    ));
 }
 
 #[test]
@@ -90,7 +153,11 @@ fn upgrade_rules() {
         expect: Option<&'static str>,
     }
     let cases = [
-        Case { rule: "an entry that replaces X", installed: "0.1.0", expect: Some("p.v0.2.0") },
+        Case {
+            rule: "an entry that replaces X",
+            installed: "0.1.0",
+            expect: Some("p.v0.2.0"),
+        },
         Case {
             rule: "entries replacing, skipping and skipRange-ing X: nearest the head wins",
             installed: "0.2.0",
@@ -101,21 +168,49 @@ fn upgrade_rules() {
             installed: "0.2.1",
             expect: Some("p.v0.4.0"),
         },
-        Case { rule: "the skipRange jump", installed: "0.3.0", expect: Some("p.v0.4.0") },
-        Case { rule: "no candidate: stay on X", installed: "0.4.0", expect: None },
+        Case {
+            rule: "the skipRange jump",
+            installed: "0.3.0",
+            expect: Some("p.v0.4.0"),
+        },
+        Case {
+            rule: "no candidate: stay on X",
+            installed: "0.4.0",
+            expect: None,
+        },
     ];
     for case in cases {
         let namespace = ns(vec![installed("p", case.installed)], vec![sub("p", "ops")]);
-        let plan = run(&[alpha_catalog()], &namespace).unwrap_or_else(|e| panic!("{}: {e}", case.rule));
+        let plan =
+            run(&[alpha_catalog()], &namespace).unwrap_or_else(|e| panic!("{}: {e}", case.rule));
         match case.expect {
             Some(to) => {
-                assert_eq!(steps(&plan), vec![format!("{to}@ops")], "rule: {}", case.rule);
-                assert_eq!(plan.steps[0].replaces.as_deref(), Some(format!("p.v{}", case.installed).as_str()));
-                assert_eq!(plan.subscriptions[0].outcome, Outcome::Upgrade { from: format!("p.v{}", case.installed), to: to.into() });
+                assert_eq!(
+                    steps(&plan),
+                    vec![format!("{to}@ops")],
+                    "rule: {}",
+                    case.rule
+                );
+                assert_eq!(
+                    plan.steps[0].replaces.as_deref(),
+                    Some(format!("p.v{}", case.installed).as_str())
+                );
+                assert_eq!(
+                    plan.subscriptions[0].outcome,
+                    Outcome::Upgrade {
+                        from: format!("p.v{}", case.installed),
+                        to: to.into()
+                    }
+                );
             }
             None => {
                 assert!(plan.steps.is_empty(), "rule: {}", case.rule);
-                assert_eq!(plan.subscriptions[0].outcome, Outcome::AtLatestKnown { csv: format!("p.v{}", case.installed) });
+                assert_eq!(
+                    plan.subscriptions[0].outcome,
+                    Outcome::AtLatestKnown {
+                        csv: format!("p.v{}", case.installed)
+                    }
+                );
             }
         }
     }
@@ -124,12 +219,20 @@ fn upgrade_rules() {
 #[test]
 fn skip_only_edge_is_an_upgrade() {
     let cat = versions(
-        Cat::new("ops").package("p", "s").channel("p", "s", vec![entry("p.v1.0.0"), entry("p.v2.0.0").skips(&["p.v1.0.0"])]),
+        Cat::new("ops").package("p", "s").channel(
+            "p",
+            "s",
+            vec![entry("p.v1.0.0"), entry("p.v2.0.0").skips(&["p.v1.0.0"])],
+        ),
         "p",
         &["1.0.0", "2.0.0"],
     );
     // p.v1.0.0 is skipped, so not installable, but once installed it upgrades along the skip.
-    let plan = run(&[cat], &ns(vec![installed("p", "1.0.0")], vec![sub("p", "ops")])).unwrap();
+    let plan = run(
+        &[cat],
+        &ns(vec![installed("p", "1.0.0")], vec![sub("p", "ops")]),
+    )
+    .unwrap();
     assert_eq!(steps(&plan), vec!["p.v2.0.0@ops"]);
 }
 
@@ -138,18 +241,35 @@ fn candidates_come_only_from_the_subscription_catalog_and_channel() {
     let ops = versions(
         Cat::new("ops")
             .package("p", "stable")
-            .channel("p", "stable", vec![entry("p.v1.0.0"), entry("p.v1.1.0").replaces("p.v1.0.0")])
-            .channel("p", "fast", vec![entry("p.v1.0.0"), entry("p.v1.1.0").replaces("p.v1.0.0"), entry("p.v2.0.0").replaces("p.v1.1.0")]),
+            .channel(
+                "p",
+                "stable",
+                vec![entry("p.v1.0.0"), entry("p.v1.1.0").replaces("p.v1.0.0")],
+            )
+            .channel(
+                "p",
+                "fast",
+                vec![
+                    entry("p.v1.0.0"),
+                    entry("p.v1.1.0").replaces("p.v1.0.0"),
+                    entry("p.v2.0.0").replaces("p.v1.1.0"),
+                ],
+            ),
         "p",
         &["1.0.0", "1.1.0", "2.0.0"],
     );
     let other = versions(
-        Cat::in_ns("other", "olm", 100).package("p", "stable").channel("p", "stable", vec![entry("p.v9.0.0").replaces("p.v1.0.0")]),
+        Cat::in_ns("other", "olm", 100)
+            .package("p", "stable")
+            .channel("p", "stable", vec![entry("p.v9.0.0").replaces("p.v1.0.0")]),
         "p",
         &["9.0.0"],
     );
     let namespace = ns(vec![installed("p", "1.0.0")], vec![sub("p", "ops")]);
-    assert_eq!(steps(&run(&[ops.clone(), other.clone()], &namespace).unwrap()), vec!["p.v1.1.0@ops"]);
+    assert_eq!(
+        steps(&run(&[ops.clone(), other.clone()], &namespace).unwrap()),
+        vec!["p.v1.1.0@ops"]
+    );
     let mut fast = sub("p", "ops");
     fast.channel = "fast".into();
     let plan = run(&[ops, other], &ns(vec![], vec![fast])).unwrap();
@@ -162,41 +282,71 @@ fn fresh_install_rules() {
     // Head by default (the default channel when the Subscription names none).
     let plan = run(&[alpha_catalog()], &ns(vec![], vec![sub("p", "ops")])).unwrap();
     assert_eq!(steps(&plan), vec!["p.v0.4.0@ops"]);
-    assert_eq!(plan.subscriptions[0].outcome, Outcome::Install { bundle: "p.v0.4.0".into() });
+    assert_eq!(
+        plan.subscriptions[0].outcome,
+        Outcome::Install {
+            bundle: "p.v0.4.0".into()
+        }
+    );
     assert_eq!(plan.steps[0].replaces, None);
 
     // startingCSV wins.
     let mut starting = sub("p", "ops");
     starting.starting_csv = Some("p.v0.2.0".into());
-    assert_eq!(steps(&run(&[alpha_catalog()], &ns(vec![], vec![starting.clone()])).unwrap()), vec!["p.v0.2.0@ops"]);
+    assert_eq!(
+        steps(&run(&[alpha_catalog()], &ns(vec![], vec![starting.clone()])).unwrap()),
+        vec!["p.v0.2.0@ops"]
+    );
 
     // A skipped startingCSV is refused, saying why.
     starting.starting_csv = Some("p.v0.2.1".into());
     let text = error_text(run(&[alpha_catalog()], &ns(vec![], vec![starting.clone()])));
-    assert!(text.contains("p.v0.2.1") && text.contains("skipped"), "{text}");
+    assert!(
+        text.contains("p.v0.2.1") && text.contains("skipped"),
+        "{text}"
+    );
 
     // An unknown startingCSV names channel and package.
     starting.starting_csv = Some("p.v9.9.9".into());
     let text = error_text(run(&[alpha_catalog()], &ns(vec![], vec![starting])));
-    assert!(text.contains("p.v9.9.9") && text.contains("\"alpha\"") && text.contains("package p"), "{text}");
+    assert!(
+        text.contains("p.v9.9.9") && text.contains("\"alpha\"") && text.contains("package p"),
+        "{text}"
+    );
 }
 
 #[test]
 fn subscription_errors_name_the_missing_piece() {
     let two_heads = versions(
-        Cat::new("heads").package("q", "s").channel("q", "s", vec![entry("q.v1.0.0"), entry("q.v2.0.0"), entry("q.v3.0.0")]),
+        Cat::new("heads").package("q", "s").channel(
+            "q",
+            "s",
+            vec![entry("q.v1.0.0"), entry("q.v2.0.0"), entry("q.v3.0.0")],
+        ),
         "q",
         &["1.0.0", "2.0.0", "3.0.0"],
     );
-    let no_default = versions(Cat::new("nd").package("r", "").channel("r", "a", vec![entry("r.v1.0.0")]), "r", &["1.0.0"]);
+    let no_default = versions(
+        Cat::new("nd")
+            .package("r", "")
+            .channel("r", "a", vec![entry("r.v1.0.0")]),
+        "r",
+        &["1.0.0"],
+    );
     let cats = [alpha_catalog(), two_heads, no_default];
     let mut wrong_channel = sub("p", "ops");
     wrong_channel.channel = "beta".into();
     let cases: Vec<(Subscription, &[&str])> = vec![
-        (sub("p", "nowhere"), &["subscription p", "olm/nowhere", "olm/ops"]),
+        (
+            sub("p", "nowhere"),
+            &["subscription p", "olm/nowhere", "olm/ops"],
+        ),
         (sub("zzz", "ops"), &["package zzz", "olm/ops"]),
         (wrong_channel, &["\"beta\"", "channels: alpha"]),
-        (sub("q", "heads"), &["multiple channel heads", "q.v2.0.0", "q.v3.0.0"]),
+        (
+            sub("q", "heads"),
+            &["multiple channel heads", "q.v2.0.0", "q.v3.0.0"],
+        ),
         (sub("r", "nd"), &["no default channel", "package r"]),
     ];
     for (subscription, needles) in cases {
@@ -209,12 +359,30 @@ fn subscription_errors_name_the_missing_piece() {
 
 #[test]
 fn deprecated_bundles_are_never_chosen() {
-    let cat =
-        Cat::new("ops").linear("p", &["1.0.0", "2.0.0"], &|v| if v == "2.0.0" { vec![prop(PROP_DEPRECATED, json!({}))] } else { vec![] });
+    let cat = Cat::new("ops").linear("p", &["1.0.0", "2.0.0"], &|v| {
+        if v == "2.0.0" {
+            vec![prop(PROP_DEPRECATED, json!({}))]
+        } else {
+            vec![]
+        }
+    });
     // The deprecated head is passed over for the next entry.
-    assert_eq!(steps(&run(std::slice::from_ref(&cat), &ns(vec![], vec![sub("p", "ops")])).unwrap()), vec!["p.v1.0.0@ops"]);
+    assert_eq!(
+        steps(
+            &run(
+                std::slice::from_ref(&cat),
+                &ns(vec![], vec![sub("p", "ops")])
+            )
+            .unwrap()
+        ),
+        vec!["p.v1.0.0@ops"]
+    );
     // ... and is no upgrade target.
-    let plan = run(std::slice::from_ref(&cat), &ns(vec![installed("p", "1.0.0")], vec![sub("p", "ops")])).unwrap();
+    let plan = run(
+        std::slice::from_ref(&cat),
+        &ns(vec![installed("p", "1.0.0")], vec![sub("p", "ops")]),
+    )
+    .unwrap();
     assert!(plan.steps.is_empty());
     let mut starting = sub("p", "ops");
     starting.starting_csv = Some("p.v2.0.0".into());
@@ -224,16 +392,38 @@ fn deprecated_bundles_are_never_chosen() {
 #[test]
 fn head_with_unsatisfiable_dependency_falls_back_to_an_older_entry() {
     // Upstream makes every channel entry a candidate for a fresh install, head first.
-    let cat = Cat::new("ops")
-        .linear("p", &["1.0.0", "2.0.0"], &|v| if v == "2.0.0" { vec![requires_package("missing", ">=1.0.0")] } else { vec![] });
-    assert_eq!(steps(&run(&[cat], &ns(vec![], vec![sub("p", "ops")])).unwrap()), vec!["p.v1.0.0@ops"]);
+    let cat = Cat::new("ops").linear("p", &["1.0.0", "2.0.0"], &|v| {
+        if v == "2.0.0" {
+            vec![requires_package("missing", ">=1.0.0")]
+        } else {
+            vec![]
+        }
+    });
+    assert_eq!(
+        steps(&run(&[cat], &ns(vec![], vec![sub("p", "ops")])).unwrap()),
+        vec!["p.v1.0.0@ops"]
+    );
 }
 
 #[test]
 fn upgrade_blocked_by_a_dependency_stays_put() {
-    let cat = Cat::new("ops")
-        .linear("p", &["1.0.0", "2.0.0"], &|v| if v == "2.0.0" { vec![requires_package("missing", ">=1.0.0")] } else { vec![] });
-    let plan = run(&[cat], &ns(vec![installed("p", "1.0.0")], vec![sub("p", "ops")])).unwrap();
+    let cat = Cat::new("ops").linear("p", &["1.0.0", "2.0.0"], &|v| {
+        if v == "2.0.0" {
+            vec![requires_package("missing", ">=1.0.0")]
+        } else {
+            vec![]
+        }
+    });
+    let plan = run(
+        &[cat],
+        &ns(vec![installed("p", "1.0.0")], vec![sub("p", "ops")]),
+    )
+    .unwrap();
     assert!(plan.steps.is_empty());
-    assert_eq!(plan.subscriptions[0].outcome, Outcome::AtLatestKnown { csv: "p.v1.0.0".into() });
+    assert_eq!(
+        plan.subscriptions[0].outcome,
+        Outcome::AtLatestKnown {
+            csv: "p.v1.0.0".into()
+        }
+    );
 }
