@@ -10,7 +10,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::json;
 
 use olm::catalog::fbc::*;
-use olm::catalog::render::{RenderOptions, render_package_dir};
+use olm::catalog::render::{RenderOptions, render_package_folders};
 use olm::resolver::{Catalog, CatalogIndex, CatalogRef, Namespace, Subscription, resolve};
 
 const VERSIONS_PER_PACKAGE: usize = 10;
@@ -92,16 +92,7 @@ fn synthetic(bundles: usize) -> Catalog {
 fn testdata() -> Catalog {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/testdata/community-operators/operators");
-    let mut dirs: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    let mut content = DeclarativeConfig::default();
-    for d in dirs {
-        content.merge(render_package_dir(&d, &RenderOptions::default()).unwrap());
-    }
+    let content = render_package_folders(&dir, &RenderOptions::default()).unwrap();
     Catalog {
         name: "community".into(),
         namespace: "olm".into(),

@@ -366,6 +366,25 @@ fn read_update_graph(dir: &Path) -> Result<UpdateGraph, RenderError> {
     }
 }
 
+/// Every package folder directly below `dir` (the community-operators layout), rendered
+/// into one catalog, in name order. Empty when `dir` holds no package folders.
+pub fn render_package_folders(
+    dir: &Path,
+    options: &RenderOptions,
+) -> Result<DeclarativeConfig, RenderError> {
+    let mut packages: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| input_error(dir, e.to_string()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && has_bundle_subdirs(p))
+        .collect();
+    packages.sort();
+    let mut out = DeclarativeConfig::default();
+    for package in packages {
+        out.merge(render_package_dir(&package, options)?);
+    }
+    Ok(out)
+}
+
 /// The catalog template a community-operators package publishes with, when its `ci.yaml`
 /// says `fbc: {enabled: true, catalog_mapping: […]}`: the newest mapping's template file.
 fn fbc_template(dir: &Path) -> Result<Option<(PathBuf, String)>, RenderError> {

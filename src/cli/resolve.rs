@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use crate::catalog::DeclarativeConfig;
 use crate::catalog::bundle::is_bundle_dir;
 use crate::catalog::load::load_path;
-use crate::catalog::render::{RenderOptions, render_package_dir};
+use crate::catalog::render::{RenderOptions, render_package_dir, render_package_folders};
 use crate::catalog::semver_range::parse_version;
 use crate::resolver::{
     Catalog, CatalogIndex, CatalogRef, InstalledCsv, Namespace, Outcome, Subscription, resolve,
@@ -159,16 +159,10 @@ fn load_catalog_dir(dir: &Path) -> anyhow::Result<DeclarativeConfig> {
         return render_package_dir(dir, &RenderOptions::default())
             .with_context(|| format!("rendering {}", dir.display()));
     }
-    let packages: Vec<PathBuf> = subdirs(dir).into_iter().filter(|d| is_package(d)).collect();
-    if packages.is_empty() {
+    let content = render_package_folders(dir, &RenderOptions::default())
+        .with_context(|| format!("rendering the packages in {}", dir.display()))?;
+    if content.is_empty() {
         return load_path(dir).with_context(|| format!("loading catalog {}", dir.display()));
-    }
-    let mut content = DeclarativeConfig::default();
-    for package in packages {
-        content.merge(
-            render_package_dir(&package, &RenderOptions::default())
-                .with_context(|| format!("rendering {}", package.display()))?,
-        );
     }
     Ok(content)
 }

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use super::*;
 use crate::catalog::load::load_path;
-use crate::catalog::render::{RenderOptions, render_package_dir};
+use crate::catalog::render::{RenderOptions, render_package_folders};
 
 fn our_catalog() -> CatalogIndex {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
@@ -94,19 +94,8 @@ fn testdata_dir() -> PathBuf {
 fn testdata_catalog() -> &'static Catalog {
     static CATALOG: OnceLock<Catalog> = OnceLock::new();
     CATALOG.get_or_init(|| {
-        let mut dirs: Vec<PathBuf> = std::fs::read_dir(testdata_dir())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.is_dir())
-            .collect();
-        dirs.sort();
-        let mut content = DeclarativeConfig::default();
-        for dir in dirs {
-            content.merge(
-                render_package_dir(&dir, &RenderOptions::default())
-                    .unwrap_or_else(|e| panic!("{}: {e}", dir.display())),
-            );
-        }
+        let content = render_package_folders(&testdata_dir(), &RenderOptions::default())
+            .unwrap_or_else(|e| panic!("{e}"));
         Catalog {
             name: "community".into(),
             namespace: "olm".into(),
