@@ -3,7 +3,9 @@
 //! is called over all packages, channels, bundles and provided GVKs (plus misses), on our
 //! `catalog/` and on the rendered community-operators testdata. Answers are compared as
 //! data: streams whose order upstream leaves unspecified are sorted, JSON strings (csvJson,
-//! objects, property values) are parsed, errors compare by code and message.
+//! objects, property values) are parsed, errors compare by code and message. Then whole
+//! catalogs are loaded through our registry client (`olm::registry::client`) from both
+//! servers and compared as data.
 
 mod common;
 
@@ -15,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::{community_operators, repo, scratch, subdirs};
 
+use olm::catalog::{DeclarativeConfig, content_digest};
 use olm::registry::generated as api;
 use olm::registry::generated::experimental_registry_client::ExperimentalRegistryClient;
 use olm::registry::generated::registry_client::RegistryClient;
@@ -609,6 +612,15 @@ async fn every_rpc_agrees_with_opm_on_our_catalog() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_rpc_agrees_with_opm_on_custom_schemas_and_deprecations() {
     let dir = scratch("registry-serve-custom");
+    write_custom_catalog(&dir);
+    let report = compare(&dir).await;
+    assert!(report.calls["ExperimentalListPackageCustomSchemas"].0 >= 8);
+    assert_agree("custom", &report);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Our `at` package beside blobs of custom schemas and deprecations of every kind.
+fn write_custom_catalog(dir: &Path) {
     std::fs::create_dir_all(dir.join("at")).unwrap();
     std::fs::copy(
         repo().join("catalog/at/catalog.yaml"),
@@ -627,15 +639,10 @@ async fn every_rpc_agrees_with_opm_on_custom_schemas_and_deprecations() {
     ];
     let text: String = blobs.iter().map(|b| format!("{b}\n")).collect();
     std::fs::write(dir.join("at/extra.json"), text).unwrap();
-    let report = compare(&dir).await;
-    assert!(report.calls["ExperimentalListPackageCustomSchemas"].0 >= 8);
-    assert_agree("custom", &report);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_rpc_agrees_with_opm_on_the_testdata_catalog() {
-    let dir = scratch("registry-serve-testdata");
+/// The community-operators testdata rendered into `dir`, one catalog file per package.
+fn render_testdata(dir: &Path) {
     for package in subdirs(&community_operators()) {
         let name = package.file_name().unwrap().to_str().unwrap().to_string();
         // The one genuinely invalid package (an `oci://` related image); opm refuses it.
@@ -654,8 +661,137 @@ async fn every_rpc_agrees_with_opm_on_the_testdata_catalog() {
         std::fs::create_dir_all(dir.join(&name)).unwrap();
         std::fs::write(dir.join(&name).join("catalog.json"), out.stdout).unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rpc_agrees_with_opm_on_the_testdata_catalog() {
+    let dir = scratch("registry-serve-testdata");
+    render_testdata(&dir);
     let report = compare(&dir).await;
     assert!(report.calls["GetBundle"].0 > 100);
     assert_agree("testdata", &report);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// --- Whole catalogs through our registry client ----------------------------------------
+
+/// Loads `dir` with `olm::registry::client` from `olm catalog serve` and from `opm serve`.
+async fn load_from_both(dir: &Path) -> (DeclarativeConfig, DeclarativeConfig) {
+    let (our_port, their_port) = (free_port(), free_port());
+    let mut ours = start_ours(dir, our_port);
+    let mut theirs = start_opm(dir, their_port);
+    connect(&mut ours, our_port).await;
+    connect(&mut theirs, their_port).await;
+    let load = |port: u16| async move {
+        let client = olm::registry::client::RegistryClient::new(
+            &format!("127.0.0.1:{port}"),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        client.check_health().await.unwrap();
+        client.load_catalog().await.unwrap()
+    };
+    let (a, b) = (load(our_port).await, load(their_port).await);
+    drop((ours, theirs));
+    (a, b)
+}
+
+/// A catalog in a canonical order (streams and properties sorted, manifests parsed), as
+/// comparable data.
+fn canonical(c: &DeclarativeConfig) -> Value {
+    let sorted = |mut v: Vec<Value>| {
+        v.sort_by_key(|x| x.to_string());
+        Value::Array(v)
+    };
+    let manifest = |p: &olm::catalog::fbc::Property| {
+        if p.type_ != "olm.bundle.object" {
+            return p.value.clone();
+        }
+        let data = p.value["data"].as_str().unwrap();
+        let bytes =
+            base64::Engine::decode(&base64::engine::general_purpose::STANDARD, data).unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    json!({
+        "packages": sorted(c.packages.iter().map(|p| serde_json::to_value(p).unwrap()).collect()),
+        "channels": sorted(c.channels.iter().map(|ch| json!({
+            "package": ch.package, "name": ch.name,
+            "entries": sorted(ch.entries.iter().map(|e| serde_json::to_value(e).unwrap()).collect()),
+        })).collect()),
+        "bundles": sorted(c.bundles.iter().map(|b| json!({
+            "package": b.package, "name": b.name, "image": b.image,
+            "properties": sorted(b.properties.iter().map(|p| json!([p.type_, manifest(p)])).collect()),
+            "relatedImages": sorted(b.related_images.iter().map(|r| json!([r.name, r.image])).collect()),
+        })).collect()),
+        "deprecations": sorted(c.deprecations.iter().map(|d| json!({
+            "package": d.package,
+            "entries": sorted(d.entries.iter().map(|e| serde_json::to_value(e).unwrap()).collect()),
+        })).collect()),
+    })
+}
+
+fn assert_same_catalog(what: &str, ours: &DeclarativeConfig, theirs: &DeclarativeConfig) {
+    let (a, b) = (canonical(ours), canonical(theirs));
+    if a != b {
+        let (a, b) = (
+            serde_json::to_string_pretty(&a).unwrap(),
+            serde_json::to_string_pretty(&b).unwrap(),
+        );
+        let first = a
+            .lines()
+            .zip(b.lines())
+            .position(|(x, y)| x != y)
+            .unwrap_or(0);
+        let context = |s: &str| {
+            s.lines()
+                .skip(first.saturating_sub(5))
+                .take(12)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        panic!(
+            "{what}: the catalog loaded from olm catalog serve and from opm serve differ near line {first}:\n--- olm\n{}\n--- opm\n{}",
+            context(&a),
+            context(&b)
+        );
+    }
+    assert_eq!(content_digest(ours), content_digest(theirs), "{what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_client_loads_the_same_catalog_from_opm_and_olm() {
+    let dir = repo().join("catalog");
+    let (ours, theirs) = load_from_both(&dir).await;
+    assert_same_catalog("catalog/", &ours, &theirs);
+    let files = olm::catalog::load::load_path(&dir).unwrap();
+    assert_eq!(content_digest(&theirs), content_digest(&files));
+    let names = |c: &DeclarativeConfig| -> BTreeSet<(String, String)> {
+        c.bundles
+            .iter()
+            .map(|b| (b.package.clone(), b.name.clone()))
+            .collect()
+    };
+    assert_eq!(names(&theirs), names(&files));
+    assert!(olm::catalog::validate::validate(&theirs).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_client_loads_the_same_deprecations_from_opm_and_olm() {
+    let dir = scratch("registry-client-custom");
+    write_custom_catalog(&dir);
+    let (ours, theirs) = load_from_both(&dir).await;
+    assert_same_catalog("deprecations", &ours, &theirs);
+    assert_eq!(theirs.deprecations.len(), 1);
+    assert_eq!(theirs.deprecations[0].entries.len(), 3);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_client_loads_the_same_testdata_catalog_from_opm_and_olm() {
+    let dir = scratch("registry-client-testdata");
+    render_testdata(&dir);
+    let (ours, theirs) = load_from_both(&dir).await;
+    assert!(theirs.bundles.len() > 100);
+    assert_same_catalog("testdata", &ours, &theirs);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,7 +1,10 @@
 //! Catalogs: the file-based catalog model, loading, validation, rendering of registry+v1
-//! bundles into FBC, and templates. Pure data: no Kubernetes client, no async.
+//! bundles into FBC, templates, upstream's ConfigMap catalog format, and content digests.
+//! Pure data: no Kubernetes client, no async.
 
 pub mod bundle;
+pub mod configmap;
+pub mod digest;
 pub mod fbc;
 mod ignore;
 pub mod load;
@@ -10,4 +13,5 @@ pub mod semver_range;
 pub mod template;
 pub mod validate;
 
+pub use digest::content_digest;
 pub use fbc::*;

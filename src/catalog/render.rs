@@ -307,7 +307,7 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
 
 /// The CSV's `relatedImages`, the images of its deployments' containers, and the bundle
 /// image itself; each image once.
-fn related_images(csv: &Value, bundle_image: &str) -> Vec<RelatedImage> {
+pub(crate) fn related_images(csv: &Value, bundle_image: &str) -> Vec<RelatedImage> {
     let mut out: Vec<RelatedImage> = Vec::new();
     let mut push = |name: &str, image: &str| {
         if !image.is_empty()

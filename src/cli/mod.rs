@@ -3,6 +3,7 @@
 mod catalog;
 mod crds;
 mod resolve;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +35,8 @@ pub enum Command {
     Bundle(catalog::BundleCommand),
     /// What would these Subscriptions install or upgrade, given these catalogs? (no cluster)
     Resolve(resolve::ResolveArgs),
+    /// Run OLM's controllers against the cluster (leader-elected; admin server on :8080).
+    Run(run::RunArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -42,5 +45,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Catalog(command) => catalog::run_catalog(command),
         Command::Bundle(command) => catalog::run_bundle(command),
         Command::Resolve(args) => resolve::run(args),
+        Command::Run(args) => run::run(args),
     }
 }

@@ -6,6 +6,13 @@
 //! and custom-schema blobs go to a spill file ([`super::store`]) and are read back only by
 //! the RPCs that return them. Catalog files are loaded one at a time, so the whole catalog is
 //! never decoded in memory at once.
+//!
+//! The index is a handful of flat tables: every string is interned once into one text
+//! buffer, every light bundle encoding sits in one byte buffer, and the variable-length
+//! parts (a package's channels, a channel's entries, an entry's skips, a bundle's GVKs) are
+//! [`Span`]s into shared tables. So it takes a few large allocations instead of thousands of
+//! small ones scattered among the loader's freed memory, and that memory can go back to the
+//! OS once the catalog is loaded.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -24,52 +31,109 @@ use crate::catalog::load::{LoadOptions, load_file_with, load_path_with};
 #[error("{0}")]
 pub struct QueryError(pub String);
 
-type Gvk = (String, String, String);
+/// `start..end` in one of the index's tables: a string in [`Index::text`], a light bundle
+/// in [`Index::light`], or rows of [`Index::channels`], [`Index::entries`],
+/// [`Index::skips`] or [`Index::gvks`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+
+    fn rows(self) -> std::ops::Range<u32> {
+        self.start..self.end
+    }
+}
+
+/// A table length or offset as stored in the index.
+fn offset(n: usize) -> anyhow::Result<u32> {
+    u32::try_from(n).map_err(|_| anyhow::anyhow!("catalog too large to index (over 4 GiB)"))
+}
 
 struct PackageIdx {
-    name: String,
-    default_channel: String,
-    deprecation: Option<String>,
-    /// Sorted by name.
-    channels: Vec<ChannelIdx>,
+    name: Span,
+    default_channel: Span,
+    deprecation: Option<Span>,
+    /// Rows of `Index::channels`, sorted by name.
+    channels: Span,
 }
 
 struct ChannelIdx {
-    name: String,
-    deprecation: Option<String>,
-    /// Index into `Index::entries` of the head.
+    name: Span,
+    deprecation: Option<Span>,
+    /// Row of `Index::entries` of the head.
     head: u32,
-    /// Indexes into `Index::entries`, in the channel's order.
-    entries: std::ops::Range<u32>,
+    /// Rows of `Index::entries`, in the channel's order.
+    entries: Span,
 }
 
 /// One bundle in one channel.
 struct EntryIdx {
     package: u32,
+    /// Row of `Index::channels`.
     channel: u32,
     bundle: u32,
-    replaces: String,
-    skips: Vec<String>,
-    skip_range: String,
+    replaces: Span,
+    /// Rows of `Index::skips`.
+    skips: Span,
+    skip_range: Span,
 }
 
 /// One bundle of a package (shared by the channels that list it).
 struct BundleIdx {
-    name: String,
-    provided: Vec<Gvk>,
+    name: Span,
+    /// Rows of `Index::gvks`.
+    provided: Span,
     has_path: bool,
-    light: Box<[u8]>,
+    /// Bytes of `Index::light`.
+    light: Span,
     heavy: Loc,
 }
 
 pub struct Index {
+    /// Every string of the index, each distinct one once.
+    text: Box<str>,
     /// Sorted by name.
-    packages: Vec<PackageIdx>,
-    entries: Vec<EntryIdx>,
-    bundles: Vec<BundleIdx>,
+    packages: Box<[PackageIdx]>,
+    /// Grouped by package.
+    channels: Box<[ChannelIdx]>,
+    entries: Box<[EntryIdx]>,
+    /// The skips of every entry, back to back.
+    skips: Box<[Span]>,
+    bundles: Box<[BundleIdx]>,
+    /// The provided (group, version, kind) of every bundle, back to back.
+    gvks: Box<[[Span; 3]]>,
+    /// The light `api.Bundle` encoding of every bundle, back to back.
+    light: Box<[u8]>,
     /// (schema, package) → blobs of custom schemas (compact JSON), in load order.
-    custom: HashMap<(String, String), Vec<Loc>>,
+    custom: HashMap<(String, String), Box<[Loc]>>,
     store: Store,
+}
+
+/// Interns strings into one buffer while the index is built.
+#[derive(Default)]
+struct TextBuilder {
+    text: String,
+    seen: HashMap<String, Span>,
+}
+
+impl TextBuilder {
+    fn intern(&mut self, s: &str) -> anyhow::Result<Span> {
+        if let Some(&span) = self.seen.get(s) {
+            return Ok(span);
+        }
+        let start = offset(self.text.len())?;
+        let end = offset(self.text.len() + s.len())?;
+        self.text.push_str(s);
+        let span = Span { start, end };
+        self.seen.insert(s.to_owned(), span);
+        Ok(span)
+    }
 }
 
 fn q(s: &str) -> String {
@@ -116,7 +180,7 @@ struct PendingBundle {
     package: String,
     name: String,
     light: api::Bundle,
-    provided: Vec<Gvk>,
+    provided: Vec<(String, String, String)>,
     heavy: Loc,
     /// For bundles whose CSV is synthesised from `olm.csv.metadata` once the package is known.
     csv_metadata: Option<(Value, Vec<fbc::RelatedImage>)>,
@@ -228,8 +292,13 @@ impl Builder {
             }
         }
 
+        let mut text = TextBuilder::default();
+        let mut gvks: Vec<[Span; 3]> = Vec::new();
+        let mut light: Vec<u8> = Vec::new();
+
         // Bundles, by (package, name).
         let mut bundle_ix: HashMap<(String, String), u32> = HashMap::new();
+        let mut bundle_package: Vec<usize> = Vec::with_capacity(self.bundles.len());
         let mut bundles = Vec::with_capacity(self.bundles.len());
         for mut b in self.bundles.drain(..) {
             let key = (b.package.clone(), b.name.clone());
@@ -267,12 +336,25 @@ impl Builder {
             b.light.deprecation = bundle_deprecation
                 .get(&key)
                 .map(|m| api::Deprecation { message: m.clone() });
+            let provided_start = offset(gvks.len())?;
+            for (g, v, k) in &b.provided {
+                gvks.push([text.intern(g)?, text.intern(v)?, text.intern(k)?]);
+            }
+            let light_start = offset(light.len())?;
+            b.light.encode(&mut light)?;
             bundle_ix.insert(key, bundles.len() as u32);
+            bundle_package.push(pi);
             bundles.push(BundleIdx {
+                name: text.intern(&b.name)?,
+                provided: Span {
+                    start: provided_start,
+                    end: offset(gvks.len())?,
+                },
                 has_path: !b.light.bundle_path.is_empty(),
-                light: b.light.encode_to_vec().into_boxed_slice(),
-                name: b.name,
-                provided: b.provided,
+                light: Span {
+                    start: light_start,
+                    end: offset(light.len())?,
+                },
                 heavy: b.heavy,
             });
         }
@@ -291,6 +373,8 @@ impl Builder {
         }
         let mut listed: HashSet<u32> = HashSet::new();
         let mut entries = Vec::new();
+        let mut skips = Vec::new();
+        let mut out_channels = Vec::new();
         let mut packages = Vec::with_capacity(self.packages.len());
         for (pi, p) in self.packages.iter().enumerate() {
             let mut channels = by_package.remove(&pi).unwrap_or_default();
@@ -311,8 +395,8 @@ impl Builder {
                     q(&p.default_channel)
                 );
             }
-            let mut out_channels = Vec::with_capacity(channels.len());
-            for (ci, c) in channels.into_iter().enumerate() {
+            let channels_start = offset(out_channels.len())?;
+            for c in channels {
                 if c.entries.is_empty() {
                     bail!(
                         "package {}, channel {}: channel must contain at least one bundle",
@@ -320,7 +404,8 @@ impl Builder {
                         q(&c.name)
                     );
                 }
-                let start = entries.len() as u32;
+                let ci = offset(out_channels.len())?;
+                let start = offset(entries.len())?;
                 let mut incoming: HashSet<&str> = HashSet::new();
                 let mut seen: HashSet<&str> = HashSet::new();
                 for e in &c.entries {
@@ -348,15 +433,22 @@ impl Builder {
                     };
                     listed.insert(bi);
                     if !incoming.contains(e.name.as_str()) {
-                        heads.push(entries.len() as u32);
+                        heads.push(offset(entries.len())?);
+                    }
+                    let skips_start = offset(skips.len())?;
+                    for s in &e.skips {
+                        skips.push(text.intern(s)?);
                     }
                     entries.push(EntryIdx {
                         package: pi as u32,
-                        channel: ci as u32,
+                        channel: ci,
                         bundle: bi,
-                        replaces: e.replaces.clone(),
-                        skips: e.skips.clone(),
-                        skip_range: e.skip_range.clone(),
+                        replaces: text.intern(&e.replaces)?,
+                        skips: Span {
+                            start: skips_start,
+                            end: offset(skips.len())?,
+                        },
+                        skip_range: text.intern(&e.skip_range)?,
                     });
                 }
                 let head = match heads.as_slice() {
@@ -369,7 +461,10 @@ impl Builder {
                     many => {
                         let mut names: Vec<&str> = many
                             .iter()
-                            .map(|&i| bundles[entries[i as usize].bundle as usize].name.as_str())
+                            .map(|&i| {
+                                let b = &bundles[entries[i as usize].bundle as usize];
+                                &text.text[b.name.range()]
+                            })
                             .collect();
                         names.sort_unstable();
                         bail!(
@@ -380,47 +475,62 @@ impl Builder {
                         )
                     }
                 };
+                let deprecation = match channel_deprecation.get(&(p.name.clone(), c.name.clone())) {
+                    Some(m) => Some(text.intern(m)?),
+                    None => None,
+                };
                 out_channels.push(ChannelIdx {
-                    deprecation: channel_deprecation
-                        .get(&(p.name.clone(), c.name.clone()))
-                        .cloned(),
-                    name: c.name,
+                    name: text.intern(&c.name)?,
+                    deprecation,
                     head,
-                    entries: start..entries.len() as u32,
+                    entries: Span {
+                        start,
+                        end: offset(entries.len())?,
+                    },
                 });
             }
+            let deprecation = match pkg_deprecation.get(&p.name) {
+                Some(m) => Some(text.intern(m)?),
+                None => None,
+            };
             packages.push(PackageIdx {
-                name: p.name.clone(),
-                default_channel: p.default_channel.clone(),
-                deprecation: pkg_deprecation.get(&p.name).cloned(),
-                channels: out_channels,
+                name: text.intern(&p.name)?,
+                default_channel: text.intern(&p.default_channel)?,
+                deprecation,
+                channels: Span {
+                    start: channels_start,
+                    end: offset(out_channels.len())?,
+                },
             });
         }
-        if let Some((bi, _)) = bundles
-            .iter()
-            .enumerate()
-            .find(|(i, _)| !listed.contains(&(*i as u32)))
-        {
-            let pkg = bundle_ix
-                .iter()
-                .find(|(_, v)| **v == bi as u32)
-                .map(|(k, _)| k.0.clone())
-                .unwrap_or_default();
+        if let Some(bi) = (0..bundles.len()).find(|&i| !listed.contains(&(i as u32))) {
             bail!(
                 "package {}, bundle {} not found in any channel entries",
-                q(&pkg),
-                q(&bundles[bi].name)
+                q(&self.packages[bundle_package[bi]].name),
+                q(&text.text[bundles[bi].name.range()])
             );
         }
-        let mut index = Index {
-            packages,
-            entries,
-            bundles,
-            custom: self.custom,
+        // The scaffolding goes first, so that the tables below are the last allocations
+        // of the load.
+        drop((bundle_ix, listed, by_package, package_ix, bundle_package));
+        let TextBuilder { text, seen } = text;
+        drop(seen);
+        Ok(Index {
+            text: text.into_boxed_str(),
+            packages: packages.into_boxed_slice(),
+            channels: out_channels.into_boxed_slice(),
+            entries: entries.into_boxed_slice(),
+            skips: skips.into_boxed_slice(),
+            bundles: bundles.into_boxed_slice(),
+            gvks: gvks.into_boxed_slice(),
+            light: light.into_boxed_slice(),
+            custom: self
+                .custom
+                .into_iter()
+                .map(|(k, v)| (k, v.into_boxed_slice()))
+                .collect(),
             store: store.finish()?,
-        };
-        index.shrink();
-        Ok(index)
+        })
     }
 }
 
@@ -441,7 +551,28 @@ fn release_free_memory() {
 
 impl Index {
     /// Loads the catalog at `root` (a directory or one file).
+    ///
+    /// The loading runs on a thread of its own: when that thread ends, the blocks its
+    /// allocator cache (glibc's tcache) still holds are freed too, so that all of the
+    /// loader's memory, not just most of it, can be handed back to the OS afterwards.
     pub fn load(root: &Path) -> anyhow::Result<Index> {
+        let loaded = std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("catalog-load".into())
+                .spawn_scoped(s, || Self::load_here(root))
+                .map(|t| t.join())
+        });
+        let index = match loaded {
+            Ok(Ok(index)) => index?,
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            // No thread to spare: load on this one.
+            Err(_) => Self::load_here(root)?,
+        };
+        release_free_memory();
+        Ok(index)
+    }
+
+    fn load_here(root: &Path) -> anyhow::Result<Index> {
         use anyhow::Context;
         let mut store = StoreWriter::new().context("creating the spill file")?;
         let mut builder = Builder::default();
@@ -453,9 +584,7 @@ impl Index {
             }
             None => builder.add(load_path_with(root, LoadOptions::default())?, &mut store)?,
         }
-        let index = builder.finish(store)?;
-        release_free_memory();
-        Ok(index)
+        builder.finish(store)
     }
 
     /// Builds an index from a catalog already in memory.
@@ -464,12 +593,6 @@ impl Index {
         let mut builder = Builder::default();
         builder.add(config, &mut store)?;
         builder.finish(store)
-    }
-
-    fn shrink(&mut self) {
-        self.entries.shrink_to_fit();
-        self.bundles.shrink_to_fit();
-        self.custom.shrink_to_fit();
     }
 
     pub fn package_count(&self) -> usize {
@@ -485,29 +608,45 @@ impl Index {
         self.entries.len()
     }
 
+    fn str(&self, s: Span) -> &str {
+        &self.text[s.range()]
+    }
+
     fn package(&self, name: &str) -> Option<&PackageIdx> {
         self.packages
-            .binary_search_by(|p| p.name.as_str().cmp(name))
+            .binary_search_by(|p| self.str(p.name).cmp(name))
             .ok()
             .map(|i| &self.packages[i])
     }
 
-    fn channel<'a>(&self, pkg: &'a PackageIdx, name: &str) -> Option<&'a ChannelIdx> {
-        pkg.channels
-            .binary_search_by(|c| c.name.as_str().cmp(name))
+    fn channels_of(&self, pkg: &PackageIdx) -> &[ChannelIdx] {
+        &self.channels[pkg.channels.range()]
+    }
+
+    fn channel(&self, pkg: &PackageIdx, name: &str) -> Option<&ChannelIdx> {
+        let channels = self.channels_of(pkg);
+        channels
+            .binary_search_by(|c| self.str(c.name).cmp(name))
             .ok()
-            .map(|i| &pkg.channels[i])
+            .map(|i| &channels[i])
     }
 
     fn entry_parts(&self, e: u32) -> (&EntryIdx, &PackageIdx, &ChannelIdx, &BundleIdx) {
         let entry = &self.entries[e as usize];
-        let pkg = &self.packages[entry.package as usize];
         (
             entry,
-            pkg,
-            &pkg.channels[entry.channel as usize],
+            &self.packages[entry.package as usize],
+            &self.channels[entry.channel as usize],
             &self.bundles[entry.bundle as usize],
         )
+    }
+
+    fn skips(&self, entry: &EntryIdx) -> &[Span] {
+        &self.skips[entry.skips.range()]
+    }
+
+    fn bundle_name(&self, e: u32) -> &str {
+        self.str(self.bundles[self.entries[e as usize].bundle as usize].name)
     }
 
     /// The `api.Bundle` of one channel entry. `with_manifests` reads `csvJson` and `object`
@@ -520,93 +659,94 @@ impl Index {
         trimmed: bool,
     ) -> Result<api::Bundle, QueryError> {
         let (entry, _, channel, b) = self.entry_parts(e);
-        let mut bytes = Vec::with_capacity(
-            b.light.len()
-                + if with_manifests {
-                    b.heavy.len as usize
-                } else {
-                    0
-                },
-        );
-        bytes.extend_from_slice(&b.light);
-        if with_manifests && b.heavy.len > 0 {
+        let light = &self.light[b.light.range()];
+        let mut bundle = if with_manifests && b.heavy.len > 0 {
+            let mut bytes = Vec::with_capacity(light.len() + b.heavy.len as usize);
+            bytes.extend_from_slice(light);
             self.store
                 .read_into(b.heavy, &mut bytes)
-                .map_err(|e| QueryError(format!("reading bundle {}: {e}", q(&b.name))))?;
+                .map_err(|e| QueryError(format!("reading bundle {}: {e}", q(self.str(b.name)))))?;
+            api::Bundle::decode(bytes.as_slice())
+        } else {
+            api::Bundle::decode(light)
         }
-        let mut bundle = api::Bundle::decode(bytes.as_slice())
-            .map_err(|e| QueryError(format!("decoding bundle {}: {e}", q(&b.name))))?;
-        bundle.channel_name = channel.name.clone();
-        bundle.skip_range = entry.skip_range.clone();
+        .map_err(|e| QueryError(format!("decoding bundle {}: {e}", q(self.str(b.name)))))?;
+        bundle.channel_name = self.str(channel.name).to_owned();
+        bundle.skip_range = self.str(entry.skip_range).to_owned();
         if !trimmed {
-            bundle.replaces = entry.replaces.clone();
-            bundle.skips = entry.skips.clone();
+            bundle.replaces = self.str(entry.replaces).to_owned();
+            bundle.skips = self
+                .skips(entry)
+                .iter()
+                .map(|&s| self.str(s).to_owned())
+                .collect();
         }
         Ok(bundle)
     }
 
-    fn entry_named(&self, pkg: &PackageIdx, ch: &ChannelIdx, name: &str) -> Option<u32> {
-        let _ = pkg;
-        ch.entries
-            .clone()
-            .find(|&i| self.bundles[self.entries[i as usize].bundle as usize].name == name)
+    fn entry_named(&self, ch: &ChannelIdx, name: &str) -> Option<u32> {
+        ch.entries.rows().find(|&i| self.bundle_name(i) == name)
     }
 
     fn provides(&self, e: u32, gvk: (&str, &str, &str)) -> bool {
         let b = &self.bundles[self.entries[e as usize].bundle as usize];
-        b.provided
+        self.gvks[b.provided.range()]
             .iter()
-            .any(|(g, v, k)| (g.as_str(), v.as_str(), k.as_str()) == gvk)
+            .any(|&[g, v, k]| (self.str(g), self.str(v), self.str(k)) == gvk)
     }
 
-    fn channel_entry(&self, e: u32, replaces: &str) -> api::ChannelEntry {
+    fn channel_entry(&self, e: u32, replaces: Span) -> api::ChannelEntry {
         let (_, pkg, ch, b) = self.entry_parts(e);
         api::ChannelEntry {
-            package_name: pkg.name.clone(),
-            channel_name: ch.name.clone(),
-            bundle_name: b.name.clone(),
-            replaces: replaces.to_string(),
+            package_name: self.str(pkg.name).to_owned(),
+            channel_name: self.str(ch.name).to_owned(),
+            bundle_name: self.str(b.name).to_owned(),
+            replaces: self.str(replaces).to_owned(),
         }
     }
 
     /// The channel entries upstream reports for a bundle that provides an API: one for its
     /// `replaces`, plus one per other skipped name (only names in the same channel unless
-    /// `any_skip`).
+    /// `any_skip`). Interned spans compare equal exactly when their strings do.
     fn entries_for_bundle(&self, e: u32, any_skip: bool, out: &mut Vec<api::ChannelEntry>) {
-        let (entry, pkg, ch, _) = self.entry_parts(e);
-        out.push(self.channel_entry(e, &entry.replaces));
-        for s in &entry.skips {
-            if *s != entry.replaces && (any_skip || self.entry_named(pkg, ch, s).is_some()) {
+        let (entry, _, ch, _) = self.entry_parts(e);
+        out.push(self.channel_entry(e, entry.replaces));
+        for &s in self.skips(entry) {
+            if s != entry.replaces && (any_skip || self.entry_named(ch, self.str(s)).is_some()) {
                 out.push(self.channel_entry(e, s));
             }
         }
     }
 
     pub fn list_packages(&self) -> Vec<String> {
-        self.packages.iter().map(|p| p.name.clone()).collect()
+        self.packages
+            .iter()
+            .map(|p| self.str(p.name).to_owned())
+            .collect()
     }
 
     pub fn get_package(&self, name: &str) -> Result<api::Package, QueryError> {
         let Some(pkg) = self.package(name) else {
             return err(format!("package {} not found", q(name)));
         };
-        let deprecation =
-            |m: &Option<String>| m.as_ref().map(|m| api::Deprecation { message: m.clone() });
+        let deprecation = |m: Option<Span>| {
+            m.map(|m| api::Deprecation {
+                message: self.str(m).to_owned(),
+            })
+        };
         Ok(api::Package {
-            name: pkg.name.clone(),
-            channels: pkg
-                .channels
+            name: self.str(pkg.name).to_owned(),
+            channels: self
+                .channels_of(pkg)
                 .iter()
                 .map(|c| api::Channel {
-                    name: c.name.clone(),
-                    csv_name: self.bundles[self.entries[c.head as usize].bundle as usize]
-                        .name
-                        .clone(),
-                    deprecation: deprecation(&c.deprecation),
+                    name: self.str(c.name).to_owned(),
+                    csv_name: self.bundle_name(c.head).to_owned(),
+                    deprecation: deprecation(c.deprecation),
                 })
                 .collect(),
-            default_channel_name: pkg.default_channel.clone(),
-            deprecation: deprecation(&pkg.deprecation),
+            default_channel_name: self.str(pkg.default_channel).to_owned(),
+            deprecation: deprecation(pkg.deprecation),
         })
     }
 
@@ -634,8 +774,8 @@ impl Index {
         channel_name: &str,
         csv_name: &str,
     ) -> Result<api::Bundle, QueryError> {
-        let (pkg, ch) = self.package_channel(pkg_name, channel_name)?;
-        let Some(e) = self.entry_named(pkg, ch, csv_name) else {
+        let (_, ch) = self.package_channel(pkg_name, channel_name)?;
+        let Some(e) = self.entry_named(ch, csv_name) else {
             return err(format!(
                 "package {}, channel {}, bundle {} not found",
                 q(pkg_name),
@@ -661,12 +801,12 @@ impl Index {
     ) -> Result<Vec<api::ChannelEntry>, QueryError> {
         let mut out = Vec::new();
         for (i, e) in self.entries.iter().enumerate() {
-            if e.replaces == name {
-                out.push(self.channel_entry(i as u32, &e.replaces));
+            if self.str(e.replaces) == name {
+                out.push(self.channel_entry(i as u32, e.replaces));
             }
-            for s in &e.skips {
-                if s == name && *s != e.replaces {
-                    out.push(self.channel_entry(i as u32, &e.replaces));
+            for &s in self.skips(e) {
+                if self.str(s) == name && s != e.replaces {
+                    out.push(self.channel_entry(i as u32, e.replaces));
                 }
             }
         }
@@ -692,9 +832,9 @@ impl Index {
                 q(channel_name)
             ));
         };
-        let found = ch.entries.clone().find(|&i| {
+        let found = ch.entries.rows().find(|&i| {
             let e = &self.entries[i as usize];
-            e.replaces == name || e.skips.iter().any(|s| s == name)
+            self.str(e.replaces) == name || self.skips(e).iter().any(|&s| self.str(s) == name)
         });
         match found {
             Some(e) => self.bundle(e, true, true),
@@ -740,11 +880,9 @@ impl Index {
         kind: &str,
     ) -> Result<Vec<api::ChannelEntry>, QueryError> {
         let mut out = Vec::new();
-        for pkg in &self.packages {
-            for ch in &pkg.channels {
-                if self.provides(ch.head, (group, version, kind)) {
-                    self.entries_for_bundle(ch.head, false, &mut out);
-                }
+        for ch in self.channels.iter() {
+            if self.provides(ch.head, (group, version, kind)) {
+                self.entries_for_bundle(ch.head, false, &mut out);
             }
         }
         if out.is_empty() {
@@ -762,8 +900,8 @@ impl Index {
         let mut any = false;
         // Packages are sorted, so the first default-channel head that provides the API is
         // the one with the lowest package name, as upstream picks.
-        for pkg in &self.packages {
-            for ch in &pkg.channels {
+        for pkg in self.packages.iter() {
+            for ch in self.channels_of(pkg) {
                 if self.provides(ch.head, (group, version, kind)) {
                     any = true;
                     if ch.name == pkg.default_channel {

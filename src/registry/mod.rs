@@ -5,6 +5,7 @@
 //! a spill file. [`server`] maps the RPCs onto it with upstream's quirks. The protobuf code
 //! is generated from `proto/registry.proto` and checked in ([`generated`]).
 
+pub mod client;
 pub mod convert;
 pub mod generated;
 pub mod index;

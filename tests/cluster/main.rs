@@ -4,7 +4,12 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod harness;
+mod processes;
 
+mod catalog_sources;
+mod config_map_catalogs;
 mod control_plane;
 mod crds;
+mod deploy;
+mod leader_election;
 mod real_csvs;

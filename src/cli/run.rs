@@ -1,0 +1,91 @@
+//! `olm run`: the controller process.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::controllers::context::Settings;
+use crate::runtime::leader::LeaseConfig;
+use crate::runtime::{RunConfig, default_identity};
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    crate::controllers::duration::parse_go_duration(text)
+        .ok_or_else(|| format!("{text:?} is not a duration such as 10s, 2m or 1h30m"))
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Where /healthz, /readyz, /metrics and /debug/catalogs are served.
+    #[arg(long, default_value = "0.0.0.0:8080", env = "OLM_ADMIN_ADDRESS")]
+    pub admin_address: SocketAddr,
+    /// Catalogs in this namespace are visible to every namespace.
+    #[arg(long, default_value = "olm", env = "OLM_GLOBAL_CATALOG_NAMESPACE")]
+    pub global_catalog_namespace: String,
+    /// Only watch this namespace (default: all namespaces).
+    #[arg(long, env = "OLM_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+    /// How often each CatalogSource's server or ConfigMap is checked.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub catalog_check_interval: Duration,
+    /// Deadline of one registry health check.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub registry_timeout: Duration,
+    /// Elect a leader on a coordination.k8s.io Lease, so that replicas never act at once.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "OLM_LEADER_ELECT")]
+    pub leader_elect: bool,
+    #[arg(long, default_value = "olm-leader")]
+    pub lease_name: String,
+    /// Namespace of the Lease (default: $POD_NAMESPACE, else the global catalog namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// A standby takes over when the leader has not renewed for this long.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub lease_renew_interval: Duration,
+    /// How often a standby checks the Lease.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub lease_retry_interval: Duration,
+    /// This replica's name in the Lease (default: $POD_NAME, else <hostname>-<pid>).
+    #[arg(long)]
+    pub identity: Option<String>,
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.lease_renew_interval >= args.lease_duration * 2 / 3 {
+        anyhow::bail!(
+            "--lease-renew-interval ({:?}) must be shorter than two thirds of --lease-duration ({:?})",
+            args.lease_renew_interval,
+            args.lease_duration
+        );
+    }
+    let identity = args.identity.unwrap_or_else(default_identity);
+    let leader_election = args.leader_elect.then(|| LeaseConfig {
+        namespace: args
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(|| args.global_catalog_namespace.clone()),
+        name: args.lease_name.clone(),
+        identity: identity.clone(),
+        lease_duration: args.lease_duration,
+        renew_interval: args.lease_renew_interval,
+        retry_interval: args.lease_retry_interval,
+    });
+    let config = RunConfig {
+        admin_address: args.admin_address,
+        leader_election,
+        watch_namespace: args.watch_namespace,
+        identity,
+        settings: Settings {
+            global_catalog_namespace: args.global_catalog_namespace,
+            catalog_check_interval: args.catalog_check_interval,
+            registry_timeout: args.registry_timeout,
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(crate::runtime::run(config))
+}

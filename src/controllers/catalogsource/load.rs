@@ -1,0 +1,339 @@
+//! Reading a CatalogSource's content: when to read it, from where, and how a result becomes
+//! (or does not become) the snapshot in use.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+
+use super::status::{Connection, Content, ContentSummary, STATE_READY};
+use super::{Error, LoadRecord};
+use crate::api::{CatalogSource, ConfigMapResourceReference};
+use crate::catalog::configmap::from_configmap_data;
+use crate::catalog::content_digest;
+use crate::catalog::fbc::DeclarativeConfig;
+use crate::catalog::validate::validate;
+use crate::controllers::context::Context;
+use crate::controllers::duration::parse_go_duration;
+use crate::controllers::metrics::CatalogLabels;
+use crate::controllers::snapshots::CatalogSnapshot;
+use crate::resolver::input::{Catalog, CatalogRef};
+
+/// Upstream's fallback when `registryPoll.interval` does not parse.
+const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(15 * 60);
+
+/// What one round learned about the source.
+pub struct Round {
+    pub connection: Connection,
+    pub config_map: Option<ConfigMapResourceReference>,
+    pub requeue_after: Duration,
+}
+
+/// `spec.updateStrategy.registryPoll.interval`, if set.
+fn poll_interval(source: &CatalogSource) -> Option<Duration> {
+    let text = source
+        .spec
+        .update_strategy
+        .as_ref()?
+        .registry_poll
+        .as_ref()?
+        .interval
+        .as_deref()?;
+    Some(parse_go_duration(text).unwrap_or_else(|| {
+        tracing::warn!(
+            interval = text,
+            "registryPoll.interval does not parse; polling every 15m"
+        );
+        DEFAULT_POLL_INTERVAL
+    }))
+}
+
+/// How long a failed load waits before the next try when nothing else changed.
+fn retry_after_failure(ctx: &Context) -> Duration {
+    ctx.settings.catalog_check_interval * 6
+}
+
+pub async fn sync_grpc(source: &CatalogSource, source_ref: &CatalogRef, ctx: &Context) -> Round {
+    let check_every = ctx.settings.catalog_check_interval;
+    let invalid = |message: String| Round {
+        connection: Connection::InvalidSpec { message },
+        config_map: None,
+        requeue_after: check_every,
+    };
+    let address = match (source.spec.address.as_deref().map(str::trim), &source.spec.image) {
+        (Some(address), _) if !address.is_empty() => address.to_string(),
+        (_, Some(image)) => {
+            return invalid(format!(
+                "spec.image {image:?}: this OLM does not run catalog pods; serve the catalog \
+                 (`olm catalog serve` or `opm serve`) and set spec.address to its host:port"
+            ));
+        }
+        _ => return invalid("spec.address (host:port of a registry server) is required when spec.sourceType is grpc".into()),
+    };
+    let client =
+        match ctx
+            .catalog_sources
+            .client(source_ref, &address, ctx.settings.registry_timeout)
+        {
+            Ok(client) => client,
+            Err(message) => return invalid(format!("spec.address {address:?}: {message}")),
+        };
+    if let Err(error) = client.check_health().await {
+        return Round {
+            connection: Connection::Failed {
+                address: Some(address),
+                reason: "ConnectionFailed",
+                message: error.to_string(),
+            },
+            config_map: None,
+            requeue_after: check_every,
+        };
+    }
+
+    let poll = poll_interval(source);
+    let was_ready = source
+        .status
+        .as_ref()
+        .and_then(|s| s.connection_state.as_ref())
+        .is_some_and(|c| {
+            c.last_observed_state == STATE_READY && c.address.as_deref() == Some(address.as_str())
+        });
+    let last = ctx.catalog_sources.last_load(source_ref);
+    let due = match &last {
+        None => true,
+        Some(record) => {
+            record.origin != address
+                // The server came back: it may be a new one with new content.
+                || !was_ready
+                || poll.is_some_and(|p| record.at.elapsed() >= p)
+                || (record.failure.is_some() && record.at.elapsed() >= retry_after_failure(ctx))
+        }
+    };
+    if due {
+        let loaded = client
+            .load_catalog()
+            .await
+            .map_err(|e| ("LoadFailed", e.to_string()));
+        accept(source, source_ref, ctx, address.clone(), loaded);
+    }
+    let mut requeue_after = check_every;
+    if let (Some(poll), Some(record)) = (poll, ctx.catalog_sources.last_load(source_ref)) {
+        requeue_after = requeue_after.min(
+            poll.saturating_sub(record.at.elapsed())
+                .max(Duration::from_millis(100)),
+        );
+    }
+    Round {
+        connection: Connection::Ready {
+            message: format!("registry server at {address} is serving"),
+            address: Some(address),
+        },
+        config_map: None,
+        requeue_after,
+    }
+}
+
+pub async fn sync_config_map(
+    source: &CatalogSource,
+    source_ref: &CatalogRef,
+    ctx: &Context,
+    now: Timestamp,
+) -> Result<Round, Error> {
+    let check_every = ctx.settings.catalog_check_interval;
+    let Some(name) = source
+        .spec
+        .config_map
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    else {
+        return Ok(Round {
+            connection: Connection::InvalidSpec {
+                message: "spec.configMap is required when spec.sourceType is configmap".into(),
+            },
+            config_map: None,
+            requeue_after: check_every,
+        });
+    };
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &source_ref.namespace);
+    let config_map = api
+        .get_opt(name)
+        .await
+        .map_err(|error| Error::ReadConfigMap {
+            source_ref: source_ref.clone(),
+            config_map: name.to_string(),
+            error,
+        })?;
+    let Some(config_map) = config_map else {
+        return Ok(Round {
+            connection: Connection::Failed {
+                address: None,
+                reason: "ConfigMapNotFound",
+                message: format!("ConfigMap {}/{name} not found", source_ref.namespace),
+            },
+            config_map: None,
+            requeue_after: check_every,
+        });
+    };
+    let resource_version = config_map
+        .metadata
+        .resource_version
+        .clone()
+        .unwrap_or_default();
+    let origin = format!("configmap {name}@{resource_version}");
+    let seen = ctx
+        .catalog_sources
+        .last_load(source_ref)
+        .is_some_and(|record| record.origin == origin);
+    if !seen {
+        let data = config_map.data.clone().unwrap_or_default();
+        let loaded = from_configmap_data(&data).map_err(|e| {
+            (
+                "InvalidConfigMap",
+                format!("ConfigMap {}/{name}: {e}", source_ref.namespace),
+            )
+        });
+        accept(source, source_ref, ctx, origin, loaded);
+    }
+    // The reference moves (with its update time) only when a new version was read.
+    let previous = source
+        .status
+        .as_ref()
+        .and_then(|s| s.config_map_reference.as_ref());
+    let reference = match previous {
+        Some(p)
+            if p.name == name
+                && p.resource_version.as_deref() == Some(resource_version.as_str()) =>
+        {
+            p.clone()
+        }
+        _ => ConfigMapResourceReference {
+            name: name.to_string(),
+            namespace: source_ref.namespace.clone(),
+            uid: config_map.metadata.uid.clone(),
+            resource_version: Some(resource_version),
+            last_update_time: Some(Time(now)),
+        },
+    };
+    Ok(Round {
+        connection: Connection::Ready {
+            address: None,
+            message: format!("ConfigMap {}/{name} is readable", source_ref.namespace),
+        },
+        config_map: Some(reference),
+        requeue_after: check_every,
+    })
+}
+
+/// Validates freshly read content and makes it the snapshot if it differs from the one in
+/// use; a failure is recorded and the last good snapshot stays.
+fn accept(
+    source: &CatalogSource,
+    source_ref: &CatalogRef,
+    ctx: &Context,
+    origin: String,
+    loaded: Result<DeclarativeConfig, (&'static str, String)>,
+) {
+    ctx.metrics
+        .catalog_loads
+        .get_or_create(&labels(source_ref))
+        .inc();
+    let checked = loaded.and_then(|content| {
+        let problems = validate(&content);
+        if problems.is_empty() {
+            Ok(content)
+        } else {
+            let shown: Vec<String> = problems.iter().take(5).map(ToString::to_string).collect();
+            let more = problems.len().saturating_sub(shown.len());
+            let mut message = format!("catalog does not validate: {}", shown.join("; "));
+            if more > 0 {
+                message.push_str(&format!(" (and {more} more)"));
+            }
+            Err(("InvalidCatalog", message))
+        }
+    });
+    let failure = match checked {
+        Ok(content) => {
+            let digest = content_digest(&content);
+            let current = ctx.snapshots.get(source_ref);
+            if current.as_ref().is_none_or(|s| s.digest != digest) {
+                let labels = labels(source_ref);
+                ctx.metrics.catalog_updates.get_or_create(&labels).inc();
+                ctx.metrics
+                    .catalog_bundles
+                    .get_or_create(&labels)
+                    .set(i64::try_from(content.bundles.len()).unwrap_or(i64::MAX));
+                tracing::info!(
+                    catalogsource = %source_ref,
+                    packages = content.packages.len(),
+                    bundles = content.bundles.len(),
+                    %digest,
+                    "catalog content loaded"
+                );
+                ctx.snapshots.insert(CatalogSnapshot {
+                    catalog: Catalog {
+                        name: source_ref.name.clone(),
+                        namespace: source_ref.namespace.clone(),
+                        priority: source.spec.priority.unwrap_or(0),
+                        content,
+                    },
+                    digest,
+                    origin: origin.clone(),
+                    loaded_at: Timestamp::now(),
+                });
+            }
+            None
+        }
+        Err((reason, message)) => {
+            tracing::warn!(catalogsource = %source_ref, reason, %message, "catalog content rejected; keeping the last good snapshot");
+            Some((reason, message))
+        }
+    };
+    ctx.catalog_sources.record_load(
+        source_ref,
+        LoadRecord {
+            origin,
+            at: Instant::now(),
+            failure,
+        },
+    );
+}
+
+/// What the conditions should say about the content, from the last load and the snapshot.
+pub fn content_of(source_ref: &CatalogRef, ctx: &Context) -> Content {
+    let snapshot = ctx.snapshots.get(source_ref).map(|s| ContentSummary {
+        packages: s.catalog.content.packages.len(),
+        bundles: s.catalog.content.bundles.len(),
+        digest: s.digest.clone(),
+    });
+    match (
+        ctx.catalog_sources
+            .last_load(source_ref)
+            .and_then(|r| r.failure),
+        snapshot,
+    ) {
+        (Some((reason, message)), last_good) => Content::Failed {
+            reason,
+            message,
+            last_good,
+        },
+        (None, Some(summary)) => Content::Loaded(summary),
+        (None, None) => Content::NotLoaded,
+    }
+}
+
+fn labels(source_ref: &CatalogRef) -> CatalogLabels {
+    CatalogLabels {
+        namespace: source_ref.namespace.clone(),
+        name: source_ref.name.clone(),
+    }
+}
+
+pub fn forget_metrics(source_ref: &CatalogRef, ctx: &Context) {
+    let labels = labels(source_ref);
+    ctx.metrics.catalog_bundles.remove(&labels);
+    ctx.metrics.catalog_loads.remove(&labels);
+    ctx.metrics.catalog_updates.remove(&labels);
+}

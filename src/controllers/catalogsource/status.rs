@@ -1,0 +1,475 @@
+//! The decide step of the CatalogSource controller: from what a round observed to the status
+//! the object should have and the Events that announce a change. Pure, so the rules are
+//! unit-tested without a cluster, and equal observations give an equal status, which is what
+//! keeps a steady state free of writes.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::{CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState};
+
+pub const CONDITION_CONNECTED: &str = "Connected";
+pub const CONDITION_CATALOG_LOADED: &str = "CatalogLoaded";
+
+/// gRPC connectivity states upstream reports in `connectionState.lastObservedState`.
+pub const STATE_READY: &str = "READY";
+pub const STATE_TRANSIENT_FAILURE: &str = "TRANSIENT_FAILURE";
+
+/// Whether the source of the content could be reached this round.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Connection {
+    /// The registry server answered SERVING, or the ConfigMap was read.
+    Ready {
+        address: Option<String>,
+        message: String,
+    },
+    Failed {
+        address: Option<String>,
+        reason: &'static str,
+        message: String,
+    },
+    /// The spec cannot work as written; nothing was attempted.
+    InvalidSpec { message: String },
+}
+
+/// Size and digest of a loaded catalog.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContentSummary {
+    pub packages: usize,
+    pub bundles: usize,
+    pub digest: String,
+}
+
+/// What the controller knows about the catalog's content.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Content {
+    /// Nothing loaded yet, and no load failed.
+    NotLoaded,
+    /// The snapshot in use.
+    Loaded(ContentSummary),
+    /// The last load failed; `last_good` is the snapshot still in use, if any.
+    Failed {
+        reason: &'static str,
+        message: String,
+        last_good: Option<ContentSummary>,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Observation {
+    pub connection: Connection,
+    pub content: Content,
+    pub config_map: Option<ConfigMapResourceReference>,
+    pub generation: Option<i64>,
+    pub now: Timestamp,
+}
+
+/// An Event to publish on the CatalogSource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Announcement {
+    pub warning: bool,
+    pub reason: String,
+    pub note: String,
+}
+
+fn short(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
+}
+
+fn describe(summary: &ContentSummary) -> String {
+    format!(
+        "{} packages, {} bundles (content digest {})",
+        summary.packages,
+        summary.bundles,
+        short(&summary.digest)
+    )
+}
+
+fn condition(
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    previous: Option<&Condition>,
+    now: Timestamp,
+) -> Condition {
+    let status = if ok { "True" } else { "False" };
+    // The transition time moves only when the status does, as the Kubernetes conventions ask.
+    let last_transition_time = previous
+        .filter(|p| p.status == status)
+        .map_or(Time(now), |p| p.last_transition_time.clone());
+    Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
+pub fn desired_status(
+    current: Option<&CatalogSourceStatus>,
+    observed: &Observation,
+) -> CatalogSourceStatus {
+    let previous =
+        |type_: &str| current.and_then(|s| s.conditions.iter().find(|c| c.type_ == type_));
+    let now = observed.now;
+    let generation = observed.generation;
+
+    let (connection_state, connected) = match &observed.connection {
+        Connection::Ready { address, message } => (
+            Some(connection_state(current, address, STATE_READY, now)),
+            condition(
+                CONDITION_CONNECTED,
+                true,
+                "Connected",
+                message.clone(),
+                generation,
+                previous(CONDITION_CONNECTED),
+                now,
+            ),
+        ),
+        Connection::Failed {
+            address,
+            reason,
+            message,
+        } => (
+            Some(connection_state(
+                current,
+                address,
+                STATE_TRANSIENT_FAILURE,
+                now,
+            )),
+            condition(
+                CONDITION_CONNECTED,
+                false,
+                reason,
+                message.clone(),
+                generation,
+                previous(CONDITION_CONNECTED),
+                now,
+            ),
+        ),
+        Connection::InvalidSpec { message } => (
+            None,
+            condition(
+                CONDITION_CONNECTED,
+                false,
+                "InvalidSpec",
+                message.clone(),
+                generation,
+                previous(CONDITION_CONNECTED),
+                now,
+            ),
+        ),
+    };
+
+    let loaded = match &observed.content {
+        Content::Loaded(summary) => condition(
+            CONDITION_CATALOG_LOADED,
+            true,
+            "Loaded",
+            describe(summary),
+            generation,
+            previous(CONDITION_CATALOG_LOADED),
+            now,
+        ),
+        Content::Failed {
+            reason,
+            message,
+            last_good,
+        } => {
+            let message = match last_good {
+                Some(summary) => format!(
+                    "{message}; still using the last good content: {}",
+                    describe(summary)
+                ),
+                None => format!("{message}; no content loaded"),
+            };
+            condition(
+                CONDITION_CATALOG_LOADED,
+                false,
+                reason,
+                message,
+                generation,
+                previous(CONDITION_CATALOG_LOADED),
+                now,
+            )
+        }
+        Content::NotLoaded => {
+            let message = match &observed.connection {
+                Connection::Ready { .. } => "not loaded yet".to_string(),
+                Connection::Failed { message, .. } | Connection::InvalidSpec { message } => {
+                    format!("not loaded: {message}")
+                }
+            };
+            condition(
+                CONDITION_CATALOG_LOADED,
+                false,
+                "NotLoaded",
+                message,
+                generation,
+                previous(CONDITION_CATALOG_LOADED),
+                now,
+            )
+        }
+    };
+
+    let first_failure = [&connected, &loaded]
+        .into_iter()
+        .find(|c| c.status != "True");
+    let mut status = current.cloned().unwrap_or_default();
+    status.connection_state = connection_state;
+    status.reason = first_failure.map(|c| c.reason.clone());
+    status.message = first_failure.map(|c| c.message.clone());
+    status.config_map_reference = observed.config_map.clone().or(status.config_map_reference);
+    // Conditions of other types (set by someone else) are kept, ours replaced in place.
+    for new in [connected, loaded] {
+        match status.conditions.iter_mut().find(|c| c.type_ == new.type_) {
+            Some(slot) => *slot = new,
+            None => status.conditions.push(new),
+        }
+    }
+    status
+}
+
+fn connection_state(
+    current: Option<&CatalogSourceStatus>,
+    address: &Option<String>,
+    state: &str,
+    now: Timestamp,
+) -> GrpcConnectionState {
+    let previous = current.and_then(|s| s.connection_state.as_ref());
+    // `lastConnect` records when the state was entered, so that polling does not rewrite it.
+    let last_connect = previous
+        .filter(|p| p.last_observed_state == state && &p.address == address)
+        .and_then(|p| p.last_connect.clone())
+        .unwrap_or(Time(now));
+    GrpcConnectionState {
+        address: address.clone(),
+        last_observed_state: state.into(),
+        last_connect: Some(last_connect),
+    }
+}
+
+/// The Events a status change deserves: one per condition whose status, reason or message
+/// changed (a new content digest is a new message, so an update is announced once).
+pub fn announcements(
+    current: Option<&CatalogSourceStatus>,
+    desired: &CatalogSourceStatus,
+) -> Vec<Announcement> {
+    let mut out = Vec::new();
+    for new in &desired.conditions {
+        if new.type_ != CONDITION_CONNECTED && new.type_ != CONDITION_CATALOG_LOADED {
+            continue;
+        }
+        let old = current.and_then(|s| s.conditions.iter().find(|c| c.type_ == new.type_));
+        let changed = old.is_none_or(|o| {
+            o.status != new.status || o.reason != new.reason || o.message != new.message
+        });
+        if !changed {
+            continue;
+        }
+        let ok = new.status == "True";
+        let reason = match (new.type_.as_str(), ok) {
+            (CONDITION_CATALOG_LOADED, true) if old.is_some_and(|o| o.status == "True") => {
+                "CatalogUpdated".to_string()
+            }
+            (CONDITION_CATALOG_LOADED, true) => "CatalogLoaded".to_string(),
+            _ => new.reason.clone(),
+        };
+        out.push(Announcement {
+            warning: !ok,
+            reason,
+            note: new.message.clone(),
+        });
+    }
+    out
+}
+
+/// Two statuses that differ only in what the API server would not store differently.
+pub fn same_status(a: Option<&CatalogSourceStatus>, b: &CatalogSourceStatus) -> bool {
+    a.is_some_and(|a| a == b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(secs).unwrap()
+    }
+
+    fn summary(digest: &str) -> ContentSummary {
+        ContentSummary {
+            packages: 3,
+            bundles: 9,
+            digest: digest.into(),
+        }
+    }
+
+    fn ready(content: Content, now: i64) -> Observation {
+        Observation {
+            connection: Connection::Ready {
+                address: Some("127.0.0.1:50051".into()),
+                message: "registry server at 127.0.0.1:50051 is serving".into(),
+            },
+            content,
+            config_map: None,
+            generation: Some(1),
+            now: at(now),
+        }
+    }
+
+    fn failed(content: Content, now: i64) -> Observation {
+        Observation {
+            connection: Connection::Failed {
+                address: Some("127.0.0.1:50051".into()),
+                reason: "ConnectionFailed",
+                message: "registry server at 127.0.0.1:50051: connection refused".into(),
+            },
+            content,
+            config_map: None,
+            generation: Some(1),
+            now: at(now),
+        }
+    }
+
+    fn cond<'a>(status: &'a CatalogSourceStatus, type_: &str) -> &'a Condition {
+        status.conditions.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
+    #[test]
+    fn a_steady_state_yields_the_same_status_and_no_events() {
+        let first = desired_status(None, &ready(Content::Loaded(summary("abc")), 100));
+        assert_eq!(
+            first.connection_state.as_ref().unwrap().last_observed_state,
+            "READY"
+        );
+        assert_eq!(cond(&first, CONDITION_CATALOG_LOADED).status, "True");
+        assert_eq!(first.reason, None);
+        let events = announcements(None, &first);
+        assert_eq!(
+            events.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>(),
+            ["Connected", "CatalogLoaded"]
+        );
+
+        // Polls later with the same content: equal status, so nothing is written or announced.
+        let later = desired_status(Some(&first), &ready(Content::Loaded(summary("abc")), 500));
+        assert!(same_status(Some(&first), &later));
+        assert!(announcements(Some(&first), &later).is_empty());
+    }
+
+    #[test]
+    fn losing_the_server_keeps_the_content_and_records_the_transition() {
+        let up = desired_status(None, &ready(Content::Loaded(summary("abc")), 100));
+        let down = desired_status(Some(&up), &failed(Content::Loaded(summary("abc")), 200));
+        let state = down.connection_state.as_ref().unwrap();
+        assert_eq!(state.last_observed_state, "TRANSIENT_FAILURE");
+        assert_eq!(state.last_connect, Some(Time(at(200))));
+        let connected = cond(&down, CONDITION_CONNECTED);
+        assert_eq!(
+            (connected.status.as_str(), connected.reason.as_str()),
+            ("False", "ConnectionFailed")
+        );
+        assert_eq!(connected.last_transition_time, Time(at(200)));
+        // The snapshot is still in use.
+        assert_eq!(cond(&down, CONDITION_CATALOG_LOADED).status, "True");
+        assert_eq!(
+            cond(&down, CONDITION_CATALOG_LOADED).last_transition_time,
+            Time(at(100))
+        );
+        assert_eq!(down.reason.as_deref(), Some("ConnectionFailed"));
+        let events = announcements(Some(&up), &down);
+        assert_eq!(events.len(), 1);
+        assert!(events[0].warning);
+        assert_eq!(events[0].reason, "ConnectionFailed");
+
+        let back = desired_status(Some(&down), &ready(Content::Loaded(summary("abc")), 300));
+        assert_eq!(
+            back.connection_state.as_ref().unwrap().last_observed_state,
+            "READY"
+        );
+        assert_eq!(back.reason, None);
+        assert_eq!(announcements(Some(&down), &back)[0].reason, "Connected");
+    }
+
+    #[test]
+    fn new_content_is_announced_once_as_an_update() {
+        let v1 = desired_status(None, &ready(Content::Loaded(summary("aaaa")), 100));
+        let v2 = desired_status(Some(&v1), &ready(Content::Loaded(summary("bbbb")), 200));
+        let events = announcements(Some(&v1), &v2);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].reason, "CatalogUpdated");
+        assert!(events[0].note.contains("bbbb"), "{}", events[0].note);
+    }
+
+    #[test]
+    fn invalid_content_says_so_and_names_the_snapshot_still_in_use() {
+        let v1 = desired_status(None, &ready(Content::Loaded(summary("aaaa")), 100));
+        let broken = Content::Failed {
+            reason: "InvalidCatalog",
+            message: "package \"x\": invalid default channel".into(),
+            last_good: Some(summary("aaaa")),
+        };
+        let v2 = desired_status(Some(&v1), &ready(broken, 200));
+        let loaded = cond(&v2, CONDITION_CATALOG_LOADED);
+        assert_eq!(
+            (loaded.status.as_str(), loaded.reason.as_str()),
+            ("False", "InvalidCatalog")
+        );
+        assert!(
+            loaded.message.contains("invalid default channel"),
+            "{}",
+            loaded.message
+        );
+        assert!(
+            loaded.message.contains("still using the last good content"),
+            "{}",
+            loaded.message
+        );
+        assert_eq!(v2.reason.as_deref(), Some("InvalidCatalog"));
+        let events = announcements(Some(&v1), &v2);
+        assert_eq!(events.len(), 1);
+        assert!(events[0].warning);
+    }
+
+    #[test]
+    fn an_unusable_spec_reports_no_connection_state() {
+        let observed = Observation {
+            connection: Connection::InvalidSpec {
+                message: "spec.address is required for sourceType grpc".into(),
+            },
+            content: Content::NotLoaded,
+            config_map: None,
+            generation: Some(2),
+            now: at(100),
+        };
+        let status = desired_status(None, &observed);
+        assert!(status.connection_state.is_none());
+        assert_eq!(status.reason.as_deref(), Some("InvalidSpec"));
+        assert_eq!(cond(&status, CONDITION_CATALOG_LOADED).reason, "NotLoaded");
+        assert_eq!(
+            cond(&status, CONDITION_CONNECTED).observed_generation,
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn conditions_of_other_writers_are_kept() {
+        let mut current = desired_status(None, &ready(Content::Loaded(summary("a")), 1));
+        current.conditions.push(Condition {
+            type_: "Custom".into(),
+            status: "True".into(),
+            reason: "Mine".into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: Time(at(1)),
+        });
+        let next = desired_status(Some(&current), &ready(Content::Loaded(summary("a")), 2));
+        assert!(next.conditions.iter().any(|c| c.type_ == "Custom"));
+        assert!(same_status(Some(&current), &next));
+    }
+}

@@ -1,0 +1,78 @@
+//! The admin HTTP server of `olm run`: `/healthz` (the process is alive), `/readyz` (it is
+//! connected to the API server and serving; standbys are ready too, so that a rollout does
+//! not wait for leadership), `/metrics` (Prometheus) and `/debug/catalogs` (the catalog
+//! snapshots this process holds, as JSON).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::get;
+use tokio::sync::watch;
+
+use crate::controllers::metrics::Metrics;
+use crate::controllers::snapshots::CatalogSnapshots;
+
+#[derive(Clone)]
+pub struct AdminState {
+    pub metrics: Arc<Metrics>,
+    pub snapshots: Arc<CatalogSnapshots>,
+    pub ready: Arc<AtomicBool>,
+    pub leading: watch::Receiver<bool>,
+}
+
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/debug/catalogs", get(catalogs))
+        .with_state(state)
+}
+
+async fn readyz(State(state): State<AdminState>) -> Response {
+    if state.ready.load(Ordering::Acquire) {
+        let role = if *state.leading.borrow() {
+            "leader"
+        } else {
+            "standby"
+        };
+        (StatusCode::OK, format!("ok ({role})")).into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "starting").into_response()
+    }
+}
+
+async fn metrics(State(state): State<AdminState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn catalogs(State(state): State<AdminState>) -> Response {
+    Json(state.snapshots.summaries()).into_response()
+}
+
+/// Binds `address` and serves until `shutdown` turns true.
+pub async fn serve(
+    address: SocketAddr,
+    state: AdminState,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    tracing::info!(address = %listener.local_addr()?, "admin server listening (/healthz /readyz /metrics /debug/catalogs)");
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        })
+        .await
+}

@@ -1,0 +1,371 @@
+//! The CatalogSource controller against the real control plane, driven the way users drive
+//! it: `kubectl apply` of upstream-shaped YAML, `kubectl wait` on `connectionState`, and
+//! `olm run`'s `/debug/catalogs` to see the snapshot the resolver would use.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::harness::{TestNamespace, client, eventually, install_crds, kubectl, repo_root};
+use super::processes::{OlmRun, free_port, olm_serve};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+pub fn catalog_source_yaml(namespace: &str, name: &str, address: &str, extra_spec: &str) -> String {
+    format!(
+        r#"apiVersion: operators.coreos.com/v1alpha1
+kind: CatalogSource
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  sourceType: grpc
+  address: {address}
+  displayName: Test Operators
+  publisher: olm-rs tests
+{extra_spec}"#
+    )
+}
+
+pub fn get_json(namespace: &str, resource: &str) -> Value {
+    let out = kubectl(&["get", resource, "-n", namespace, "-o", "json"], None).ok();
+    serde_json::from_str(&out.stdout()).unwrap()
+}
+
+pub fn condition<'a>(catsrc: &'a Value, type_: &str) -> &'a Value {
+    catsrc["status"]["conditions"]
+        .as_array()
+        .and_then(|list| list.iter().find(|c| c["type"] == type_))
+        .unwrap_or_else(|| panic!("no {type_} condition in {:#}", catsrc["status"]))
+}
+
+pub fn wait_for_state(namespace: &str, name: &str, state: &str) {
+    kubectl(
+        &[
+            "wait",
+            "-n",
+            namespace,
+            &format!("catalogsource/{name}"),
+            &format!("--for=jsonpath={{.status.connectionState.lastObservedState}}={state}"),
+            "--timeout=60s",
+        ],
+        None,
+    )
+    .ok();
+}
+
+/// Reasons of the Events recorded on one object.
+pub fn event_reasons(namespace: &str, name: &str) -> Vec<String> {
+    let out = kubectl(
+        &[
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "--field-selector",
+            &format!("involvedObject.name={name}"),
+            "-o",
+            "json",
+        ],
+        None,
+    )
+    .ok();
+    let events: Value = serde_json::from_str(&out.stdout()).unwrap();
+    events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn our_catalog_packages() -> Vec<String> {
+    let content = olm::catalog::load::load_path(&repo_root().join("catalog")).unwrap();
+    let mut names: Vec<String> = content.packages.iter().map(|p| p.name.clone()).collect();
+    names.sort();
+    names
+}
+
+fn our_catalog_bundles() -> u64 {
+    let content = olm::catalog::load::load_path(&repo_root().join("catalog")).unwrap();
+    content.bundles.len() as u64
+}
+
+#[tokio::test]
+async fn grpc_catalog_follows_its_server_and_writes_nothing_at_steady_state() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "catsrc-grpc").await;
+    let port = free_port();
+    let mut server = olm_serve(&repo_root().join("catalog"), port);
+    let olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+
+    let address = format!("127.0.0.1:{port}");
+    kubectl(
+        &["apply", "-f", "-"],
+        Some(&catalog_source_yaml(&ns.name, "operators", &address, "")),
+    )
+    .ok();
+    wait_for_state(&ns.name, "operators", "READY");
+
+    // The snapshot holds our catalog, and the conditions say so.
+    let snapshot = eventually("the snapshot", WAIT, || async {
+        olm.snapshot(&ns.name, "operators")
+    })
+    .await;
+    let packages: Vec<String> = serde_json::from_value(snapshot["packages"].clone()).unwrap();
+    assert_eq!(packages, our_catalog_packages());
+    assert_eq!(snapshot["bundles"], our_catalog_bundles());
+    let catsrc = get_json(&ns.name, "catalogsource/operators");
+    assert_eq!(
+        catsrc["status"]["connectionState"]["address"],
+        address.as_str()
+    );
+    assert_eq!(condition(&catsrc, "CatalogLoaded")["status"], "True");
+    assert_eq!(condition(&catsrc, "Connected")["status"], "True");
+
+    // Steady state: rounds keep running (one a second) but nothing is written.
+    let version = catsrc["metadata"]["resourceVersion"].clone();
+    let rounds_before = olm
+        .metric(r#"olm_reconciles_total{controller="catalogsource"}"#)
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let rounds_after = olm
+        .metric(r#"olm_reconciles_total{controller="catalogsource"}"#)
+        .unwrap();
+    assert!(
+        rounds_after >= rounds_before + 3.0,
+        "checks keep running: {rounds_before} -> {rounds_after}"
+    );
+    let catsrc = get_json(&ns.name, "catalogsource/operators");
+    assert_eq!(
+        catsrc["metadata"]["resourceVersion"], version,
+        "no write at steady state: {:#}",
+        catsrc["status"]
+    );
+
+    // The server goes away: TRANSIENT_FAILURE, a condition and an Event; the content stays.
+    server.kill();
+    wait_for_state(&ns.name, "operators", "TRANSIENT_FAILURE");
+    let catsrc = get_json(&ns.name, "catalogsource/operators");
+    let connected = condition(&catsrc, "Connected");
+    assert_eq!(connected["status"], "False");
+    assert_eq!(connected["reason"], "ConnectionFailed");
+    assert!(
+        connected["message"].as_str().unwrap().contains(&address),
+        "the message names the address: {connected:#}"
+    );
+    assert_eq!(condition(&catsrc, "CatalogLoaded")["status"], "True");
+    assert!(
+        olm.snapshot(&ns.name, "operators").is_some(),
+        "the last good snapshot stays"
+    );
+    eventually("a ConnectionFailed event", WAIT, || async {
+        event_reasons(&ns.name, "operators")
+            .contains(&"ConnectionFailed".to_string())
+            .then_some(())
+    })
+    .await;
+
+    // It comes back on the same address: READY again.
+    let _server = olm_serve(&repo_root().join("catalog"), port);
+    wait_for_state(&ns.name, "operators", "READY");
+    let catsrc = get_json(&ns.name, "catalogsource/operators");
+    assert_eq!(condition(&catsrc, "Connected")["status"], "True");
+    assert_eq!(
+        catsrc["status"].get("reason"),
+        None,
+        "{:#}",
+        catsrc["status"]
+    );
+}
+
+#[tokio::test]
+async fn registry_poll_reloads_content_and_only_a_change_is_an_update() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "catsrc-poll").await;
+    // A copy of our catalog that the test edits while it is served.
+    let dir = std::env::temp_dir().join(format!("olm-poll-{}", ns.name));
+    let _ = std::fs::remove_dir_all(&dir);
+    copy_dir(&repo_root().join("catalog"), &dir);
+    let port = free_port();
+    let mut server = olm_serve(&dir, port);
+    let olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    let poll = "  updateStrategy:\n    registryPoll:\n      interval: 1s\n";
+    kubectl(
+        &["apply", "-f", "-"],
+        Some(&catalog_source_yaml(
+            &ns.name,
+            "polled",
+            &format!("127.0.0.1:{port}"),
+            poll,
+        )),
+    )
+    .ok();
+    wait_for_state(&ns.name, "polled", "READY");
+    let first = eventually("the snapshot", WAIT, || async {
+        olm.snapshot(&ns.name, "polled")
+    })
+    .await;
+    let labels = format!(r#"{{namespace="{}",name="polled"}}"#, ns.name);
+    let updates = |olm: &OlmRun| {
+        olm.metric(&format!("olm_catalog_content_updates_total{labels}"))
+            .unwrap()
+    };
+    let loads = |olm: &OlmRun| {
+        olm.metric(&format!("olm_catalog_loads_total{labels}"))
+            .unwrap()
+    };
+    assert_eq!(updates(&olm), 1.0);
+
+    // Polls with unchanged content: loads happen, nothing is updated or written.
+    let version = get_json(&ns.name, "catalogsource/polled")["metadata"]["resourceVersion"].clone();
+    let loads_before = loads(&olm);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        loads(&olm) >= loads_before + 2.0,
+        "the poll re-reads the content"
+    );
+    assert_eq!(updates(&olm), 1.0, "same content is not an update");
+    assert_eq!(
+        get_json(&ns.name, "catalogsource/polled")["metadata"]["resourceVersion"],
+        version
+    );
+
+    // New content (at is removed): the next poll picks it up and says so.
+    server.kill();
+    std::fs::remove_dir_all(dir.join("at")).unwrap();
+    let _server = olm_serve(&dir, port);
+    let second = eventually("the updated snapshot", WAIT, || async {
+        olm.snapshot(&ns.name, "polled")
+            .filter(|s| s["digest"] != first["digest"])
+    })
+    .await;
+    let packages: Vec<String> = serde_json::from_value(second["packages"].clone()).unwrap();
+    assert!(!packages.contains(&"at".to_string()), "{packages:?}");
+    eventually("a CatalogUpdated event", WAIT, || async {
+        event_reasons(&ns.name, "polled")
+            .contains(&"CatalogUpdated".to_string())
+            .then_some(())
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_bad_spec_or_an_unreadable_object_is_reported_and_the_rest_keeps_working() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "catsrc-bad").await;
+    let port = free_port();
+    let _server = olm_serve(&repo_root().join("catalog"), port);
+    let olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+
+    // sourceType is a free string in upstream's schema; ours cannot read "bogus".
+    let unreadable = format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: unreadable\n  namespace: {}\nspec:\n  sourceType: bogus\n",
+        ns.name
+    );
+    // grpc without an address, and an address nothing listens on.
+    let no_address = format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: no-address\n  namespace: {}\nspec:\n  sourceType: grpc\n",
+        ns.name
+    );
+    let nobody = catalog_source_yaml(
+        &ns.name,
+        "nobody",
+        &format!("127.0.0.1:{}", free_port()),
+        "",
+    );
+    let good = catalog_source_yaml(&ns.name, "good", &format!("127.0.0.1:{port}"), "");
+    for yaml in [&unreadable, &no_address, &nobody, &good] {
+        kubectl(&["apply", "-f", "-"], Some(yaml)).ok();
+    }
+
+    wait_for_state(&ns.name, "good", "READY");
+    wait_for_state(&ns.name, "nobody", "TRANSIENT_FAILURE");
+    let nobody = get_json(&ns.name, "catalogsource/nobody");
+    assert_eq!(condition(&nobody, "CatalogLoaded")["reason"], "NotLoaded");
+
+    let no_address = eventually("a status on no-address", WAIT, || async {
+        let catsrc = get_json(&ns.name, "catalogsource/no-address");
+        catsrc["status"]["reason"].is_string().then_some(catsrc)
+    })
+    .await;
+    assert_eq!(no_address["status"]["reason"], "InvalidSpec");
+    assert!(
+        no_address["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.address"),
+        "{:#}",
+        no_address["status"]
+    );
+
+    eventually(
+        "an InvalidObject event on the unreadable one",
+        WAIT,
+        || async {
+            event_reasons(&ns.name, "unreadable")
+                .contains(&"InvalidObject".to_string())
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(olm.snapshot(&ns.name, "good").is_some());
+    assert!(olm.process.log_text().contains("cannot read CatalogSource"));
+}
+
+#[cfg(feature = "upstream-tests")]
+#[tokio::test]
+async fn reads_a_catalog_served_by_upstream_opm_like_one_served_by_olm() {
+    use super::processes::opm_serve;
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "catsrc-opm").await;
+    let (opm_port, olm_port) = (free_port(), free_port());
+    let _opm = opm_serve(&repo_root().join("catalog"), opm_port);
+    let _ours = olm_serve(&repo_root().join("catalog"), olm_port);
+    let olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    for (name, port) in [("from-opm", opm_port), ("from-olm", olm_port)] {
+        kubectl(
+            &["apply", "-f", "-"],
+            Some(&catalog_source_yaml(
+                &ns.name,
+                name,
+                &format!("127.0.0.1:{port}"),
+                "",
+            )),
+        )
+        .ok();
+    }
+    wait_for_state(&ns.name, "from-opm", "READY");
+    wait_for_state(&ns.name, "from-olm", "READY");
+    let from_opm = eventually("opm's snapshot", WAIT, || async {
+        olm.snapshot(&ns.name, "from-opm")
+    })
+    .await;
+    let from_olm = eventually("olm's snapshot", WAIT, || async {
+        olm.snapshot(&ns.name, "from-olm")
+    })
+    .await;
+    let packages: Vec<String> = serde_json::from_value(from_opm["packages"].clone()).unwrap();
+    assert_eq!(packages, our_catalog_packages());
+    assert_eq!(from_opm["bundles"], our_catalog_bundles());
+    // The same content, read through either server, is the same catalog.
+    assert_eq!(from_opm["digest"], from_olm["digest"]);
+}

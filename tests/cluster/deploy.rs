@@ -1,0 +1,78 @@
+//! `deploy/` is what a cluster admin applies. The RBAC there must be enough for `olm run`:
+//! this runs it as the `olm-operator` ServiceAccount (kubeconfig impersonation) and checks
+//! that leader election, catalogs and events all work under that identity.
+
+use std::time::Duration;
+
+use super::catalog_sources::{catalog_source_yaml, event_reasons, wait_for_state};
+use super::harness::{
+    TestNamespace, client, eventually, install_crds, kubeconfig_path, kubectl, repo_root,
+};
+use super::processes::{OlmRun, free_port, olm_serve};
+
+/// The test cluster's kubeconfig, acting as `user` (impersonation; the admin may do that).
+fn kubeconfig_as(user: &str, name: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(kubeconfig_path()).unwrap();
+    let mut config: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    for entry in config["users"].as_array_mut().unwrap() {
+        entry["user"]["as"] = serde_json::Value::String(user.to_string());
+    }
+    let path = std::env::temp_dir().join(format!("olm-kubeconfig-{name}"));
+    std::fs::write(&path, serde_yaml::to_string(&config).unwrap()).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn olm_run_works_with_only_the_rbac_in_deploy() {
+    install_crds();
+    for file in ["deploy/namespace.yaml", "deploy/rbac.yaml"] {
+        let path = repo_root().join(file);
+        kubectl(&["apply", "-f", path.to_str().unwrap()], None).ok();
+    }
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "deploy-rbac").await;
+    let kubeconfig = kubeconfig_as("system:serviceaccount:olm:olm-operator", &ns.name);
+    let lease = format!("olm-leader-{}", ns.name);
+    let port = free_port();
+    let _server = olm_serve(&repo_root().join("catalog"), port);
+    let olm = OlmRun::start_with(
+        &kubeconfig,
+        &ns.name,
+        &["--lease-namespace", "olm", "--lease-name", &lease],
+    );
+
+    eventually(
+        "leadership under the ServiceAccount",
+        Duration::from_secs(30),
+        || async { (olm.metric("olm_leader") == Some(1.0)).then_some(()) },
+    )
+    .await;
+    kubectl(
+        &["apply", "-f", "-"],
+        Some(&catalog_source_yaml(
+            &ns.name,
+            "operators",
+            &format!("127.0.0.1:{port}"),
+            "",
+        )),
+    )
+    .ok();
+    wait_for_state(&ns.name, "operators", "READY");
+    eventually("a CatalogLoaded event", Duration::from_secs(30), || async {
+        event_reasons(&ns.name, "operators")
+            .contains(&"CatalogLoaded".to_string())
+            .then_some(())
+    })
+    .await;
+    let log = olm.process.log_text();
+    assert!(
+        !log.contains("forbidden"),
+        "olm run hit RBAC denials:\n{log}"
+    );
+    drop(olm);
+    let _ = std::fs::remove_file(kubeconfig);
+    kubectl(
+        &["delete", "lease", &lease, "-n", "olm", "--ignore-not-found"],
+        None,
+    );
+}
