@@ -1,14 +1,15 @@
 //! The admin HTTP server of `olm run`: `/healthz` (the process is alive), `/readyz` (it is
 //! connected to the API server and serving; standbys are ready too, so that a rollout does
 //! not wait for leadership), `/metrics` (Prometheus) and `/debug/catalogs` (the catalog
-//! snapshots this process holds, as JSON).
+//! snapshots this process holds, as JSON; `?visibleFrom=NS` narrows them to what namespace
+//! NS resolves against, in priority order).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
@@ -23,6 +24,14 @@ pub struct AdminState {
     pub snapshots: Arc<CatalogSnapshots>,
     pub ready: Arc<AtomicBool>,
     pub leading: watch::Receiver<bool>,
+    pub global_catalog_namespace: String,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CatalogsQuery {
+    /// Only the catalogs a namespace resolves against: its own plus the global ones.
+    visible_from: Option<String>,
 }
 
 pub fn router(state: AdminState) -> Router {
@@ -58,8 +67,23 @@ async fn metrics(State(state): State<AdminState>) -> Response {
         .into_response()
 }
 
-async fn catalogs(State(state): State<AdminState>) -> Response {
-    Json(state.snapshots.summaries()).into_response()
+async fn catalogs(State(state): State<AdminState>, Query(query): Query<CatalogsQuery>) -> Response {
+    let mut summaries = state.snapshots.summaries();
+    if let Some(namespace) = query.visible_from {
+        let visible: Vec<(String, String)> = state
+            .snapshots
+            .visible_from(&namespace, &state.global_catalog_namespace)
+            .iter()
+            .map(|s| (s.catalog.namespace.clone(), s.catalog.name.clone()))
+            .collect();
+        summaries.retain(|s| visible.contains(&(s.namespace.clone(), s.name.clone())));
+        summaries.sort_by_key(|s| {
+            visible
+                .iter()
+                .position(|v| v.0 == s.namespace && v.1 == s.name)
+        });
+    }
+    Json(summaries).into_response()
 }
 
 /// Binds `address` and serves until `shutdown` turns true.

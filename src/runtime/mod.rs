@@ -56,6 +56,7 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
             snapshots: Arc::clone(&snapshots),
             ready: Arc::clone(&ready),
             leading: leading_rx.clone(),
+            global_catalog_namespace: config.settings.global_catalog_namespace.clone(),
         },
         stop_rx.clone(),
     ));

@@ -369,3 +369,59 @@ async fn reads_a_catalog_served_by_upstream_opm_like_one_served_by_olm() {
     // The same content, read through either server, is the same catalog.
     assert_eq!(from_opm["digest"], from_olm["digest"]);
 }
+
+#[tokio::test]
+async fn catalogs_of_the_global_namespace_are_visible_from_every_namespace() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "catsrc-global").await;
+    let port = free_port();
+    let _server = olm_serve(&repo_root().join("catalog"), port);
+    // This test's namespace plays the global catalog namespace for one process, not the other.
+    let global = OlmRun::start(
+        &ns.name,
+        &[
+            "--leader-elect=false",
+            "--global-catalog-namespace",
+            &ns.name,
+        ],
+    );
+    let local = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    for (name, priority) in [("low", "0"), ("high", "10")] {
+        let spec = format!("  priority: {priority}\n");
+        kubectl(
+            &["apply", "-f", "-"],
+            Some(&catalog_source_yaml(
+                &ns.name,
+                name,
+                &format!("127.0.0.1:{port}"),
+                &spec,
+            )),
+        )
+        .ok();
+    }
+    wait_for_state(&ns.name, "low", "READY");
+    wait_for_state(&ns.name, "high", "READY");
+    let visible = |olm: &OlmRun, from: &str| -> Vec<String> {
+        let (code, body) = olm
+            .get(&format!("/debug/catalogs?visibleFrom={from}"))
+            .unwrap();
+        assert_eq!(code, 200, "{body}");
+        let list: Value = serde_json::from_str(&body).unwrap();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    eventually("both snapshots in both processes", WAIT, || async {
+        (visible(&global, &ns.name).len() == 2 && visible(&local, &ns.name).len() == 2)
+            .then_some(())
+    })
+    .await;
+    // Own namespace: both, highest priority first.
+    assert_eq!(visible(&global, &ns.name), ["high", "low"]);
+    // Another namespace sees them only where they are global.
+    assert_eq!(visible(&global, "some-other-namespace"), ["high", "low"]);
+    assert!(visible(&local, "some-other-namespace").is_empty());
+}
