@@ -330,18 +330,64 @@ async fn a_bad_spec_or_an_unreadable_object_is_reported_and_the_rest_keeps_worki
     assert!(olm.process.log_text().contains("cannot read CatalogSource"));
 }
 
+/// The community-operators testdata rendered to one FBC file (as `hack/bench/serve.py` does),
+/// with or without kuadrant-operator, whose `oci://` related image makes `opm serve` refuse
+/// the whole catalog.
+#[cfg(feature = "upstream-tests")]
+fn rendered_testdata(name: &str, with_kuadrant: bool) -> std::path::PathBuf {
+    use super::common::{community_operators, subdirs};
+    let dir = std::env::temp_dir().join(format!("olm-testdata-fbc-{name}-{with_kuadrant}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let packages: Vec<_> = subdirs(&community_operators())
+        .into_iter()
+        .filter(|p| with_kuadrant || !p.ends_with("kuadrant-operator"))
+        .collect();
+    let out = std::process::Command::new(super::harness::olm_bin())
+        .args(["catalog", "render"])
+        .args(packages)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(dir.join("catalog.json"), out.stdout).unwrap();
+    dir
+}
+
 #[cfg(feature = "upstream-tests")]
 #[tokio::test]
-async fn reads_a_catalog_served_by_upstream_opm_like_one_served_by_olm() {
+async fn reads_catalogs_served_by_upstream_opm_like_those_served_by_olm() {
     use super::processes::opm_serve;
     install_crds();
     let client = client().await;
     let ns = TestNamespace::create(&client, "catsrc-opm").await;
-    let (opm_port, olm_port) = (free_port(), free_port());
-    let _opm = opm_serve(&repo_root().join("catalog"), opm_port);
-    let _ours = olm_serve(&repo_root().join("catalog"), olm_port);
+    let testdata = rendered_testdata(&ns.name, false);
+    let with_kuadrant = rendered_testdata(&ns.name, true);
+    let testdata_bundles = olm::catalog::load::load_path(&testdata)
+        .unwrap()
+        .bundles
+        .len() as u64;
+    let ports: Vec<u16> = (0..5).map(|_| free_port()).collect();
+    let _servers = [
+        opm_serve(&repo_root().join("catalog"), ports[0]),
+        olm_serve(&repo_root().join("catalog"), ports[1]),
+        opm_serve(&testdata, ports[2]),
+        olm_serve(&testdata, ports[3]),
+        // Ours serves what opm would refuse; the CatalogSource then refuses it, as upstream.
+        olm_serve(&with_kuadrant, ports[4]),
+    ];
     let olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
-    for (name, port) in [("from-opm", opm_port), ("from-olm", olm_port)] {
+    let names = [
+        "ours-from-opm",
+        "ours-from-olm",
+        "testdata-from-opm",
+        "testdata-from-olm",
+        "invalid",
+    ];
+    for (name, port) in names.iter().zip(&ports) {
         kubectl(
             &["apply", "-f", "-"],
             Some(&catalog_source_yaml(
@@ -353,21 +399,52 @@ async fn reads_a_catalog_served_by_upstream_opm_like_one_served_by_olm() {
         )
         .ok();
     }
-    wait_for_state(&ns.name, "from-opm", "READY");
-    wait_for_state(&ns.name, "from-olm", "READY");
-    let from_opm = eventually("opm's snapshot", WAIT, || async {
-        olm.snapshot(&ns.name, "from-opm")
-    })
-    .await;
-    let from_olm = eventually("olm's snapshot", WAIT, || async {
-        olm.snapshot(&ns.name, "from-olm")
-    })
-    .await;
-    let packages: Vec<String> = serde_json::from_value(from_opm["packages"].clone()).unwrap();
+    let mut snapshots = Vec::new();
+    for name in &names[..4] {
+        wait_for_state(&ns.name, name, "READY");
+        let snapshot = eventually(name, WAIT, || async { olm.snapshot(&ns.name, name) }).await;
+        let catsrc = get_json(&ns.name, &format!("catalogsource/{name}"));
+        assert_eq!(
+            condition(&catsrc, "CatalogLoaded")["status"],
+            "True",
+            "{name}: {:#}",
+            catsrc["status"]
+        );
+        snapshots.push(snapshot);
+    }
+    let packages: Vec<String> = serde_json::from_value(snapshots[0]["packages"].clone()).unwrap();
     assert_eq!(packages, our_catalog_packages());
-    assert_eq!(from_opm["bundles"], our_catalog_bundles());
+    assert_eq!(snapshots[0]["bundles"], our_catalog_bundles());
+    assert_eq!(snapshots[2]["bundles"], testdata_bundles);
     // The same content, read through either server, is the same catalog.
-    assert_eq!(from_opm["digest"], from_olm["digest"]);
+    assert_eq!(snapshots[0]["digest"], snapshots[1]["digest"]);
+    assert_eq!(snapshots[2]["digest"], snapshots[3]["digest"]);
+
+    // A catalog that does not validate: connected, but not loaded, and the condition says why.
+    let invalid = eventually("the InvalidCatalog condition", WAIT, || async {
+        let catsrc = get_json(&ns.name, "catalogsource/invalid");
+        catsrc["status"]["conditions"]
+            .as_array()
+            .is_some_and(|list| list.iter().any(|c| c["reason"] == "InvalidCatalog"))
+            .then_some(catsrc)
+    })
+    .await;
+    let loaded = condition(&invalid, "CatalogLoaded");
+    let message = loaded["message"].as_str().unwrap();
+    assert!(
+        message.contains("kuadrant-operator") && message.contains("oci://"),
+        "{message}"
+    );
+    assert!(message.contains("no content loaded"), "{message}");
+    assert!(olm.snapshot(&ns.name, "invalid").is_none());
+    eventually("an InvalidCatalog event", WAIT, || async {
+        event_reasons(&ns.name, "invalid")
+            .contains(&"InvalidCatalog".to_string())
+            .then_some(())
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(&testdata);
+    let _ = std::fs::remove_dir_all(&with_kuadrant);
 }
 
 #[tokio::test]
