@@ -220,3 +220,25 @@ fn semver_template_renders_channels_from_our_bundles() {
             .contains("is neither a bundle directory nor a bundle under nowhere")
     );
 }
+
+#[test]
+fn run_without_a_cluster_fails_with_a_message_not_a_panic() {
+    let out = Command::new(env!("CARGO_BIN_EXE_olm"))
+        .args(["run", "--admin-address", "127.0.0.1:0"])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("connecting to the API server"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn run_rejects_a_renew_interval_that_cannot_keep_the_lease() {
+    let out = olm(&["run", "--lease-duration", "3s", "--lease-renew-interval", "2s"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--lease-renew-interval"), "{stderr}");
+}

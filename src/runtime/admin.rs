@@ -86,14 +86,19 @@ async fn catalogs(State(state): State<AdminState>, Query(query): Query<CatalogsQ
     Json(summaries).into_response()
 }
 
-/// Binds `address` and serves until `shutdown` turns true.
+/// Binds the admin address; done before anything else starts, so a taken port fails fast.
+pub async fn bind(address: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    tracing::info!(address = %listener.local_addr()?, "admin server listening (/healthz /readyz /metrics /debug/catalogs)");
+    Ok(listener)
+}
+
+/// Serves until `shutdown` turns true.
 pub async fn serve(
-    address: SocketAddr,
+    listener: tokio::net::TcpListener,
     state: AdminState,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(address).await?;
-    tracing::info!(address = %listener.local_addr()?, "admin server listening (/healthz /readyz /metrics /debug/catalogs)");
     axum::serve(listener, router(state))
         .with_graceful_shutdown(async move {
             let _ = shutdown.wait_for(|stop| *stop).await;

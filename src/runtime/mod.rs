@@ -49,8 +49,11 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(stop_on_signal(stop_tx));
 
+    let listener = admin::bind(config.admin_address)
+        .await
+        .with_context(|| format!("binding the admin server to {}", config.admin_address))?;
     let admin = tokio::spawn(admin::serve(
-        config.admin_address,
+        listener,
         admin::AdminState {
             metrics: Arc::clone(&metrics),
             snapshots: Arc::clone(&snapshots),
