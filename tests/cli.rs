@@ -237,7 +237,13 @@ fn run_without_a_cluster_fails_with_a_message_not_a_panic() {
 
 #[test]
 fn run_rejects_a_renew_interval_that_cannot_keep_the_lease() {
-    let out = olm(&["run", "--lease-duration", "3s", "--lease-renew-interval", "2s"]);
+    let out = olm(&[
+        "run",
+        "--lease-duration",
+        "3s",
+        "--lease-renew-interval",
+        "2s",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--lease-renew-interval"), "{stderr}");

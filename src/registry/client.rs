@@ -11,7 +11,9 @@
 //!   deprecations. A package the server cannot describe (an UNKNOWN or NOT_FOUND answer) is
 //!   left out with its bundles, as upstream skips them; any other failure fails the load.
 //! - `GetBundle`, once per bundle (not per channel entry) with bounded concurrency, fetches
-//!   the manifests `ListBundles` left out, unless [`Manifests::AsListed`] is asked for.
+//!   the manifests `ListBundles` left out, unless [`Manifests::AsListed`] is asked for. A
+//!   bundle whose catalog entry has only `olm.csv.metadata` gets from the server a CSV made
+//!   up from it, which cannot install anything: such a bundle keeps no manifests.
 //!
 //! Bundles become FBC bundles as upstream's `ConvertAPIBundleToModelBundle` and OLM's
 //! `newOperatorFromBundle` read them (see [`bundle_from_api`]). Package icons and
@@ -50,6 +52,8 @@ const MIN_LOAD_TIMEOUT: Duration = Duration::from_secs(30);
 
 const HEALTH_CHECK: &str = "grpc.health.v1.Health/Check";
 
+/// A failure talking to a registry. Every variant names the address, and the RPC (with
+/// the package, channel and bundle it asked about) where there is one.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("registry address {address:?} is not host:port: {reason}")]
@@ -259,6 +263,7 @@ impl RegistryClient {
         self.load_catalog_with(&LoadOptions::default()).await
     }
 
+    /// The whole catalog, with the manifests and concurrency `options` ask for.
     pub async fn load_catalog_with(
         &self,
         options: &LoadOptions,
@@ -373,12 +378,11 @@ impl RegistryClient {
                     .iter()
                     .any(|p| p.type_ == PROP_BUNDLE_OBJECT);
                 pending.bundle = bundle;
-                pending.csv_json = full.csv_json;
             }
         }
 
-        for (package, reason) in &assembly.skipped {
-            tracing::warn!(address = %self.address, package = %package.0, bundle = %package.1,
+        for ((package, bundle), reason) in &assembly.skipped {
+            tracing::warn!(address = %self.address, package = %package, bundle = %bundle,
                 error = %reason, "registry sent a bundle that cannot be read; leaving it out");
         }
         Ok(assembly.finish(&packages))
@@ -432,7 +436,6 @@ struct PendingBundle {
     bundle: fbc::Bundle,
     /// The first channel it was listed in (for `GetBundle`).
     channel: String,
-    csv_json: String,
     has_objects: bool,
 }
 
@@ -470,7 +473,6 @@ impl Assembly {
                             .any(|p| p.type_ == PROP_BUNDLE_OBJECT),
                         bundle,
                         channel: b.channel_name.clone(),
-                        csv_json: b.csv_json.clone(),
                     });
                     if let Some(d) = &b.deprecation {
                         self.bundle_deprecations
@@ -523,8 +525,7 @@ impl Assembly {
                 .iter()
                 .find(|c| c.name == p.default_channel_name)
                 .and_then(|c| self.bundle_ix.get(&(name.clone(), c.csv_name.clone())))
-                .map(|&i| &self.bundles[i].csv_json)
-                .and_then(|csv| serde_json::from_str::<Value>(csv).ok());
+                .and_then(|&i| csv_of(&self.bundles[i].bundle));
             let (icon, description) = head.as_ref().map(package_display).unwrap_or_default();
             out.packages.push(fbc::Package {
                 schema: SCHEMA_PACKAGE.into(),
@@ -593,6 +594,29 @@ impl Assembly {
     }
 }
 
+/// Whether a bundle's only manifest is the CSV a server makes up from `olm.csv.metadata`
+/// (no install deployments, a `status.cleanup`).
+fn synthesized_csv_only(b: &api::Bundle) -> bool {
+    match b.object.as_slice() {
+        [] => {}
+        [only] if *only == b.csv_json => {}
+        _ => return false,
+    }
+    let Ok(csv) = serde_json::from_str::<Value>(&b.csv_json) else {
+        return false;
+    };
+    csv["spec"]["install"]["spec"]["deployments"].is_null() && csv["status"]["cleanup"].is_object()
+}
+
+/// The CSV among a bundle's `olm.bundle.object`s.
+fn csv_of(bundle: &fbc::Bundle) -> Option<Value> {
+    bundle
+        .properties_of(PROP_BUNDLE_OBJECT)
+        .filter_map(|v| super::convert::object_json(v).ok())
+        .filter_map(|json| serde_json::from_str::<Value>(&json).ok())
+        .find(|o| o["kind"] == "ClusterServiceVersion")
+}
+
 fn deprecation_entry(schema: &str, name: &str, message: &str) -> fbc::DeprecationEntry {
     fbc::DeprecationEntry {
         reference: fbc::DeprecationReference {
@@ -621,7 +645,9 @@ fn parse_value(type_: &str, value: &str) -> Result<Value, String> {
 /// - dependencies as OLM translates them: `olm.gvk` → `olm.gvk.required`, `olm.package` →
 ///   `olm.package.required` (its `version` is the range), `olm.label` →
 ///   `olm.label.required`, `olm.constraint` as is;
-/// - each of `object` (else `csvJson`) as an `olm.bundle.object`;
+/// - each of `object` (else `csvJson`) as an `olm.bundle.object`, unless the bundle has an
+///   image and its only manifest is the CSV a server makes up from `olm.csv.metadata`
+///   (which cannot install anything; the image has the manifests);
 /// - related images as `opm render` lists them for the CSV and bundle image.
 ///
 /// Properties are kept once each (servers send required GVKs both as properties and as
@@ -669,7 +695,9 @@ pub fn bundle_from_api(b: &api::Bundle) -> Result<fbc::Bundle, String> {
         }
     }
     let engine = base64::engine::general_purpose::STANDARD;
-    let objects: Vec<&String> = if b.object.is_empty() && !b.csv_json.is_empty() {
+    let objects: Vec<&String> = if !b.bundle_path.is_empty() && synthesized_csv_only(b) {
+        Vec::new()
+    } else if b.object.is_empty() && !b.csv_json.is_empty() {
         vec![&b.csv_json]
     } else {
         b.object.iter().collect()
@@ -900,6 +928,33 @@ mod tests {
             .collect();
         assert_eq!(entries, wanted);
         assert!(validate(&loaded).is_empty(), "{:#?}", validate(&loaded));
+    }
+
+    /// A bundle with an image and only `olm.csv.metadata`: the CSV the server makes up for
+    /// it is not taken for its manifests.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn csv_metadata_bundles_keep_no_made_up_manifests() {
+        let text = r#"{"schema":"olm.package","name":"m","defaultChannel":"stable"}
+{"schema":"olm.channel","package":"m","name":"stable","entries":[{"name":"m.v1"}]}
+{"schema":"olm.bundle","package":"m","name":"m.v1","image":"quay.io/m/bundle:v1","properties":[
+ {"type":"olm.package","value":{"packageName":"m","version":"1.0.0"}},
+ {"type":"olm.csv.metadata","value":{"displayName":"M","installModes":[{"type":"AllNamespaces","supported":true}]}}]}
+"#;
+        let files = crate::catalog::load::load_str(Path::new("m.json"), text).unwrap();
+        let (address, server) = serve(Index::from_config(files).unwrap()).await;
+        let client = RegistryClient::new(&address, Duration::from_secs(5)).unwrap();
+        let loaded = client.load_catalog().await.unwrap();
+        let asked = client.get_bundle("m", "stable", "m.v1").await.unwrap();
+        server.abort();
+        assert_eq!(loaded.bundles, std::slice::from_ref(&asked));
+        assert!(asked.properties_of(PROP_BUNDLE_OBJECT).next().is_none());
+        assert_eq!(
+            asked.related_images,
+            [fbc::RelatedImage {
+                name: String::new(),
+                image: "quay.io/m/bundle:v1".into()
+            }]
+        );
     }
 
     #[tokio::test]
