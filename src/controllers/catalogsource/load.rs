@@ -13,12 +13,13 @@ use super::{Error, LoadRecord};
 use crate::api::{CatalogSource, ConfigMapResourceReference};
 use crate::catalog::configmap::from_configmap_data;
 use crate::catalog::content_digest;
-use crate::catalog::fbc::DeclarativeConfig;
+use crate::catalog::fbc::{DeclarativeConfig, PROP_BUNDLE_OBJECT};
 use crate::catalog::validate::validate;
 use crate::controllers::context::Context;
 use crate::controllers::duration::parse_go_duration;
 use crate::controllers::metrics::CatalogLabels;
 use crate::controllers::snapshots::CatalogSnapshot;
+use crate::registry::client::{LoadOptions, Manifests};
 use crate::resolver::input::{Catalog, CatalogRef};
 
 /// Upstream's fallback when `registryPoll.interval` does not parse.
@@ -112,8 +113,15 @@ pub async fn sync_grpc(source: &CatalogSource, source_ref: &CatalogRef, ctx: &Co
         }
     };
     if due {
+        // What ListBundles sends is what resolution needs; manifests of image bundles stay
+        // on the server (fetched with GetBundle when a bundle is installed), as upstream
+        // keeps them out of the catalog operator. That keeps a snapshot small.
+        let options = LoadOptions {
+            manifests: Manifests::AsListed,
+            ..LoadOptions::default()
+        };
         let loaded = client
-            .load_catalog()
+            .load_catalog_with(&options)
             .await
             .map_err(|e| ("LoadFailed", e.to_string()));
         accept(source, source_ref, ctx, address.clone(), loaded);
@@ -255,8 +263,10 @@ fn accept(
         }
     });
     let failure = match checked {
-        Ok(content) => {
+        Ok(mut content) => {
+            // The digest covers the manifests; the snapshot does not keep them (see below).
             let digest = content_digest(&content);
+            drop_manifests(&mut content);
             let current = ctx.snapshots.get(source_ref);
             if current.as_ref().is_none_or(|s| s.digest != digest) {
                 let labels = labels(source_ref);
@@ -299,6 +309,17 @@ fn accept(
             failure,
         },
     );
+}
+
+/// Snapshots are for resolution, which reads properties and channels only. The manifests
+/// (`olm.bundle.object`, the bulk of a catalog) stay with the source: the registry server
+/// answers GetBundle, the ConfigMap is in the API server. Keeping them would cost tens of
+/// KiB per bundle for every catalog in the cluster.
+fn drop_manifests(content: &mut DeclarativeConfig) {
+    for bundle in &mut content.bundles {
+        bundle.properties.retain(|p| p.type_ != PROP_BUNDLE_OBJECT);
+        bundle.properties.shrink_to_fit();
+    }
 }
 
 /// What the conditions should say about the content, from the last load and the snapshot.
