@@ -9,6 +9,7 @@ pub mod api;
 pub mod catalog;
 pub mod cli;
 pub mod controllers;
+pub mod memory;
 pub mod registry;
 pub mod resolver;
 pub mod runtime;

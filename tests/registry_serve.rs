@@ -795,3 +795,35 @@ async fn our_client_loads_the_same_testdata_catalog_from_opm_and_olm() {
     assert_same_catalog("testdata", &ours, &theirs);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `olm-registry` (the server alone, for catalog images) answers as `olm catalog serve` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_olm_registry_binary_serves_what_olm_catalog_serve_serves() {
+    let dir = repo().join("catalog");
+    let (serve_port, registry_port) = (free_port(), free_port());
+    let mut serve = start_ours(&dir, serve_port);
+    let mut registry = ServerGuard {
+        child: Command::new(env!("CARGO_BIN_EXE_olm-registry"))
+            .args([dir.to_str().unwrap(), "--port", &registry_port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+        name: "olm-registry",
+    };
+    connect(&mut serve, serve_port).await;
+    connect(&mut registry, registry_port).await;
+    let load = |port: u16| async move {
+        olm::registry::client::RegistryClient::new(
+            &format!("127.0.0.1:{port}"),
+            Duration::from_secs(5),
+        )
+        .unwrap()
+        .load_catalog()
+        .await
+        .unwrap()
+    };
+    let (a, b) = (load(serve_port).await, load(registry_port).await);
+    assert_same_catalog("olm-registry", &a, &b);
+    assert_eq!(content_digest(&a), content_digest(&b));
+}

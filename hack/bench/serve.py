@@ -2,8 +2,9 @@
 """Benchmark: `olm catalog serve` against upstream `opm serve`, side by side in one run, on the
 community-operators testdata rendered to FBC (and, to show growth, that catalog replicated
 under new package names). For each server: time from spawn to the first answer of
-api.Registry/ListPackages, RSS once it answers (and 2 s later, after any settling), and the
-peak RSS. Prints medians and the opm/olm ratios.
+api.Registry/ListPackages, RSS once it answers (and 2 s later, after any settling), RSS after
+queries (a whole api.Registry/ListBundles, then api.Registry/GetBundle of a sample of
+bundles, manifests included), and the peak RSS. Prints medians and the opm/olm ratios.
 
 The gRPC call is made with a minimal HTTP/2 client below (prior-knowledge h2c, literal HPACK
 headers), so the script needs nothing but Python 3.
@@ -11,7 +12,7 @@ headers), so the script needs nothing but Python 3.
 Usage: hack/bench/serve.py [--runs N] [--copies 1,4,16]
        (needs target/release/olm — `cargo build --release --bin olm` — and hack/opm/build)
 """
-import argparse, os, shutil, socket, statistics, struct, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, socket, statistics, struct, subprocess, sys, tempfile, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -81,6 +82,87 @@ def grpc_first_answer(port, path="/api.Registry/ListPackages", timeout=1.0):
                 raise RuntimeError("GOAWAY")
 
 
+def grpc_call(port, path, message=b"", timeout=60):
+    """Calls an RPC with one request message (protobuf bytes) and reads the whole answer;
+    returns the response messages (protobuf bytes). Opens the flow-control windows wide so
+    the server can stream without waiting for WINDOW_UPDATEs."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        headers = b"".join(hpack_literal(k, v) for k, v in [
+            (":method", "POST"), (":scheme", "http"), (":path", path), (":authority", f"127.0.0.1:{port}"),
+            ("content-type", "application/grpc"), ("te", "trailers")])
+        window = (1 << 31) - 1
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                     + frame(4, 0, 0, struct.pack(">HI", 4, window))                # INITIAL_WINDOW_SIZE
+                     + frame(8, 0, 0, struct.pack(">I", window - 65535))            # connection window
+                     + frame(1, 4, 1, headers)
+                     + frame(0, 1, 1, b"\x00" + struct.pack(">I", len(message)) + message))
+        buf, pos, body = bytearray(), 0, []
+        while True:
+            while len(buf) - pos < 9 or len(buf) - pos < 9 + int.from_bytes(buf[pos:pos + 3], "big"):
+                chunk = sock.recv(1 << 20)
+                if not chunk:
+                    raise RuntimeError(f"{path}: connection closed")
+                del buf[:pos]
+                pos = 0
+                buf += chunk
+            n = int.from_bytes(buf[pos:pos + 3], "big")
+            kind, flags = buf[pos + 3], buf[pos + 4]
+            payload = bytes(buf[pos + 9:pos + 9 + n])
+            pos += 9 + n
+            if kind == 4 and not flags & 1:
+                sock.sendall(frame(4, 1, 0))
+            elif kind == 0:
+                body.append(payload)
+            elif kind == 6 and not flags & 1:
+                sock.sendall(frame(6, 1, 0, payload))                          # PING ACK
+            elif kind == 7:
+                raise RuntimeError("GOAWAY")
+            if kind in (0, 1) and flags & 1:                                       # END_STREAM
+                break
+    body = b"".join(body)
+    messages, i = [], 0
+    while i + 5 <= len(body):
+        n = int.from_bytes(body[i + 1:i + 5], "big")
+        messages.append(body[i + 5:i + 5 + n])
+        i += 5 + n
+    return messages
+
+
+def proto_strings(*fields):
+    """A protobuf message of string fields 1, 2, …"""
+    out = b""
+    for number, value in enumerate(fields, 1):
+        value = value.encode()
+        length, n = b"", len(value)
+        while True:
+            length += bytes([(n & 127) | (128 if n > 127 else 0)])
+            n >>= 7
+            if not n:
+                break
+        out += bytes([number << 3 | 2]) + length + value
+    return out
+
+
+def sample_bundles(catalog_dir, count=20):
+    """(package, channel, bundle) of `count` channel entries spread over the catalog."""
+    entries = []
+    for f in sorted(Path(catalog_dir).rglob("*.json")):
+        for line in f.read_text().splitlines():
+            if '"olm.channel"' in line and (blob := json.loads(line))["schema"] == "olm.channel":
+                entries += [(blob["package"], blob["name"], e["name"]) for e in blob["entries"]]
+    step = max(1, len(entries) // count)
+    return entries[::step][:count]
+
+
+def query(port, bundles):
+    """A whole ListBundles, then GetBundle of each of `bundles`."""
+    if not grpc_call(port, "/api.Registry/ListBundles"):
+        raise RuntimeError("ListBundles answered no bundle")
+    for b in bundles:
+        if len(grpc_call(port, "/api.Registry/GetBundle", proto_strings(*b))) != 1:
+            raise RuntimeError(f"GetBundle {b} failed")
+
+
 def rss_mib(pid, field="VmRSS"):
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
@@ -88,7 +170,7 @@ def rss_mib(pid, field="VmRSS"):
     return float("nan")
 
 
-def run_server(cmd, port):
+def run_server(cmd, port, bundles):
     env = {k: v for k, v in os.environ.items() if k != "OLM_CACHE_DIR"}
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
@@ -104,8 +186,10 @@ def run_server(cmd, port):
         time.sleep(2)
         grpc_first_answer(port)
         rss_settled = rss_mib(proc.pid)
+        query(port, bundles)
+        rss_queried = rss_mib(proc.pid)
         peak = rss_mib(proc.pid, "VmHWM")
-        return ready, rss_ready, rss_settled, peak
+        return ready, rss_ready, rss_settled, rss_queried, peak
     finally:
         proc.terminate()
         try:
@@ -122,8 +206,9 @@ def main():
     ap.add_argument("--copies", default="1,4,16", help="catalog sizes, as copies of the testdata")
     args = ap.parse_args()
     olm = REPO / "target/release/olm"
-    if not olm.exists():
-        sys.exit("build it first: cargo build --release --bin olm")
+    registry = REPO / "target/release/olm-registry"
+    if not olm.exists() or not registry.exists():
+        sys.exit("build it first: cargo build --release --bin olm --bin olm-registry")
     opm = subprocess.run([REPO / "hack/opm/path"], capture_output=True, text=True, check=True).stdout.strip()
     work = Path(tempfile.mkdtemp(prefix="olm-bench-serve-"))
     rows = []
@@ -137,28 +222,36 @@ def main():
             cat = work / f"x{copies}"
             n = replicated_catalog(base / "catalog.json", copies, cat)
             size = sum(p.stat().st_size for p in cat.rglob("*") if p.is_file()) / (1 << 20)
-            for tool in ("olm", "opm"):
+            bundles = sample_bundles(cat)
+            for tool in ("olm", "olm-registry", "opm"):
                 samples = []
                 for _ in range(args.runs):
                     port = free_port()
-                    cmd = ([olm, "catalog", "serve", cat, "--port", str(port)] if tool == "olm" else
-                           [opm, "serve", cat, "--port", str(port), "--pprof-addr", "", "-t", "/dev/null"])
-                    samples.append(run_server([str(c) for c in cmd], port))
+                    cmd = {"olm": [olm, "catalog", "serve", cat, "--port", str(port)],
+                           "olm-registry": [registry, cat, "--port", str(port)],
+                           "opm": [opm, "serve", cat, "--port", str(port), "--pprof-addr", "", "-t", "/dev/null"]}[tool]
+                    samples.append(run_server([str(c) for c in cmd], port, bundles))
                 med = lambda i: statistics.median(s[i] for s in samples)
-                rows.append((n, size, tool, med(0), med(1), med(2), max(s[3] for s in samples)))
+                rows.append((n, size, tool, med(0), med(1), med(2), med(3), max(s[4] for s in samples)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"median of {args.runs} runs; time = spawn → first ListPackages message; RSS in MiB")
-    print(f"{'bundles':>7} {'MiB':>5}  {'olm s':>6} {'opm s':>6} {'faster':>6}  "
-          f"{'olm rss':>7} {'opm rss':>7} {'ratio':>6}  {'olm +2s':>7} {'opm +2s':>7} {'ratio':>6}  {'olm peak':>8} {'opm peak':>8}")
+    print(f"median of {args.runs} runs; time = spawn → first ListPackages message; RSS in MiB; "
+          f"+q = after ListBundles and {len(bundles)} GetBundle; `olm` = olm catalog serve, "
+          f"`reg` = the olm-registry binary (the same server without the rest of olm)")
+    print(f"{'bundles':>7} {'MiB':>5} {'ours':>4}  {'ours s':>6} {'opm s':>6} {'faster':>6}  "
+          f"{'ours rss':>8} {'opm rss':>7} {'ratio':>6}  {'ours +2s':>8} {'opm +2s':>7} {'ratio':>6}  "
+          f"{'ours +q':>7} {'opm +q':>7} {'ratio':>6}  {'ours peak':>9} {'opm peak':>8}")
     by = {}
     for n, size, tool, *vals in rows:
         by.setdefault((n, size), {})[tool] = vals
     for (n, size), t in by.items():
-        o, p = t["olm"], t["opm"]
-        print(f"{n:>7} {size:>5.0f}  {o[0]:>6.2f} {p[0]:>6.2f} {p[0] / o[0]:>5.1f}x  "
-              f"{o[1]:>7.1f} {p[1]:>7.1f} {p[1] / o[1]:>5.1f}x  {o[2]:>7.1f} {p[2]:>7.1f} {p[2] / o[2]:>5.1f}x  {o[3]:>8.1f} {p[3]:>8.1f}")
+        p = t["opm"]
+        for tool, label in (("olm", "olm"), ("olm-registry", "reg")):
+            o = t[tool]
+            print(f"{n:>7} {size:>5.0f} {label:>4}  {o[0]:>6.2f} {p[0]:>6.2f} {p[0] / o[0]:>5.1f}x  "
+                  f"{o[1]:>8.1f} {p[1]:>7.1f} {p[1] / o[1]:>5.1f}x  {o[2]:>8.1f} {p[2]:>7.1f} {p[2] / o[2]:>5.1f}x  "
+                  f"{o[3]:>7.1f} {p[3]:>7.1f} {p[3] / o[3]:>5.1f}x  {o[4]:>9.1f} {p[4]:>8.1f}")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             registry_timeout: args.registry_timeout,
         },
     };
+    // Catalog loads free large buffers; have glibc hand them back rather than keep them.
+    crate::memory::return_freed_memory_promptly();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -534,21 +534,6 @@ impl Builder {
     }
 }
 
-/// Hands the heap freed after loading (each file's decoded blobs) back to the OS, so that
-/// the resident size after startup is the index's, not the loader's high-water mark.
-fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        unsafe extern "C" {
-            fn malloc_trim(pad: usize) -> std::ffi::c_int;
-        }
-        // SAFETY: glibc's malloc_trim only releases free memory; it has no preconditions.
-        unsafe {
-            malloc_trim(0);
-        }
-    }
-}
-
 impl Index {
     /// Loads the catalog at `root` (a directory or one file).
     ///
@@ -568,7 +553,7 @@ impl Index {
             // No thread to spare: load on this one.
             Err(_) => Self::load_here(root)?,
         };
-        release_free_memory();
+        crate::memory::release_free_memory();
         Ok(index)
     }
 

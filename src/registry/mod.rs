@@ -88,48 +88,71 @@ pub fn router(index: Arc<Index>) -> anyhow::Result<tonic::service::Routes> {
     Ok(routes.routes())
 }
 
-/// Loads the catalog at `dir`, then serves it on `addr` until `shutdown` completes.
-pub async fn serve(
-    dir: &Path,
-    addr: SocketAddr,
-    shutdown: impl Future<Output = ()>,
-) -> anyhow::Result<()> {
+/// Loads the catalog at `dir` (blocking: call it off the async threads).
+pub fn load(dir: &Path) -> anyhow::Result<Index> {
     let started = Instant::now();
-    let dir_owned = dir.to_path_buf();
-    let index = tokio::task::spawn_blocking(move || Index::load(&dir_owned))
-        .await
-        .context("loading the catalog")?
-        .with_context(|| format!("loading catalog {}", dir.display()))?;
+    let index = Index::load(dir).with_context(|| format!("loading catalog {}", dir.display()))?;
     tracing::info!(
         packages = index.package_count(),
         bundles = index.bundle_count(),
         elapsed_ms = started.elapsed().as_millis() as u64,
         "catalog indexed"
     );
+    Ok(index)
+}
+
+/// Loads the catalog at `dir`, then serves it on `addr` until `shutdown` completes.
+pub async fn serve(
+    dir: &Path,
+    addr: SocketAddr,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let dir_owned = dir.to_path_buf();
+    let index = tokio::task::spawn_blocking(move || load(&dir_owned))
+        .await
+        .context("loading the catalog")??;
+    serve_index(index, dir, addr, shutdown).await
+}
+
+/// Serves a loaded catalog (from `dir`, for the log) on `addr` until `shutdown` completes.
+pub async fn serve_index(
+    index: Index,
+    dir: &Path,
+    addr: SocketAddr,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("listening on {addr}"))?;
     let local = listener.local_addr()?;
     let routes = router(Arc::new(index))?;
     tracing::info!(address = %local, configs = %dir.display(), "serving registry");
+    // TCP_NODELAY, as grpc-go (opm) sets it: otherwise the last frame of an answer can
+    // wait for the client's delayed ACK (40 ms). tonic sets it only on listeners it binds.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
         .add_routes(routes)
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown,
-        )
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await
         .context("serving gRPC")?;
     tracing::info!("shut down");
     Ok(())
 }
 
-/// Runs [`serve`] on its own runtime until SIGINT or SIGTERM (the `olm catalog serve` command).
+/// Runs the `olm catalog serve` command: loads the catalog at `dir`, then serves it on
+/// `addr` until SIGINT or SIGTERM.
+///
+/// The runtime is single-threaded: an RPC is a lookup in the index plus at most one read
+/// of the spill file, so more threads would add stacks and malloc arenas (memory that
+/// grows with the machine's core count, each arena keeping its own freed blocks) rather
+/// than answers. The catalog is loaded before the runtime starts.
 pub fn run(dir: &Path, addr: SocketAddr) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    crate::memory::return_freed_memory_promptly();
+    let index = load(dir)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(serve(dir, addr, shutdown_signal()))
+    runtime.block_on(serve_index(index, dir, addr, shutdown_signal()))
 }
 
 async fn shutdown_signal() {
