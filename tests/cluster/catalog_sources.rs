@@ -79,6 +79,17 @@ pub fn event_reasons(namespace: &str, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits until an Event with `reason` is recorded on the object.
+pub async fn wait_for_event(namespace: &str, name: &str, reason: &str) {
+    eventually(&format!("a {reason} event on {name}"), WAIT, || async {
+        event_reasons(namespace, name)
+            .iter()
+            .any(|r| r == reason)
+            .then_some(())
+    })
+    .await;
+}
+
 fn our_catalog_packages() -> Vec<String> {
     let content = olm::catalog::load::load_path(&repo_root().join("catalog")).unwrap();
     let mut names: Vec<String> = content.packages.iter().map(|p| p.name.clone()).collect();
@@ -160,12 +171,7 @@ async fn grpc_catalog_follows_its_server_and_writes_nothing_at_steady_state() {
         olm.snapshot(&ns.name, "operators").is_some(),
         "the last good snapshot stays"
     );
-    eventually("a ConnectionFailed event", WAIT, || async {
-        event_reasons(&ns.name, "operators")
-            .contains(&"ConnectionFailed".to_string())
-            .then_some(())
-    })
-    .await;
+    wait_for_event(&ns.name, "operators", "ConnectionFailed").await;
 
     // It comes back on the same address: READY again.
     let _server = olm_serve(&repo_root().join("catalog"), port);
@@ -244,12 +250,7 @@ async fn registry_poll_reloads_content_and_only_a_change_is_an_update() {
     .await;
     let packages: Vec<String> = serde_json::from_value(second["packages"].clone()).unwrap();
     assert!(!packages.contains(&"at".to_string()), "{packages:?}");
-    eventually("a CatalogUpdated event", WAIT, || async {
-        event_reasons(&ns.name, "polled")
-            .contains(&"CatalogUpdated".to_string())
-            .then_some(())
-    })
-    .await;
+    wait_for_event(&ns.name, "polled", "CatalogUpdated").await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -316,16 +317,7 @@ async fn a_bad_spec_or_an_unreadable_object_is_reported_and_the_rest_keeps_worki
         no_address["status"]
     );
 
-    eventually(
-        "an InvalidObject event on the unreadable one",
-        WAIT,
-        || async {
-            event_reasons(&ns.name, "unreadable")
-                .contains(&"InvalidObject".to_string())
-                .then_some(())
-        },
-    )
-    .await;
+    wait_for_event(&ns.name, "unreadable", "InvalidObject").await;
     assert!(olm.snapshot(&ns.name, "good").is_some());
     assert!(olm.process.log_text().contains("cannot read CatalogSource"));
 }
@@ -437,12 +429,7 @@ async fn reads_catalogs_served_by_upstream_opm_like_those_served_by_olm() {
     );
     assert!(message.contains("no content loaded"), "{message}");
     assert!(olm.snapshot(&ns.name, "invalid").is_none());
-    eventually("an InvalidCatalog event", WAIT, || async {
-        event_reasons(&ns.name, "invalid")
-            .contains(&"InvalidCatalog".to_string())
-            .then_some(())
-    })
-    .await;
+    wait_for_event(&ns.name, "invalid", "InvalidCatalog").await;
     let _ = std::fs::remove_dir_all(&testdata);
     let _ = std::fs::remove_dir_all(&with_kuadrant);
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::catalog_sources::{condition, event_reasons, get_json, wait_for_state};
+use super::catalog_sources::{condition, get_json, wait_for_event, wait_for_state};
 use super::harness::{TestNamespace, client, eventually, install_crds, kubectl, repo_root};
 use super::processes::OlmRun;
 
@@ -99,12 +99,7 @@ async fn a_config_map_catalog_loads_and_broken_content_keeps_the_last_good_one()
         olm.snapshot(&ns.name, "words").unwrap()["digest"],
         snapshot["digest"]
     );
-    eventually("an InvalidConfigMap event", WAIT, || async {
-        event_reasons(&ns.name, "words")
-            .contains(&"InvalidConfigMap".to_string())
-            .then_some(())
-    })
-    .await;
+    wait_for_event(&ns.name, "words", "InvalidConfigMap").await;
 
     // Fixed again: loaded again (same content as before, so the same digest).
     apply_config_map(&ns.name, "words", reverse_words_data());
@@ -133,12 +128,7 @@ async fn a_missing_config_map_is_reported_until_it_appears() {
         "{:#}",
         catsrc["status"]
     );
-    eventually("a ConfigMapNotFound event", WAIT, || async {
-        event_reasons(&ns.name, "later")
-            .contains(&"ConfigMapNotFound".to_string())
-            .then_some(())
-    })
-    .await;
+    wait_for_event(&ns.name, "later", "ConfigMapNotFound").await;
 
     apply_config_map(&ns.name, "not-yet", reverse_words_data());
     wait_for_state(&ns.name, "later", "READY");

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::catalog_sources::{catalog_source_yaml, event_reasons, wait_for_state};
+use super::catalog_sources::{catalog_source_yaml, wait_for_event, wait_for_state};
 use super::harness::{
     TestNamespace, client, eventually, install_crds, kubeconfig_path, kubectl, repo_root,
 };
@@ -58,12 +58,7 @@ async fn olm_run_works_with_only_the_rbac_in_deploy() {
     )
     .ok();
     wait_for_state(&ns.name, "operators", "READY");
-    eventually("a CatalogLoaded event", Duration::from_secs(30), || async {
-        event_reasons(&ns.name, "operators")
-            .contains(&"CatalogLoaded".to_string())
-            .then_some(())
-    })
-    .await;
+    wait_for_event(&ns.name, "operators", "CatalogLoaded").await;
     let log = olm.process.log_text();
     assert!(
         !log.contains("forbidden"),
