@@ -10,12 +10,11 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{community_operators, repo, scratch, subdirs};
+use common::{free_port, opm, render_testdata, repo, scratch};
 
 use olm::catalog::{DeclarativeConfig, content_digest};
 use olm::registry::generated as api;
@@ -23,17 +22,6 @@ use olm::registry::generated::experimental_registry_client::ExperimentalRegistry
 use olm::registry::generated::registry_client::RegistryClient;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
-
-fn opm() -> PathBuf {
-    if let Some(path) = std::env::var_os("OLM_OPM") {
-        return PathBuf::from(path);
-    }
-    let out = Command::new(repo().join("hack/opm/path"))
-        .output()
-        .expect("hack/opm/path runs");
-    assert!(out.status.success(), "opm is not built; run hack/opm/build");
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
 
 /// A server process, killed when dropped (also when a test panics).
 struct ServerGuard {
@@ -46,14 +34,6 @@ impl Drop for ServerGuard {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn start_ours(dir: &Path, port: u16) -> ServerGuard {
@@ -641,32 +621,10 @@ fn write_custom_catalog(dir: &Path) {
     std::fs::write(dir.join("at/extra.json"), text).unwrap();
 }
 
-/// The community-operators testdata rendered into `dir`, one catalog file per package.
-fn render_testdata(dir: &Path) {
-    for package in subdirs(&community_operators()) {
-        let name = package.file_name().unwrap().to_str().unwrap().to_string();
-        // The one genuinely invalid package (an `oci://` related image); opm refuses it.
-        if name == "kuadrant-operator" {
-            continue;
-        }
-        let out = Command::new(env!("CARGO_BIN_EXE_olm"))
-            .args(["catalog", "render", package.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::fs::create_dir_all(dir.join(&name)).unwrap();
-        std::fs::write(dir.join(&name).join("catalog.json"), out.stdout).unwrap();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_rpc_agrees_with_opm_on_the_testdata_catalog() {
     let dir = scratch("registry-serve-testdata");
-    render_testdata(&dir);
+    render_testdata(&dir, false);
     let report = compare(&dir).await;
     assert!(report.calls["GetBundle"].0 > 100);
     assert_agree("testdata", &report);
@@ -789,7 +747,7 @@ async fn our_client_loads_the_same_deprecations_from_opm_and_olm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_client_loads_the_same_testdata_catalog_from_opm_and_olm() {
     let dir = scratch("registry-client-testdata");
-    render_testdata(&dir);
+    render_testdata(&dir, false);
     let (ours, theirs) = load_from_both(&dir).await;
     assert!(theirs.bundles.len() > 100);
     assert_same_catalog("testdata", &ours, &theirs);

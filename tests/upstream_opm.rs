@@ -8,25 +8,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{community_operators, repo, scratch, subdirs};
+use common::{community_operators, opm, repo, scratch, subdirs};
 
 use base64::Engine;
 use serde_json::Value;
-
-fn opm() -> PathBuf {
-    if let Some(path) = std::env::var_os("OLM_OPM") {
-        return PathBuf::from(path);
-    }
-    let out = Command::new(repo().join("hack/opm/path"))
-        .output()
-        .expect("hack/opm/path runs");
-    assert!(
-        out.status.success(),
-        "opm is not built; run hack/opm/build ({})",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
 
 fn olm(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_olm"))

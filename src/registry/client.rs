@@ -904,28 +904,22 @@ mod tests {
             image: "quay.io/p/bundle:v1".into(),
         });
         assert_eq!(normalized(loaded.clone()).bundles, expected);
-        let entries: BTreeSet<(String, String, String)> = loaded.deprecations[0]
-            .entries
-            .iter()
-            .map(|e| {
-                (
-                    e.reference.schema.clone(),
-                    e.reference.name.clone(),
-                    e.message.clone(),
-                )
-            })
-            .collect();
-        let wanted: BTreeSet<(String, String, String)> = files.deprecations[0]
-            .entries
-            .iter()
-            .map(|e| {
-                (
-                    e.reference.schema.clone(),
-                    e.reference.name.clone(),
-                    e.message.clone(),
-                )
-            })
-            .collect();
+        let entry_set = |d: &fbc::Deprecation| -> BTreeSet<(String, String, String)> {
+            d.entries
+                .iter()
+                .map(|e| {
+                    (
+                        e.reference.schema.clone(),
+                        e.reference.name.clone(),
+                        e.message.clone(),
+                    )
+                })
+                .collect()
+        };
+        let (entries, wanted) = (
+            entry_set(&loaded.deprecations[0]),
+            entry_set(&files.deprecations[0]),
+        );
         assert_eq!(entries, wanted);
         assert!(validate(&loaded).is_empty(), "{:#?}", validate(&loaded));
     }

@@ -103,17 +103,19 @@ impl LeaderElector {
         }
     }
 
+    async fn read(&self) -> Result<Option<Lease>, LeaderError> {
+        self.api
+            .get_opt(&self.config.name)
+            .await
+            .map_err(|e| self.kube_error(e))
+    }
+
     /// One election round: create, renew or take over the lease, or observe its holder.
     pub async fn try_acquire_or_renew(&mut self) -> Result<Round, LeaderError> {
         let now = Timestamp::now();
         let duration_secs =
             i32::try_from(self.config.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
-        let Some(mut lease) = self
-            .api
-            .get_opt(&self.config.name)
-            .await
-            .map_err(|e| self.kube_error(e))?
-        else {
+        let Some(mut lease) = self.read().await? else {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.config.name.clone()),
@@ -194,12 +196,7 @@ impl LeaderElector {
 
     /// Gives the lease up so that a standby takes over at once (client-go's ReleaseOnCancel).
     pub async fn release(&mut self) -> Result<(), LeaderError> {
-        let Some(mut lease) = self
-            .api
-            .get_opt(&self.config.name)
-            .await
-            .map_err(|e| self.kube_error(e))?
-        else {
+        let Some(mut lease) = self.read().await? else {
             return Ok(());
         };
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);

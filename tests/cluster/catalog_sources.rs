@@ -322,30 +322,12 @@ async fn a_bad_spec_or_an_unreadable_object_is_reported_and_the_rest_keeps_worki
     assert!(olm.process.log_text().contains("cannot read CatalogSource"));
 }
 
-/// The community-operators testdata rendered to one FBC file (as `hack/bench/serve.py` does),
-/// with or without kuadrant-operator, whose `oci://` related image makes `opm serve` refuse
-/// the whole catalog.
+/// The testdata rendered into a fresh directory named after the test.
 #[cfg(feature = "upstream-tests")]
 fn rendered_testdata(name: &str, with_kuadrant: bool) -> std::path::PathBuf {
-    use super::common::{community_operators, subdirs};
     let dir = std::env::temp_dir().join(format!("olm-testdata-fbc-{name}-{with_kuadrant}"));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let packages: Vec<_> = subdirs(&community_operators())
-        .into_iter()
-        .filter(|p| with_kuadrant || !p.ends_with("kuadrant-operator"))
-        .collect();
-    let out = std::process::Command::new(super::harness::olm_bin())
-        .args(["catalog", "render"])
-        .args(packages)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::write(dir.join("catalog.json"), out.stdout).unwrap();
+    super::common::render_testdata(&dir, with_kuadrant);
     dir
 }
 

@@ -3,21 +3,14 @@
 //! also when a test panics; logs go to `target/cluster/logs/` so a failure can be read.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+pub use super::common::free_port;
 use super::harness::{kubeconfig_path, olm_bin, repo_root};
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn log_file(name: &str) -> (std::fs::File, PathBuf) {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -138,28 +131,20 @@ pub fn olm_serve(dir: &Path, port: u16) -> Process {
 
 /// Upstream `opm serve DIR` (built by hack/opm/build; `OLM_OPM` names it in hack/test).
 pub fn opm_serve(dir: &Path, port: u16) -> Process {
-    let opm = match std::env::var_os("OLM_OPM") {
-        Some(path) => PathBuf::from(path),
-        None => {
-            let out = Command::new(repo_root().join("hack/opm/path"))
-                .output()
-                .expect("hack/opm/path runs");
-            assert!(out.status.success(), "opm is not built; run hack/opm/build");
-            PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-        }
-    };
     let mut process = Process::spawn(
         "opm-serve",
-        Command::new(opm).env_remove("OLM_CACHE_DIR").args([
-            "serve",
-            dir.to_str().unwrap(),
-            "--port",
-            &port.to_string(),
-            "--pprof-addr",
-            "",
-            "-t",
-            "/dev/null",
-        ]),
+        Command::new(super::common::opm())
+            .env_remove("OLM_CACHE_DIR")
+            .args([
+                "serve",
+                dir.to_str().unwrap(),
+                "--port",
+                &port.to_string(),
+                "--pprof-addr",
+                "",
+                "-t",
+                "/dev/null",
+            ]),
     );
     wait_for_port(&mut process, port, Duration::from_secs(120));
     process

@@ -31,7 +31,7 @@ use super::context::{Context, FIELD_MANAGER};
 use crate::api::{CatalogSource, CatalogSourceStatus, SourceType};
 use crate::registry::client::RegistryClient;
 use crate::resolver::input::CatalogRef;
-use status::{Observation, announcements, desired_status, same_status};
+use status::{Observation, announcements, desired_status};
 
 pub const CONTROLLER: &str = "catalogsource";
 
@@ -155,7 +155,7 @@ pub async fn reconcile(
         now,
     };
     let desired = desired_status(source.status.as_ref(), &observed);
-    if !same_status(source.status.as_ref(), &desired) {
+    if source.status.as_ref() != Some(&desired) {
         write_status(source, &source_ref, &desired, &ctx).await?;
         let regarding = source.object_ref(&());
         for announcement in announcements(source.status.as_ref(), &desired) {

@@ -1,7 +1,7 @@
 //! The decide step of the CatalogSource controller: from what a round observed to the status
 //! the object should have and the Events that announce a change. Pure, so the rules are
-//! unit-tested without a cluster, and equal observations give an equal status, which is what
-//! keeps a steady state free of writes.
+//! unit-tested without a cluster, and equal observations give an equal status (compared with
+//! `==` before any write), which is what keeps a steady state free of writes.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -289,11 +289,6 @@ pub fn announcements(
     out
 }
 
-/// Two statuses that differ only in what the API server would not store differently.
-pub fn same_status(a: Option<&CatalogSourceStatus>, b: &CatalogSourceStatus) -> bool {
-    a.is_some_and(|a| a == b)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,7 +353,7 @@ mod tests {
 
         // Polls later with the same content: equal status, so nothing is written or announced.
         let later = desired_status(Some(&first), &ready(Content::Loaded(summary("abc")), 500));
-        assert!(same_status(Some(&first), &later));
+        assert_eq!(later, first);
         assert!(announcements(Some(&first), &later).is_empty());
     }
 
@@ -470,6 +465,6 @@ mod tests {
         });
         let next = desired_status(Some(&current), &ready(Content::Loaded(summary("a")), 2));
         assert!(next.conditions.iter().any(|c| c.type_ == "Custom"));
-        assert!(same_status(Some(&current), &next));
+        assert_eq!(next, current);
     }
 }
