@@ -237,19 +237,8 @@ fn parse_list(data: &BTreeMap<String, String>, key: &'static str) -> Result<Vec<
         Value::Array(items) => Ok(items),
         other => Err(Error::NotAList {
             key,
-            found: kind_of(&other).into(),
+            found: json_kind(&other).into(),
         }),
-    }
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
     }
 }
 
@@ -267,7 +256,7 @@ fn opt_str(map: Option<&Map<String, Value>>, key: &str) -> Result<String, String
     match map.and_then(|m| get_ci(m, key)) {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(format!("{key} must be a string, not {}", kind_of(other))),
+        Some(other) => Err(format!("{key} must be a string, not {}", json_kind(other))),
     }
 }
 
@@ -282,7 +271,7 @@ fn opt_list<'a>(map: Option<&'a Map<String, Value>>, key: &str) -> Result<&'a [V
     match map.and_then(|m| get_ci(m, key)) {
         None | Some(Value::Null) => Ok(&[]),
         Some(Value::Array(items)) => Ok(items),
-        Some(other) => Err(format!("{key} must be a list, not {}", kind_of(other))),
+        Some(other) => Err(format!("{key} must be a list, not {}", json_kind(other))),
     }
 }
 
@@ -320,7 +309,7 @@ impl Crd {
                 KEY_CRDS,
                 index,
                 "",
-                format!("expected a CRD object, found {}", kind_of(&object)),
+                format!("expected a CRD object, found {}", json_kind(&object)),
             ));
         };
         let metadata = get_ci(map, "metadata").and_then(Value::as_object);
@@ -380,7 +369,7 @@ impl Csv {
                 "",
                 format!(
                     "expected a ClusterServiceVersion object, found {}",
-                    kind_of(&object)
+                    json_kind(&object)
                 ),
             ));
         };
@@ -412,7 +401,7 @@ impl Csv {
             None | Some(Value::Null) | Some(Value::String(_)) => Ok(()),
             Some(other) => Err(err(format!(
                 "spec.version must be a string, not {}",
-                kind_of(other)
+                json_kind(other)
             ))),
         };
         version?;
@@ -541,7 +530,7 @@ impl PackageManifest {
                 KEY_PACKAGES,
                 index,
                 "",
-                format!("expected a package manifest, found {}", kind_of(item)),
+                format!("expected a package manifest, found {}", json_kind(item)),
             ));
         };
         let name = opt_str(Some(map), "packageName").unwrap_or_default();

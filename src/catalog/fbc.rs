@@ -221,6 +221,18 @@ pub struct DeprecationReference {
     pub name: String,
 }
 
+/// What a JSON value is, for messages such as "must be a list, not a string".
+pub fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
 /// A blob of a schema OLM does not interpret.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Meta {

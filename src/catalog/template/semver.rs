@@ -37,7 +37,7 @@ use serde_json::{Map, Value};
 
 use crate::catalog::fbc::{
     Bundle, Channel, ChannelEntry, DeclarativeConfig, Icon, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA,
-    PROP_PACKAGE, Package, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
+    PROP_PACKAGE, Package, SCHEMA_CHANNEL, SCHEMA_PACKAGE, json_kind,
 };
 use crate::catalog::semver_range::blang_parse;
 
@@ -381,7 +381,7 @@ impl ChannelBundles {
             Some(other) => {
                 return Err(format!(
                     "{archetype}.bundles must be a list, not {}",
-                    kind_of(&other)
+                    json_kind(&other)
                 ));
             }
         };
@@ -423,7 +423,12 @@ fn fields_of(
     let object = match value {
         Value::Null => Map::new(),
         Value::Object(o) => o,
-        other => return Err(format!("{what} must be a mapping, not {}", kind_of(&other))),
+        other => {
+            return Err(format!(
+                "{what} must be a mapping, not {}",
+                json_kind(&other)
+            ));
+        }
     };
     let mut out = HashMap::new();
     for (key, v) in object {
@@ -443,7 +448,10 @@ fn string_field(fields: &mut HashMap<&'static str, Value>, name: &str) -> Result
     match fields.remove(name) {
         None => Ok(String::new()),
         Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(format!("{name} must be a string, not {}", kind_of(&other))),
+        Some(other) => Err(format!(
+            "{name} must be a string, not {}",
+            json_kind(&other)
+        )),
     }
 }
 
@@ -453,19 +461,8 @@ fn bool_field(fields: &mut HashMap<&'static str, Value>, name: &str) -> Result<b
         Some(Value::Bool(b)) => Ok(b),
         Some(other) => Err(format!(
             "{name} must be true or false, not {}",
-            kind_of(&other)
+            json_kind(&other)
         )),
-    }
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
     }
 }
 
@@ -531,7 +528,7 @@ fn package_property(bundle: &Bundle, image: &str) -> Result<(String, String), Te
         other => {
             return Err(invalid(format!(
                 "value must be a mapping, not {}",
-                kind_of(other)
+                json_kind(other)
             )));
         }
     };
@@ -547,7 +544,7 @@ fn package_property(bundle: &Bundle, image: &str) -> Result<(String, String), Te
             Some(Value::String(s)) => Ok(s.clone()),
             Some(other) => Err(invalid(format!(
                 "{name} must be a string, not {}",
-                kind_of(other)
+                json_kind(other)
             ))),
         }
     };
