@@ -72,10 +72,6 @@ impl CatalogSnapshots {
         }
     }
 
-    pub fn remove(&self, source: &CatalogRef) -> bool {
-        self.write().remove(source).is_some()
-    }
-
     /// Drops the snapshots of CatalogSources that no longer exist.
     pub fn retain(&self, mut keep: impl FnMut(&CatalogRef) -> bool) -> Vec<CatalogRef> {
         let mut map = self.write();
