@@ -3,7 +3,7 @@
 //! Modules mirror the domain: [`api`] holds the `operators.coreos.com` types and their CRDs;
 //! [`catalog`] reads, validates and renders catalogs; [`resolver`] chooses bundles;
 //! [`registry`] speaks the registry gRPC API; [`controllers`] reconcile the kinds and
-//! [`runtime`] hosts them in `olm run`; [`cli`] is the thin `olm` command line on top.
+//! [`runtime`] hosts them in `olm run`; [`snapshots`] is the catalog cache every replica holds; [`cli`] is the thin `olm` command line on top.
 
 pub mod api;
 pub mod catalog;
@@ -13,4 +13,6 @@ pub mod memory;
 pub mod registry;
 pub mod resolver;
 pub mod runtime;
+pub mod signal;
+pub mod snapshots;
 pub mod telemetry;

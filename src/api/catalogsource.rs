@@ -121,6 +121,7 @@ pub struct UpdateStrategy {
 pub struct RegistryPoll {
     /// A Go duration such as `10m` or `1h30m`; a bad value falls back to 15m, as upstream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::go_duration")]
     pub interval: Option<String>,
 }
 
@@ -148,6 +149,7 @@ pub struct CatalogSourceStatus {
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
+    #[schemars(schema_with = "schema::conditions_by_type::<Condition>")]
     pub conditions: Vec<Condition>,
 }
 

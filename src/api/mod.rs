@@ -4,6 +4,7 @@
 mod catalogsource;
 mod crdgen;
 mod csv;
+pub mod duration;
 mod installplan;
 pub mod operatorgroup;
 pub(crate) mod schema;

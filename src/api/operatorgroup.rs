@@ -72,6 +72,7 @@ pub mod v1 {
             deserialize_with = "crate::api::shared::null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(schema_with = "crate::api::schema::conditions_by_type::<Condition>")]
         pub conditions: Vec<Condition>,
     }
 }

@@ -58,3 +58,24 @@ pub fn string_set(_: &mut SchemaGenerator) -> Schema {
         "x-kubernetes-list-type": "set",
     })
 }
+
+/// Conditions keyed by `type` (`x-kubernetes-list-type: map`): with server-side apply each
+/// field manager owns the condition types it sets, so two writers never remove each other's.
+pub fn conditions_by_type<T: schemars::JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    let item = generator.subschema_for::<T>();
+    json_schema!({
+        "type": "array",
+        "items": item,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+    })
+}
+
+/// A Go duration (`10m`, `1h30m`): the API server refuses what is not shaped like one; the
+/// range is checked by `api::duration` (an object may still say `99999999999999999999h`).
+pub fn go_duration(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "pattern": super::duration::GO_DURATION_PATTERN,
+    })
+}

@@ -141,6 +141,7 @@ pub struct SubscriptionStatus {
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
+    #[schemars(schema_with = "crate::api::schema::conditions_by_type::<SubscriptionCondition>")]
     pub conditions: Vec<SubscriptionCondition>,
     /// Required upstream; optional here because Go writes a zero time as null.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -10,8 +10,7 @@ use crate::runtime::leader::LeaseConfig;
 use crate::runtime::{RunConfig, default_identity};
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    crate::controllers::duration::parse_go_duration(text)
-        .ok_or_else(|| format!("{text:?} is not a duration such as 10s, 2m or 1h30m"))
+    crate::api::duration::parse_go_duration(text).map_err(|e| e.to_string())
 }
 
 #[derive(Args, Debug)]
@@ -75,10 +74,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = RunConfig {
         admin_address: args.admin_address,
         leader_election,
-        watch_namespace: args.watch_namespace,
         identity,
         settings: Settings {
             global_catalog_namespace: args.global_catalog_namespace,
+            watch_namespace: args.watch_namespace,
             catalog_check_interval: args.catalog_check_interval,
             registry_timeout: args.registry_timeout,
         },

@@ -1,26 +1,29 @@
 //! The one Context every controller shares: the client, one event Recorder (it aggregates
-//! repeated events into series, so there must be only one), metrics, the catalog snapshots
-//! and the process-wide settings.
+//! repeated events into series, so there must be only one), metrics, the catalog snapshots,
+//! the process-wide settings, and whether this replica leads.
+//!
+//! A controller's own state lives in its own module, in a context of its own that holds an
+//! `Arc<Context>`; nothing controller-specific belongs here.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::Stream;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use tokio::sync::watch;
 
-use super::catalogsource::CatalogSourceState;
-use super::metrics::Metrics;
-use super::snapshots::CatalogSnapshots;
-
-/// The field manager of every server-side apply `olm run` sends.
-pub const FIELD_MANAGER: &str = "olm";
+use crate::runtime::metrics::Metrics;
+use crate::snapshots::CatalogSnapshots;
 
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Catalogs here are visible to every namespace (upstream's `olm` by default).
     pub global_catalog_namespace: String,
-    /// How often a CatalogSource's server (or ConfigMap) is checked.
+    /// Only this namespace is watched (None: all namespaces).
+    pub watch_namespace: Option<String>,
+    /// How often a CatalogSource's registry server is health-checked.
     pub catalog_check_interval: Duration,
     /// Deadline for one registry health check or catalog load.
     pub registry_timeout: Duration,
@@ -30,6 +33,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             global_catalog_namespace: "olm".into(),
+            watch_namespace: None,
             catalog_check_interval: Duration::from_secs(10),
             registry_timeout: Duration::from_secs(5),
         }
@@ -42,7 +46,7 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub snapshots: Arc<CatalogSnapshots>,
     pub settings: Settings,
-    pub catalog_sources: CatalogSourceState,
+    leading: watch::Receiver<bool>,
 }
 
 impl Context {
@@ -52,6 +56,7 @@ impl Context {
         metrics: Arc<Metrics>,
         snapshots: Arc<CatalogSnapshots>,
         settings: Settings,
+        leading: watch::Receiver<bool>,
     ) -> Self {
         let reporter = Reporter {
             controller: "olm".into(),
@@ -63,11 +68,35 @@ impl Context {
             metrics,
             snapshots,
             settings,
-            catalog_sources: CatalogSourceState::default(),
+            leading,
         }
     }
 
-    /// Publishes an Event; a failure to record one is logged, never fatal.
+    /// Whether this replica holds the leader Lease now. Controllers that run on every
+    /// replica (the catalog cache) write status and Events only while this is true.
+    pub fn is_leader(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// Yields once each time this replica becomes the leader: a controller that ran as a
+    /// standby re-reconciles everything then, to write what it held back.
+    pub fn leadership_gained(&self) -> impl Stream<Item = ()> + Send + 'static {
+        futures::stream::unfold(
+            (self.leading.clone(), false),
+            |(mut leading, mut was)| async move {
+                loop {
+                    let now = *leading.borrow_and_update();
+                    if now && !was {
+                        return Some(((), (leading, true)));
+                    }
+                    was = now;
+                    leading.changed().await.ok()?;
+                }
+            },
+        )
+    }
+
+    /// Publishes an Event (leader only); a failure to record one is logged, never fatal.
     pub async fn event(
         &self,
         regarding: &ObjectReference,
@@ -76,10 +105,13 @@ impl Context {
         action: &str,
         note: String,
     ) {
+        if !self.is_leader() {
+            return;
+        }
         let event = Event {
             type_,
             reason: reason.into(),
-            note: Some(note),
+            note: Some(truncate_note(note)),
             action: action.into(),
             secondary: None,
         };
@@ -87,4 +119,18 @@ impl Context {
             tracing::warn!(%error, reason, object = ?regarding.name, "could not record an event");
         }
     }
+}
+
+/// Event notes are capped at 1 kB by the API server.
+pub fn truncate_note(mut note: String) -> String {
+    const LIMIT: usize = 1000;
+    if note.len() > LIMIT {
+        let mut end = LIMIT;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+        note.push('…');
+    }
+    note
 }

@@ -1,9 +1,22 @@
 //! The controllers `olm run` hosts, one module per kind, sharing one [`context::Context`]
-//! (client, event Recorder, metrics, catalog snapshots). They meet through the API objects
-//! and the snapshots, never through each other's internals.
+//! (client, event Recorder, metrics, catalog snapshots, settings, leadership). Each keeps its
+//! own state in its own module and applies under its own field manager (`olm-<controller>`);
+//! they meet through the API objects and the snapshots, never through each other's internals.
 
+pub mod backoff;
 pub mod catalogsource;
 pub mod context;
-pub mod duration;
-pub mod metrics;
-pub mod snapshots;
+pub mod guard;
+
+use crate::runtime::host::{Controller, Role};
+
+/// Every controller of `olm run`, with when it runs.
+pub fn all() -> Vec<Controller> {
+    vec![Controller::new(
+        catalogsource::CONTROLLER,
+        // Every replica keeps the catalog cache (read-only servers answer from it); only the
+        // leader writes status and Events.
+        Role::EveryReplica,
+        catalogsource::run,
+    )]
+}

@@ -15,8 +15,8 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use tokio::sync::watch;
 
-use crate::controllers::metrics::Metrics;
-use crate::controllers::snapshots::CatalogSnapshots;
+use crate::runtime::metrics::Metrics;
+use crate::snapshots::CatalogSnapshots;
 
 #[derive(Clone)]
 pub struct AdminState {

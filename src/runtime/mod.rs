@@ -1,13 +1,15 @@
 //! `olm run`: one process hosting OLM's controllers.
 //!
 //! Start-up: connect to the API server, check that the CRDs are installed, open the admin
-//! server, then wait for the leader Lease (standbys stay here, ready but idle). The leader
-//! runs the controllers until SIGTERM/SIGINT, lets in-flight rounds finish, and releases the
-//! Lease so a standby takes over at once. Losing the Lease ends the process with an error,
-//! so that two replicas never act at once.
+//! server, start the election, and hand the controllers to the [`host`]: the catalog cache
+//! loads on every replica, status writers run on the leader only. SIGTERM drains in-flight
+//! rounds and releases the Lease so a standby takes over at once; losing the Lease aborts
+//! every controller and ends the process with an error, so two replicas never act at once.
 
 pub mod admin;
+pub mod host;
 pub mod leader;
+pub mod metrics;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,19 +21,17 @@ use kube::api::{Api, ListParams};
 use tokio::sync::watch;
 
 use crate::api::CatalogSource;
-use crate::controllers::catalogsource;
+use crate::controllers;
 use crate::controllers::context::{Context, Settings};
-use crate::controllers::metrics::Metrics;
-use crate::controllers::snapshots::CatalogSnapshots;
+use crate::snapshots::CatalogSnapshots;
 use leader::{LeaderElector, LeaseConfig};
+use metrics::Metrics;
 
 #[derive(Clone, Debug)]
 pub struct RunConfig {
     pub admin_address: SocketAddr,
     /// `None` runs without election (a single replica, or tests).
     pub leader_election: Option<LeaseConfig>,
-    /// Only watch this namespace (upstream's `-watchedNamespaces` with one entry).
-    pub watch_namespace: Option<String>,
     pub identity: String,
     pub settings: Settings,
 }
@@ -40,14 +40,18 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
     let client = Client::try_default()
         .await
         .context("connecting to the API server (KUBECONFIG or in-cluster config)")?;
-    ensure_crds_installed(&client).await?;
+    ensure_crds_installed(&client, config.settings.watch_namespace.as_deref()).await?;
 
     let metrics = Arc::new(Metrics::default());
     let snapshots = Arc::new(CatalogSnapshots::default());
     let ready = Arc::new(AtomicBool::new(false));
     let (leading_tx, leading_rx) = watch::channel(false);
     let (stop_tx, stop_rx) = watch::channel(false);
-    tokio::spawn(stop_on_signal(stop_tx));
+    tokio::spawn(async move {
+        crate::signal::shutdown_requested().await;
+        tracing::info!("shutting down");
+        stop_tx.send_replace(true);
+    });
 
     let listener = admin::bind(config.admin_address)
         .await
@@ -93,20 +97,21 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
             }
         });
     }
-    ready.store(true, Ordering::Release);
 
-    let result = lead(
-        config,
+    let ctx = Arc::new(Context::new(
         client,
+        config.identity.clone(),
         metrics,
         snapshots,
-        leading_rx,
-        stop_rx.clone(),
-    )
-    .await;
+        config.settings.clone(),
+        leading_rx.clone(),
+    ));
+    ready.store(true, Ordering::Release);
+    let hosted = host::run(ctx, controllers::all(), leading_rx, stop_rx.clone()).await;
 
     elector_stop_tx.send_replace(true);
     let election = match elector {
+        // On loss the elector has already ended; on shutdown it releases the Lease now.
         Some(handle) => handle
             .await
             .context("leader election task")?
@@ -114,54 +119,16 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
         None => Ok(()),
     };
     admin.abort();
-    result.and(election)
+    hosted?;
+    election
 }
 
-/// Waits for leadership, then runs the controllers until shutdown or loss of the Lease.
-async fn lead(
-    config: RunConfig,
-    client: Client,
-    metrics: Arc<Metrics>,
-    snapshots: Arc<CatalogSnapshots>,
-    mut leading: watch::Receiver<bool>,
-    mut stop: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
-    tokio::select! {
-        result = leading.wait_for(|leading| *leading) => {
-            if result.is_err() {
-                bail!("leader election ended before this process led");
-            }
-        }
-        _ = stop.wait_for(|stop| *stop) => return Ok(()),
-    }
-    tracing::info!(identity = %config.identity, "leading: starting controllers");
-    let ctx = Arc::new(Context::new(
-        client,
-        config.identity.clone(),
-        metrics,
-        snapshots,
-        config.settings.clone(),
-    ));
-
-    let mut lost = leading.clone();
-    let mut stop_for_controllers = stop.clone();
-    let (lost_tx, mut lost_rx) = watch::channel(false);
-    let shutdown = async move {
-        tokio::select! {
-            _ = stop_for_controllers.wait_for(|stop| *stop) => {}
-            _ = lost.wait_for(|leading| !*leading) => { lost_tx.send_replace(true); }
-        }
+/// One cheap list (limit 1) in the watched namespace, so that namespace-scoped RBAC is enough.
+async fn ensure_crds_installed(client: &Client, namespace: Option<&str>) -> anyhow::Result<()> {
+    let api: Api<CatalogSource> = match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
     };
-    catalogsource::run(ctx, config.watch_namespace.clone(), shutdown).await;
-    if *lost_rx.borrow_and_update() {
-        bail!("lost leadership; exiting so that only the new leader acts");
-    }
-    tracing::info!("controllers stopped");
-    Ok(())
-}
-
-async fn ensure_crds_installed(client: &Client) -> anyhow::Result<()> {
-    let api: Api<CatalogSource> = Api::all(client.clone());
     match api.list_metadata(&ListParams::default().limit(1)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => bail!(
@@ -169,23 +136,6 @@ async fn ensure_crds_installed(client: &Client) -> anyhow::Result<()> {
         ),
         Err(error) => Err(error).context("listing CatalogSources"),
     }
-}
-
-async fn stop_on_signal(stop: watch::Sender<bool>) {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate => {}
-    }
-    tracing::info!("shutting down");
-    stop.send_replace(true);
 }
 
 /// `POD_NAME` when running in a pod, else `<hostname>-<pid>`: unique per replica.

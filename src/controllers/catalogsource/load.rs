@@ -7,20 +7,21 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
 
 use super::status::{Connection, Content, ContentSummary, STATE_READY};
-use super::{Error, LoadRecord};
+use super::{CatalogSourceContext, Error, LoadRecord};
+use crate::api::duration::{HumanDuration, parse_go_duration};
 use crate::api::{CatalogSource, ConfigMapResourceReference};
 use crate::catalog::configmap::from_configmap_data;
 use crate::catalog::content_digest;
 use crate::catalog::fbc::{DeclarativeConfig, PROP_BUNDLE_OBJECT};
 use crate::catalog::validate::validate;
 use crate::controllers::context::Context;
-use crate::controllers::duration::parse_go_duration;
-use crate::controllers::metrics::CatalogLabels;
-use crate::controllers::snapshots::CatalogSnapshot;
 use crate::registry::client::{LoadOptions, Manifests};
 use crate::resolver::input::{Catalog, CatalogRef};
+use crate::runtime::metrics::CatalogLabels;
+use crate::snapshots::CatalogSnapshot;
 
 /// Upstream's fallback when `registryPoll.interval` does not parse.
 const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(15 * 60);
@@ -29,39 +30,53 @@ const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(15 * 60);
 pub struct Round {
     pub connection: Connection,
     pub config_map: Option<ConfigMapResourceReference>,
-    pub requeue_after: Duration,
+    pub spec_problem: Option<String>,
+    /// None: nothing to do until the object (or its ConfigMap) changes.
+    pub requeue_after: Option<Duration>,
 }
 
-/// `spec.updateStrategy.registryPoll.interval`, if set.
-fn poll_interval(source: &CatalogSource) -> Option<Duration> {
-    let text = source
+/// `spec.updateStrategy.registryPoll.interval`, if set; a value that cannot be used falls
+/// back to upstream's 15m, and the problem is reported on the object.
+fn poll_interval(source: &CatalogSource) -> (Option<Duration>, Option<String>) {
+    let Some(text) = source
         .spec
         .update_strategy
-        .as_ref()?
-        .registry_poll
-        .as_ref()?
-        .interval
-        .as_deref()?;
-    Some(parse_go_duration(text).unwrap_or_else(|| {
-        tracing::warn!(
-            interval = text,
-            "registryPoll.interval does not parse; polling every 15m"
-        );
-        DEFAULT_POLL_INTERVAL
-    }))
+        .as_ref()
+        .and_then(|s| s.registry_poll.as_ref())
+        .and_then(|p| p.interval.as_deref())
+    else {
+        return (None, None);
+    };
+    match parse_go_duration(text) {
+        Ok(interval) => (Some(interval), None),
+        Err(error) => (
+            Some(DEFAULT_POLL_INTERVAL),
+            Some(format!(
+                "spec.updateStrategy.registryPoll.interval: {error}; polling every {} instead",
+                HumanDuration(DEFAULT_POLL_INTERVAL)
+            )),
+        ),
+    }
 }
 
 /// How long a failed load waits before the next try when nothing else changed.
 fn retry_after_failure(ctx: &Context) -> Duration {
-    ctx.settings.catalog_check_interval * 6
+    ctx.settings.catalog_check_interval.saturating_mul(6)
 }
 
-pub async fn sync_grpc(source: &CatalogSource, source_ref: &CatalogRef, ctx: &Context) -> Round {
+pub async fn sync_grpc(
+    source: &CatalogSource,
+    source_ref: &CatalogRef,
+    cctx: &CatalogSourceContext,
+) -> Round {
+    let ctx = &cctx.shared;
     let check_every = ctx.settings.catalog_check_interval;
+    let (poll, spec_problem) = poll_interval(source);
     let invalid = |message: String| Round {
         connection: Connection::InvalidSpec { message },
         config_map: None,
-        requeue_after: check_every,
+        spec_problem: spec_problem.clone(),
+        requeue_after: Some(check_every),
     };
     let address = match (source.spec.address.as_deref().map(str::trim), &source.spec.image) {
         (Some(address), _) if !address.is_empty() => address.to_string(),
@@ -73,14 +88,13 @@ pub async fn sync_grpc(source: &CatalogSource, source_ref: &CatalogRef, ctx: &Co
         }
         _ => return invalid("spec.address (host:port of a registry server) is required when spec.sourceType is grpc".into()),
     };
-    let client =
-        match ctx
-            .catalog_sources
-            .client(source_ref, &address, ctx.settings.registry_timeout)
-        {
-            Ok(client) => client,
-            Err(message) => return invalid(format!("spec.address {address:?}: {message}")),
-        };
+    let client = match cctx
+        .state
+        .client(source_ref, &address, ctx.settings.registry_timeout)
+    {
+        Ok(client) => client,
+        Err(message) => return invalid(format!("spec.address {address:?}: {message}")),
+    };
     if let Err(error) = client.check_health().await {
         return Round {
             connection: Connection::Failed {
@@ -89,11 +103,11 @@ pub async fn sync_grpc(source: &CatalogSource, source_ref: &CatalogRef, ctx: &Co
                 message: error.to_string(),
             },
             config_map: None,
-            requeue_after: check_every,
+            spec_problem,
+            requeue_after: Some(check_every),
         };
     }
 
-    let poll = poll_interval(source);
     let was_ready = source
         .status
         .as_ref()
@@ -101,7 +115,7 @@ pub async fn sync_grpc(source: &CatalogSource, source_ref: &CatalogRef, ctx: &Co
         .is_some_and(|c| {
             c.last_observed_state == STATE_READY && c.address.as_deref() == Some(address.as_str())
         });
-    let last = ctx.catalog_sources.last_load(source_ref);
+    let last = cctx.state.last_load(source_ref);
     let due = match &last {
         None => true,
         Some(record) => {
@@ -124,10 +138,10 @@ pub async fn sync_grpc(source: &CatalogSource, source_ref: &CatalogRef, ctx: &Co
             .load_catalog_with(&options)
             .await
             .map_err(|e| ("LoadFailed", e.to_string()));
-        accept(source, source_ref, ctx, address.clone(), loaded);
+        accept(source, source_ref, cctx, address.clone(), loaded).await;
     }
     let mut requeue_after = check_every;
-    if let (Some(poll), Some(record)) = (poll, ctx.catalog_sources.last_load(source_ref)) {
+    if let (Some(poll), Some(record)) = (poll, cctx.state.last_load(source_ref)) {
         requeue_after = requeue_after.min(
             poll.saturating_sub(record.at.elapsed())
                 .max(Duration::from_millis(100)),
@@ -139,17 +153,30 @@ pub async fn sync_grpc(source: &CatalogSource, source_ref: &CatalogRef, ctx: &Co
             address: Some(address),
         },
         config_map: None,
-        requeue_after,
+        spec_problem,
+        requeue_after: Some(requeue_after),
     }
 }
 
+/// A ConfigMap catalog: its resourceVersion comes from the metadata watch (no GET at steady
+/// state); the data is fetched and parsed only when that version was not read yet.
 pub async fn sync_config_map(
     source: &CatalogSource,
     source_ref: &CatalogRef,
-    ctx: &Context,
+    cctx: &CatalogSourceContext,
     now: Timestamp,
 ) -> Result<Round, Error> {
-    let check_every = ctx.settings.catalog_check_interval;
+    let ctx = &cctx.shared;
+    let not_found = |name: &str| Round {
+        connection: Connection::Failed {
+            address: None,
+            reason: "ConfigMapNotFound",
+            message: format!("ConfigMap {}/{name} not found", source_ref.namespace),
+        },
+        config_map: None,
+        spec_problem: None,
+        requeue_after: None,
+    };
     let Some(name) = source
         .spec
         .config_map
@@ -162,66 +189,85 @@ pub async fn sync_config_map(
                 message: "spec.configMap is required when spec.sourceType is configmap".into(),
             },
             config_map: None,
-            requeue_after: check_every,
+            spec_problem: None,
+            requeue_after: None,
         });
     };
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &source_ref.namespace);
-    let config_map = api
-        .get_opt(name)
-        .await
-        .map_err(|error| Error::ReadConfigMap {
-            source_ref: source_ref.clone(),
-            config_map: name.to_string(),
-            error,
-        })?;
-    let Some(config_map) = config_map else {
-        return Ok(Round {
-            connection: Connection::Failed {
-                address: None,
-                reason: "ConfigMapNotFound",
-                message: format!("ConfigMap {}/{name} not found", source_ref.namespace),
-            },
-            config_map: None,
-            requeue_after: check_every,
-        });
+    // The first round may come before the ConfigMap watch has listed; "not found" must mean
+    // not found.
+    let _ = cctx.config_maps.wait_until_ready().await;
+    let Some(watched) = cctx
+        .config_maps
+        .get(&ObjectRef::new(name).within(&source_ref.namespace))
+    else {
+        return Ok(not_found(name));
     };
-    let resource_version = config_map
+    let watched_version = watched
         .metadata
         .resource_version
         .clone()
         .unwrap_or_default();
-    let origin = format!("configmap {name}@{resource_version}");
-    let seen = ctx
-        .catalog_sources
+    let seen = cctx
+        .state
         .last_load(source_ref)
-        .is_some_and(|record| record.origin == origin);
+        .is_some_and(|record| record.origin == config_map_origin(name, &watched_version));
     if !seen {
-        let data = config_map.data.clone().unwrap_or_default();
-        let loaded = from_configmap_data(&data).map_err(|e| {
-            (
+        let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &source_ref.namespace);
+        let config_map = api
+            .get_opt(name)
+            .await
+            .map_err(|error| Error::ReadConfigMap {
+                source_ref: source_ref.clone(),
+                config_map: name.to_string(),
+                error,
+            })?;
+        // Gone between the watch event and the GET: the watch brings the deletion next.
+        let Some(config_map) = config_map else {
+            return Ok(not_found(name));
+        };
+        // The origin names the version read, even if it moved since the watch event.
+        let read_version = config_map
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default();
+        let data = config_map.data.unwrap_or_default();
+        let described = format!("ConfigMap {}/{name}", source_ref.namespace);
+        let loaded = tokio::task::spawn_blocking(move || {
+            from_configmap_data(&data)
+                .map_err(|e| ("InvalidConfigMap", format!("{described}: {e}")))
+        })
+        .await
+        .unwrap_or_else(|join| {
+            Err((
                 "InvalidConfigMap",
-                format!("ConfigMap {}/{name}: {e}", source_ref.namespace),
-            )
+                format!("parsing the ConfigMap failed: {join}"),
+            ))
         });
-        accept(source, source_ref, ctx, origin, loaded);
+        let origin = config_map_origin(name, &read_version);
+        accept(source, source_ref, cctx, origin, loaded).await;
     }
     // The reference moves (with its update time) only when a new version was read.
+    let loaded_version = cctx
+        .state
+        .last_load(source_ref)
+        .and_then(|r| r.origin.rsplit_once('@').map(|(_, v)| v.to_string()))
+        .unwrap_or(watched_version);
     let previous = source
         .status
         .as_ref()
         .and_then(|s| s.config_map_reference.as_ref());
     let reference = match previous {
         Some(p)
-            if p.name == name
-                && p.resource_version.as_deref() == Some(resource_version.as_str()) =>
+            if p.name == name && p.resource_version.as_deref() == Some(loaded_version.as_str()) =>
         {
             p.clone()
         }
         _ => ConfigMapResourceReference {
             name: name.to_string(),
             namespace: source_ref.namespace.clone(),
-            uid: config_map.metadata.uid.clone(),
-            resource_version: Some(resource_version),
+            uid: watched.metadata.uid.clone(),
+            resource_version: Some(loaded_version),
             last_update_time: Some(Time(now)),
         },
     };
@@ -231,42 +277,51 @@ pub async fn sync_config_map(
             message: format!("ConfigMap {}/{name} is readable", source_ref.namespace),
         },
         config_map: Some(reference),
-        requeue_after: check_every,
+        spec_problem: None,
+        requeue_after: None,
     })
 }
 
+fn config_map_origin(name: &str, resource_version: &str) -> String {
+    format!("configmap {name}@{resource_version}")
+}
+
 /// Validates freshly read content and makes it the snapshot if it differs from the one in
-/// use; a failure is recorded and the last good snapshot stays.
-fn accept(
+/// use; a failure is recorded and the last good snapshot stays. Validation and the digest
+/// are CPU work: they run on the blocking pool, away from the threads that renew the Lease.
+async fn accept(
     source: &CatalogSource,
     source_ref: &CatalogRef,
-    ctx: &Context,
+    cctx: &CatalogSourceContext,
     origin: String,
     loaded: Result<DeclarativeConfig, (&'static str, String)>,
 ) {
+    let ctx = &cctx.shared;
     ctx.metrics
         .catalog_loads
         .get_or_create(&labels(source_ref))
         .inc();
-    let checked = loaded.and_then(|content| {
+    let checked = tokio::task::spawn_blocking(move || {
+        let mut content = loaded?;
         let problems = validate(&content);
-        if problems.is_empty() {
-            Ok(content)
-        } else {
+        if !problems.is_empty() {
             let shown: Vec<String> = problems.iter().take(5).map(ToString::to_string).collect();
             let more = problems.len().saturating_sub(shown.len());
             let mut message = format!("catalog does not validate: {}", shown.join("; "));
             if more > 0 {
                 message.push_str(&format!(" (and {more} more)"));
             }
-            Err(("InvalidCatalog", message))
+            return Err(("InvalidCatalog", message));
         }
-    });
+        // The digest covers the manifests; the snapshot does not keep them (see below).
+        let digest = content_digest(&content);
+        drop_manifests(&mut content);
+        Ok((content, digest))
+    })
+    .await
+    .unwrap_or_else(|join| Err(("LoadFailed", format!("checking the catalog failed: {join}"))));
     let failure = match checked {
-        Ok(mut content) => {
-            // The digest covers the manifests; the snapshot does not keep them (see below).
-            let digest = content_digest(&content);
-            drop_manifests(&mut content);
+        Ok((content, digest)) => {
             let current = ctx.snapshots.get(source_ref);
             if current.as_ref().is_none_or(|s| s.digest != digest) {
                 let labels = labels(source_ref);
@@ -301,7 +356,7 @@ fn accept(
             Some((reason, message))
         }
     };
-    ctx.catalog_sources.record_load(
+    cctx.state.record_load(
         source_ref,
         LoadRecord {
             origin,
@@ -325,16 +380,18 @@ fn drop_manifests(content: &mut DeclarativeConfig) {
 }
 
 /// What the conditions should say about the content, from the last load and the snapshot.
-pub fn content_of(source_ref: &CatalogRef, ctx: &Context) -> Content {
-    let snapshot = ctx.snapshots.get(source_ref).map(|s| ContentSummary {
-        packages: s.catalog.content.packages.len(),
-        bundles: s.catalog.content.bundles.len(),
-        digest: s.digest.clone(),
-    });
+pub fn content_of(source_ref: &CatalogRef, cctx: &CatalogSourceContext) -> Content {
+    let snapshot = cctx
+        .shared
+        .snapshots
+        .get(source_ref)
+        .map(|s| ContentSummary {
+            packages: s.catalog.content.packages.len(),
+            bundles: s.catalog.content.bundles.len(),
+            digest: s.digest.clone(),
+        });
     match (
-        ctx.catalog_sources
-            .last_load(source_ref)
-            .and_then(|r| r.failure),
+        cctx.state.last_load(source_ref).and_then(|r| r.failure),
         snapshot,
     ) {
         (Some((reason, message)), last_good) => Content::Failed {

@@ -15,25 +15,30 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use kube::core::DeserializeGuard;
 use kube::core::error_boundary::InvalidObject;
+use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::context::{Context, FIELD_MANAGER};
+use super::backoff::Backoff;
+use super::context::Context;
+use super::guard::catch_panic;
 use crate::api::{CatalogSource, CatalogSourceStatus, SourceType};
 use crate::registry::client::RegistryClient;
 use crate::resolver::input::CatalogRef;
-use status::{Observation, announcements, desired_status};
+use crate::runtime::host::Shutdown;
+use status::{Observation, announcements, desired_status, owned_fields, panicked_status};
 
 pub const CONTROLLER: &str = "catalogsource";
+/// Server-side apply field manager of this controller's status writes.
+pub const FIELD_MANAGER: &str = "olm-catalogsource";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -50,6 +55,11 @@ pub enum Error {
         #[source]
         error: kube::Error,
     },
+    #[error("CatalogSource {source_ref}: reconcile {panic}")]
+    Panicked {
+        source_ref: CatalogRef,
+        panic: String,
+    },
 }
 
 impl Error {
@@ -57,8 +67,19 @@ impl Error {
         match self {
             Error::ReadConfigMap { .. } => "read_configmap",
             Error::WriteStatus { .. } => "write_status",
+            Error::Panicked { .. } => "panic",
         }
     }
+}
+
+/// This controller's own context: the shared one plus what only it keeps.
+pub struct CatalogSourceContext {
+    pub shared: Arc<Context>,
+    state: CatalogSourceState,
+    backoff: Backoff<CatalogRef>,
+    /// Metadata of the ConfigMaps in the watched namespaces: a ConfigMap catalog is re-read
+    /// only when its resourceVersion moves, with no periodic GET.
+    config_maps: Store<PartialObjectMeta<ConfigMap>>,
 }
 
 /// What the controller remembers per CatalogSource between rounds (in memory only).
@@ -125,38 +146,92 @@ impl CatalogSourceState {
 
 pub async fn reconcile(
     guarded: Arc<DeserializeGuard<CatalogSource>>,
-    ctx: Arc<Context>,
+    ctx: Arc<CatalogSourceContext>,
 ) -> Result<Action, Error> {
-    let _timer = ctx.metrics.reconcile_started(CONTROLLER);
+    let _timer = ctx.shared.metrics.reconcile_started(CONTROLLER);
     let source = match &guarded.0 {
         Ok(source) => source,
         Err(invalid) => {
-            report_invalid(invalid, &ctx).await;
+            report_invalid(invalid, &ctx.shared).await;
             return Ok(Action::await_change());
         }
     };
     let source_ref = CatalogRef::new(source.name_any(), source.namespace().unwrap_or_default());
-    let now = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH);
+    match catch_panic(sync(source, &source_ref, &ctx)).await {
+        Ok(Ok(action)) => {
+            ctx.backoff.reset(&source_ref);
+            Ok(action)
+        }
+        Ok(Err(error)) => Err(error),
+        Err(panic) => {
+            ctx.shared.metrics.reconcile_panicked(CONTROLLER);
+            tracing::error!(
+                catalogsource = %source_ref,
+                panic = %panic,
+                backtrace = %panic.backtrace,
+                "reconcile panicked; reporting it on the object, other objects are unaffected"
+            );
+            let message = format!("reconcile {panic}; other CatalogSources are unaffected");
+            let status = panicked_status(
+                source.status.as_ref(),
+                message.clone(),
+                source.metadata.generation,
+                now(),
+            );
+            if ctx.shared.is_leader() {
+                write_status(source, &source_ref, &status, &ctx.shared).await?;
+                ctx.shared
+                    .event(
+                        &source.object_ref(&()),
+                        EventType::Warning,
+                        "Panicked",
+                        "Sync",
+                        message,
+                    )
+                    .await;
+            }
+            Err(Error::Panicked {
+                source_ref,
+                panic: panic.to_string(),
+            })
+        }
+    }
+}
 
+fn now() -> Timestamp {
+    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// One round: gather (health check, content load), decide (pure), apply (status, Events).
+async fn sync(
+    source: &CatalogSource,
+    source_ref: &CatalogRef,
+    ctx: &CatalogSourceContext,
+) -> Result<Action, Error> {
+    let now = now();
     let round = match source.spec.source_type {
-        SourceType::Grpc => load::sync_grpc(source, &source_ref, &ctx).await,
+        SourceType::Grpc => load::sync_grpc(source, source_ref, ctx).await,
         SourceType::Configmap | SourceType::Internal => {
-            load::sync_config_map(source, &source_ref, &ctx, now).await?
+            load::sync_config_map(source, source_ref, ctx, now).await?
         }
     };
-    ctx.snapshots
-        .set_priority(&source_ref, source.spec.priority.unwrap_or(0));
+    ctx.shared
+        .snapshots
+        .set_priority(source_ref, source.spec.priority.unwrap_or(0));
 
     let observed = Observation {
         connection: round.connection,
-        content: load::content_of(&source_ref, &ctx),
+        content: load::content_of(source_ref, ctx),
         config_map: round.config_map,
+        spec_problem: round.spec_problem,
         generation: source.metadata.generation,
         now,
     };
     let desired = desired_status(source.status.as_ref(), &observed);
-    if source.status.as_ref() != Some(&desired) {
-        write_status(source, &source_ref, &desired, &ctx).await?;
+    let current = source.status.as_ref().map(owned_fields);
+    // Standbys load catalogs (their snapshots serve reads) but never write.
+    if current.as_ref() != Some(&owned_fields(&desired)) && ctx.shared.is_leader() {
+        write_status(source, source_ref, &desired, &ctx.shared).await?;
         let regarding = source.object_ref(&());
         for announcement in announcements(source.status.as_ref(), &desired) {
             let type_ = if announcement.warning {
@@ -164,30 +239,45 @@ pub async fn reconcile(
             } else {
                 EventType::Normal
             };
-            ctx.event(
-                &regarding,
-                type_,
-                &announcement.reason,
-                "Sync",
-                truncate(announcement.note),
-            )
-            .await;
+            ctx.shared
+                .event(
+                    &regarding,
+                    type_,
+                    &announcement.reason,
+                    "Sync",
+                    announcement.note,
+                )
+                .await;
         }
     }
-    Ok(Action::requeue(round.requeue_after))
+    Ok(round
+        .requeue_after
+        .map_or_else(Action::await_change, Action::requeue))
 }
 
 pub fn error_policy(
-    _source: Arc<DeserializeGuard<CatalogSource>>,
+    guarded: Arc<DeserializeGuard<CatalogSource>>,
     error: &Error,
-    ctx: Arc<Context>,
+    ctx: Arc<CatalogSourceContext>,
 ) -> Action {
-    tracing::warn!(%error, "CatalogSource reconcile failed");
-    ctx.metrics
+    ctx.shared
+        .metrics
         .reconcile_failed(CONTROLLER, error.metric_label());
-    Action::requeue(Duration::from_secs(5))
+    let meta = match &guarded.0 {
+        Ok(source) => &source.metadata,
+        Err(invalid) => &invalid.metadata,
+    };
+    let source_ref = CatalogRef::new(
+        meta.name.clone().unwrap_or_default(),
+        meta.namespace.clone().unwrap_or_default(),
+    );
+    let delay = ctx.backoff.next_delay(&source_ref);
+    tracing::warn!(%error, retry_in = ?delay, "CatalogSource reconcile failed");
+    Action::requeue(delay)
 }
 
+/// Applies the fields this controller owns, under its own field manager and without
+/// `force`: a field another manager owns is a conflict to report, not to take over.
 async fn write_status(
     source: &CatalogSource,
     source_ref: &CatalogRef,
@@ -198,11 +288,11 @@ async fn write_status(
     let patch = json!({
         "apiVersion": CatalogSource::api_version(&()),
         "kind": CatalogSource::kind(&()),
-        "status": status,
+        "status": owned_fields(status),
     });
     api.patch_status(
         &source.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
+        &PatchParams::apply(FIELD_MANAGER),
         &Patch::Apply(&patch),
     )
     .await
@@ -233,39 +323,47 @@ async fn report_invalid(invalid: &InvalidObject, ctx: &Context) {
         EventType::Warning,
         "InvalidObject",
         "Read",
-        truncate(format!("cannot read this CatalogSource: {}", invalid.error)),
+        format!("cannot read this CatalogSource: {}", invalid.error),
     )
     .await;
 }
 
-/// Event notes are capped at 1 kB by the API server.
-fn truncate(mut note: String) -> String {
-    const LIMIT: usize = 1000;
-    if note.len() > LIMIT {
-        let mut end = LIMIT;
-        while !note.is_char_boundary(end) {
-            end -= 1;
-        }
-        note.truncate(end);
-        note.push('…');
-    }
-    note
-}
-
-/// Runs the controller until `shutdown` resolves; in-flight rounds finish first.
-pub async fn run(
-    ctx: Arc<Context>,
-    namespace: Option<String>,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) {
+/// Runs the controller until `shutdown`; in-flight rounds finish first. It runs on every
+/// replica (the snapshots serve reads everywhere); status and Events only on the leader,
+/// which re-reconciles everything when it gains the Lease.
+pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
+    let namespace = shared.settings.watch_namespace.clone();
     let api: Api<DeserializeGuard<CatalogSource>> = match &namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
+        Some(ns) => Api::namespaced(shared.client.clone(), ns),
+        None => Api::all(shared.client.clone()),
     };
-    let controller = Controller::new(api, watcher::Config::default().any_semantic())
-        .graceful_shutdown_on(shutdown);
-    let pruner = tokio::spawn(prune_deleted(controller.store(), Arc::clone(&ctx)));
+    let config_map_api: Api<PartialObjectMeta<ConfigMap>> = match &namespace {
+        Some(ns) => Api::namespaced(shared.client.clone(), ns),
+        None => Api::all(shared.client.clone()),
+    };
+    let (config_maps, writer) = reflector::store();
+    let config_map_events = reflector::reflector(
+        writer,
+        watcher(config_map_api, watcher::Config::default().any_semantic()),
+    )
+    .default_backoff()
+    .touched_objects();
+
+    let controller = Controller::new(api, watcher::Config::default().any_semantic());
+    let sources = controller.store();
+    let ctx = Arc::new(CatalogSourceContext {
+        shared: Arc::clone(&shared),
+        state: CatalogSourceState::default(),
+        backoff: Backoff::default(),
+        config_maps,
+    });
+    let pruner = tokio::spawn(prune_deleted(sources.clone(), Arc::clone(&ctx)));
     controller
+        .watches_stream(config_map_events, move |config_map| {
+            sources_using(&sources, &config_map)
+        })
+        .reconcile_all_on(shared.leadership_gained())
+        .graceful_shutdown_on(shutdown.requested())
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             match result {
@@ -278,13 +376,38 @@ pub async fn run(
     pruner.abort();
 }
 
+/// The ConfigMap catalogs that read `config_map`.
+fn sources_using(
+    sources: &Store<DeserializeGuard<CatalogSource>>,
+    config_map: &PartialObjectMeta<ConfigMap>,
+) -> Vec<ObjectRef<DeserializeGuard<CatalogSource>>> {
+    let name = config_map.metadata.name.as_deref();
+    let namespace = config_map.metadata.namespace.as_deref();
+    sources
+        .state()
+        .iter()
+        .filter_map(|guarded| guarded.0.as_ref().ok())
+        .filter(|source| {
+            source.spec.config_map.as_deref().map(str::trim) == name
+                && source.metadata.namespace.as_deref() == namespace
+                && name.is_some()
+        })
+        .map(|source| {
+            ObjectRef::new(&source.name_any()).within(&source.namespace().unwrap_or_default())
+        })
+        .collect()
+}
+
 /// Deleted CatalogSources lose their snapshot. Deletions are not reconciled (there is no
 /// finalizer to remove, which keeps deletes instant), so the cache is compared instead.
-async fn prune_deleted(store: Store<DeserializeGuard<CatalogSource>>, ctx: Arc<Context>) {
+async fn prune_deleted(
+    store: Store<DeserializeGuard<CatalogSource>>,
+    ctx: Arc<CatalogSourceContext>,
+) {
     if store.wait_until_ready().await.is_err() {
         return;
     }
-    let mut tick = tokio::time::interval(ctx.settings.catalog_check_interval);
+    let mut tick = tokio::time::interval(ctx.shared.settings.catalog_check_interval);
     loop {
         tick.tick().await;
         let live: HashSet<CatalogRef> = store
@@ -301,10 +424,10 @@ async fn prune_deleted(store: Store<DeserializeGuard<CatalogSource>>, ctx: Arc<C
                 )
             })
             .collect();
-        for gone in ctx.snapshots.retain(|source| live.contains(source)) {
+        for gone in ctx.shared.snapshots.retain(|source| live.contains(source)) {
             tracing::info!(catalogsource = %gone, "CatalogSource deleted; dropped its snapshot");
-            load::forget_metrics(&gone, &ctx);
+            load::forget_metrics(&gone, &ctx.shared);
         }
-        ctx.catalog_sources.retain(&live);
+        ctx.state.retain(&live);
     }
 }

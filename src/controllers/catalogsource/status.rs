@@ -10,6 +10,19 @@ use crate::api::{CatalogSourceStatus, ConfigMapResourceReference, GrpcConnection
 
 pub const CONDITION_CONNECTED: &str = "Connected";
 pub const CONDITION_CATALOG_LOADED: &str = "CatalogLoaded";
+/// False while a spec field is unusable (today: `registryPoll.interval`); absent otherwise.
+pub const CONDITION_SPEC_VALID: &str = "SpecValid";
+/// False after a reconcile panicked; the next successful round removes it.
+pub const CONDITION_RECONCILED: &str = "Reconciled";
+
+/// The condition types this controller owns (applies under its field manager); conditions
+/// of other types belong to other writers and are never sent.
+pub const OWN_CONDITIONS: [&str; 4] = [
+    CONDITION_CONNECTED,
+    CONDITION_CATALOG_LOADED,
+    CONDITION_SPEC_VALID,
+    CONDITION_RECONCILED,
+];
 
 /// gRPC connectivity states upstream reports in `connectionState.lastObservedState`.
 pub const STATE_READY: &str = "READY";
@@ -60,6 +73,8 @@ pub struct Observation {
     pub connection: Connection,
     pub content: Content,
     pub config_map: Option<ConfigMapResourceReference>,
+    /// A spec field that cannot be used as written, and what is done instead.
+    pub spec_problem: Option<String>,
     pub generation: Option<i64>,
     pub now: Timestamp,
 }
@@ -217,21 +232,86 @@ pub fn desired_status(
         }
     };
 
-    let first_failure = [&connected, &loaded]
+    let spec_valid = observed.spec_problem.as_ref().map(|message| {
+        condition(
+            CONDITION_SPEC_VALID,
+            false,
+            "InvalidPollInterval",
+            message.clone(),
+            generation,
+            previous(CONDITION_SPEC_VALID),
+            now,
+        )
+    });
+
+    let first_failure = [Some(&connected), Some(&loaded), spec_valid.as_ref()]
         .into_iter()
+        .flatten()
         .find(|c| c.status != "True");
     let mut status = current.cloned().unwrap_or_default();
     status.connection_state = connection_state;
     status.reason = first_failure.map(|c| c.reason.clone());
     status.message = first_failure.map(|c| c.message.clone());
     status.config_map_reference = observed.config_map.clone().or(status.config_map_reference);
-    // Conditions of other types (set by someone else) are kept, ours replaced in place.
-    for new in [connected, loaded] {
+    // Conditions of other types (set by someone else) are kept; ours are replaced in place,
+    // and ours that no longer apply (a fixed interval, a past panic) are removed.
+    let mut ours = vec![connected, loaded];
+    ours.extend(spec_valid);
+    status.conditions.retain(|c| {
+        !OWN_CONDITIONS.contains(&c.type_.as_str()) || ours.iter().any(|o| o.type_ == c.type_)
+    });
+    for new in ours {
         match status.conditions.iter_mut().find(|c| c.type_ == new.type_) {
             Some(slot) => *slot = new,
             None => status.conditions.push(new),
         }
     }
+    status
+}
+
+/// What this controller applies: the fields it owns, and only its own conditions. Another
+/// writer's conditions are not sent, so server-side apply neither takes nor removes them.
+pub fn owned_fields(status: &CatalogSourceStatus) -> CatalogSourceStatus {
+    CatalogSourceStatus {
+        conditions: status
+            .conditions
+            .iter()
+            .filter(|c| OWN_CONDITIONS.contains(&c.type_.as_str()))
+            .cloned()
+            .collect(),
+        ..status.clone()
+    }
+}
+
+/// The status a panicked round applies: the fields it owns as they are, plus `Reconciled`
+/// False naming the panic (the next good round removes it).
+pub fn panicked_status(
+    current: Option<&CatalogSourceStatus>,
+    panic: String,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> CatalogSourceStatus {
+    let mut status = owned_fields(&current.cloned().unwrap_or_default());
+    let previous = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_RECONCILED)
+        .cloned();
+    let failed = condition(
+        CONDITION_RECONCILED,
+        false,
+        "Panicked",
+        panic,
+        generation,
+        previous.as_ref(),
+        now,
+    );
+    status
+        .conditions
+        .retain(|c| c.type_ != CONDITION_RECONCILED);
+    status.reason = Some(failed.reason.clone());
+    status.message = Some(failed.message.clone());
+    status.conditions.push(failed);
     status
 }
 
@@ -262,7 +342,7 @@ pub fn announcements(
 ) -> Vec<Announcement> {
     let mut out = Vec::new();
     for new in &desired.conditions {
-        if new.type_ != CONDITION_CONNECTED && new.type_ != CONDITION_CATALOG_LOADED {
+        if !OWN_CONDITIONS.contains(&new.type_.as_str()) {
             continue;
         }
         let old = current.and_then(|s| s.conditions.iter().find(|c| c.type_ == new.type_));
@@ -313,6 +393,7 @@ mod tests {
             },
             content,
             config_map: None,
+            spec_problem: None,
             generation: Some(1),
             now: at(now),
         }
@@ -327,6 +408,7 @@ mod tests {
             },
             content,
             config_map: None,
+            spec_problem: None,
             generation: Some(1),
             now: at(now),
         }
@@ -439,6 +521,7 @@ mod tests {
             },
             content: Content::NotLoaded,
             config_map: None,
+            spec_problem: None,
             generation: Some(2),
             now: at(100),
         };
@@ -466,5 +549,79 @@ mod tests {
         let next = desired_status(Some(&current), &ready(Content::Loaded(summary("a")), 2));
         assert!(next.conditions.iter().any(|c| c.type_ == "Custom"));
         assert_eq!(next, current);
+    }
+
+    #[test]
+    fn owned_fields_never_carry_another_writers_conditions() {
+        let mut current = desired_status(None, &ready(Content::Loaded(summary("a")), 1));
+        current.conditions.push(Condition {
+            type_: "Custom".into(),
+            status: "True".into(),
+            reason: "Mine".into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: Time(at(1)),
+        });
+        let applied = owned_fields(&current);
+        let types: Vec<&str> = applied
+            .conditions
+            .iter()
+            .map(|c| c.type_.as_str())
+            .collect();
+        assert_eq!(types, [CONDITION_CONNECTED, CONDITION_CATALOG_LOADED]);
+        assert_eq!(applied.connection_state, current.connection_state);
+    }
+
+    #[test]
+    fn a_bad_poll_interval_is_named_until_it_is_fixed() {
+        let mut observed = ready(Content::Loaded(summary("a")), 1);
+        observed.spec_problem = Some(
+            "spec.updateStrategy.registryPoll.interval: \"99999999999999999999h\" is longer than \
+             the maximum of 8760h0m0s; polling every 15m0s instead"
+                .into(),
+        );
+        let bad = desired_status(None, &observed);
+        let condition = cond(&bad, CONDITION_SPEC_VALID);
+        assert_eq!(condition.status, "False");
+        assert_eq!(condition.reason, "InvalidPollInterval");
+        assert!(condition.message.contains("99999999999999999999h"));
+        assert_eq!(bad.reason.as_deref(), Some("InvalidPollInterval"));
+        let events = announcements(None, &bad);
+        assert!(
+            events
+                .iter()
+                .any(|e| e.warning && e.reason == "InvalidPollInterval")
+        );
+
+        let fixed = desired_status(Some(&bad), &ready(Content::Loaded(summary("a")), 2));
+        assert!(
+            fixed
+                .conditions
+                .iter()
+                .all(|c| c.type_ != CONDITION_SPEC_VALID)
+        );
+        assert_eq!(fixed.reason, None);
+    }
+
+    #[test]
+    fn a_panic_is_reported_and_the_next_good_round_clears_it() {
+        let good = desired_status(None, &ready(Content::Loaded(summary("a")), 1));
+        let panicked = panicked_status(
+            Some(&good),
+            "panicked at x.rs:1:1: boom".into(),
+            Some(1),
+            at(2),
+        );
+        assert_eq!(cond(&panicked, CONDITION_RECONCILED).status, "False");
+        assert_eq!(panicked.reason.as_deref(), Some("Panicked"));
+        assert_eq!(panicked.connection_state, good.connection_state);
+        let healed = desired_status(Some(&panicked), &ready(Content::Loaded(summary("a")), 3));
+        assert!(
+            healed
+                .conditions
+                .iter()
+                .all(|c| c.type_ != CONDITION_RECONCILED)
+        );
+        assert_eq!(healed, good);
     }
 }

@@ -43,6 +43,8 @@ pub struct Metrics {
     /// Content loads that found a different catalog than the snapshot in use.
     pub catalog_updates: Family<CatalogLabels, Counter>,
     pub catalog_bundles: Family<CatalogLabels, Gauge>,
+    /// Reconciles that panicked (caught; the object gets an error condition).
+    pub panics: Family<ControllerLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -58,6 +60,7 @@ impl Default for Metrics {
         let catalog_loads = Family::<CatalogLabels, Counter>::default();
         let catalog_updates = Family::<CatalogLabels, Counter>::default();
         let catalog_bundles = Family::<CatalogLabels, Gauge>::default();
+        let panics = Family::<ControllerLabels, Counter>::default();
         registry.register(
             "reconciles",
             "Reconciles run, per controller",
@@ -98,8 +101,14 @@ impl Default for Metrics {
             "Bundles in the catalog snapshot in use",
             catalog_bundles.clone(),
         );
+        registry.register(
+            "reconcile_panics",
+            "Reconciles that panicked; the panic was caught and reported on the object",
+            panics.clone(),
+        );
         Metrics {
             registry,
+            panics,
             reconciles,
             failures,
             reconcile_seconds,
@@ -130,6 +139,12 @@ impl Metrics {
     pub fn reconcile_failed(&self, controller: &'static str, error: &'static str) {
         self.failures
             .get_or_create(&FailureLabels { controller, error })
+            .inc();
+    }
+
+    pub fn reconcile_panicked(&self, controller: &'static str) {
+        self.panics
+            .get_or_create(&ControllerLabels { controller })
             .inc();
     }
 

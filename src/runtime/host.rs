@@ -1,0 +1,193 @@
+//! The controller host: runs the list of controllers `olm run` is made of, with one shutdown
+//! and one leadership gate.
+//!
+//! - [`Role::EveryReplica`] controllers start at once on every replica: they fill read-only
+//!   caches (the catalog snapshots) that servers on every replica answer from, and write
+//!   nothing unless [`Context::is_leader`] says so.
+//! - [`Role::Leader`] controllers start when this replica gains the Lease.
+//! - SIGTERM: every controller is told to stop, in-flight rounds finish, then `run` returns.
+//! - Loss of the Lease: every controller is aborted at once, mid-round (not drained: a new
+//!   leader may already act), and `run` fails so the process exits and restarts clean.
+//! - A controller that ends on its own is a bug: the rest are aborted and `run` fails.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+use tokio::task::{Id, JoinSet};
+
+use crate::controllers::context::Context;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    EveryReplica,
+    Leader,
+}
+
+/// Resolves when the process is asked to stop (SIGTERM/SIGINT).
+#[derive(Clone)]
+pub struct Shutdown(watch::Receiver<bool>);
+
+impl Shutdown {
+    pub fn new(stop: watch::Receiver<bool>) -> Self {
+        Shutdown(stop)
+    }
+
+    pub fn requested(self) -> impl Future<Output = ()> + Send + Sync + 'static {
+        let mut stop = self.0;
+        async move {
+            // A dropped sender means the process is going away: stop too.
+            let _ = stop.wait_for(|stop| *stop).await;
+        }
+    }
+}
+
+type Start = Box<dyn FnOnce(Arc<Context>, Shutdown) -> BoxFuture<'static, ()> + Send>;
+
+/// One controller: its name (logs, errors), when it runs, and how to start it.
+pub struct Controller {
+    pub name: &'static str,
+    pub role: Role,
+    start: Start,
+}
+
+impl Controller {
+    pub fn new<F, Fut>(name: &'static str, role: Role, start: F) -> Self
+    where
+        F: FnOnce(Arc<Context>, Shutdown) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        Controller {
+            name,
+            role,
+            start: Box::new(move |ctx, shutdown| Box::pin(start(ctx, shutdown))),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("lost leadership; controllers aborted, exiting so that only the new leader acts")]
+    LostLeadership,
+    #[error("controller {0} stopped on its own")]
+    ControllerExited(&'static str),
+    #[error("controller {name} panicked outside a reconcile: {message}")]
+    ControllerPanicked { name: &'static str, message: String },
+}
+
+/// How long in-flight rounds get to finish after SIGTERM.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub async fn run(
+    ctx: Arc<Context>,
+    controllers: Vec<Controller>,
+    mut leading: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+) -> Result<(), HostError> {
+    let mut running = Running::default();
+    let mut waiting = Vec::new();
+    for controller in controllers {
+        match controller.role {
+            Role::EveryReplica => running.start(controller, &ctx, &stop),
+            Role::Leader => waiting.push(controller),
+        }
+    }
+    let stop_requested = Shutdown::new(stop.clone()).requested();
+    let mut stop_requested = std::pin::pin!(stop_requested);
+
+    // Standing by: the every-replica controllers run; the rest wait for the Lease.
+    let became_leader = tokio::select! {
+        result = leading.wait_for(|leading| *leading) => result.is_ok(),
+        () = &mut stop_requested => false,
+        exited = running.next_exit() => return Err(exited),
+    };
+    let mut led = false;
+    if became_leader {
+        tracing::info!(
+            controllers = ?waiting.iter().map(|c| c.name).collect::<Vec<_>>(),
+            "leading: starting controllers"
+        );
+        for controller in waiting {
+            running.start(controller, &ctx, &stop);
+        }
+        led = true;
+    }
+
+    let outcome = tokio::select! {
+        () = &mut stop_requested => Ok(()),
+        _ = leading.wait_for(|leading| !*leading), if led => Err(HostError::LostLeadership),
+        exited = running.next_exit() => Err(exited),
+    };
+    match outcome {
+        Ok(()) => {
+            tracing::info!("stopping: letting in-flight rounds finish");
+            if tokio::time::timeout(DRAIN_TIMEOUT, running.drain())
+                .await
+                .is_err()
+            {
+                tracing::warn!(timeout = ?DRAIN_TIMEOUT, "controllers did not stop in time; aborting them");
+                running.tasks.abort_all();
+            }
+            tracing::info!("controllers stopped");
+            Ok(())
+        }
+        Err(error) => {
+            running.tasks.abort_all();
+            // Aborted tasks are gone once joined; nothing of theirs runs after this point.
+            while running.tasks.join_next().await.is_some() {}
+            Err(error)
+        }
+    }
+}
+
+#[derive(Default)]
+struct Running {
+    tasks: JoinSet<()>,
+    names: Vec<(Id, &'static str)>,
+}
+
+impl Running {
+    fn start(&mut self, controller: Controller, ctx: &Arc<Context>, stop: &watch::Receiver<bool>) {
+        tracing::debug!(controller = controller.name, role = ?controller.role, "starting");
+        let future = (controller.start)(Arc::clone(ctx), Shutdown::new(stop.clone()));
+        let handle = self.tasks.spawn(future);
+        self.names.push((handle.id(), controller.name));
+    }
+
+    fn name(&self, id: Id) -> &'static str {
+        self.names
+            .iter()
+            .find(|(task, _)| *task == id)
+            .map_or("unknown", |(_, name)| name)
+    }
+
+    /// The first controller to end (pending forever when none runs).
+    async fn next_exit(&mut self) -> HostError {
+        match self.tasks.join_next_with_id().await {
+            Some(Ok((id, ()))) => HostError::ControllerExited(self.name(id)),
+            Some(Err(error)) => {
+                let name = self.name(error.id());
+                let message = match error.try_into_panic() {
+                    Ok(payload) => payload
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| payload.downcast_ref::<String>().cloned())
+                        .unwrap_or_default(),
+                    Err(_) => "cancelled".into(),
+                };
+                HostError::ControllerPanicked { name, message }
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    async fn drain(&mut self) {
+        while let Some(result) = self.tasks.join_next_with_id().await {
+            if let Err(error) = result {
+                tracing::warn!(controller = self.name(error.id()), %error, "controller ended badly while stopping");
+            }
+        }
+    }
+}
