@@ -378,3 +378,201 @@ pub async fn run(
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    //! The I/O shell against a fake API server that answers the first few Lease calls and
+    //! then goes silent with the connection open, as a partitioned API server does.
+
+    use std::net::SocketAddr;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// The Lease the fake server holds (as JSON), and how many requests it answered.
+    #[derive(Default)]
+    struct FakeLease {
+        lease: Mutex<Option<Value>>,
+        answered: AtomicUsize,
+    }
+
+    /// Serves GET/POST/PUT of one Lease over plain HTTP; requests after the first `answer`
+    /// are read and never answered.
+    async fn fake_api_server(answer: usize) -> (SocketAddr, Arc<FakeLease>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let state = Arc::new(FakeLease::default());
+        let shared = Arc::clone(&state);
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                tokio::spawn(serve(stream, Arc::clone(&shared), answer));
+            }
+        });
+        (address, state)
+    }
+
+    async fn serve(stream: TcpStream, state: Arc<FakeLease>, answer: usize) {
+        let mut stream = BufReader::new(stream);
+        loop {
+            let mut head = Vec::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if stream.read_line(&mut line).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                head.push(line);
+            }
+            let mut body = vec![0; length];
+            stream.read_exact(&mut body).await.unwrap();
+            if state.answered.load(Ordering::SeqCst) >= answer {
+                std::future::pending::<()>().await;
+            }
+            state.answered.fetch_add(1, Ordering::SeqCst);
+            let method = head[0].split(' ').next().unwrap().to_string();
+            let (code, reply) = {
+                let mut lease = state.lease.lock().unwrap();
+                match (method.as_str(), lease.as_mut()) {
+                    ("GET", None) => (
+                        404,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                               "reason": "NotFound", "code": 404, "message": "not found"}),
+                    ),
+                    ("GET", Some(lease)) => (200, lease.clone()),
+                    ("POST" | "PUT", current) => {
+                        let version = current
+                            .and_then(|l| l["metadata"]["resourceVersion"].as_str()?.parse().ok())
+                            .unwrap_or(0u64);
+                        let mut written: Value = serde_json::from_slice(&body).unwrap();
+                        written["metadata"]["resourceVersion"] = json!((version + 1).to_string());
+                        *lease = Some(written.clone());
+                        (if method == "POST" { 201 } else { 200 }, written)
+                    }
+                    _ => panic!("unexpected request {head:?}"),
+                }
+            };
+            let reply = reply.to_string();
+            let response = format!(
+                "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{reply}",
+                reply.len()
+            );
+            stream.write_all(response.as_bytes()).await.unwrap();
+        }
+    }
+
+    fn elector(address: SocketAddr) -> LeaderElector {
+        let config = kube::Config::new(format!("http://{address}").parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        LeaderElector::new(
+            client,
+            LeaseConfig {
+                namespace: "olm".into(),
+                name: "olm-leader".into(),
+                identity: "me".into(),
+                lease_duration: Duration::from_millis(900),
+                renew_interval: Duration::from_millis(100),
+                retry_interval: Duration::from_millis(50),
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn a_leader_whose_calls_hang_steps_down_at_the_renew_deadline() {
+        // GET (404) and POST (created): this process leads; then every call hangs.
+        let (address, _lease) = fake_api_server(2).await;
+        let elector = elector(address);
+        let deadline = elector.config().renew_deadline();
+        let (leading, mut watch_leading) = watch::channel(false);
+        let (_stop, shutdown) = watch::channel(false);
+        let election = tokio::spawn(run(elector, leading, shutdown));
+
+        watch_leading.wait_for(|leading| *leading).await.unwrap();
+        let led = Instant::now();
+        watch_leading.wait_for(|leading| !*leading).await.unwrap();
+        let stepped_down = led.elapsed();
+        // At the deadline, give or take the timer's millisecond; what matters is that it
+        // is well before the lease duration, when a standby could take over.
+        assert!(
+            stepped_down <= deadline + Duration::from_millis(50),
+            "led for {stepped_down:?} with no renewal, past the renew deadline {deadline:?}"
+        );
+        let result = tokio::time::timeout(Duration::from_secs(5), election)
+            .await
+            .expect("run returns once it stepped down")
+            .unwrap();
+        assert!(
+            matches!(result, Err(LeaderError::RenewDeadline { .. })),
+            "{result:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_leader_renews_and_releases_the_lease_on_shutdown() {
+        let (address, lease) = fake_api_server(usize::MAX).await;
+        let elector = elector(address);
+        let deadline = elector.config().renew_deadline();
+        let (leading, mut watch_leading) = watch::channel(false);
+        let (stop, shutdown) = watch::channel(false);
+        let election = tokio::spawn(run(elector, leading, shutdown));
+
+        watch_leading.wait_for(|leading| *leading).await.unwrap();
+        // Still leading well past the renew deadline: renewals keep it alive.
+        tokio::time::sleep(deadline * 2).await;
+        assert!(*watch_leading.borrow());
+        assert!(lease.answered.load(Ordering::SeqCst) > 6);
+
+        stop.send_replace(true);
+        let result = tokio::time::timeout(Duration::from_secs(5), election)
+            .await
+            .expect("run returns on shutdown")
+            .unwrap();
+        assert!(result.is_ok(), "{result:?}");
+        assert!(!*watch_leading.borrow());
+        let released = lease.lease.lock().unwrap().clone().unwrap();
+        assert_eq!(released["spec"]["holderIdentity"], Value::Null);
+        assert_eq!(released["spec"]["leaseDurationSeconds"], 1);
+    }
+
+    #[tokio::test]
+    async fn the_watchdog_fires_at_the_last_deadline_even_when_the_loop_is_gone() {
+        let (leading, watch_leading) = watch::channel(true);
+        let (deadline, deadline_rx) = watch::channel(None);
+        let watchdog = tokio::spawn(watchdog(deadline_rx, leading, "olm/olm-leader".into()));
+        let start = Instant::now();
+        deadline.send_replace(Some(start + Duration::from_millis(100)));
+        // Moved on before it fired: the old deadline does not count.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        deadline.send_replace(Some(start + Duration::from_millis(200)));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(*watch_leading.borrow(), "fired at a superseded deadline");
+        // The loop goes away without clearing the deadline: it still fires.
+        drop(deadline);
+        watchdog.await.unwrap();
+        assert!(!*watch_leading.borrow());
+        assert!(start.elapsed() >= Duration::from_millis(200));
+    }
+
+    #[tokio::test]
+    async fn a_cleared_deadline_ends_the_watchdog_without_firing() {
+        let (leading, watch_leading) = watch::channel(true);
+        let (deadline, deadline_rx) =
+            watch::channel(Some(Instant::now() + Duration::from_millis(50)));
+        let watchdog = tokio::spawn(watchdog(deadline_rx, leading, "olm/olm-leader".into()));
+        deadline.send_replace(None);
+        drop(deadline);
+        watchdog.await.unwrap();
+        assert!(*watch_leading.borrow());
+    }
+}
