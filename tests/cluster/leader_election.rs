@@ -315,8 +315,12 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_the_standby_starts() 
         }
         assert!(
             cut.elapsed() < RENEW_DEADLINE + Duration::from_secs(15),
-            "the cut-off leader is still running {:?} after the cut; log: {}",
+            "the cut-off leader is still running {:?} after the cut (its /readyz: {:?}; the \
+             standby's: {:?}; Lease holder: {:?}); log: {}",
             cut.elapsed(),
+            old.get("/readyz"),
+            new.get("/readyz"),
+            holder(&ns.name),
             old.process.log.display()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
