@@ -270,7 +270,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_the_standby_starts() 
     let ns = TestNamespace::create(&client, "leader-cut").await;
     let port = free_port();
     let _server = olm_serve(&repo_root().join("catalog"), port);
-    let proxy = Proxy::start(api_server()).await;
+    let proxy = Proxy::start(api_server());
 
     let mut old = OlmRun::start_with(
         &proxy.kubeconfig(),

@@ -17,29 +17,45 @@ use super::harness::{kubeconfig_path, repo_root};
 pub struct Proxy {
     pub address: SocketAddr,
     black_hole: watch::Sender<bool>,
-    accept: tokio::task::JoinHandle<()>,
+    stop: watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Proxy {
-    /// Listens on a loopback port and forwards every connection to `upstream`.
-    pub async fn start(upstream: SocketAddr) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
+    /// Listens on a loopback port and forwards every connection to `upstream`, from a
+    /// thread and runtime of its own (tests block their own thread in many places).
+    pub fn start(upstream: SocketAddr) -> Proxy {
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        std_listener.set_nonblocking(true).unwrap();
+        let address = std_listener.local_addr().unwrap();
         let (black_hole, cut) = watch::channel(false);
-        let accept = tokio::spawn(async move {
-            // Dropping the set (when the proxy is dropped) closes every connection.
-            let mut connections = JoinSet::new();
-            loop {
-                let Ok((client, _)) = listener.accept().await else {
-                    continue;
-                };
-                connections.spawn(forward(client, upstream, cut.clone()));
-            }
+        let (stop, mut stopped) = watch::channel(false);
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = TcpListener::from_std(std_listener).unwrap();
+                // Dropped with the runtime when the proxy stops: every connection closes.
+                let mut connections = JoinSet::new();
+                loop {
+                    tokio::select! {
+                        _ = stopped.wait_for(|stop| *stop) => break,
+                        accepted = listener.accept() => {
+                            if let Ok((client, _)) = accepted {
+                                connections.spawn(forward(client, upstream, cut.clone()));
+                            }
+                        }
+                    }
+                }
+            });
         });
         Proxy {
             address,
             black_hole,
-            accept,
+            stop,
+            thread: Some(thread),
         }
     }
 
@@ -68,7 +84,10 @@ impl Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        self.accept.abort();
+        self.stop.send_replace(true);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
