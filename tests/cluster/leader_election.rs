@@ -391,6 +391,11 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_the_standby_starts() 
         "the old leader stepped down {}s after the cut, later than the renew deadline",
         seconds(cut_wall, stepped_down)
     );
+    let exit_delay = exited_after.as_secs_f64() - seconds(cut_wall, stepped_down);
+    assert!(
+        exit_delay < 5.0,
+        "the old leader exited {exit_delay:.2}s after stepping down"
+    );
     let acting_after: Vec<&Value> = old_log
         .iter()
         .filter(|line| {

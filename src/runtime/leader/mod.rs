@@ -234,9 +234,10 @@ impl LeaderElector {
     }
 
     /// Gives the lease up so that a standby takes over at once (client-go's
-    /// ReleaseOnCancel), within one renew deadline.
-    pub async fn release(&mut self) -> Result<(), LeaderError> {
-        let deadline = Instant::now() + self.config.renew_deadline();
+    /// ReleaseOnCancel), within what is left of the renew deadline after our last renewal
+    /// (`renewed`); past that a standby may already be taking over.
+    pub async fn release(&mut self, renewed: Option<Instant>) -> Result<(), LeaderError> {
+        let deadline = self.call_deadline(renewed);
         let lease = self
             .bounded("read", deadline, self.api.get_opt(&self.config.name))
             .await?
@@ -323,7 +324,16 @@ pub async fn run(
         let step_down_at = renewed.map(|at| at + renew_deadline);
         let round = tokio::select! {
             biased;
-            _ = shutdown.wait_for(|stop| *stop) => break Ok(()),
+            _ = shutdown.wait_for(|stop| *stop) => {
+                // Asked to stop after the watchdog ended our leadership: report that.
+                let expired = renewed.is_some_and(|at| {
+                    !*leading.borrow() || Instant::now() >= at + renew_deadline
+                });
+                if expired {
+                    break Err(elector.step_down_error(StepDown::DeadlinePassed));
+                }
+                break Ok(());
+            }
             () = until(step_down_at) => Ok(Round::StepDown(StepDown::DeadlinePassed)),
             round = async {
                 tokio::time::sleep(pause).await;
@@ -367,7 +377,7 @@ pub async fn run(
             tracing::warn!(%lease, %error, "stepped down");
         }
         Err(_) => {}
-        Ok(()) if was_leading => match elector.release().await {
+        Ok(()) if was_leading => match elector.release(renewed).await {
             Ok(()) => tracing::info!(%lease, "released the leader lease"),
             Err(error) => tracing::warn!(
                 %error,
@@ -495,13 +505,17 @@ mod tests {
         let elector = elector(address);
         let deadline = elector.config().renew_deadline();
         let (leading, mut watch_leading) = watch::channel(false);
-        let (_stop, shutdown) = watch::channel(false);
+        let (stop, shutdown) = watch::channel(false);
         let election = tokio::spawn(run(elector, leading, shutdown));
 
         watch_leading.wait_for(|leading| *leading).await.unwrap();
         let led = Instant::now();
         watch_leading.wait_for(|leading| !*leading).await.unwrap();
         let stepped_down = led.elapsed();
+        // The host stops the elector as soon as its controllers are down: that is no clean
+        // shutdown (nothing to release), and it must not wait on the silent server.
+        stop.send_replace(true);
+        let stopped = Instant::now();
         // At the deadline, give or take the timer's millisecond; what matters is that it
         // is well before the lease duration, when a standby could take over.
         assert!(
@@ -516,6 +530,7 @@ mod tests {
             matches!(result, Err(LeaderError::RenewDeadline { .. })),
             "{result:?}"
         );
+        assert!(stopped.elapsed() < Duration::from_millis(100));
     }
 
     #[tokio::test]
