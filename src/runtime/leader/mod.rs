@@ -11,6 +11,11 @@
 //!   old leader has stopped before a candidate may take over.
 //! - Every write carries the resourceVersion it read, so two candidates can never both win
 //!   the same round.
+//!
+//! What a Lease cannot fence: a write a controller sent before the step-down but that the
+//! network delivers only after a standby took over. The gap between the two (lease duration
+//! minus renew deadline, 3.3 s with the defaults) covers requests that are in flight, not
+//! ones delayed for longer.
 
 pub mod decide;
 
@@ -347,12 +352,13 @@ pub async fn run(
         pause = config.retry_interval;
         match round {
             Ok(Round::Leading { sent }) => {
+                // Arm the watchdog before anyone hears that we lead.
+                deadline_tx.send_replace(Some(sent + renew_deadline));
                 if renewed.is_none() {
                     tracing::info!(%lease, identity = %config.identity, "acquired the leader lease");
                     leading.send_replace(true);
                 }
                 renewed = Some(sent);
-                deadline_tx.send_replace(Some(sent + renew_deadline));
                 pause = config.renew_interval;
             }
             Ok(Round::Following { holder }) => {
