@@ -241,7 +241,7 @@ impl LeaderElector {
     /// Gives the lease up so that a standby takes over at once (client-go's
     /// ReleaseOnCancel), within what is left of the renew deadline after our last renewal
     /// (`renewed`); past that a standby may already be taking over.
-    pub async fn release(&mut self, renewed: Option<Instant>) -> Result<(), LeaderError> {
+    async fn release(&mut self, renewed: Option<Instant>) -> Result<(), LeaderError> {
         let deadline = self.call_deadline(renewed);
         let lease = self
             .bounded("read", deadline, self.api.get_opt(&self.config.name))
