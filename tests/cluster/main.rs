@@ -5,6 +5,7 @@
 mod common;
 mod harness;
 mod processes;
+mod proxy;
 
 mod catalog_sources;
 mod config_map_catalogs;
