@@ -13,4 +13,5 @@ pub mod memory;
 pub mod registry;
 pub mod resolver;
 pub mod runtime;
+pub mod signal;
 pub mod telemetry;
