@@ -36,6 +36,7 @@ use serde_json::{Map, Value, json};
 
 use super::bundle::{ANNOTATION_PACKAGE, BundleDir, Manifest, SKIP_RANGE_ANNOTATION};
 use super::fbc::*;
+use super::go_json;
 use super::render::{RenderError, RenderOptions, render_bundle};
 
 pub const KEY_CRDS: &str = "customResourceDefinitions";
@@ -242,18 +243,9 @@ fn parse_list(data: &BTreeMap<String, String>, key: &'static str) -> Result<Vec<
     }
 }
 
-/// `map[key]`, matching the key without regard to case, as Go's JSON decoding does.
-fn get_ci<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
-    map.get(key).or_else(|| {
-        map.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v)
-    })
-}
-
 /// An optional string field: absent and null read as "".
 fn opt_str(map: Option<&Map<String, Value>>, key: &str) -> Result<String, String> {
-    match map.and_then(|m| get_ci(m, key)) {
+    match map.and_then(|m| go_json::get(m, key)) {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
         Some(other) => Err(format!("{key} must be a string, not {}", json_kind(other))),
@@ -264,11 +256,12 @@ fn opt_object<'a>(
     map: Option<&'a Map<String, Value>>,
     key: &str,
 ) -> Option<&'a Map<String, Value>> {
-    map.and_then(|m| get_ci(m, key)).and_then(Value::as_object)
+    map.and_then(|m| go_json::get(m, key))
+        .and_then(Value::as_object)
 }
 
 fn opt_list<'a>(map: Option<&'a Map<String, Value>>, key: &str) -> Result<&'a [Value], String> {
-    match map.and_then(|m| get_ci(m, key)) {
+    match map.and_then(|m| go_json::get(m, key)) {
         None | Some(Value::Null) => Ok(&[]),
         Some(Value::Array(items)) => Ok(items),
         Some(other) => Err(format!("{key} must be a list, not {}", json_kind(other))),
@@ -312,10 +305,10 @@ impl Crd {
                 format!("expected a CRD object, found {}", json_kind(&object)),
             ));
         };
-        let metadata = get_ci(map, "metadata").and_then(Value::as_object);
+        let metadata = go_json::get(map, "metadata").and_then(Value::as_object);
         let name = opt_str(metadata, "name").unwrap_or_default();
         let err = |m: String| item_error(KEY_CRDS, index, &name, m);
-        let spec = get_ci(map, "spec").and_then(Value::as_object);
+        let spec = go_json::get(map, "spec").and_then(Value::as_object);
         let names = opt_object(spec, "names");
         let group = opt_str(spec, "group").map_err(|m| err(format!("spec.{m}")))?;
         let kind = opt_str(names, "kind").map_err(|m| err(format!("spec.names.{m}")))?;
@@ -373,7 +366,7 @@ impl Csv {
                 ),
             ));
         };
-        let metadata = get_ci(map, "metadata").and_then(Value::as_object);
+        let metadata = go_json::get(map, "metadata").and_then(Value::as_object);
         let name = opt_str(metadata, "name").unwrap_or_default();
         let err = |m: String| item_error(KEY_CSVS, index, &name, m);
         if name.is_empty() {
@@ -381,7 +374,7 @@ impl Csv {
         }
         // Upstream's e2e CSVs carry their type; fill it in when a hand-written one does not,
         // so the object can be applied as it is.
-        match get_ci(map, "kind") {
+        match go_json::get(map, "kind") {
             None | Some(Value::Null) => {
                 map.insert("kind".into(), json!("ClusterServiceVersion"));
                 map.entry("apiVersion")
@@ -395,9 +388,9 @@ impl Csv {
             }
         }
         let map = &*map;
-        let metadata = get_ci(map, "metadata").and_then(Value::as_object);
-        let spec = get_ci(map, "spec").and_then(Value::as_object);
-        let version = match spec.and_then(|s| get_ci(s, "version")) {
+        let metadata = go_json::get(map, "metadata").and_then(Value::as_object);
+        let spec = go_json::get(map, "spec").and_then(Value::as_object);
+        let version = match spec.and_then(|s| go_json::get(s, "version")) {
             None | Some(Value::Null) | Some(Value::String(_)) => Ok(()),
             Some(other) => Err(err(format!(
                 "spec.version must be a string, not {}",

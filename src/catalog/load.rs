@@ -5,9 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::fbc::*;
+use super::go_json;
 use super::ignore::{IgnoreRules, relative_slash_path};
 
 #[derive(Debug, thiserror::Error)]
@@ -295,15 +296,6 @@ pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Value>, LoadError>
     Ok(docs)
 }
 
-/// The value of `key` in `map`, matching the key without regard to case (as Go's JSON does).
-fn get_ci<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
-    map.get(key).or_else(|| {
-        map.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v)
-    })
-}
-
 /// Renames keys that match `canonical` names without regard to case to their canonical form,
 /// so that serde (which is case-sensitive) reads what Go's decoder would.
 fn canonicalize(value: &mut Value, canonical: &[&str]) {
@@ -314,8 +306,8 @@ fn canonicalize(value: &mut Value, canonical: &[&str]) {
             .cloned()
             .collect();
         for key in keys {
-            if let Some(name) = canonical.iter().find(|c| c.eq_ignore_ascii_case(&key))
-                && !map.contains_key(*name)
+            if let Some(name) = go_json::field_name(canonical, &key)
+                && !map.contains_key(name)
             {
                 let v = map.remove(&key).unwrap();
                 map.insert(name.to_string(), v);
@@ -336,15 +328,15 @@ fn add_blob(
         document,
     };
     let map = blob.as_object().ok_or_else(missing)?;
-    let schema = get_ci(map, "schema")
+    let schema = go_json::get(map, "schema")
         .and_then(Value::as_str)
         .ok_or_else(missing)?
         .to_string();
-    let name = get_ci(map, "name")
+    let name = go_json::get(map, "name")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    let package = get_ci(map, "package")
+    let package = go_json::get(map, "package")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();

@@ -6,6 +6,7 @@ pub mod bundle;
 pub mod configmap;
 pub mod digest;
 pub mod fbc;
+pub mod go_json;
 mod ignore;
 pub mod load;
 pub mod render;

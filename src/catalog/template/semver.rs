@@ -30,7 +30,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use base64::Engine;
-use base64::engine::{GeneralPurpose, GeneralPurposeConfig, general_purpose};
+use base64::engine::general_purpose;
 use semver::Version;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
@@ -39,6 +39,7 @@ use crate::catalog::fbc::{
     Bundle, Channel, ChannelEntry, DeclarativeConfig, Icon, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA,
     PROP_PACKAGE, Package, SCHEMA_CHANNEL, SCHEMA_PACKAGE, json_kind,
 };
+use crate::catalog::go_json;
 use crate::catalog::semver_range::blang_parse;
 
 /// The template's `schema`.
@@ -432,13 +433,10 @@ fn fields_of(
     };
     let mut out = HashMap::new();
     for (key, v) in object {
-        let name = names
-            .iter()
-            .find(|n| **n == key)
-            .or_else(|| names.iter().find(|n| n.eq_ignore_ascii_case(&key)))
+        let name = go_json::field_name(names, &key)
             .ok_or_else(|| format!("unknown field {key:?} in {what}"))?;
         if !v.is_null() {
-            out.insert(*name, v);
+            out.insert(name, v);
         }
     }
     Ok(out)
@@ -533,13 +531,7 @@ fn package_property(bundle: &Bundle, image: &str) -> Result<(String, String), Te
         }
     };
     let field = |name: &str| -> Result<String, TemplateError> {
-        let v = object.get(name).or_else(|| {
-            object
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v)
-        });
-        match v {
+        match go_json::get(object, name) {
             None | Some(Value::Null) => Ok(String::new()),
             Some(Value::String(s)) => Ok(s.clone()),
             Some(other) => Err(invalid(format!(
@@ -790,7 +782,7 @@ fn populate_package_metadata(pkg: &mut Package, channels: &[Channel], bundles: &
 /// The first ClusterServiceVersion among a bundle's `olm.bundle.object` properties.
 fn bundle_csv(bundle: &Bundle) -> Option<Value> {
     bundle.properties_of(PROP_BUNDLE_OBJECT).find_map(|p| {
-        let bytes = decode_go_base64(p.get("data")?.as_str()?)?;
+        let bytes = go_json::decode_bytes(p.get("data")?.as_str()?).ok()?;
         let object: Value = serde_json::from_slice(&bytes)
             .ok()
             .or_else(|| serde_yaml::from_slice(&bytes).ok())?;
@@ -807,27 +799,21 @@ fn first_icon(icons: Option<&Value>) -> Option<Icon> {
         _ => return None,
     };
     let mut decoded = Vec::with_capacity(icons.len());
+    let no_fields = Map::new();
     for icon in icons {
-        let mut fields = match icon {
-            Value::Null => Map::new(),
-            Value::Object(o) => o.clone(),
+        let fields = match icon {
+            Value::Null => &no_fields,
+            Value::Object(o) => o,
             _ => return None,
         };
-        let mut take = |name: &str| {
-            let key = fields
-                .keys()
-                .find(|k| *k == name || k.eq_ignore_ascii_case(name))
-                .cloned();
-            key.and_then(|k| fields.remove(&k))
-        };
-        let mediatype = match take("mediatype") {
+        let mediatype = match go_json::get(fields, "mediatype") {
             None | Some(Value::Null) => String::new(),
-            Some(Value::String(s)) => s,
+            Some(Value::String(s)) => s.clone(),
             Some(_) => return None,
         };
-        let data = match take("base64data") {
+        let data = match go_json::get(fields, "base64data") {
             None | Some(Value::Null) => Vec::new(),
-            Some(Value::String(s)) => decode_go_base64(&s)?,
+            Some(Value::String(s)) => go_json::decode_bytes(s).ok()?,
             Some(_) => return None,
         };
         decoded.push(Icon {
@@ -836,17 +822,6 @@ fn first_icon(icons: Option<&Value>) -> Option<Icon> {
         });
     }
     decoded.into_iter().next()
-}
-
-/// Go's `encoding/json` decoding of `[]byte`: padded standard base64, newlines ignored,
-/// non-zero trailing bits tolerated.
-fn decode_go_base64(s: &str) -> Option<Vec<u8>> {
-    const GO_STD: GeneralPurpose = GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
-    );
-    let cleaned: String = s.chars().filter(|c| *c != '\r' && *c != '\n').collect();
-    GO_STD.decode(cleaned).ok()
 }
 
 #[cfg(test)]
