@@ -31,10 +31,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
 
-use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use super::bundle::{ANNOTATION_PACKAGE, BundleDir, Manifest, SKIP_RANGE_ANNOTATION};
+use super::csv::package_display;
 use super::fbc::*;
 use super::go_json;
 use super::render::{RenderError, RenderOptions, render_bundle};
@@ -642,34 +642,11 @@ fn channel_entries(
     Ok((entries, members))
 }
 
-/// A package's icon and description from a CSV: its first icon (when the data is base64,
-/// perhaps with stray spaces, as upstream tolerates) and its description.
-pub fn package_display(csv: &Value) -> (Option<Icon>, String) {
-    let spec = &csv["spec"];
-    let icon = spec["icon"]
-        .as_array()
-        .and_then(|icons| icons.first())
-        .and_then(|icon| {
-            let data = icon["base64data"].as_str()?;
-            let engine = base64::engine::general_purpose::STANDARD;
-            let bytes = engine
-                .decode(data.trim())
-                .or_else(|_| engine.decode(data.replace(' ', "").trim()))
-                .ok()
-                .filter(|b| !b.is_empty())?;
-            Some(Icon {
-                base64data: engine.encode(bytes),
-                mediatype: icon["mediatype"].as_str().unwrap_or_default().to_string(),
-            })
-        });
-    let description = spec["description"].as_str().unwrap_or_default().to_string();
-    (icon, description)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::catalog::validate::validate;
+    use base64::Engine;
 
     const FIXTURE: &str = include_str!("../../tests/catalogs/configmap/etcd.yaml");
 

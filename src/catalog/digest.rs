@@ -8,9 +8,9 @@
 //! before they are hashed together, so the order blobs were loaded or streamed in does not
 //! matter. SHA-256 is ring's (already built for kube's TLS).
 
-use base64::Engine;
 use serde_json::Value;
 
+use super::csv::decode_bundle_object;
 use super::fbc::*;
 
 /// The hex SHA-256 of the catalog's canonical content.
@@ -69,7 +69,7 @@ fn properties_section(h: &mut Sha256, properties: &[Property]) {
 fn property_digest(p: &Property) -> [u8; 32] {
     let mut h = Sha256::new();
     h.string(&p.type_);
-    match (p.type_.as_str(), bundle_object_manifest(&p.value)) {
+    match (p.type_.as_str(), decode_bundle_object(&p.value).ok()) {
         (PROP_BUNDLE_OBJECT, Some(manifest)) => {
             h.string("manifest");
             h.value(&manifest);
@@ -77,17 +77,6 @@ fn property_digest(p: &Property) -> [u8; 32] {
         _ => h.value(&p.value),
     }
     h.finish()
-}
-
-/// The object an `olm.bundle.object` value carries (base64 of JSON or YAML).
-fn bundle_object_manifest(value: &Value) -> Option<Value> {
-    let data = value.get("data")?.as_str()?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(data.trim())
-        .ok()?;
-    serde_json::from_slice(&bytes)
-        .ok()
-        .or_else(|| serde_yaml::from_slice(&bytes).ok())
 }
 
 fn package_digest(p: &Package) -> [u8; 32] {
@@ -251,6 +240,7 @@ impl Sha256 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
     use serde_json::json;
 
     fn sha(data: &[u8]) -> String {

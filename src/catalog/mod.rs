@@ -4,6 +4,7 @@
 
 pub mod bundle;
 pub mod configmap;
+pub mod csv;
 pub mod digest;
 pub mod fbc;
 pub mod go_json;

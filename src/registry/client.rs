@@ -34,7 +34,7 @@ use tonic_health::pb::health_client::HealthClient;
 
 use super::generated as api;
 use super::generated::registry_client::RegistryClient as GrpcClient;
-use crate::catalog::configmap::package_display;
+use crate::catalog::csv::{bundle_csv, package_display};
 use crate::catalog::fbc::{
     self, DeclarativeConfig, PROP_BUNDLE_OBJECT, PROP_CONSTRAINT, PROP_GVK, PROP_GVK_REQUIRED,
     PROP_PACKAGE, PROP_PACKAGE_REQUIRED, Property, SCHEMA_BUNDLE, SCHEMA_CHANNEL,
@@ -525,7 +525,7 @@ impl Assembly {
                 .iter()
                 .find(|c| c.name == p.default_channel_name)
                 .and_then(|c| self.bundle_ix.get(&(name.clone(), c.csv_name.clone())))
-                .and_then(|&i| csv_of(&self.bundles[i].bundle));
+                .and_then(|&i| bundle_csv(&self.bundles[i].bundle));
             let (icon, description) = head.as_ref().map(package_display).unwrap_or_default();
             out.packages.push(fbc::Package {
                 schema: SCHEMA_PACKAGE.into(),
@@ -606,15 +606,6 @@ fn synthesized_csv_only(b: &api::Bundle) -> bool {
         return false;
     };
     csv["spec"]["install"]["spec"]["deployments"].is_null() && csv["status"]["cleanup"].is_object()
-}
-
-/// The CSV among a bundle's `olm.bundle.object`s.
-fn csv_of(bundle: &fbc::Bundle) -> Option<Value> {
-    bundle
-        .properties_of(PROP_BUNDLE_OBJECT)
-        .filter_map(|v| super::convert::object_json(v).ok())
-        .filter_map(|json| serde_json::from_str::<Value>(&json).ok())
-        .find(|o| o["kind"] == "ClusterServiceVersion")
 }
 
 fn deprecation_entry(schema: &str, name: &str, message: &str) -> fbc::DeprecationEntry {
@@ -764,8 +755,7 @@ mod tests {
         for b in &mut c.bundles {
             for p in &mut b.properties {
                 if p.type_ == PROP_BUNDLE_OBJECT {
-                    let json = crate::registry::convert::object_json(&p.value).unwrap();
-                    p.value = serde_json::from_str(&json).unwrap();
+                    p.value = crate::catalog::csv::decode_bundle_object(&p.value).unwrap();
                 }
             }
             b.properties

@@ -29,15 +29,14 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use base64::Engine;
-use base64::engine::general_purpose;
 use semver::Version;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
+use crate::catalog::csv::{bundle_csv, first_icon_as_opm};
 use crate::catalog::fbc::{
-    Bundle, Channel, ChannelEntry, DeclarativeConfig, Icon, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA,
-    PROP_PACKAGE, Package, SCHEMA_CHANNEL, SCHEMA_PACKAGE, json_kind,
+    Bundle, Channel, ChannelEntry, DeclarativeConfig, PROP_CSV_METADATA, PROP_PACKAGE, Package,
+    SCHEMA_CHANNEL, SCHEMA_PACKAGE, json_kind,
 };
 use crate::catalog::go_json;
 use crate::catalog::semver_range::blang_parse;
@@ -761,7 +760,7 @@ fn populate_package_metadata(pkg: &mut Package, channels: &[Channel], bundles: &
             {
                 pkg.description = description.clone();
             }
-            if let Some(icon) = first_icon(spec.get("icon")) {
+            if let Some(icon) = first_icon_as_opm(spec) {
                 pkg.icon = Some(icon);
             }
         }
@@ -779,55 +778,13 @@ fn populate_package_metadata(pkg: &mut Package, channels: &[Channel], bundles: &
     }
 }
 
-/// The first ClusterServiceVersion among a bundle's `olm.bundle.object` properties.
-fn bundle_csv(bundle: &Bundle) -> Option<Value> {
-    bundle.properties_of(PROP_BUNDLE_OBJECT).find_map(|p| {
-        let bytes = go_json::decode_bytes(p.get("data")?.as_str()?).ok()?;
-        let object: Value = serde_json::from_slice(&bytes)
-            .ok()
-            .or_else(|| serde_yaml::from_slice(&bytes).ok())?;
-        (object.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion"))
-            .then_some(object)
-    })
-}
-
-/// The first of a CSV's `spec.icon` entries, decoded as Go decodes `[]registry.Icon`: any
-/// malformed entry means no icons at all.
-fn first_icon(icons: Option<&Value>) -> Option<Icon> {
-    let icons = match icons? {
-        Value::Array(a) => a,
-        _ => return None,
-    };
-    let mut decoded = Vec::with_capacity(icons.len());
-    let no_fields = Map::new();
-    for icon in icons {
-        let fields = match icon {
-            Value::Null => &no_fields,
-            Value::Object(o) => o,
-            _ => return None,
-        };
-        let mediatype = match go_json::get(fields, "mediatype") {
-            None | Some(Value::Null) => String::new(),
-            Some(Value::String(s)) => s.clone(),
-            Some(_) => return None,
-        };
-        let data = match go_json::get(fields, "base64data") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::String(s)) => go_json::decode_bytes(s).ok()?,
-            Some(_) => return None,
-        };
-        decoded.push(Icon {
-            base64data: general_purpose::STANDARD.encode(data),
-            mediatype,
-        });
-    }
-    decoded.into_iter().next()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::catalog::fbc::Property;
+    use crate::catalog::fbc::{Icon, PROP_BUNDLE_OBJECT};
+    use base64::Engine;
+    use base64::engine::general_purpose;
     use serde_json::json;
 
     fn bundle(pkg: &str, version: &str) -> Bundle {
