@@ -13,6 +13,7 @@ pub mod load;
 pub mod render;
 pub mod semver_range;
 pub mod template;
+pub mod upgrade_edges;
 pub mod validate;
 
 pub use digest::content_digest;

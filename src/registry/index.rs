@@ -25,6 +25,7 @@ use super::generated as api;
 use super::store::{Loc, Store, StoreWriter};
 use crate::catalog::fbc::{self, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
 use crate::catalog::load::{LoadOptions, load_file_with, load_path_with};
+use crate::catalog::upgrade_edges::{HeadError, UpgradeEdges};
 
 /// A query failure: upstream answers these with gRPC code UNKNOWN and this message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -406,7 +407,6 @@ impl Builder {
                 }
                 let ci = offset(out_channels.len())?;
                 let start = offset(entries.len())?;
-                let mut incoming: HashSet<&str> = HashSet::new();
                 let mut seen: HashSet<&str> = HashSet::new();
                 for e in &c.entries {
                     if !seen.insert(&e.name) {
@@ -417,12 +417,7 @@ impl Builder {
                             q(&e.name)
                         );
                     }
-                    if !e.replaces.is_empty() {
-                        incoming.insert(&e.replaces);
-                    }
-                    incoming.extend(e.skips.iter().map(String::as_str));
                 }
-                let mut heads = Vec::new();
                 for e in &c.entries {
                     let Some(&bi) = bundle_ix.get(&(p.name.clone(), e.name.clone())) else {
                         bail!(
@@ -432,9 +427,6 @@ impl Builder {
                         );
                     };
                     listed.insert(bi);
-                    if !incoming.contains(e.name.as_str()) {
-                        heads.push(offset(entries.len())?);
-                    }
                     let skips_start = offset(skips.len())?;
                     for s in &e.skips {
                         skips.push(text.intern(s)?);
@@ -451,29 +443,22 @@ impl Builder {
                         skip_range: text.intern(&e.skip_range)?,
                     });
                 }
-                let head = match heads.as_slice() {
-                    [one] => *one,
-                    [] => bail!(
+                let head = match UpgradeEdges::new(&c.entries).head() {
+                    Ok(name) => {
+                        let row = c.entries.iter().position(|e| e.name == name);
+                        start + offset(row.expect("the head is an entry"))?
+                    }
+                    Err(HeadError::NoHead) => bail!(
                         "package {}, channel {}: no channel head found in graph",
                         q(&p.name),
                         q(&c.name)
                     ),
-                    many => {
-                        let mut names: Vec<&str> = many
-                            .iter()
-                            .map(|&i| {
-                                let b = &bundles[entries[i as usize].bundle as usize];
-                                &text.text[b.name.range()]
-                            })
-                            .collect();
-                        names.sort_unstable();
-                        bail!(
-                            "package {}, channel {}: multiple channel heads found in graph: {}",
-                            q(&p.name),
-                            q(&c.name),
-                            names.join(", ")
-                        )
-                    }
+                    Err(HeadError::MultipleHeads(names)) => bail!(
+                        "package {}, channel {}: multiple channel heads found in graph: {}",
+                        q(&p.name),
+                        q(&c.name),
+                        names.join(", ")
+                    ),
                 };
                 let deprecation = match channel_deprecation.get(&(p.name.clone(), c.name.clone())) {
                     Some(m) => Some(text.intern(m)?),
