@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::fbc::*;
+use super::files::catalog_files;
 use super::go_json;
-use super::ignore::{IgnoreRules, relative_slash_path};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -52,68 +52,11 @@ pub fn load_path(root: &Path) -> Result<DeclarativeConfig, LoadError> {
 }
 
 pub fn load_path_with(root: &Path, options: LoadOptions) -> Result<DeclarativeConfig, LoadError> {
-    let io = |source| LoadError::Io {
-        path: root.to_path_buf(),
-        source,
-    };
-    let meta = std::fs::metadata(root).map_err(io)?;
-    if meta.is_file() {
-        return load_file_with(root, options);
-    }
-    let mut files = Vec::new();
-    let mut rules = IgnoreRules::default();
-    collect_files(root, root, &mut rules, &mut files)?;
     let mut config = DeclarativeConfig::default();
-    for file in files {
+    for file in catalog_files(root)? {
         config.merge(load_file_with(&file, options)?);
     }
     Ok(config)
-}
-
-fn collect_files(
-    root: &Path,
-    dir: &Path,
-    rules: &mut IgnoreRules,
-    out: &mut Vec<PathBuf>,
-) -> Result<(), LoadError> {
-    let io = |source| LoadError::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
-    let ignore_file = dir.join(".indexignore");
-    if ignore_file.is_file() {
-        let text = std::fs::read_to_string(&ignore_file).map_err(|source| LoadError::Io {
-            path: ignore_file.clone(),
-            source,
-        })?;
-        rules.add_file(&relative_slash_path(root, dir), &text);
-    }
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(io)?
-        .collect::<Result<_, _>>()
-        .map_err(io)?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let path = entry.path();
-        let is_dir = entry.file_type().map_err(io)?.is_dir() || path.is_dir();
-        let relative = relative_slash_path(root, &path);
-        if rules.is_ignored(&relative, is_dir) {
-            continue;
-        }
-        if is_dir {
-            collect_files(root, &path, rules, out)?;
-        } else if is_catalog_file(&path) {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
-fn is_catalog_file(path: &Path) -> bool {
-    matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("json" | "yaml" | "yml")
-    )
 }
 
 pub fn load_file(path: &Path) -> Result<DeclarativeConfig, LoadError> {

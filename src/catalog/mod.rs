@@ -7,6 +7,7 @@ pub mod configmap;
 pub mod csv;
 pub mod digest;
 pub mod fbc;
+pub mod files;
 pub mod go_json;
 mod ignore;
 pub mod load;

@@ -15,7 +15,7 @@
 //! OS once the catalog is loaded.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use prost::Message;
 use serde_json::Value;
@@ -24,7 +24,8 @@ use super::convert::{convert_bundle, csv_from_metadata};
 use super::generated as api;
 use super::store::{Loc, Store, StoreWriter};
 use crate::catalog::fbc::{self, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
-use crate::catalog::load::{LoadOptions, load_file_with, load_path_with};
+use crate::catalog::files::catalog_files;
+use crate::catalog::load::{LoadOptions, load_file_with};
 use crate::catalog::upgrade_edges::{HeadError, UpgradeEdges};
 
 /// A query failure: upstream answers these with gRPC code UNKNOWN and this message.
@@ -143,38 +144,6 @@ fn q(s: &str) -> String {
 
 fn err<T>(message: String) -> Result<T, QueryError> {
     Err(QueryError(message))
-}
-
-/// Catalog files below `root` in path order, or `None` when an `.indexignore` file asks for
-/// the full loader's ignore rules.
-fn catalog_files(root: &Path) -> std::io::Result<Option<Vec<PathBuf>>> {
-    if root.is_file() {
-        return Ok(Some(vec![root.to_path_buf()]));
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let mut entries: Vec<_> = std::fs::read_dir(&dir)?.collect::<Result<_, _>>()?;
-        entries.sort_by_key(|e| e.file_name());
-        let mut subdirs = Vec::new();
-        for entry in entries {
-            let path = entry.path();
-            if entry.file_name() == ".indexignore" {
-                return Ok(None);
-            }
-            if path.is_dir() {
-                subdirs.push(path);
-            } else if matches!(
-                path.extension().and_then(|e| e.to_str()),
-                Some("json" | "yaml" | "yml")
-            ) {
-                out.push(path);
-            }
-        }
-        stack.extend(subdirs.into_iter().rev());
-    }
-    out.sort();
-    Ok(Some(out))
 }
 
 struct PendingBundle {
@@ -546,13 +515,8 @@ impl Index {
         use anyhow::Context;
         let mut store = StoreWriter::new().context("creating the spill file")?;
         let mut builder = Builder::default();
-        match catalog_files(root).with_context(|| format!("reading {}", root.display()))? {
-            Some(files) => {
-                for file in files {
-                    builder.add(load_file_with(&file, LoadOptions::default())?, &mut store)?;
-                }
-            }
-            None => builder.add(load_path_with(root, LoadOptions::default())?, &mut store)?,
+        for file in catalog_files(root)? {
+            builder.add(load_file_with(&file, LoadOptions::default())?, &mut store)?;
         }
         builder.finish(store)
     }
