@@ -76,6 +76,11 @@ impl<'a> UpgradeEdges<'a> {
         }
     }
 
+    /// The entry named `name` (of entries that share a name, the last).
+    pub fn entry(&self, name: &str) -> Option<&'a ChannelEntry> {
+        self.by_name.get(name).copied()
+    }
+
     /// Whether some entry of the channel skips `name`.
     pub fn is_skipped(&self, name: &str) -> bool {
         self.skipped.contains(name)
@@ -161,6 +166,8 @@ mod tests {
         assert_eq!(edges.replaces_chain("v3"), Ok(vec!["v3", "v2", "v1"]));
         assert_eq!(edges.replaces_chain("v2"), Ok(vec!["v2", "v1"]));
         assert_eq!(edges.cycle(), None);
+        assert_eq!(edges.entry("v2").map(|e| e.replaces.as_str()), Some("v1"));
+        assert!(edges.entry("v4").is_none());
     }
 
     #[test]

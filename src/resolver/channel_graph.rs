@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use semver::Version;
 
-use crate::catalog::fbc::{Channel, ChannelEntry};
+use crate::catalog::fbc::Channel;
 use crate::catalog::semver_range::VersionRange;
 use crate::catalog::upgrade_edges::{HeadError, UpgradeEdges};
 
@@ -86,14 +86,9 @@ impl ChannelGraph {
             .replaces_chain(head)
             .expect("without a cycle the replaces chain ends");
 
-        let by_name: HashMap<&str, &ChannelEntry> = channel
-            .entries
-            .iter()
-            .map(|e| (e.name.as_str(), e))
-            .collect();
         let mut installable = Vec::new();
         for name in chain.iter().filter(|n| !edges.is_skipped(n)) {
-            let entry = by_name[name];
+            let entry = edges.entry(name).expect("the chain holds entries");
             let skip_range = if entry.skip_range.trim().is_empty() {
                 None
             } else {
