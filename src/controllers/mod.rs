@@ -6,6 +6,7 @@
 pub mod backoff;
 pub mod catalogsource;
 pub mod context;
+pub mod csv;
 pub mod guard;
 pub mod operatorgroup;
 pub mod ownership;
@@ -23,5 +24,6 @@ pub fn all() -> Vec<Controller> {
             catalogsource::run,
         ),
         Controller::new(operatorgroup::CONTROLLER, Role::Leader, operatorgroup::run),
+        Controller::new(csv::CONTROLLER, Role::Leader, csv::run),
     ]
 }
