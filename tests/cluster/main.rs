@@ -10,6 +10,8 @@ mod catalog_sources;
 mod config_map_catalogs;
 mod control_plane;
 mod crds;
+mod csv_lifecycle;
 mod deploy;
 mod leader_election;
+mod operator_groups;
 mod real_csvs;

@@ -502,7 +502,7 @@ mod tests {
         (step.phase, step.reason)
     }
 
-    use CsvPhase::*;
+    use CsvPhase::{Deleting, Failed, InstallReady, Installing, Pending, Replacing, Succeeded};
 
     #[test]
     fn row_first_sync_is_pending_requirements_unknown() {
