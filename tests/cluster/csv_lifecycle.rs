@@ -28,7 +28,9 @@ pub fn bundle_file(package: &str, version: &str, suffix: &str) -> PathBuf {
 
 /// The bundle's CSV as JSON, for tests that change it before applying.
 pub fn csv_json(package: &str, version: &str) -> Value {
-    let text = std::fs::read_to_string(bundle_file(package, version, ".clusterserviceversion.yaml")).unwrap();
+    let text =
+        std::fs::read_to_string(bundle_file(package, version, ".clusterserviceversion.yaml"))
+            .unwrap();
     serde_yaml::from_str(&text).unwrap()
 }
 
@@ -37,11 +39,20 @@ pub fn apply_crds(package: &str, version: &str) {
     let dir = repo_root().join(format!("bundles/{package}/{version}/manifests"));
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
-        if path.to_string_lossy().ends_with(".clusterserviceversion.yaml") {
+        if path
+            .to_string_lossy()
+            .ends_with(".clusterserviceversion.yaml")
+        {
             continue;
         }
         kubectl(
-            &["apply", "--server-side", "--force-conflicts", "-f", path.to_str().unwrap()],
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "-f",
+                path.to_str().unwrap(),
+            ],
             None,
         )
         .ok();
@@ -80,7 +91,12 @@ pub fn get(namespace: &str, resource: &str) -> Option<Value> {
 }
 
 /// Waits until the CSV has `phase` (and `reason`, when given); returns the CSV.
-pub async fn wait_for_phase(namespace: &str, name: &str, phase: &str, reason: Option<&str>) -> Value {
+pub async fn wait_for_phase(
+    namespace: &str,
+    name: &str,
+    phase: &str,
+    reason: Option<&str>,
+) -> Value {
     eventually(
         &format!("csv {name} in {phase} {reason:?}"),
         WAIT,
@@ -124,7 +140,10 @@ fn can_i(verb: &str, resource: &str, namespace: &str, sa: &str, sa_namespace: &s
 /// Every verb of every rule the CSV asks in `permissions`, as `(verb, resource.group)`.
 fn asked(csv: &Value) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for permission in csv["spec"]["install"]["spec"]["permissions"].as_array().unwrap() {
+    for permission in csv["spec"]["install"]["spec"]["permissions"]
+        .as_array()
+        .unwrap()
+    {
         for rule in permission["rules"].as_array().unwrap() {
             for group in rule["apiGroups"].as_array().unwrap() {
                 for resource in rule["resources"].as_array().unwrap() {
@@ -150,11 +169,17 @@ fn assert_rbac(csv: &Value, sa: &str, operator_ns: &str, granted_in: &[&str], re
     assert!(!asked.is_empty());
     for ns in granted_in {
         for (verb, resource) in &asked {
-            assert!(can_i(verb, resource, ns, sa, operator_ns), "{sa} cannot {verb} {resource} in {ns}");
+            assert!(
+                can_i(verb, resource, ns, sa, operator_ns),
+                "{sa} cannot {verb} {resource} in {ns}"
+            );
         }
     }
     for (verb, resource) in asked.iter().filter(|(_, r)| r.contains("reversewordsapps")) {
-        assert!(!can_i(verb, resource, refused_in, sa, operator_ns), "{sa} can {verb} {resource} in {refused_in}, outside its group");
+        assert!(
+            !can_i(verb, resource, refused_in, sa, operator_ns),
+            "{sa} can {verb} {resource} in {refused_in}, outside its group"
+        );
     }
     // A rule it did not ask for.
     assert!(!can_i("delete", "secrets", granted_in[0], sa, operator_ns));
@@ -162,8 +187,13 @@ fn assert_rbac(csv: &Value, sa: &str, operator_ns: &str, granted_in: &[&str], re
 
 /// A client acting as the ServiceAccount, from a TokenRequest (`kubectl create token`).
 async fn client_as(sa: &str, namespace: &str) -> kube::Client {
-    let token = kubectl(&["create", "token", sa, "-n", namespace, "--duration=10m"], None).ok();
-    let kubeconfig = kube::config::Kubeconfig::read_from(super::harness::kubeconfig_path()).unwrap();
+    let token = kubectl(
+        &["create", "token", sa, "-n", namespace, "--duration=10m"],
+        None,
+    )
+    .ok();
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(super::harness::kubeconfig_path()).unwrap();
     let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .unwrap();
@@ -206,7 +236,13 @@ async fn reverse_words_installs_in_own_namespace_with_exactly_its_rbac() {
         }),
     );
     apply_csv(&ns.name, "reverse-words", "0.3.0");
-    let csv = wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", Some("InstallSucceeded")).await;
+    let csv = wait_for_phase(
+        &ns.name,
+        "reverse-words.v0.3.0",
+        "Succeeded",
+        Some("InstallSucceeded"),
+    )
+    .await;
     assert_eq!(
         phases(&csv),
         ["Pending", "InstallReady", "Installing", "Succeeded"],
@@ -214,9 +250,21 @@ async fn reverse_words_installs_in_own_namespace_with_exactly_its_rbac() {
         csv["status"]
     );
     let listed = kubectl(&["get", "csv", "-n", &ns.name], None).ok().stdout();
-    assert!(listed.contains("reverse-words.v0.3.0") && listed.contains("Succeeded"), "{listed}");
-    for reason in ["RequirementsUnknown", "AllRequirementsMet", "InstallSucceeded"] {
-        assert!(event_reasons(&ns.name, "reverse-words.v0.3.0").iter().any(|r| r == reason), "no {reason} event");
+    assert!(
+        listed.contains("reverse-words.v0.3.0") && listed.contains("Succeeded"),
+        "{listed}"
+    );
+    for reason in [
+        "RequirementsUnknown",
+        "AllRequirementsMet",
+        "InstallSucceeded",
+    ] {
+        assert!(
+            event_reasons(&ns.name, "reverse-words.v0.3.0")
+                .iter()
+                .any(|r| r == reason),
+            "no {reason} event"
+        );
     }
     // Annotations from the group, on the CSV and in the pod template.
     let annotations = &csv["metadata"]["annotations"];
@@ -224,7 +272,10 @@ async fn reverse_words_installs_in_own_namespace_with_exactly_its_rbac() {
     assert_eq!(annotations["olm.targetNamespaces"], ns.name.as_str());
     let og = get(&ns.name, "operatorgroup/og").unwrap();
     assert_eq!(og["status"]["namespaces"], serde_json::json!([ns.name]));
-    assert_eq!(og["metadata"]["annotations"]["olm.providedAPIs"], "ReverseWordsApp.v1alpha1.apps.linuxera.org");
+    assert_eq!(
+        og["metadata"]["annotations"]["olm.providedAPIs"],
+        "ReverseWordsApp.v1alpha1.apps.linuxera.org"
+    );
 
     let deployment: Deployment = Api::namespaced(client.clone(), &ns.name)
         .get("reverse-words-controller-manager")
@@ -238,15 +289,27 @@ async fn reverse_words_installs_in_own_namespace_with_exactly_its_rbac() {
         ("olm.owner.kind", "ClusterServiceVersion"),
         ("control-plane", "reverse-words-controller-manager"),
     ] {
-        assert_eq!(labels.get(key).map(String::as_str), Some(value), "label {key}");
+        assert_eq!(
+            labels.get(key).map(String::as_str),
+            Some(value),
+            "label {key}"
+        );
     }
     assert!(labels.contains_key("olm.deployment-spec-hash"));
     assert_eq!(deployment.spec.revision_history_limit, Some(1));
     let owner = &deployment.metadata.owner_references.clone().unwrap()[0];
-    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("ClusterServiceVersion", "reverse-words.v0.3.0"));
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("ClusterServiceVersion", "reverse-words.v0.3.0")
+    );
     let template = deployment.spec.template.clone();
     assert_eq!(
-        template.metadata.unwrap().annotations.unwrap().get("olm.targetNamespaces"),
+        template
+            .metadata
+            .unwrap()
+            .annotations
+            .unwrap()
+            .get("olm.targetNamespaces"),
         Some(&ns.name)
     );
     let env: Vec<(String, Option<String>)> = template.spec.unwrap().containers[0]
@@ -256,8 +319,17 @@ async fn reverse_words_installs_in_own_namespace_with_exactly_its_rbac() {
         .into_iter()
         .map(|e| (e.name, e.value))
         .collect();
-    assert!(env.contains(&("OPERATOR_CONDITION_NAME".into(), Some("reverse-words.v0.3.0".into()))), "{env:?}");
-    assert!(env.contains(&("FROM_SUBSCRIPTION".into(), Some("yes".into()))), "{env:?}");
+    assert!(
+        env.contains(&(
+            "OPERATOR_CONDITION_NAME".into(),
+            Some("reverse-words.v0.3.0".into())
+        )),
+        "{env:?}"
+    );
+    assert!(
+        env.contains(&("FROM_SUBSCRIPTION".into(), Some("yes".into()))),
+        "{env:?}"
+    );
 
     // RBAC proven: every asked rule in the namespace, nothing outside, nothing unasked.
     let sa = "reverse-words-controller-manager";
@@ -271,7 +343,10 @@ async fn reverse_words_installs_in_own_namespace_with_exactly_its_rbac() {
         .list(&ListParams::default())
         .await
         .unwrap_err();
-    assert!(matches!(refused, kube::Error::Api(ref s) if s.code == 403), "{refused}");
+    assert!(
+        matches!(refused, kube::Error::Api(ref s) if s.code == 403),
+        "{refused}"
+    );
 }
 
 #[tokio::test]
@@ -286,14 +361,26 @@ async fn single_namespace_group_gets_roles_and_a_copy_in_the_target() {
     operator_group(&ns.name, "og", Some(&[&target.name]));
     apply_csv(&ns.name, "reverse-words", "0.3.0");
     let csv = wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", None).await;
-    assert_rbac(&csv, "reverse-words-controller-manager", &ns.name, &[&target.name], &outside.name);
+    assert_rbac(
+        &csv,
+        "reverse-words-controller-manager",
+        &ns.name,
+        &[&target.name],
+        &outside.name,
+    );
     let copy = eventually("a copied CSV in the target", WAIT, || async {
         get(&target.name, "csv/reverse-words.v0.3.0")
     })
     .await;
-    assert_eq!(copy["metadata"]["labels"]["olm.copiedFrom"], ns.name.as_str());
+    assert_eq!(
+        copy["metadata"]["labels"]["olm.copiedFrom"],
+        ns.name.as_str()
+    );
     assert_eq!(copy["status"]["reason"], "Copied");
-    assert!(copy["spec"]["install"]["spec"].is_null(), "copies are cheap");
+    assert!(
+        copy["spec"]["install"]["spec"].is_null(),
+        "copies are cheap"
+    );
 }
 
 #[tokio::test]
@@ -309,7 +396,12 @@ async fn bad_input_is_reported_on_the_csv() {
     let stuck = TestNamespace::create(&client, "csv-stuck").await;
     _olm_guards = [&missing, &unsupported, &two, &invalid, &stuck]
         .iter()
-        .map(|ns| OlmRun::start(&ns.name, &["--leader-elect=false", "--install-check-timeout", "8s"]))
+        .map(|ns| {
+            OlmRun::start(
+                &ns.name,
+                &["--leader-elect=false", "--install-check-timeout", "8s"],
+            )
+        })
         .collect();
     apply_crds("reverse-words", "0.3.0");
     apply_crds("ptemplate", "0.1.0");
@@ -340,7 +432,13 @@ async fn bad_input_is_reported_on_the_csv() {
         serde_json::json!({"olm-rs.dev/no-such-node": "true"});
     apply_json(&stuck.name, &never_ready);
 
-    let pending = wait_for_phase(&missing.name, "ptemplate.v0.1.0", "Pending", Some("RequirementsNotMet")).await;
+    let pending = wait_for_phase(
+        &missing.name,
+        "ptemplate.v0.1.0",
+        "Pending",
+        Some("RequirementsNotMet"),
+    )
+    .await;
     let message = pending["status"]["message"].as_str().unwrap();
     assert!(message.contains("absent.example.com"), "{message}");
     let requirement = pending["status"]["requirementStatus"]
@@ -352,12 +450,44 @@ async fn bad_input_is_reported_on_the_csv() {
         .unwrap();
     assert_eq!(requirement["status"], "NotPresent");
 
-    let failed = wait_for_phase(&unsupported.name, "reverse-words.v0.3.0", "Failed", Some("UnsupportedOperatorGroup")).await;
-    assert!(failed["status"]["message"].as_str().unwrap().contains("AllNamespaces"));
-    wait_for_phase(&two.name, "reverse-words.v0.3.0", "Failed", Some("TooManyOperatorGroups")).await;
-    let invalid_csv = wait_for_phase(&invalid.name, "reverse-words.v0.3.0", "Failed", Some("InstallComponentFailed")).await;
+    let failed = wait_for_phase(
+        &unsupported.name,
+        "reverse-words.v0.3.0",
+        "Failed",
+        Some("UnsupportedOperatorGroup"),
+    )
+    .await;
+    assert!(
+        failed["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("AllNamespaces")
+    );
+    wait_for_phase(
+        &two.name,
+        "reverse-words.v0.3.0",
+        "Failed",
+        Some("TooManyOperatorGroups"),
+    )
+    .await;
+    let invalid_csv = wait_for_phase(
+        &invalid.name,
+        "reverse-words.v0.3.0",
+        "Failed",
+        Some("InstallComponentFailed"),
+    )
+    .await;
     let message = invalid_csv["status"]["message"].as_str().unwrap();
-    assert!(message.contains("selector") && message.contains("invalid"), "{message}");
-    let timed_out = wait_for_phase(&stuck.name, "reverse-words.v0.3.0", "Failed", Some("InstallCheckFailed")).await;
+    assert!(
+        message.contains("selector") && message.contains("invalid"),
+        "{message}"
+    );
+    let timed_out = wait_for_phase(
+        &stuck.name,
+        "reverse-words.v0.3.0",
+        "Failed",
+        Some("InstallCheckFailed"),
+    )
+    .await;
     assert!(phases(&timed_out).contains(&"Installing".to_string()));
 }

@@ -184,7 +184,23 @@ impl Round<'_> {
     }
 }
 
+impl CsvContext {
+    /// Every cache has been listed once: before that a missing group or Deployment is not
+    /// missing, only not yet seen (deciding on it would fail a healthy CSV after a restart).
+    async fn caches_ready(&self) -> bool {
+        self.groups.wait_until_ready().await.is_ok()
+            && self.deployments.wait_until_ready().await.is_ok()
+            && self.namespaces.wait_until_ready().await.is_ok()
+            && self.copies.wait_until_ready().await.is_ok()
+            && self.subscriptions.wait_until_ready().await.is_ok()
+            && self.csvs.wait_until_ready().await.is_ok()
+    }
+}
+
 async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, Error> {
+    if !ctx.caches_ready().await {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let (namespace, name) = key(csv);
     let round = Round {
         csv,

@@ -126,6 +126,14 @@ fn now() -> Timestamp {
 }
 
 async fn sync(group: &OperatorGroup, ctx: &OperatorGroupContext) -> Result<Action, Error> {
+    // Until every cache is listed, an absent namespace or CSV is only not yet seen.
+    let ready = ctx.groups.wait_until_ready().await.is_ok()
+        && ctx.namespaces.wait_until_ready().await.is_ok()
+        && ctx.csvs.wait_until_ready().await.is_ok()
+        && ctx.cluster_roles.wait_until_ready().await.is_ok();
+    if !ready {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let (namespace, name) = key(group);
     let kube_error = |step: &'static str| {
         let (namespace, name) = (namespace.clone(), name.clone());
