@@ -613,7 +613,8 @@ mod install_mode_tests {
     #[test]
     fn each_target_shape_needs_its_mode() {
         use InstallModeType::*;
-        let cases: [(&[&str], Result<Vec<InstallModeType>, ()>); 6] = [
+        type Case<'a> = (&'a [&'a str], Result<Vec<InstallModeType>, ()>);
+        let cases: [Case; 6] = [
             (&[""], Ok(vec![AllNamespaces])),
             (&["op"], Ok(vec![OwnNamespace])),
             (&["other"], Ok(vec![SingleNamespace])),

@@ -927,13 +927,9 @@ fn csvs_where(
         .collect()
 }
 
-fn in_scope<K: Resource<DynamicType = ()>>(
-    api_all: Api<K>,
-    scoped: Option<&str>,
-    client: kube::Client,
-) -> Api<K>
+fn in_scope<K>(api_all: Api<K>, scoped: Option<&str>, client: kube::Client) -> Api<K>
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
 {
     match scoped {
         Some(ns) => Api::namespaced(client, ns),
