@@ -27,6 +27,12 @@ pub struct Settings {
     pub catalog_check_interval: Duration,
     /// Deadline for one registry health check or catalog load.
     pub registry_timeout: Duration,
+    /// How long a CSV may stay Installing with unready Deployments before it fails with
+    /// InstallCheckFailed (upstream: 5 minutes, fixed).
+    pub install_check_timeout: Duration,
+    /// No copied CSVs for AllNamespaces operators (upstream's OLMConfig
+    /// `spec.features.disableCopiedCSVs`); existing ones are deleted.
+    pub disable_copied_csvs: bool,
 }
 
 impl Default for Settings {
@@ -36,6 +42,8 @@ impl Default for Settings {
             watch_namespace: None,
             catalog_check_interval: Duration::from_secs(10),
             registry_timeout: Duration::from_secs(5),
+            install_check_timeout: Duration::from_secs(300),
+            disable_copied_csvs: false,
         }
     }
 }

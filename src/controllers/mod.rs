@@ -6,17 +6,24 @@
 pub mod backoff;
 pub mod catalogsource;
 pub mod context;
+pub mod csv;
 pub mod guard;
+pub mod operatorgroup;
+pub mod ownership;
 
 use crate::runtime::host::{Controller, Role};
 
 /// Every controller of `olm run`, with when it runs.
 pub fn all() -> Vec<Controller> {
-    vec![Controller::new(
-        catalogsource::CONTROLLER,
-        // Every replica keeps the catalog cache (read-only servers answer from it); only the
-        // leader writes status and Events.
-        Role::EveryReplica,
-        catalogsource::run,
-    )]
+    vec![
+        Controller::new(
+            catalogsource::CONTROLLER,
+            // Every replica keeps the catalog cache (read-only servers answer from it); only the
+            // leader writes status and Events.
+            Role::EveryReplica,
+            catalogsource::run,
+        ),
+        Controller::new(operatorgroup::CONTROLLER, Role::Leader, operatorgroup::run),
+        Controller::new(csv::CONTROLLER, Role::Leader, csv::run),
+    ]
 }

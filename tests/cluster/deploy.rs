@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::catalog_sources::{catalog_source_yaml, wait_for_event, wait_for_state};
+use super::csv_lifecycle::{apply_crds, apply_csv, operator_group, wait_for_phase};
 use super::harness::{
     TestNamespace, client, eventually, install_crds, kubeconfig_path, kubectl, repo_root,
 };
@@ -59,6 +60,12 @@ async fn olm_run_works_with_only_the_rbac_in_deploy() {
     .ok();
     wait_for_state(&ns.name, "operators", "READY");
     wait_for_event(&ns.name, "operators", "CatalogLoaded").await;
+    // A CSV installs under the same RBAC (Deployments, ServiceAccounts, Roles with rules
+    // OLM itself does not hold: escalate/bind).
+    apply_crds("reverse-words", "0.3.0");
+    operator_group(&ns.name, "og", Some(&[&ns.name]));
+    apply_csv(&ns.name, "reverse-words", "0.3.0");
+    wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", None).await;
     let log = olm.process.log_text();
     assert!(
         !log.contains("forbidden"),
