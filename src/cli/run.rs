@@ -30,6 +30,9 @@ pub struct RunArgs {
     /// Deadline of one registry health check.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub registry_timeout: Duration,
+    /// How long a failing InstallPlan step is retried before the plan is Failed.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    pub install_plan_retry_timeout: Duration,
     /// Elect a leader on a coordination.k8s.io Lease, so that replicas never act at once.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "OLM_LEADER_ELECT")]
     pub leader_elect: bool,
@@ -80,6 +83,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             watch_namespace: args.watch_namespace,
             catalog_check_interval: args.catalog_check_interval,
             registry_timeout: args.registry_timeout,
+            install_plan_retry_timeout: args.install_plan_retry_timeout,
         },
     };
     // Catalog loads free large buffers; have glibc hand them back rather than keep them.

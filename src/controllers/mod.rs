@@ -7,16 +7,22 @@ pub mod backoff;
 pub mod catalogsource;
 pub mod context;
 pub mod guard;
+pub mod installplan;
+pub mod subscription;
 
 use crate::runtime::host::{Controller, Role};
 
 /// Every controller of `olm run`, with when it runs.
 pub fn all() -> Vec<Controller> {
-    vec![Controller::new(
-        catalogsource::CONTROLLER,
-        // Every replica keeps the catalog cache (read-only servers answer from it); only the
-        // leader writes status and Events.
-        Role::EveryReplica,
-        catalogsource::run,
-    )]
+    vec![
+        Controller::new(
+            catalogsource::CONTROLLER,
+            // Every replica keeps the catalog cache (read-only servers answer from it); only the
+            // leader writes status and Events.
+            Role::EveryReplica,
+            catalogsource::run,
+        ),
+        Controller::new(subscription::CONTROLLER, Role::Leader, subscription::run),
+        Controller::new(installplan::CONTROLLER, Role::Leader, installplan::run),
+    ]
 }
