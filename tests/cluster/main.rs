@@ -13,3 +13,4 @@ mod crds;
 mod deploy;
 mod leader_election;
 mod real_csvs;
+mod subscriptions;
