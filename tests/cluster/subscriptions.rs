@@ -353,6 +353,8 @@ async fn a_dependency_comes_with_a_generated_subscription_in_the_same_plan() {
     s.installed("ptemplate", "ptemplate.v0.2.0").await;
     let plans = s.plans();
     assert_eq!(plans.len(), 1, "one plan: the dependency ties them");
+    let plan = plans[0]["metadata"]["name"].as_str().unwrap();
+    s.plan_phase(plan, "Complete").await;
     let csvs = &plans[0]["spec"]["clusterServiceVersionNames"];
     assert_eq!(
         csvs,

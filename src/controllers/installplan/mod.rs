@@ -16,7 +16,7 @@
 //! Everything is idempotent and recorded on the object, so a restart at any point continues
 //! where the last process stopped.
 
-mod manifests;
+pub(crate) mod manifests;
 pub mod steps;
 
 use std::collections::{BTreeMap, HashMap};
@@ -254,7 +254,7 @@ async fn prepare(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action,
             }
         }
     }
-    let steps = match steps::build_steps(&with_manifests) {
+    let steps = match steps::build_steps(&namespace, &with_manifests) {
         Ok(steps) => steps,
         Err(error) => {
             return fail(
@@ -439,10 +439,15 @@ async fn execute(
 }
 
 fn classify(error: kube::Error) -> StepError {
-    let forbidden = matches!(&error, kube::Error::Api(e) if e.code == 403);
-    StepError::Retry {
-        message: error.to_string(),
-        forbidden,
+    match error {
+        kube::Error::Api(e) => StepError::Retry {
+            forbidden: e.code == 403,
+            message: format!("{} ({})", e.message, e.reason),
+        },
+        other => StepError::Retry {
+            message: other.to_string(),
+            forbidden: false,
+        },
     }
 }
 

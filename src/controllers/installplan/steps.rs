@@ -71,8 +71,8 @@ pub enum PlanError {
     Invalid { bundle: String, problem: String },
 }
 
-/// The steps of a plan, in execution order.
-pub fn build_steps(bundles: &[BundleManifests]) -> Result<Vec<Step>, PlanError> {
+/// The steps of a plan for `namespace`, in execution order.
+pub fn build_steps(namespace: &str, bundles: &[BundleManifests]) -> Result<Vec<Step>, PlanError> {
     let mut csvs = Vec::new();
     let mut crds = Vec::new();
     let mut rest = Vec::new();
@@ -145,7 +145,8 @@ pub fn build_steps(bundles: &[BundleManifests]) -> Result<Vec<Step>, PlanError> 
         let Some(csv_object) = csv_object else {
             return Err(invalid("no ClusterServiceVersion among its objects".into()));
         };
-        let csv_object = prepare_csv(csv_object, b);
+        let mut csv_object = prepare_csv(csv_object, b);
+        csv_object["metadata"]["namespace"] = json!(namespace);
         let csv: ClusterServiceVersion = serde_json::from_value(csv_object.clone())
             .map_err(|e| invalid(format!("the ClusterServiceVersion does not parse: {e}")))?;
         csvs.push(step(csv_object)?);
