@@ -255,11 +255,11 @@ fn existing_resources_are_validated_against_the_new_schema() {
         problems,
         [
             ".spec.replicas: required",
-            ".spec.labels.a: expected string, found number",
+            ".spec.labels.a: expected string, found a number",
             ".spec.mode: \"medium\" is not one of [\"fast\",\"slow\"]",
             ".spec.port: must be an integer or a string",
             ".spec.tags: more than 2 items",
-            ".spec.tags[2]: expected string, found number",
+            ".spec.tags[2]: expected string, found a number",
         ]
     );
     assert_eq!(

@@ -344,7 +344,7 @@ fn status_follows_the_plan_then_the_csv_and_is_stable() {
     let outcome = Outcome::Install {
         bundle: "rw.v1".into(),
     };
-    let mut p = plan("install-a", &["rw.v1"], 1, InstallPlanPhase::Installing);
+    let p = plan("install-a", &["rw.v1"], 1, InstallPlanPhase::Installing);
     let no_csvs = BTreeSet::new();
     let input = StatusInput {
         failure: None,
@@ -382,7 +382,6 @@ fn status_follows_the_plan_then_the_csv_and_is_stable() {
     // Complete, CSV present: AtLatestKnown.
     let mut s2 = s.clone();
     s2.status = Some(pending.clone());
-    p.status.as_mut().unwrap().phase = InstallPlanPhase::Complete;
     let csvs = BTreeSet::from(["rw.v1".to_string()]);
     let latest = Outcome::AtLatestKnown {
         csv: "rw.v1".into(),
@@ -470,6 +469,7 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
             failure: None,
             outcome: Some(&outcome),
             plan: Some(&manual),
+            now: time(1),
             ..input
         },
     );
@@ -488,6 +488,7 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
             failure: None,
             outcome: Some(&outcome),
             plan: Some(&failed_plan),
+            now: time(1),
             ..input
         },
     );
