@@ -885,3 +885,223 @@ async fn uninstall_as_upstream_documents_keeps_crds() {
     .await;
     assert!(kubectl(&["get", "crd", "reversewordsapps.apps.linuxera.org"], None).success());
 }
+
+/// Our catalog with each bundle passed through `edit` (its objects decoded), as JSON in a
+/// scratch directory.
+fn catalog_edited(name: &str, edit: impl Fn(&str, &mut Vec<Value>)) -> PathBuf {
+    use base64::Engine;
+    use olm::catalog::fbc::{PROP_BUNDLE_OBJECT, Property};
+    let engine = base64::engine::general_purpose::STANDARD;
+    let dir = catalog_subset(name, |_| true);
+    let mut content = olm::catalog::load::load_path(&dir).unwrap();
+    for bundle in &mut content.bundles {
+        let mut objects: Vec<Value> = bundle
+            .properties_of(PROP_BUNDLE_OBJECT)
+            .map(|v| {
+                serde_json::from_slice(&engine.decode(v["data"].as_str().unwrap()).unwrap())
+                    .unwrap()
+            })
+            .collect();
+        edit(&bundle.name, &mut objects);
+        bundle.properties.retain(|p| p.type_ != PROP_BUNDLE_OBJECT);
+        for object in objects {
+            bundle.properties.push(Property::new(
+                PROP_BUNDLE_OBJECT,
+                serde_json::json!({"data": engine.encode(object.to_string())}),
+            ));
+        }
+    }
+    let text: String = content
+        .to_blobs()
+        .iter()
+        .map(|b| serde_json::to_string(b).unwrap() + "\n")
+        .collect();
+    std::fs::write(dir.join("catalog.json"), text).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn failing_steps_retry_until_the_timeout_and_unknown_kinds_fail_at_once() {
+    let catalog = catalog_edited("badsteps", |bundle, objects| match bundle {
+        "at.v0.2.0" => objects.push(serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "broken-svc"},
+            "spec": {"type": "Bogus", "ports": [{"port": 80}]},
+        })),
+        "reverse-words.v0.4.0" => objects.push(serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "sneaky"},
+        })),
+        _ => {}
+    });
+    let s = Setup::new(
+        "sub-badsteps",
+        &catalog,
+        &["--install-plan-retry-timeout", "3s"],
+    )
+    .await;
+    s.operator_group("");
+    s.subscribe("at", "at", "");
+    s.subscribe("reverse-words", "reverse-words", "");
+    for (sub, needle) in [
+        ("at", "Service broken-svc"),
+        ("reverse-words", "kind Deployment (sneaky) is not supported"),
+    ] {
+        let found = s
+            .sub_status(sub, "InstallPlanFailed", |st| {
+                condition(st, "InstallPlanFailed").is_some()
+            })
+            .await;
+        let failed = condition(&found["status"], "InstallPlanFailed").unwrap();
+        let message = failed["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{sub}: {message}");
+        assert_eq!(failed["reason"], "InstallComponentFailed");
+        let plan = found["status"]["installPlanRef"]["name"].as_str().unwrap();
+        let plan = s.plan_phase(plan, "Failed").await;
+        assert!(plan["status"]["message"].as_str().unwrap().contains(needle));
+    }
+    let at_plan = s.get("subscription/at")["status"]["installPlanRef"]["name"].clone();
+    let message =
+        s.get(&format!("installplan/{}", at_plan.as_str().unwrap()))["status"]["message"].clone();
+    assert!(
+        message.as_str().unwrap().contains("retry timeout"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn crd_upgrades_that_lose_data_are_refused() {
+    let old = catalog_subset("crd-old", |b| b == "at.v0.1.0");
+    let mut s = Setup::new("sub-crd", &old, &[]).await;
+    s.operator_group("");
+    s.subscribe("at", "at", "");
+    s.installed("at", "at.v0.1.0").await;
+    apply(&format!(
+        "apiVersion: cnat.d2iq.com/v1alpha1\nkind: At\nmetadata:\n  name: a1\n  namespace: {}\nspec:\n  schedule: \"2030-01-01T00:00:00Z\"\n",
+        s.name()
+    ));
+
+    // The next version's schema requires a field the existing object lacks.
+    let stricter = catalog_edited("crd-strict", |bundle, objects| {
+        if bundle == "at.v0.2.0" {
+            for o in objects
+                .iter_mut()
+                .filter(|o| o["kind"] == "CustomResourceDefinition")
+            {
+                o["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["required"] =
+                    serde_json::json!(["command"]);
+            }
+        }
+    });
+    let serve = |dir: &Path, s: &mut Setup| {
+        s.server.kill();
+        let port = free_port();
+        s.server = olm_serve(dir, port);
+        s.port = port;
+        apply(&catalog_source_yaml(
+            s.name(),
+            "operators",
+            &format!("127.0.0.1:{port}"),
+            "",
+        ));
+    };
+    serve(&stricter, &mut s);
+    let found = s
+        .sub_status("at", "InstallPlanFailed", |st| {
+            condition(st, "InstallPlanFailed").is_some()
+        })
+        .await;
+    let message = condition(&found["status"], "InstallPlanFailed").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("ats.cnat.d2iq.com")
+            && message.contains("v1alpha1")
+            && message.contains(&format!("{}/a1", s.name()))
+            && message.contains("command"),
+        "{message}"
+    );
+
+    // Nothing changed in the cluster's CRD.
+    let crd = get_json("default", "crd/ats.cnat.d2iq.com");
+    assert!(
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            .get("required")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn steps_run_as_the_operator_groups_service_account() {
+    let s = Setup::new("sub-scoped", &our_catalog(), &[]).await;
+    apply(&format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: installer\n  namespace: {}\n",
+        s.name()
+    ));
+    s.operator_group("  serviceAccountName: installer\n");
+    s.subscribe("reverse-words", "reverse-words", "");
+    // Without permissions the plan keeps retrying (Forbidden never fails it) and says why.
+    let plan = eventually("a plan that is forbidden", WAIT, || async {
+        s.plans().into_iter().find(|p| {
+            p["status"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("forbidden") && m.contains("installer"))
+        })
+    })
+    .await;
+    assert_eq!(plan["status"]["phase"], "Installing");
+    // Granted everything in the namespace, it completes.
+    apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: installer\n  namespace: {0}\nrules:\n- apiGroups: [\"*\"]\n  resources: [\"*\"]\n  verbs: [\"*\"]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: installer\n  namespace: {0}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: installer\nsubjects:\n- kind: ServiceAccount\n  name: installer\n  namespace: {0}\n",
+        s.name()
+    ));
+    s.plan_phase(plan["metadata"]["name"].as_str().unwrap(), "Complete")
+        .await;
+    s.installed("reverse-words", "reverse-words.v0.4.0").await;
+}
+
+#[tokio::test]
+async fn installs_work_under_only_the_rbac_in_deploy() {
+    install_crds();
+    for file in ["deploy/namespace.yaml", "deploy/rbac.yaml"] {
+        let path = repo_root().join(file);
+        kubectl(&["apply", "-f", path.to_str().unwrap()], None).ok();
+    }
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "sub-rbac").await;
+    let kubeconfig =
+        super::deploy::kubeconfig_as("system:serviceaccount:olm:olm-operator", &ns.name);
+    let port = free_port();
+    let _server = olm_serve(&our_catalog(), port);
+    let _olm = OlmRun::start_with(&kubeconfig, &ns.name, &["--leader-elect=false"]);
+    apply(&catalog_source_yaml(
+        &ns.name,
+        "operators",
+        &format!("127.0.0.1:{port}"),
+        "",
+    ));
+    wait_for_state(&ns.name, "operators", "READY");
+    apply(&format!(
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\n  namespace: {0}\nspec:\n  targetNamespaces: [{0}]\n",
+        ns.name
+    ));
+    apply(&subscription_yaml(
+        &ns.name,
+        "ptemplate",
+        "ptemplate",
+        "operators",
+        "",
+    ));
+    eventually(
+        "ptemplate installed under deploy/rbac.yaml",
+        WAIT,
+        || async {
+            let s = get_json(&ns.name, "subscription/ptemplate");
+            let plans = get_json(&ns.name, "installplans");
+            (s["status"]["installedCSV"] == "ptemplate.v0.2.0"
+                && plans["items"][0]["status"]["phase"] == "Complete")
+                .then_some(())
+        },
+    )
+    .await;
+}

@@ -403,6 +403,8 @@ async fn execute(
                 format!("{message} (still failing after the retry timeout of {timeout:?})");
             return fail(plan, status, "InstallComponentFailed", message, ctx).await;
         }
+        // Say why it is not done yet (written only when the reason changes).
+        status.message = Some(format!("retrying: {message}"));
         if status != before {
             write_status(plan, &status, ctx).await?;
         }

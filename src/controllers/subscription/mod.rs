@@ -464,14 +464,12 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
         let (outcome, plan) = match (pinned, plan_of.get(&name)) {
             (Some(p), _) => (None, Some(p)),
             (None, Some(new)) => (outcomes.get(name.as_str()).copied(), find_plan(new)),
-            (None, None) => {
-                let outcome = outcomes.get(name.as_str()).copied();
-                let plan = match (outcome, failure) {
-                    (_, Some(_)) => referenced_name.as_deref().and_then(find_plan),
-                    _ => None,
-                };
-                (outcome, plan)
-            }
+            // Nothing new to plan: the plan it references (if still there) tells how the
+            // last install went (a Failed one shows as InstallPlanFailed, as upstream).
+            (None, None) => (
+                outcomes.get(name.as_str()).copied(),
+                referenced_name.as_deref().and_then(find_plan),
+            ),
         };
         let plan_missing = plan.is_none()
             && referenced_name
