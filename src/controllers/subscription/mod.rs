@@ -717,7 +717,7 @@ fn subscriptions_in(
         .collect()
 }
 
-fn namespace_of<K: Resource>(guarded: &DeserializeGuard<K>) -> Option<String>
+fn namespace_of<K>(guarded: &DeserializeGuard<K>) -> Option<String>
 where
     K: Resource<DynamicType = ()>,
 {
