@@ -248,3 +248,25 @@ fn run_rejects_a_renew_interval_that_cannot_keep_the_lease() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--lease-renew-interval"), "{stderr}");
 }
+
+/// Durations from flags go through the same bounded parser as durations from objects: a
+/// long `--catalog-check-interval` is a usage error, not an overflow panic later.
+#[test]
+fn run_refuses_durations_it_cannot_use() {
+    for (flag, value, says) in [
+        (
+            "--catalog-check-interval",
+            "99999999999999999999h",
+            "longer than the maximum of 8760h0m0s",
+        ),
+        ("--catalog-check-interval", "0s", "is not positive"),
+        ("--registry-timeout", "5 seconds", "is not a duration"),
+        ("--lease-duration", "-10s", "is not positive"),
+    ] {
+        let out = olm(&["run", &format!("{flag}={value}")]);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(flag) && stderr.contains(says), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

@@ -517,3 +517,135 @@ pub struct CleanupStatus {
     #[schemars(schema_with = "schema::preserved_object_list")]
     pub pending_deletion: Vec<serde_json::Value>,
 }
+
+/// Label on a copied CSV: the namespace of the CSV it was copied from.
+pub const COPIED_FROM_LABEL: &str = "olm.copiedFrom";
+
+impl ClusterServiceVersion {
+    /// A copy made for a target namespace (it only mirrors its source; nothing installs it).
+    pub fn is_copy(&self) -> bool {
+        self.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|labels| labels.contains_key(COPIED_FROM_LABEL))
+    }
+}
+
+/// The install modes a set of target namespaces needs (upstream `InstallModeSet.Supports`):
+/// `[""]` needs AllNamespaces, `[own]` OwnNamespace, one other namespace SingleNamespace,
+/// several MultiNamespace (plus OwnNamespace when the operator's own namespace is among them).
+/// An error names a target set no install mode can serve.
+pub fn install_modes_needed(
+    operator_namespace: &str,
+    targets: &[String],
+) -> Result<Vec<InstallModeType>, String> {
+    match targets {
+        [] => Err("the OperatorGroup selects no target namespaces".into()),
+        [all] if all.is_empty() => Ok(vec![InstallModeType::AllNamespaces]),
+        [one] if one == operator_namespace => Ok(vec![InstallModeType::OwnNamespace]),
+        [_] => Ok(vec![InstallModeType::SingleNamespace]),
+        many => {
+            if many.iter().any(String::is_empty) {
+                return Err(format!(
+                    "target namespaces {many:?} mix all namespaces (\"\") with named ones"
+                ));
+            }
+            let mut modes = vec![InstallModeType::MultiNamespace];
+            if many.iter().any(|ns| ns == operator_namespace) {
+                modes.push(InstallModeType::OwnNamespace);
+            }
+            Ok(modes)
+        }
+    }
+}
+
+/// Whether `modes` (a CSV's `spec.installModes`) can serve `targets`; an unlisted mode is
+/// unsupported. The error is the message upstream puts on an UnsupportedOperatorGroup CSV.
+pub fn check_install_modes(
+    modes: &[InstallMode],
+    operator_namespace: &str,
+    targets: &[String],
+) -> Result<(), String> {
+    let needed = install_modes_needed(operator_namespace, targets)?;
+    for mode in needed {
+        let supported = modes.iter().any(|m| m.type_ == mode && m.supported);
+        if !supported {
+            return Err(format!(
+                "{mode:?} InstallModeType not supported, cannot configure to watch {}",
+                describe_targets(targets)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn describe_targets(targets: &[String]) -> String {
+    if targets.len() == 1 && targets[0].is_empty() {
+        "all namespaces".into()
+    } else {
+        targets.join(",")
+    }
+}
+
+#[cfg(test)]
+mod install_mode_tests {
+    use super::*;
+
+    fn modes(supported: &[InstallModeType]) -> Vec<InstallMode> {
+        [
+            InstallModeType::OwnNamespace,
+            InstallModeType::SingleNamespace,
+            InstallModeType::MultiNamespace,
+            InstallModeType::AllNamespaces,
+        ]
+        .into_iter()
+        .map(|type_| InstallMode {
+            type_,
+            supported: supported.contains(&type_),
+        })
+        .collect()
+    }
+
+    fn targets(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn each_target_shape_needs_its_mode() {
+        use InstallModeType::*;
+        type Case<'a> = (&'a [&'a str], Result<Vec<InstallModeType>, ()>);
+        let cases: [Case; 6] = [
+            (&[""], Ok(vec![AllNamespaces])),
+            (&["op"], Ok(vec![OwnNamespace])),
+            (&["other"], Ok(vec![SingleNamespace])),
+            (&["a", "b"], Ok(vec![MultiNamespace])),
+            (&["a", "op"], Ok(vec![MultiNamespace, OwnNamespace])),
+            (&["", "a"], Err(())),
+        ];
+        for (given, want) in cases {
+            let got = install_modes_needed("op", &targets(given)).map_err(|_| ());
+            assert_eq!(got, want, "{given:?}");
+        }
+        assert!(install_modes_needed("op", &[]).is_err());
+    }
+
+    #[test]
+    fn unsupported_or_unlisted_modes_are_refused_with_the_mode_named() {
+        use InstallModeType::*;
+        let reverse_words = modes(&[OwnNamespace, SingleNamespace]);
+        assert!(check_install_modes(&reverse_words, "op", &targets(&["op"])).is_ok());
+        assert!(check_install_modes(&reverse_words, "op", &targets(&["x"])).is_ok());
+        let all = check_install_modes(&reverse_words, "op", &targets(&[""])).unwrap_err();
+        assert!(
+            all.contains("AllNamespaces") && all.contains("all namespaces"),
+            "{all}"
+        );
+        let multi = check_install_modes(&reverse_words, "op", &targets(&["a", "b"])).unwrap_err();
+        assert!(multi.contains("MultiNamespace"), "{multi}");
+        // Multi including the own namespace needs both.
+        let only_multi = modes(&[MultiNamespace]);
+        assert!(check_install_modes(&only_multi, "op", &targets(&["a", "op"])).is_err());
+        assert!(check_install_modes(&only_multi, "op", &targets(&["a", "b"])).is_ok());
+        assert!(check_install_modes(&[], "op", &targets(&["op"])).is_err());
+    }
+}

@@ -6,11 +6,11 @@
 //! as sets, `olm.bundle.object` data decoded to the manifest it carries, so that base64 of
 //! YAML and base64 of JSON of the same object agree). Each section's item digests are sorted
 //! before they are hashed together, so the order blobs were loaded or streamed in does not
-//! matter. SHA-256 is written out here to keep the dependency set small.
+//! matter. SHA-256 is ring's (already built for kube's TLS).
 
-use base64::Engine;
 use serde_json::Value;
 
+use super::csv::decode_bundle_object;
 use super::fbc::*;
 
 /// The hex SHA-256 of the catalog's canonical content.
@@ -69,7 +69,7 @@ fn properties_section(h: &mut Sha256, properties: &[Property]) {
 fn property_digest(p: &Property) -> [u8; 32] {
     let mut h = Sha256::new();
     h.string(&p.type_);
-    match (p.type_.as_str(), bundle_object_manifest(&p.value)) {
+    match (p.type_.as_str(), decode_bundle_object(&p.value).ok()) {
         (PROP_BUNDLE_OBJECT, Some(manifest)) => {
             h.string("manifest");
             h.value(&manifest);
@@ -77,17 +77,6 @@ fn property_digest(p: &Property) -> [u8; 32] {
         _ => h.value(&p.value),
     }
     h.finish()
-}
-
-/// The object an `olm.bundle.object` value carries (base64 of JSON or YAML).
-fn bundle_object_manifest(value: &Value) -> Option<Value> {
-    let data = value.get("data")?.as_str()?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(data.trim())
-        .ok()?;
-    serde_json::from_slice(&bytes)
-        .ok()
-        .or_else(|| serde_yaml::from_slice(&bytes).ok())
 }
 
 fn package_digest(p: &Package) -> [u8; 32] {
@@ -181,104 +170,28 @@ fn hex(bytes: &[u8]) -> String {
     out
 }
 
-/// SHA-256 (FIPS 180-4), fed with unambiguous, length-prefixed items.
+/// SHA-256 (ring's), fed with unambiguous, length-prefixed items.
 struct Sha256 {
-    state: [u32; 8],
-    block: [u8; 64],
-    filled: usize,
-    length: u64,
+    context: ring::digest::Context,
 }
-
-const K: [u32; 64] = [
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-];
 
 impl Sha256 {
     fn new() -> Self {
         Sha256 {
-            state: [
-                0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-                0x5be0cd19,
-            ],
-            block: [0; 64],
-            filled: 0,
-            length: 0,
+            context: ring::digest::Context::new(&ring::digest::SHA256),
         }
     }
 
-    fn update(&mut self, mut data: &[u8]) {
-        self.length = self.length.wrapping_add(data.len() as u64);
-        while !data.is_empty() {
-            let take = (64 - self.filled).min(data.len());
-            self.block[self.filled..self.filled + take].copy_from_slice(&data[..take]);
-            self.filled += take;
-            data = &data[take..];
-            if self.filled == 64 {
-                let block = self.block;
-                self.compress(&block);
-                self.filled = 0;
-            }
-        }
+    fn update(&mut self, data: &[u8]) {
+        self.context.update(data);
     }
 
-    fn compress(&mut self, block: &[u8; 64]) {
-        let mut w = [0u32; 64];
-        for (i, chunk) in block.chunks_exact(4).enumerate() {
-            w[i] = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-        }
-        for i in 16..64 {
-            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
-            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
-            w[i] = w[i - 16]
-                .wrapping_add(s0)
-                .wrapping_add(w[i - 7])
-                .wrapping_add(s1);
-        }
-        let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut h] = self.state;
-        for i in 0..64 {
-            let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
-            let ch = (e & f) ^ (!e & g);
-            let t1 = h
-                .wrapping_add(s1)
-                .wrapping_add(ch)
-                .wrapping_add(K[i])
-                .wrapping_add(w[i]);
-            let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
-            let maj = (a & b) ^ (a & c) ^ (b & c);
-            let t2 = s0.wrapping_add(maj);
-            h = g;
-            g = f;
-            f = e;
-            e = d.wrapping_add(t1);
-            d = c;
-            c = b;
-            b = a;
-            a = t1.wrapping_add(t2);
-        }
-        for (s, v) in self.state.iter_mut().zip([a, b, c, d, e, f, g, h]) {
-            *s = s.wrapping_add(v);
-        }
-    }
-
-    fn finish(mut self) -> [u8; 32] {
-        let bits = self.length.wrapping_mul(8);
-        self.update(&[0x80]);
-        while self.filled != 56 {
-            self.update(&[0]);
-        }
-        self.update(&bits.to_be_bytes());
-        let mut out = [0u8; 32];
-        for (chunk, word) in out.chunks_exact_mut(4).zip(self.state) {
-            chunk.copy_from_slice(&word.to_be_bytes());
-        }
-        out
+    fn finish(self) -> [u8; 32] {
+        self.context
+            .finish()
+            .as_ref()
+            .try_into()
+            .expect("a SHA-256 digest is 32 bytes")
     }
 
     fn count(&mut self, n: usize) {
@@ -327,6 +240,7 @@ impl Sha256 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
     use serde_json::json;
 
     fn sha(data: &[u8]) -> String {

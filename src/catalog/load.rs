@@ -5,10 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::fbc::*;
-use super::ignore::{IgnoreRules, relative_slash_path};
+use super::files::catalog_files;
+use super::go_json;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -51,68 +52,11 @@ pub fn load_path(root: &Path) -> Result<DeclarativeConfig, LoadError> {
 }
 
 pub fn load_path_with(root: &Path, options: LoadOptions) -> Result<DeclarativeConfig, LoadError> {
-    let io = |source| LoadError::Io {
-        path: root.to_path_buf(),
-        source,
-    };
-    let meta = std::fs::metadata(root).map_err(io)?;
-    if meta.is_file() {
-        return load_file_with(root, options);
-    }
-    let mut files = Vec::new();
-    let mut rules = IgnoreRules::default();
-    collect_files(root, root, &mut rules, &mut files)?;
     let mut config = DeclarativeConfig::default();
-    for file in files {
+    for file in catalog_files(root)? {
         config.merge(load_file_with(&file, options)?);
     }
     Ok(config)
-}
-
-fn collect_files(
-    root: &Path,
-    dir: &Path,
-    rules: &mut IgnoreRules,
-    out: &mut Vec<PathBuf>,
-) -> Result<(), LoadError> {
-    let io = |source| LoadError::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
-    let ignore_file = dir.join(".indexignore");
-    if ignore_file.is_file() {
-        let text = std::fs::read_to_string(&ignore_file).map_err(|source| LoadError::Io {
-            path: ignore_file.clone(),
-            source,
-        })?;
-        rules.add_file(&relative_slash_path(root, dir), &text);
-    }
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(io)?
-        .collect::<Result<_, _>>()
-        .map_err(io)?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let path = entry.path();
-        let is_dir = entry.file_type().map_err(io)?.is_dir() || path.is_dir();
-        let relative = relative_slash_path(root, &path);
-        if rules.is_ignored(&relative, is_dir) {
-            continue;
-        }
-        if is_dir {
-            collect_files(root, &path, rules, out)?;
-        } else if is_catalog_file(&path) {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
-fn is_catalog_file(path: &Path) -> bool {
-    matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("json" | "yaml" | "yml")
-    )
 }
 
 pub fn load_file(path: &Path) -> Result<DeclarativeConfig, LoadError> {
@@ -295,15 +239,6 @@ pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Value>, LoadError>
     Ok(docs)
 }
 
-/// The value of `key` in `map`, matching the key without regard to case (as Go's JSON does).
-fn get_ci<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
-    map.get(key).or_else(|| {
-        map.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v)
-    })
-}
-
 /// Renames keys that match `canonical` names without regard to case to their canonical form,
 /// so that serde (which is case-sensitive) reads what Go's decoder would.
 fn canonicalize(value: &mut Value, canonical: &[&str]) {
@@ -314,8 +249,8 @@ fn canonicalize(value: &mut Value, canonical: &[&str]) {
             .cloned()
             .collect();
         for key in keys {
-            if let Some(name) = canonical.iter().find(|c| c.eq_ignore_ascii_case(&key))
-                && !map.contains_key(*name)
+            if let Some(name) = go_json::field_name(canonical, &key)
+                && !map.contains_key(name)
             {
                 let v = map.remove(&key).unwrap();
                 map.insert(name.to_string(), v);
@@ -336,15 +271,15 @@ fn add_blob(
         document,
     };
     let map = blob.as_object().ok_or_else(missing)?;
-    let schema = get_ci(map, "schema")
+    let schema = go_json::get(map, "schema")
         .and_then(Value::as_str)
         .ok_or_else(missing)?
         .to_string();
-    let name = get_ci(map, "name")
+    let name = go_json::get(map, "name")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    let package = get_ci(map, "package")
+    let package = go_json::get(map, "package")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();

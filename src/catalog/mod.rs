@@ -4,13 +4,17 @@
 
 pub mod bundle;
 pub mod configmap;
+pub mod csv;
 pub mod digest;
 pub mod fbc;
+pub mod files;
+pub mod go_json;
 mod ignore;
 pub mod load;
 pub mod render;
 pub mod semver_range;
 pub mod template;
+pub mod upgrade_edges;
 pub mod validate;
 
 pub use digest::content_digest;

@@ -8,6 +8,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::bundle::{BundleDir, BundleError, is_bundle_dir, read_bundle};
+use super::csv::package_display;
 use super::fbc::*;
 use super::load::{LoadError, load_path};
 use super::semver_range::parse_version;
@@ -593,23 +594,13 @@ pub fn render_package(
         .or_else(|| (channels.len() == 1).then(|| channels.keys().next().unwrap().clone()))
         .unwrap_or_default();
 
-    let csv = &newest.csv().unwrap().object;
-    let icon = csv["spec"]["icon"]
-        .as_array()
-        .and_then(|i| i.first())
-        .map(|i| Icon {
-            base64data: i["base64data"].as_str().unwrap_or_default().to_string(),
-            mediatype: i["mediatype"].as_str().unwrap_or_default().to_string(),
-        });
+    let (icon, description) = package_display(&newest.csv().unwrap().object);
     out.packages.push(Package {
         schema: SCHEMA_PACKAGE.into(),
         name: package.clone(),
         default_channel,
         icon,
-        description: csv["spec"]["description"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
+        description,
         properties: Vec::new(),
     });
 

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::fbc::*;
 use super::semver_range::{VersionRange, parse_version};
+use super::upgrade_edges::{HeadError, UpgradeEdges};
 
 /// The rules, named so tools can match on them (`olm catalog validate -o json`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -469,22 +470,10 @@ fn validate_channel(
             );
         }
     }
-    // Heads: entries nothing in the channel replaces or skips.
-    let mut incoming: HashSet<&str> = HashSet::new();
-    for e in &c.entries {
-        if !e.replaces.is_empty() {
-            incoming.insert(&e.replaces);
-        }
-        incoming.extend(e.skips.iter().map(String::as_str));
-    }
-    let heads: Vec<&str> = names
-        .iter()
-        .copied()
-        .filter(|n| !incoming.contains(n))
-        .collect();
-    let head = match heads.as_slice() {
-        [head] => *head,
-        [] => {
+    let edges = UpgradeEdges::new(&c.entries);
+    let head = match edges.head() {
+        Ok(head) => head,
+        Err(HeadError::NoHead) => {
             report.add(
                 package,
                 ch,
@@ -494,7 +483,7 @@ fn validate_channel(
             );
             return;
         }
-        many => {
+        Err(HeadError::MultipleHeads(many)) => {
             report.add(
                 package,
                 ch,
@@ -505,21 +494,9 @@ fn validate_channel(
             return;
         }
     };
-    // Walk `replaces` from the head; a repeat is a cycle.
-    let by_name: HashMap<&str, &ChannelEntry> =
-        c.entries.iter().map(|e| (e.name.as_str(), e)).collect();
-    let mut chain = vec![head];
-    let mut seen: HashSet<&str> = HashSet::from([head]);
-    let mut current = head;
-    while let Some(entry) = by_name.get(current) {
-        let next = entry.replaces.as_str();
-        if next.is_empty() || !by_name.contains_key(next) {
-            break;
-        }
-        if !seen.insert(next) {
-            let start = chain.iter().position(|n| *n == next).unwrap_or(0);
-            let mut cycle: Vec<&str> = chain[start..].to_vec();
-            cycle.push(next);
+    let on_chain: HashSet<&str> = match edges.replaces_chain(head) {
+        Ok(chain) => chain.into_iter().collect(),
+        Err(cycle) => {
             report.add(
                 package,
                 ch,
@@ -529,18 +506,11 @@ fn validate_channel(
             );
             return;
         }
-        chain.push(next);
-        current = next;
-    }
-    let skipped: HashSet<&str> = c
-        .entries
-        .iter()
-        .flat_map(|e| e.skips.iter().map(String::as_str))
-        .collect();
+    };
     let stranded: Vec<&str> = names
         .iter()
         .copied()
-        .filter(|n| !seen.contains(n) && !skipped.contains(n))
+        .filter(|n| !on_chain.contains(n) && !edges.is_skipped(n))
         .collect();
     if !stranded.is_empty() {
         report.add(

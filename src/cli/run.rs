@@ -33,6 +33,14 @@ pub struct RunArgs {
     /// How long a failing InstallPlan step is retried before the plan is Failed.
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     pub install_plan_retry_timeout: Duration,
+    /// A CSV whose Deployments stay unready this long while Installing fails with
+    /// InstallCheckFailed.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub install_check_timeout: Duration,
+    /// Make no copied CSVs for AllNamespaces operators (and delete existing ones): with many
+    /// namespaces they cost more than they give (upstream #2701).
+    #[arg(long, env = "OLM_DISABLE_COPIED_CSVS")]
+    pub disable_copied_csvs: bool,
     /// Elect a leader on a coordination.k8s.io Lease, so that replicas never act at once.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "OLM_LEADER_ELECT")]
     pub leader_elect: bool,
@@ -84,6 +92,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             catalog_check_interval: args.catalog_check_interval,
             registry_timeout: args.registry_timeout,
             install_plan_retry_timeout: args.install_plan_retry_timeout,
+            install_check_timeout: args.install_check_timeout,
+            disable_copied_csvs: args.disable_copied_csvs,
         },
     };
     // Catalog loads free large buffers; have glibc hand them back rather than keep them.

@@ -30,6 +30,12 @@ pub struct Settings {
     /// How long an InstallPlan step keeps being retried before the plan fails (upstream's
     /// `--install-plan-retry-timeout`).
     pub install_plan_retry_timeout: Duration,
+    /// How long a CSV may stay Installing with unready Deployments before it fails with
+    /// InstallCheckFailed (upstream: 5 minutes, fixed).
+    pub install_check_timeout: Duration,
+    /// No copied CSVs for AllNamespaces operators (upstream's OLMConfig
+    /// `spec.features.disableCopiedCSVs`); existing ones are deleted.
+    pub disable_copied_csvs: bool,
 }
 
 impl Default for Settings {
@@ -40,6 +46,8 @@ impl Default for Settings {
             catalog_check_interval: Duration::from_secs(10),
             registry_timeout: Duration::from_secs(5),
             install_plan_retry_timeout: Duration::from_secs(60),
+            install_check_timeout: Duration::from_secs(300),
+            disable_copied_csvs: false,
         }
     }
 }

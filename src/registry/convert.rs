@@ -6,10 +6,10 @@
 //! decoding their concatenation gives the whole message (protobuf merges repeated fields
 //! and later scalars).
 
-use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use super::generated as api;
+use crate::catalog::csv::{decode_bundle_object, is_csv};
 use crate::catalog::fbc::{
     self, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE,
     PROP_PACKAGE_REQUIRED,
@@ -55,34 +55,6 @@ fn api_gvk((group, version, kind): &(String, String, String)) -> api::GroupVersi
         kind: kind.clone(),
         plural: String::new(),
     }
-}
-
-/// An `olm.bundle.object`'s manifest as JSON: the data is base64 of YAML or JSON.
-pub fn object_json(value: &Value) -> Result<String, String> {
-    let data = value
-        .get("data")
-        .and_then(Value::as_str)
-        .ok_or("olm.bundle.object without data")?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(data.trim())
-        .map_err(|e| format!("olm.bundle.object data: {e}"))?;
-    let parsed: Value = match serde_json::from_slice(&bytes) {
-        Ok(v) => v,
-        Err(_) => {
-            serde_yaml::from_slice(&bytes).map_err(|e| format!("olm.bundle.object data: {e}"))?
-        }
-    };
-    Ok(parsed.to_string())
-}
-
-fn is_csv(object: &str) -> bool {
-    // The manifests are compact JSON with sorted keys, so a cheap parse of `kind` suffices.
-    #[derive(serde::Deserialize)]
-    struct Kind {
-        #[serde(default)]
-        kind: String,
-    }
-    serde_json::from_str::<Kind>(object).is_ok_and(|k| k.kind == "ClusterServiceVersion")
 }
 
 pub fn convert_bundle(
@@ -132,7 +104,7 @@ pub fn convert_bundle(
                     value,
                 });
             }
-            PROP_BUNDLE_OBJECT => objects.push(object_json(&p.value)?),
+            PROP_BUNDLE_OBJECT => objects.push(decode_bundle_object(&p.value)?),
             PROP_CSV_METADATA => csv_metadatas.push(p.value.clone()),
             _ => {}
         }
@@ -158,7 +130,7 @@ pub fn convert_bundle(
     let csv_json = objects
         .iter()
         .find(|o| is_csv(o))
-        .cloned()
+        .map(Value::to_string)
         .unwrap_or_default();
     let csv_metadata = if csv_json.is_empty() {
         csv_metadatas.pop()
@@ -182,7 +154,7 @@ pub fn convert_bundle(
     Ok(Converted {
         light,
         provided,
-        objects,
+        objects: objects.iter().map(Value::to_string).collect(),
         csv_json,
         csv_metadata,
     })
@@ -265,6 +237,7 @@ pub fn csv_from_metadata(
 mod tests {
     use super::*;
     use crate::catalog::fbc::Property;
+    use base64::Engine;
 
     fn bundle() -> fbc::Bundle {
         let csv = base64::engine::general_purpose::STANDARD

@@ -1,15 +1,14 @@
-//! One channel's upgrade graph, built with petgraph: which entry is the head, the order
-//! "nearest to the head", which entries can be installed, and where an installed CSV may
-//! upgrade to. Upstream: `resolver.go` `sortChannel` and `cache/predicates.go`.
+//! One channel's upgrade graph, built on [`UpgradeEdges`]: which entry is the head, the
+//! order "nearest to the head", which entries can be installed, and where an installed CSV
+//! may upgrade to. Upstream: `resolver.go` `sortChannel` and `cache/predicates.go`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
 
-use petgraph::algo::tarjan_scc;
-use petgraph::graph::{DiGraph, NodeIndex};
 use semver::Version;
 
 use crate::catalog::fbc::Channel;
 use crate::catalog::semver_range::VersionRange;
+use crate::catalog::upgrade_edges::{HeadError, UpgradeEdges};
 
 /// Why a channel cannot be used at all.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -60,116 +59,61 @@ pub struct ChannelGraph {
     not_installable: Vec<(String, &'static str)>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Edge {
-    Replaces,
-    Skips,
-}
-
 impl ChannelGraph {
     pub fn build(channel: &Channel) -> Result<ChannelGraph, ChannelGraphError> {
         if channel.entries.is_empty() {
             return Err(ChannelGraphError::Empty);
         }
-        let mut graph: DiGraph<usize, Edge> = DiGraph::new();
-        let mut node_of: HashMap<&str, NodeIndex> = HashMap::new();
-        for (i, entry) in channel.entries.iter().enumerate() {
-            if node_of
-                .insert(entry.name.as_str(), graph.add_node(i))
-                .is_some()
-            {
-                return Err(ChannelGraphError::DuplicateEntry(entry.name.clone()));
-            }
+        let mut names = HashSet::new();
+        if let Some(twice) = channel.entries.iter().find(|e| !names.insert(&e.name)) {
+            return Err(ChannelGraphError::DuplicateEntry(twice.name.clone()));
         }
-        // Edges point from the newer entry to the one it replaces or skips; names outside
-        // the channel are allowed (a channel may start by replacing a pruned bundle).
-        for entry in &channel.entries {
-            let from = node_of[entry.name.as_str()];
-            if let Some(&to) = node_of.get(entry.replaces.as_str()) {
-                graph.add_edge(from, to, Edge::Replaces);
-            }
-            for skipped in &entry.skips {
-                if let Some(&to) = node_of.get(skipped.as_str()) {
-                    graph.add_edge(from, to, Edge::Skips);
-                }
-            }
+        // `replaces` and `skips` may name entries outside the channel (a channel may start
+        // by replacing a pruned bundle); those lead nowhere.
+        let edges = UpgradeEdges::new(&channel.entries);
+        let owned = |names: Vec<&str>| names.into_iter().map(String::from).collect();
+        if let Some(cycle) = edges.cycle() {
+            return Err(ChannelGraphError::Cycle(owned(cycle)));
         }
+        let head = match edges.head() {
+            Ok(head) => head,
+            Err(HeadError::MultipleHeads(heads)) => {
+                return Err(ChannelGraphError::MultipleHeads(owned(heads)));
+            }
+            Err(HeadError::NoHead) => unreachable!("without a cycle some entry has no edge in"),
+        };
+        let chain = edges
+            .replaces_chain(head)
+            .expect("without a cycle the replaces chain ends");
 
-        let cycle = tarjan_scc(&graph)
-            .into_iter()
-            .find(|scc| scc.len() > 1 || graph.contains_edge(scc[0], scc[0]));
-        if let Some(scc) = cycle {
-            let mut names: Vec<String> = scc
-                .iter()
-                .map(|n| channel.entries[graph[*n]].name.clone())
-                .collect();
-            names.sort();
-            return Err(ChannelGraphError::Cycle(names));
-        }
-        let heads: Vec<NodeIndex> = graph
-            .node_indices()
-            .filter(|n| {
-                graph
-                    .neighbors_directed(*n, petgraph::Direction::Incoming)
-                    .next()
-                    .is_none()
-            })
-            .collect();
-        if heads.len() > 1 {
-            let mut names: Vec<String> = heads
-                .iter()
-                .map(|n| channel.entries[graph[*n]].name.clone())
-                .collect();
-            names.sort();
-            return Err(ChannelGraphError::MultipleHeads(names));
-        }
-        // No cycle means at least one node without incoming edges.
-        let head = heads[0];
-
-        let skipped: BTreeSet<&str> = channel
-            .entries
-            .iter()
-            .flat_map(|e| e.skips.iter().map(String::as_str))
-            .collect();
-        let mut on_chain = vec![false; channel.entries.len()];
         let mut installable = Vec::new();
-        let mut current = Some(head);
-        while let Some(node) = current {
-            let entry = &channel.entries[graph[node]];
-            on_chain[graph[node]] = true;
-            if !skipped.contains(entry.name.as_str()) {
-                let skip_range = if entry.skip_range.trim().is_empty() {
-                    None
-                } else {
-                    Some(VersionRange::parse(&entry.skip_range).map_err(|e| {
-                        ChannelGraphError::BadSkipRange {
-                            entry: entry.name.clone(),
-                            problem: e.to_string(),
-                        }
-                    })?)
-                };
-                installable.push(GraphEntry {
-                    name: entry.name.clone(),
-                    replaces: entry.replaces.clone(),
-                    skips: entry.skips.clone(),
-                    skip_range,
-                });
-            }
-            current = graph
-                .edges(node)
-                .find(|e| *e.weight() == Edge::Replaces)
-                .map(|e| petgraph::visit::EdgeRef::target(&e));
+        for name in chain.iter().filter(|n| !edges.is_skipped(n)) {
+            let entry = edges.entry(name).expect("the chain holds entries");
+            let skip_range = if entry.skip_range.trim().is_empty() {
+                None
+            } else {
+                Some(VersionRange::parse(&entry.skip_range).map_err(|e| {
+                    ChannelGraphError::BadSkipRange {
+                        entry: entry.name.clone(),
+                        problem: e.to_string(),
+                    }
+                })?)
+            };
+            installable.push(GraphEntry {
+                name: entry.name.clone(),
+                replaces: entry.replaces.clone(),
+                skips: entry.skips.clone(),
+                skip_range,
+            });
         }
+        let on_chain: HashSet<&str> = chain.into_iter().collect();
         let not_installable = channel
             .entries
             .iter()
-            .enumerate()
-            .filter(|(i, e)| !on_chain[*i] || skipped.contains(e.name.as_str()))
-            .map(|(i, e)| {
-                let why = if skipped.contains(e.name.as_str()) {
+            .filter(|e| !on_chain.contains(e.name.as_str()) || edges.is_skipped(&e.name))
+            .map(|e| {
+                let why = if edges.is_skipped(&e.name) {
                     "it is skipped by another entry"
-                } else if on_chain[i] {
-                    unreachable!()
                 } else {
                     "it is only reachable through skipped entries, not on the replaces chain from the head"
                 };

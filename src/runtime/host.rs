@@ -71,6 +71,8 @@ impl Controller {
 pub enum HostError {
     #[error("lost leadership; controllers aborted, exiting so that only the new leader acts")]
     LostLeadership,
+    #[error("leader election ended before this replica led")]
+    ElectionEnded,
     #[error("controller {0} stopped on its own")]
     ControllerExited(&'static str),
     #[error("controller {name} panicked outside a reconcile: {message}")]
@@ -98,27 +100,34 @@ pub async fn run(
     let mut stop_requested = std::pin::pin!(stop_requested);
 
     // Standing by: the every-replica controllers run; the rest wait for the Lease.
-    let became_leader = tokio::select! {
-        result = leading.wait_for(|leading| *leading) => result.is_ok(),
-        () = &mut stop_requested => false,
-        exited = running.next_exit() => return Err(exited),
+    let standby = tokio::select! {
+        biased;
+        () = &mut stop_requested => Ok(false),
+        result = leading.wait_for(|leading| *leading) => match result {
+            Ok(_) => Ok(true),
+            Err(_) => Err(HostError::ElectionEnded),
+        },
+        exited = running.next_exit() => if *stop.borrow() { Ok(false) } else { Err(exited) },
     };
-    let mut led = false;
-    if became_leader {
-        tracing::info!(
-            controllers = ?waiting.iter().map(|c| c.name).collect::<Vec<_>>(),
-            "leading: starting controllers"
-        );
-        for controller in waiting {
-            running.start(controller, &ctx, &stop);
+    let outcome = match standby {
+        Ok(true) => {
+            tracing::info!(
+                controllers = ?waiting.iter().map(|c| c.name).collect::<Vec<_>>(),
+                "leading: starting controllers"
+            );
+            for controller in waiting {
+                running.start(controller, &ctx, &stop);
+            }
+            tokio::select! {
+                biased;
+                () = &mut stop_requested => Ok(()),
+                _ = leading.wait_for(|leading| !*leading) => Err(HostError::LostLeadership),
+                // Controllers stop on the same signal: one that ends first is stopping.
+                exited = running.next_exit() => if *stop.borrow() { Ok(()) } else { Err(exited) },
+            }
         }
-        led = true;
-    }
-
-    let outcome = tokio::select! {
-        () = &mut stop_requested => Ok(()),
-        _ = leading.wait_for(|leading| !*leading), if led => Err(HostError::LostLeadership),
-        exited = running.next_exit() => Err(exited),
+        Ok(false) => Ok(()),
+        Err(error) => Err(error),
     };
     match outcome {
         Ok(()) => {

@@ -48,7 +48,7 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
     let (leading_tx, leading_rx) = watch::channel(false);
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
-        crate::signal::shutdown_requested().await;
+        crate::signal::shutdown_signal().await;
         tracing::info!("shutting down");
         stop_tx.send_replace(true);
     });

@@ -135,18 +135,21 @@ async fn grpc_catalog_follows_its_server_and_writes_nothing_at_steady_state() {
     assert_eq!(condition(&catsrc, "CatalogLoaded")["status"], "True");
     assert_eq!(condition(&catsrc, "Connected")["status"], "True");
 
-    // Steady state: rounds keep running (one a second) but nothing is written.
+    // Steady state: rounds keep running (one a second) but nothing is written. Waits for
+    // three more rounds to be counted, not for a fixed time.
     let version = catsrc["metadata"]["resourceVersion"].clone();
-    let rounds_before = olm
-        .metric(r#"olm_reconciles_total{controller="catalogsource"}"#)
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let rounds_after = olm
-        .metric(r#"olm_reconciles_total{controller="catalogsource"}"#)
-        .unwrap();
-    assert!(
-        rounds_after >= rounds_before + 3.0,
-        "checks keep running: {rounds_before} -> {rounds_after}"
+    let rounds = r#"olm_reconciles_total{controller="catalogsource"}"#;
+    let writes = r#"olm_status_writes_total{controller="catalogsource"}"#;
+    let rounds_before = olm.metric(rounds).unwrap();
+    let writes_before = olm.metric(writes).unwrap();
+    eventually("three more health-check rounds", WAIT, || async {
+        olm.metric(rounds).filter(|now| *now >= rounds_before + 3.0)
+    })
+    .await;
+    assert_eq!(
+        olm.metric(writes).unwrap(),
+        writes_before,
+        "no status write at steady state"
     );
     let catsrc = get_json(&ns.name, "catalogsource/operators");
     assert_eq!(
@@ -228,11 +231,10 @@ async fn registry_poll_reloads_content_and_only_a_change_is_an_update() {
     // Polls with unchanged content: loads happen, nothing is updated or written.
     let version = get_json(&ns.name, "catalogsource/polled")["metadata"]["resourceVersion"].clone();
     let loads_before = loads(&olm);
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert!(
-        loads(&olm) >= loads_before + 2.0,
-        "the poll re-reads the content"
-    );
+    eventually("two more polls", WAIT, || async {
+        Some(()).filter(|()| loads(&olm) >= loads_before + 2.0)
+    })
+    .await;
     assert_eq!(updates(&olm), 1.0, "same content is not an update");
     assert_eq!(
         get_json(&ns.name, "catalogsource/polled")["metadata"]["resourceVersion"],

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::catalog_sources::{catalog_source_yaml, wait_for_event, wait_for_state};
+use super::csv_lifecycle::{apply_crds, apply_csv, operator_group, wait_for_phase};
 use super::harness::{
     TestNamespace, client, eventually, install_crds, kubeconfig_path, kubectl, repo_root,
 };
@@ -59,6 +60,12 @@ async fn olm_run_works_with_only_the_rbac_in_deploy() {
     .ok();
     wait_for_state(&ns.name, "operators", "READY");
     wait_for_event(&ns.name, "operators", "CatalogLoaded").await;
+    // A CSV installs under the same RBAC (Deployments, ServiceAccounts, Roles with rules
+    // OLM itself does not hold: escalate/bind).
+    apply_crds("reverse-words", "0.3.0");
+    operator_group(&ns.name, "og", Some(&[&ns.name]));
+    apply_csv(&ns.name, "reverse-words", "0.3.0");
+    wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", None).await;
     let log = olm.process.log_text();
     assert!(
         !log.contains("forbidden"),
@@ -70,4 +77,82 @@ async fn olm_run_works_with_only_the_rbac_in_deploy() {
         &["delete", "lease", &lease, "-n", "olm", "--ignore-not-found"],
         None,
     );
+}
+
+/// `--watch-namespace` needs nothing cluster-wide to start and run the catalog cache: here
+/// `olm run` acts as a ServiceAccount that only has a Role in its own namespace.
+#[tokio::test]
+async fn a_namespaced_olm_run_starts_with_only_a_role_in_its_namespace() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "ns-only-rbac").await;
+    let rbac = format!(
+        r#"apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: olm-ns, namespace: {ns}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: olm-ns, namespace: {ns}}}
+rules:
+  - apiGroups: ["operators.coreos.com"]
+    resources: ["catalogsources"]
+    verbs: ["get", "list", "watch"]
+  - apiGroups: ["operators.coreos.com"]
+    resources: ["catalogsources/status"]
+    verbs: ["get", "patch", "update"]
+  - apiGroups: [""]
+    resources: ["configmaps"]
+    verbs: ["get", "list", "watch"]
+  - apiGroups: ["events.k8s.io"]
+    resources: ["events"]
+    verbs: ["create", "patch"]
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    verbs: ["get", "create", "update"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: olm-ns, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: olm-ns}}
+subjects: [{{kind: ServiceAccount, name: olm-ns, namespace: {ns}}}]
+"#,
+        ns = ns.name
+    );
+    kubectl(&["apply", "-f", "-"], Some(&rbac)).ok();
+    let kubeconfig = kubeconfig_as(
+        &format!("system:serviceaccount:{}:olm-ns", ns.name),
+        &ns.name,
+    );
+    let port = free_port();
+    let _server = olm_serve(&repo_root().join("catalog"), port);
+    let olm = OlmRun::start_with(&kubeconfig, &ns.name, &["--lease-namespace", &ns.name]);
+    eventually(
+        "leadership with a namespaced Role",
+        Duration::from_secs(30),
+        || async { (olm.metric("olm_leader") == Some(1.0)).then_some(()) },
+    )
+    .await;
+    kubectl(
+        &["apply", "-f", "-"],
+        Some(&catalog_source_yaml(
+            &ns.name,
+            "operators",
+            &format!("127.0.0.1:{port}"),
+            "",
+        )),
+    )
+    .ok();
+    wait_for_state(&ns.name, "operators", "READY");
+    wait_for_event(&ns.name, "operators", "CatalogLoaded").await;
+    let log = olm.process.log_text();
+    for resource in ["catalogsources", "configmaps", "leases", "events"] {
+        assert!(
+            !log.lines()
+                .any(|l| l.contains("forbidden") && l.contains(resource)),
+            "{resource} forbidden under a namespaced Role:\n{log}"
+        );
+    }
+    drop(olm);
+    let _ = std::fs::remove_file(kubeconfig);
 }

@@ -5,12 +5,16 @@
 mod common;
 mod harness;
 mod processes;
+mod proxy;
 
 mod catalog_sources;
 mod config_map_catalogs;
 mod control_plane;
 mod crds;
+mod csv_lifecycle;
 mod deploy;
 mod leader_election;
+mod operator_groups;
 mod real_csvs;
+mod runtime_hardening;
 mod subscriptions;

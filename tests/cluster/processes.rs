@@ -163,12 +163,22 @@ impl OlmRun {
         Self::start_with(&kubeconfig_path(), namespace, extra)
     }
 
+    /// As [`OlmRun::start`], with more environment variables.
+    pub fn start_env(namespace: &str, extra: &[&str], env: &[(&str, &str)]) -> OlmRun {
+        Self::launch(&kubeconfig_path(), namespace, extra, env)
+    }
+
     /// As [`OlmRun::start`], with another kubeconfig (another identity).
     pub fn start_with(kubeconfig: &Path, namespace: &str, extra: &[&str]) -> OlmRun {
+        Self::launch(kubeconfig, namespace, extra, &[])
+    }
+
+    fn launch(kubeconfig: &Path, namespace: &str, extra: &[&str], env: &[(&str, &str)]) -> OlmRun {
         let admin_port = free_port();
         let mut process = Process::spawn(
             "olm-run",
             Command::new(olm_bin())
+                .envs(env.iter().copied())
                 .env("KUBECONFIG", kubeconfig)
                 .env("RUST_LOG", "info,olm=debug")
                 .args([

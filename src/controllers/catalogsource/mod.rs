@@ -37,6 +37,25 @@ use crate::runtime::host::Shutdown;
 use status::{Observation, announcements, desired_status, owned_fields, panicked_status};
 
 pub const CONTROLLER: &str = "catalogsource";
+
+/// Lets the cluster tests prove that a panic in a reconcile is contained: debug builds only,
+/// and only with `OLM_FAULT_INJECTION=1` in the process environment.
+mod fault_injection {
+    use kube::ResourceExt;
+
+    use crate::api::CatalogSource;
+
+    pub const ANNOTATION: &str = "olm.rs/fault-injection";
+
+    pub fn maybe_panic(source: &CatalogSource) {
+        if cfg!(debug_assertions)
+            && std::env::var_os("OLM_FAULT_INJECTION").is_some_and(|v| v == "1")
+            && source.annotations().get(ANNOTATION).map(String::as_str) == Some("panic")
+        {
+            panic!("fault injected by the {ANNOTATION} annotation");
+        }
+    }
+}
 /// Server-side apply field manager of this controller's status writes.
 pub const FIELD_MANAGER: &str = "olm-catalogsource";
 
@@ -209,6 +228,7 @@ async fn sync(
     ctx: &CatalogSourceContext,
 ) -> Result<Action, Error> {
     let now = now();
+    fault_injection::maybe_panic(source);
     let round = match source.spec.source_type {
         SourceType::Grpc => load::sync_grpc(source, source_ref, ctx).await,
         SourceType::Configmap | SourceType::Internal => {

@@ -1,16 +1,17 @@
 //! The pure half of the InstallPlan controller: a plan's bundles (their manifests as the
 //! catalog serves them) → upstream's steps, in upstream's order (CSVs, then CRDs, then the
-//! rest), with the RBAC a CSV asks for and the Subscriptions generated for dependencies;
-//! which kinds a plan may create; and the CRD upgrade safety checks.
+//! rest), with the Subscriptions generated for dependencies; which kinds a plan may create;
+//! and the CRD upgrade safety checks.
+//!
+//! Unlike upstream, the RBAC of a CSV's `permissions` and `clusterPermissions` is not a step
+//! here: the CSV controller creates it, scoped by the OperatorGroup's install mode
+//! (`controllers::csv::rbac`), so it exists once.
 
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use crate::api::{
-    ClusterServiceVersion, PlannedBundle, Step, StepResource, StepStatus,
-    StrategyDeploymentPermissions,
-};
+use crate::api::{ClusterServiceVersion, PlannedBundle, Step, StepResource, StepStatus};
 use crate::controllers::subscription::decide::ANNOTATION_PROPERTIES;
 
 /// Annotation upstream puts on Subscriptions it generates for dependencies.
@@ -111,11 +112,9 @@ pub fn build_steps(namespace: &str, bundles: &[BundleManifests]) -> Result<Vec<S
             })
         };
         let mut csv_object = None;
-        let mut shipped: BTreeSet<(String, String)> = BTreeSet::new();
         for object in &b.objects {
             let kind = object["kind"].as_str().unwrap_or_default();
             let name = object["metadata"]["name"].as_str().unwrap_or_default();
-            shipped.insert((kind.to_string(), name.to_string()));
             match kind {
                 KIND_CSV => {
                     if csv_object.is_some() {
@@ -147,21 +146,9 @@ pub fn build_steps(namespace: &str, bundles: &[BundleManifests]) -> Result<Vec<S
         };
         let mut csv_object = prepare_csv(csv_object, b);
         csv_object["metadata"]["namespace"] = json!(namespace);
-        let csv: ClusterServiceVersion = serde_json::from_value(csv_object.clone())
+        serde_json::from_value::<ClusterServiceVersion>(csv_object.clone())
             .map_err(|e| invalid(format!("the ClusterServiceVersion does not parse: {e}")))?;
         csvs.push(step(csv_object)?);
-        for object in rbac_objects(&csv) {
-            let key = (
-                object["kind"].as_str().unwrap_or_default().to_string(),
-                object["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            );
-            if !shipped.contains(&key) {
-                rest.push(step(object)?);
-            }
-        }
         if let Some(name) = &b.bundle.generated_subscription {
             rest.push(step(generated_subscription(name, &b.bundle))?);
         }
@@ -250,111 +237,6 @@ fn generated_subscription(name: &str, b: &PlannedBundle) -> Value {
             "installPlanApproval": "Automatic",
         }
     })
-}
-
-/// 64-bit FNV-1a, printed in base 36: stable across runs and builds (std's hasher is not).
-pub fn stable_hash(text: &str) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    let digits = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut out = Vec::new();
-    while hash > 0 {
-        out.push(digits[(hash % 36) as usize]);
-        hash /= 36;
-    }
-    out.reverse();
-    String::from_utf8(out).unwrap_or_default()
-}
-
-/// `<prefix>-<hash>`, the prefix shortened so that the name fits in 63 characters.
-fn hashed_name(prefix: &str, hash: &str) -> String {
-    let room = 63usize.saturating_sub(hash.len() + 1);
-    let mut prefix = prefix.to_string();
-    if prefix.len() > room {
-        let mut end = room;
-        while !prefix.is_char_boundary(end) {
-            end -= 1;
-        }
-        prefix.truncate(end);
-    }
-    format!("{}-{hash}", prefix.trim_end_matches(['-', '.']))
-}
-
-/// The ServiceAccounts, Roles, RoleBindings, ClusterRoles and ClusterRoleBindings that the
-/// CSV's `permissions` and `clusterPermissions` ask for (upstream's naming: the CSV, the
-/// account and a hash of the rules), labelled with their owner CSV.
-pub fn rbac_objects(csv: &ClusterServiceVersion) -> Vec<Value> {
-    let csv_name = csv.metadata.name.clone().unwrap_or_default();
-    let namespace = csv.metadata.namespace.clone().unwrap_or_default();
-    let Some(spec) = csv.spec.install.spec.as_ref() else {
-        return Vec::new();
-    };
-    let labels = |hash: &str| {
-        json!({
-            "olm.owner": csv_name,
-            "olm.owner.namespace": namespace,
-            "olm.owner.kind": KIND_CSV,
-            "olm.permissions.hash": hash,
-        })
-    };
-    let mut out = Vec::new();
-    let mut accounts: BTreeSet<&str> = BTreeSet::new();
-    let all: Vec<&StrategyDeploymentPermissions> = spec
-        .permissions
-        .iter()
-        .chain(spec.cluster_permissions.iter())
-        .collect();
-    for p in &all {
-        if p.service_account_name != "default" && accounts.insert(&p.service_account_name) {
-            out.push(json!({
-                "apiVersion": "v1",
-                "kind": "ServiceAccount",
-                "metadata": { "name": p.service_account_name },
-            }));
-        }
-    }
-    let subject =
-        |sa: &str| json!([{ "kind": "ServiceAccount", "name": sa, "namespace": namespace }]);
-    for p in &spec.permissions {
-        let rules = serde_json::to_value(&p.rules).unwrap_or_default();
-        let hash = stable_hash(&rules.to_string());
-        let name = hashed_name(&format!("{csv_name}-{}", p.service_account_name), &hash);
-        out.push(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": { "name": name, "labels": labels(&hash) },
-            "rules": rules,
-        }));
-        out.push(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": { "name": name, "labels": labels(&hash) },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
-            "subjects": subject(&p.service_account_name),
-        }));
-    }
-    for p in &spec.cluster_permissions {
-        let rules = serde_json::to_value(&p.rules).unwrap_or_default();
-        let hash = stable_hash(&format!("{namespace}/{}/{rules}", p.service_account_name));
-        let name = hashed_name(&csv_name, &hash);
-        out.push(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": { "name": name, "labels": labels(&hash) },
-            "rules": rules,
-        }));
-        out.push(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": { "name": name, "labels": labels(&hash) },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name },
-            "subjects": subject(&p.service_account_name),
-        }));
-    }
-    out
 }
 
 /// CRD upgrade safety, part one: every version the API server has stored objects in must

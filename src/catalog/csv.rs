@@ -1,0 +1,220 @@
+//! The ClusterServiceVersion of a file-based catalog bundle (among its `olm.bundle.object`
+//! properties), and what a package shows from a CSV: its icon and description.
+
+use base64::Engine;
+use serde_json::{Map, Value};
+
+use super::fbc::{Bundle, Icon, PROP_BUNDLE_OBJECT};
+use super::go_json;
+
+/// The manifest an `olm.bundle.object` value carries: its `data` is base64 (as Go decodes
+/// `[]byte`, surrounding white space tolerated) of a JSON or YAML object.
+pub fn decode_bundle_object(value: &Value) -> Result<Value, String> {
+    let data = value
+        .get("data")
+        .and_then(Value::as_str)
+        .ok_or("olm.bundle.object without data")?;
+    let bytes =
+        go_json::decode_bytes(data.trim()).map_err(|e| format!("olm.bundle.object data: {e}"))?;
+    match serde_json::from_slice(&bytes) {
+        Ok(v) => Ok(v),
+        Err(_) => {
+            serde_yaml::from_slice(&bytes).map_err(|e| format!("olm.bundle.object data: {e}"))
+        }
+    }
+}
+
+/// Whether a manifest is a ClusterServiceVersion.
+pub fn is_csv(object: &Value) -> bool {
+    object.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion")
+}
+
+/// The first ClusterServiceVersion among a bundle's `olm.bundle.object`s (objects that do
+/// not decode are passed over).
+pub fn bundle_csv(bundle: &Bundle) -> Option<Value> {
+    bundle
+        .properties_of(PROP_BUNDLE_OBJECT)
+        .filter_map(|v| decode_bundle_object(v).ok())
+        .find(is_csv)
+}
+
+/// A package's icon and description from its head CSV, as upstream's conversion of a
+/// registry database to a file-based catalog takes them (`populatePackageIcons`): the
+/// first icon, when its data decodes as base64 (stray spaces tolerated) to something,
+/// re-encoded; the description as it is.
+pub fn package_display(csv: &Value) -> (Option<Icon>, String) {
+    let spec = &csv["spec"];
+    let icon = spec["icon"]
+        .as_array()
+        .and_then(|icons| icons.first())
+        .and_then(|icon| {
+            let data = icon["base64data"].as_str()?;
+            let engine = base64::engine::general_purpose::STANDARD;
+            let bytes = engine
+                .decode(data.trim())
+                .or_else(|_| engine.decode(data.replace(' ', "").trim()))
+                .ok()
+                .filter(|b| !b.is_empty())?;
+            Some(Icon {
+                base64data: engine.encode(bytes),
+                mediatype: icon["mediatype"].as_str().unwrap_or_default().to_string(),
+            })
+        });
+    let description = spec["description"].as_str().unwrap_or_default().to_string();
+    (icon, description)
+}
+
+/// The first of a CSV's `spec.icon` entries as opm's `ClusterServiceVersion.GetIcons`
+/// decodes them (Go's `[]registry.Icon`, data as `[]byte`): any malformed entry means no
+/// icons at all, and an entry without data is still an icon.
+pub fn first_icon_as_opm(spec: &Map<String, Value>) -> Option<Icon> {
+    let icons = match spec.get("icon")? {
+        Value::Array(a) => a,
+        _ => return None,
+    };
+    let no_fields = Map::new();
+    let mut decoded = Vec::with_capacity(icons.len());
+    for icon in icons {
+        let fields = match icon {
+            Value::Null => &no_fields,
+            Value::Object(o) => o,
+            _ => return None,
+        };
+        let mediatype = match go_json::get(fields, "mediatype") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return None,
+        };
+        let data = match go_json::get(fields, "base64data") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => go_json::decode_bytes(s).ok()?,
+            Some(_) => return None,
+        };
+        decoded.push(Icon {
+            base64data: base64::engine::general_purpose::STANDARD.encode(data),
+            mediatype,
+        });
+    }
+    decoded.into_iter().next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::fbc::{PROP_PACKAGE, Property};
+    use serde_json::json;
+
+    fn object(text: &str) -> Property {
+        let data = base64::engine::general_purpose::STANDARD.encode(text);
+        Property::new(PROP_BUNDLE_OBJECT, json!({ "data": data }))
+    }
+
+    #[test]
+    fn bundle_objects_are_base64_of_json_or_yaml() {
+        let json = object(r#"{"kind":"ClusterServiceVersion"}"#);
+        assert_eq!(
+            decode_bundle_object(&json.value).unwrap(),
+            json!({"kind": "ClusterServiceVersion"})
+        );
+        let yaml = object("kind: CustomResourceDefinition\n");
+        assert_eq!(
+            decode_bundle_object(&yaml.value).unwrap(),
+            json!({"kind": "CustomResourceDefinition"})
+        );
+        // Go ignores newlines in base64; surrounding white space is tolerated too.
+        let wrapped = json!({ "data": " eyJr\naW5kIjoiQ1NWIn0=\n" });
+        assert_eq!(
+            decode_bundle_object(&wrapped).unwrap(),
+            json!({"kind": "CSV"})
+        );
+        assert_eq!(
+            decode_bundle_object(&json!({})).unwrap_err(),
+            "olm.bundle.object without data"
+        );
+        assert!(
+            decode_bundle_object(&json!({"data": "!!"}))
+                .unwrap_err()
+                .starts_with("olm.bundle.object data: ")
+        );
+    }
+
+    #[test]
+    fn the_csv_of_a_bundle_is_its_first_csv_object() {
+        let mut bundle = Bundle {
+            properties: vec![
+                Property::new(
+                    PROP_PACKAGE,
+                    json!({"packageName": "p", "version": "1.0.0"}),
+                ),
+                Property::new(PROP_BUNDLE_OBJECT, json!({"data": "not base64"})),
+                object("kind: CustomResourceDefinition\n"),
+                object(r#"{"kind":"ClusterServiceVersion","metadata":{"name":"first"}}"#),
+                object(r#"{"kind":"ClusterServiceVersion","metadata":{"name":"second"}}"#),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(bundle_csv(&bundle).unwrap()["metadata"]["name"], "first");
+        bundle.properties.truncate(3);
+        assert_eq!(bundle_csv(&bundle), None);
+    }
+
+    #[test]
+    fn package_display_takes_the_first_decodable_icon_and_the_description() {
+        let csv = json!({"spec": {
+            "description": "Does things.",
+            "icon": [{"base64data": " aGVs bG8= ", "mediatype": "image/png"}, {"base64data": "x"}],
+        }});
+        let (icon, description) = package_display(&csv);
+        assert_eq!(
+            icon,
+            Some(Icon {
+                base64data: "aGVsbG8=".into(),
+                mediatype: "image/png".into()
+            })
+        );
+        assert_eq!(description, "Does things.");
+        for icons in [
+            json!([{"base64data": ""}]),
+            json!([{"base64data": "!"}]),
+            json!([]),
+        ] {
+            let (icon, _) = package_display(&json!({"spec": {"icon": icons}}));
+            assert_eq!(icon, None, "{icons}");
+        }
+        assert_eq!(package_display(&json!({})), (None, String::new()));
+    }
+
+    #[test]
+    fn first_icon_as_opm_decodes_every_entry_as_go_does() {
+        let spec = |icons: Value| json!({ "icon": icons }).as_object().unwrap().clone();
+        let icon = |data: &str, mediatype: &str| {
+            Some(Icon {
+                base64data: data.into(),
+                mediatype: mediatype.into(),
+            })
+        };
+        assert_eq!(
+            first_icon_as_opm(&spec(json!([
+                {"Base64Data": "aGVs\nbG8=", "MediaType": "image/png"},
+                {"base64data": "", "mediatype": "x"}
+            ]))),
+            icon("aGVsbG8=", "image/png")
+        );
+        assert_eq!(first_icon_as_opm(&spec(json!([null]))), icon("", ""));
+        assert_eq!(
+            first_icon_as_opm(&spec(json!([{"base64data": ""}]))),
+            icon("", "")
+        );
+        // One malformed entry anywhere: no icons at all.
+        for icons in [
+            json!([{"base64data": "aGk="}, {"base64data": "!"}]),
+            json!([{"base64data": "aGk="}, {"mediatype": 1}]),
+            json!([{"base64data": "aGk="}, "x"]),
+            json!({"base64data": "aGk="}),
+            json!([]),
+        ] {
+            assert_eq!(first_icon_as_opm(&spec(icons.clone())), None, "{icons}");
+        }
+        assert_eq!(first_icon_as_opm(&Map::new()), None);
+    }
+}

@@ -1,0 +1,131 @@
+//! Copied CSVs, built (pure): where they go and what they hold. A copy tells users of a
+//! target namespace which operator manages it; it is made cheap (upstream #2701: copies took
+//! clusters down): no `spec.install` and no icon, only the phase/reason/message of the status,
+//! and an `olm.copiedHash` annotation so a copy is written only when its source changes.
+
+use serde_json::{Value, json};
+
+use super::phase::COPIED;
+use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion, NamedInstallStrategy};
+use crate::controllers::ownership::hash_json;
+
+pub const COPIED_HASH_ANNOTATION: &str = "olm.copiedHash";
+
+/// The namespaces that get a copy: every target but the operator's own; for an
+/// AllNamespaces group every namespace, unless copies are disabled for those.
+pub fn copy_namespaces(
+    targets: &[String],
+    operator_namespace: &str,
+    all_namespaces: &[String],
+    disabled_for_all_namespaces: bool,
+) -> Vec<String> {
+    let all = targets.len() == 1 && targets[0].is_empty();
+    let mut out: Vec<String> = if all {
+        if disabled_for_all_namespaces {
+            vec![]
+        } else {
+            all_namespaces.to_vec()
+        }
+    } else {
+        targets.to_vec()
+    };
+    out.retain(|ns| !ns.is_empty() && ns != operator_namespace);
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The copy of `source` for `namespace`: the object to apply, its status, and the hash
+/// its annotation carries.
+pub fn build(source: &ClusterServiceVersion, namespace: &str) -> (Value, Value, String) {
+    let operator_namespace = source.metadata.namespace.clone().unwrap_or_default();
+    let mut spec = source.spec.clone();
+    spec.install = NamedInstallStrategy {
+        strategy: spec.install.strategy.clone(),
+        spec: None,
+    };
+    spec.icon.clear();
+    let mut labels = source.metadata.labels.clone().unwrap_or_default();
+    labels.insert(COPIED_FROM_LABEL.into(), operator_namespace.clone());
+    let mut annotations = source.metadata.annotations.clone().unwrap_or_default();
+    annotations.remove(COPIED_HASH_ANNOTATION);
+    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    let status = source.status.clone().unwrap_or_default();
+    let copied_status = json!({
+        "phase": status.phase,
+        "reason": COPIED,
+        "message": format!("The operator is running in {operator_namespace} but is managing this namespace"),
+        "lastUpdateTime": status.last_update_time,
+        "lastTransitionTime": status.last_transition_time,
+    });
+    let hash = hash_json(&(&spec, &labels, &annotations, &copied_status));
+    annotations.insert(COPIED_HASH_ANNOTATION.into(), hash.clone());
+    let object = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {
+            "name": source.metadata.name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": spec,
+    });
+    (object, copied_status, hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ClusterServiceVersionStatus, CsvPhase, Icon, StrategyDetailsDeployment};
+
+    #[test]
+    fn copies_go_to_every_target_but_the_own_namespace() {
+        let all = vec!["a".to_string(), "b".into(), "op".into()];
+        assert_eq!(
+            copy_namespaces(&["op".into()], "op", &all, false),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            copy_namespaces(&["a".into(), "op".into()], "op", &all, false),
+            ["a"]
+        );
+        assert_eq!(
+            copy_namespaces(&[String::new()], "op", &all, false),
+            ["a", "b"]
+        );
+        assert!(copy_namespaces(&[String::new()], "op", &all, true).is_empty());
+        // Disabling concerns AllNamespaces operators only.
+        assert_eq!(
+            copy_namespaces(&["a".into(), "b".into()], "op", &all, true),
+            ["a", "b"]
+        );
+    }
+
+    #[test]
+    fn a_copy_drops_install_and_icon_and_mirrors_the_phase() {
+        let mut source = ClusterServiceVersion::new("op.v1", Default::default());
+        source.metadata.namespace = Some("op".into());
+        source.spec.install.strategy = "deployment".into();
+        source.spec.install.spec = Some(StrategyDetailsDeployment::default());
+        source.spec.icon = vec![Icon::default()];
+        source.status = Some(ClusterServiceVersionStatus {
+            phase: Some(CsvPhase::Succeeded),
+            ..Default::default()
+        });
+        let (object, status, hash) = build(&source, "a");
+        assert!(object["spec"]["install"]["spec"].is_null());
+        assert!(object["spec"]["icon"].is_null());
+        assert_eq!(object["metadata"]["labels"]["olm.copiedFrom"], "op");
+        assert_eq!(
+            object["metadata"]["annotations"][COPIED_HASH_ANNOTATION],
+            hash.as_str()
+        );
+        assert_eq!(status["phase"], "Succeeded");
+        assert_eq!(status["reason"], "Copied");
+        // The hash moves with the source's phase, not with the target namespace.
+        assert_eq!(build(&source, "b").2, hash);
+        source.status.as_mut().unwrap().phase = Some(CsvPhase::Failed);
+        assert_ne!(build(&source, "a").2, hash);
+    }
+}

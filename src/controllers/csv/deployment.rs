@@ -1,0 +1,447 @@
+//! The Deployments of a CSV's install strategy, built (pure) from the strategy, the CSV, its
+//! OperatorGroup and a Subscription's `config`; and their health.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use serde_json::{Map, Value, json};
+
+use super::phase::Health;
+use crate::api::{StrategyDeploymentSpec, SubscriptionConfig};
+use crate::controllers::ownership::{
+    DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL, hash_json, owner_labels,
+};
+
+/// What every Deployment of one CSV shares.
+#[derive(Clone, Debug, Default)]
+pub struct Owner {
+    pub csv: String,
+    pub namespace: String,
+    pub uid: String,
+    /// Merged into every pod template: the CSV's annotations and the group's.
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Owner {
+    /// The owner reference every namespaced object OLM creates for the CSV carries.
+    pub fn reference(&self) -> Value {
+        json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion",
+            "name": self.csv,
+            "uid": self.uid,
+            "controller": false,
+            "blockOwnerDeletion": false,
+        })
+    }
+
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        owner_labels("ClusterServiceVersion", &self.csv, &self.namespace)
+    }
+}
+
+/// The apps/v1 Deployment to apply for `strategy`, or why its spec is unusable.
+pub fn build(
+    strategy: &StrategyDeploymentSpec,
+    owner: &Owner,
+    config: Option<&SubscriptionConfig>,
+) -> Result<Value, String> {
+    let mut spec = strategy.spec.clone();
+    // Catch what is not a DeploymentSpec at all; finer checks are the API server's.
+    serde_json::from_value::<DeploymentSpec>(spec.clone())
+        .map_err(|e| format!("deployment {}: spec: {e}", strategy.name))?;
+    let spec_map = spec
+        .as_object_mut()
+        .ok_or_else(|| format!("deployment {}: spec is not an object", strategy.name))?;
+    spec_map.insert("revisionHistoryLimit".into(), json!(1));
+    let template = object(spec_map, "template");
+    let template_meta = object(template, "metadata");
+    let annotations = object(template_meta, "annotations");
+    for (key, value) in &owner.annotations {
+        annotations.insert(key.clone(), json!(value));
+    }
+    if let Some(extra) = config.and_then(|c| c.annotations.as_ref()) {
+        for (key, value) in extra {
+            annotations.insert(key.clone(), json!(value));
+        }
+    }
+    let pod = object(template, "spec");
+    for containers in ["containers", "initContainers"] {
+        let Some(Value::Array(list)) = pod.get_mut(containers) else {
+            continue;
+        };
+        for container in list.iter_mut().filter_map(Value::as_object_mut) {
+            let mut env = vec![json!({"name": "OPERATOR_CONDITION_NAME", "value": owner.csv})];
+            if containers == "containers"
+                && let Some(config) = config
+            {
+                env.extend(config.env.iter().flatten().cloned());
+                append_unique(container, "envFrom", config.env_from.iter().flatten());
+                merge_by_name(
+                    container,
+                    "volumeMounts",
+                    config.volume_mounts.iter().flatten(),
+                );
+                if let Some(resources) = &config.resources {
+                    container.insert("resources".into(), resources.clone());
+                }
+            }
+            merge_by_name(container, "env", env.iter());
+        }
+    }
+    if let Some(config) = config {
+        merge_by_name(pod, "volumes", config.volumes.iter().flatten());
+        append_unique(pod, "tolerations", config.tolerations.iter().flatten());
+        if let Some(selector) = &config.node_selector {
+            pod.insert("nodeSelector".into(), json!(selector));
+        }
+        if let Some(affinity) = &config.affinity {
+            pod.insert("affinity".into(), affinity.clone());
+        }
+    }
+
+    let mut labels = strategy.label.clone();
+    labels.extend(owner.labels());
+    let hash = hash_json(&(&spec, &labels));
+    labels.insert(DEPLOYMENT_SPEC_HASH_LABEL.into(), hash);
+    let mut metadata = json!({
+        "name": strategy.name,
+        "namespace": owner.namespace,
+        "labels": labels,
+        "ownerReferences": [owner.reference()],
+    });
+    if let Some(extra) = config.and_then(|c| c.annotations.as_ref()) {
+        metadata["annotations"] = json!(extra);
+    }
+    Ok(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": spec,
+    }))
+}
+
+/// The hash label of a built Deployment.
+pub fn spec_hash(built: &Value) -> Option<&str> {
+    built["metadata"]["labels"][DEPLOYMENT_SPEC_HASH_LABEL].as_str()
+}
+
+fn object<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let slot = map.entry(key).or_insert_with(|| json!({}));
+    if !slot.is_object() {
+        *slot = json!({});
+    }
+    slot.as_object_mut().expect("just made an object")
+}
+
+/// Items with a `name` replace same-named ones in `map[key]`, others are appended.
+fn merge_by_name<'a>(
+    map: &mut Map<String, Value>,
+    key: &str,
+    items: impl Iterator<Item = &'a Value>,
+) {
+    let mut items = items.peekable();
+    if items.peek().is_none() {
+        return;
+    }
+    let slot = map.entry(key).or_insert_with(|| json!([]));
+    if !slot.is_array() {
+        *slot = json!([]);
+    }
+    let list = slot.as_array_mut().expect("just made an array");
+    for item in items {
+        match list.iter_mut().find(|existing| {
+            existing.get("name").is_some() && existing.get("name") == item.get("name")
+        }) {
+            Some(existing) => *existing = item.clone(),
+            None => list.push(item.clone()),
+        }
+    }
+}
+
+/// Items not already present (by value) are appended to `map[key]`.
+fn append_unique<'a>(
+    map: &mut Map<String, Value>,
+    key: &str,
+    items: impl Iterator<Item = &'a Value>,
+) {
+    let mut items = items.peekable();
+    if items.peek().is_none() {
+        return;
+    }
+    let slot = map.entry(key).or_insert_with(|| json!([]));
+    if !slot.is_array() {
+        *slot = json!([]);
+    }
+    let list = slot.as_array_mut().expect("just made an array");
+    for item in items {
+        if !list.contains(item) {
+            list.push(item.clone());
+        }
+    }
+}
+
+/// Whether the Deployment applied for `csv` with `hash` is ready: our latest spec is on it
+/// (hash and owner labels), `observedGeneration ≥ generation`, `updatedReplicas == replicas`,
+/// and `Available=True`. ProgressDeadlineExceeded will not heal by waiting.
+pub fn health(name: &str, found: Option<&Deployment>, csv: &str, hash: Option<&str>) -> Health {
+    let Some(deployment) = found else {
+        return Health::NotReady(format!("deployment {name} not found"));
+    };
+    let labels = deployment.metadata.labels.clone().unwrap_or_default();
+    if labels.get(OWNER_LABEL).map(String::as_str) != Some(csv)
+        || hash
+            .is_some_and(|h| labels.get(DEPLOYMENT_SPEC_HASH_LABEL).map(String::as_str) != Some(h))
+    {
+        return Health::NotReady(format!("deployment {name} not yet updated"));
+    }
+    let status = deployment.status.clone().unwrap_or_default();
+    let conditions = status.conditions.unwrap_or_default();
+    if let Some(c) = conditions.iter().find(|c| {
+        c.type_.as_deref() == Some("Progressing")
+            && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+    }) {
+        return Health::Failed(format!(
+            "deployment {name} exceeded its progress deadline: {}",
+            c.message.clone().unwrap_or_default()
+        ));
+    }
+    let generation = deployment.metadata.generation.unwrap_or(0);
+    if status.observed_generation.unwrap_or(0) < generation {
+        return Health::NotReady(format!(
+            "waiting for deployment {name} spec update to be observed"
+        ));
+    }
+    let replicas = deployment.spec.replicas.unwrap_or(1);
+    let updated = status.updated_replicas.unwrap_or(0);
+    if updated < replicas {
+        return Health::NotReady(format!(
+            "waiting for deployment {name} rollout to finish: {updated} of {replicas} updated replicas are available"
+        ));
+    }
+    let available = conditions
+        .iter()
+        .any(|c| c.type_.as_deref() == Some("Available") && c.status.as_deref() == Some("True"));
+    if !available {
+        return Health::NotReady(format!(
+            "deployment {name} not available: {} of {replicas} replicas available",
+            status.available_replicas.unwrap_or(0)
+        ));
+    }
+    Health::Ready
+}
+
+/// All Deployments together: the first that is not ready decides.
+pub fn combined(healths: impl IntoIterator<Item = Health>) -> Health {
+    let mut result = Health::Ready;
+    for health in healths {
+        match health {
+            Health::Ready => {}
+            Health::Failed(_) => return health,
+            Health::NotReady(_) if result == Health::Ready => result = health,
+            Health::NotReady(_) => {}
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn strategy() -> StrategyDeploymentSpec {
+        StrategyDeploymentSpec {
+            name: "op".into(),
+            label: BTreeMap::from([("control-plane".into(), "op".into())]),
+            spec: json!({
+                "replicas": 1,
+                "selector": {"matchLabels": {"control-plane": "op"}},
+                "template": {
+                    "metadata": {"labels": {"control-plane": "op"}},
+                    "spec": {
+                        "containers": [{
+                            "name": "manager",
+                            "image": "op:v1",
+                            "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                            "volumeMounts": [{"name": "certs", "mountPath": "/old"}],
+                            "resources": {"limits": {"cpu": "1"}}
+                        }],
+                        "tolerations": [{"key": "k", "operator": "Exists"}],
+                        "nodeSelector": {"old": "x"}
+                    }
+                }
+            }),
+        }
+    }
+
+    fn owner() -> Owner {
+        Owner {
+            csv: "op.v1".into(),
+            namespace: "ns".into(),
+            uid: "uid-1".into(),
+            annotations: BTreeMap::from([("olm.targetNamespaces".into(), "ns".into())]),
+        }
+    }
+
+    #[test]
+    fn deployment_carries_labels_owner_annotations_env_and_history_limit() {
+        let built = build(&strategy(), &owner(), None).unwrap();
+        let labels = &built["metadata"]["labels"];
+        assert_eq!(labels["control-plane"], "op");
+        assert_eq!(labels["olm.managed"], "true");
+        assert_eq!(labels["olm.owner"], "op.v1");
+        assert_eq!(labels["olm.owner.namespace"], "ns");
+        assert_eq!(labels["olm.owner.kind"], "ClusterServiceVersion");
+        assert!(spec_hash(&built).is_some());
+        assert_eq!(built["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+        assert_eq!(built["spec"]["revisionHistoryLimit"], 1);
+        assert_eq!(
+            built["spec"]["template"]["metadata"]["annotations"]["olm.targetNamespaces"],
+            "ns"
+        );
+        let env = built["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap();
+        assert!(env.contains(&json!({"name": "OPERATOR_CONDITION_NAME", "value": "op.v1"})));
+        // Same input, same hash (a restart re-applies nothing).
+        assert_eq!(
+            spec_hash(&built),
+            spec_hash(&build(&strategy(), &owner(), None).unwrap())
+        );
+    }
+
+    #[test]
+    fn subscription_config_merges_and_replaces_as_upstream() {
+        let config = SubscriptionConfig {
+            env: Some(vec![
+                json!({"name": "B", "value": "override"}),
+                json!({"name": "C", "value": "3"}),
+            ]),
+            env_from: Some(vec![json!({"configMapRef": {"name": "cm"}})]),
+            volumes: Some(vec![
+                json!({"name": "certs", "secret": {"secretName": "s"}}),
+            ]),
+            volume_mounts: Some(vec![json!({"name": "certs", "mountPath": "/new"})]),
+            tolerations: Some(vec![json!({"key": "gpu", "operator": "Exists"})]),
+            resources: Some(json!({"requests": {"memory": "1Gi"}})),
+            node_selector: Some(BTreeMap::from([("disk".into(), "ssd".into())])),
+            affinity: Some(json!({"nodeAffinity": {}})),
+            ..SubscriptionConfig::default()
+        };
+        let built = build(&strategy(), &owner(), Some(&config)).unwrap();
+        let pod = &built["spec"]["template"]["spec"];
+        let container = &pod["containers"][0];
+        let env: Vec<(&str, &str)> = container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["name"].as_str().unwrap(), e["value"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            env,
+            [
+                ("A", "1"),
+                ("B", "override"),
+                ("OPERATOR_CONDITION_NAME", "op.v1"),
+                ("C", "3")
+            ]
+        );
+        assert_eq!(container["envFrom"][0]["configMapRef"]["name"], "cm");
+        assert_eq!(
+            container["volumeMounts"],
+            json!([{"name": "certs", "mountPath": "/new"}])
+        );
+        assert_eq!(
+            container["resources"],
+            json!({"requests": {"memory": "1Gi"}})
+        );
+        assert_eq!(pod["volumes"][0]["secret"]["secretName"], "s");
+        assert_eq!(pod["tolerations"].as_array().unwrap().len(), 2);
+        assert_eq!(pod["nodeSelector"], json!({"disk": "ssd"}));
+        assert_eq!(pod["affinity"], json!({"nodeAffinity": {}}));
+        assert_ne!(
+            spec_hash(&built),
+            spec_hash(&build(&strategy(), &owner(), None).unwrap())
+        );
+    }
+
+    #[test]
+    fn a_spec_that_is_no_deployment_spec_is_refused() {
+        let mut bad = strategy();
+        bad.spec = json!({"replicas": "many"});
+        assert!(
+            build(&bad, &owner(), None)
+                .unwrap_err()
+                .contains("deployment op")
+        );
+    }
+
+    fn deployment(generation: i64, observed: i64, updated: i32, available: bool) -> Deployment {
+        Deployment {
+            metadata: ObjectMeta {
+                generation: Some(generation),
+                labels: Some(BTreeMap::from([
+                    ("olm.owner".into(), "op.v1".into()),
+                    (DEPLOYMENT_SPEC_HASH_LABEL.into(), "h".into()),
+                ])),
+                ..ObjectMeta::default()
+            },
+            spec: DeploymentSpec {
+                replicas: Some(1),
+                ..DeploymentSpec::default()
+            },
+            status: Some(DeploymentStatus {
+                observed_generation: Some(observed),
+                updated_replicas: Some(updated),
+                conditions: Some(vec![DeploymentCondition {
+                    type_: Some("Available".into()),
+                    status: Some(if available { "True" } else { "False" }.into()),
+                    ..DeploymentCondition::default()
+                }]),
+                ..DeploymentStatus::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn health_needs_observed_generation_updated_replicas_and_available() {
+        let h = |d: Deployment| health("op", Some(&d), "op.v1", Some("h"));
+        assert_eq!(h(deployment(2, 2, 1, true)), Health::Ready);
+        assert!(matches!(h(deployment(3, 2, 1, true)), Health::NotReady(_)));
+        assert!(matches!(h(deployment(2, 2, 0, true)), Health::NotReady(_)));
+        assert!(matches!(h(deployment(2, 2, 1, false)), Health::NotReady(_)));
+        assert!(
+            matches!(health("op", None, "op.v1", None), Health::NotReady(m) if m.contains("not found"))
+        );
+        // Another CSV's (not yet adopted) Deployment is not ours to call ready.
+        assert!(matches!(
+            health("op", Some(&deployment(1, 1, 1, true)), "op.v2", None),
+            Health::NotReady(_)
+        ));
+        let mut stuck = deployment(1, 1, 0, false);
+        stuck
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .as_mut()
+            .unwrap()
+            .push(DeploymentCondition {
+                type_: Some("Progressing".into()),
+                status: Some("False".into()),
+                reason: Some("ProgressDeadlineExceeded".into()),
+                ..DeploymentCondition::default()
+            });
+        assert!(matches!(h(stuck), Health::Failed(_)));
+        assert_eq!(
+            combined([
+                Health::Ready,
+                Health::NotReady("a".into()),
+                Health::Failed("b".into())
+            ]),
+            Health::Failed("b".into())
+        );
+    }
+}

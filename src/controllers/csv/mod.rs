@@ -1,0 +1,1138 @@
+//! The ClusterServiceVersion controller: the phase machine that turns a CSV into a running,
+//! correctly privileged operator, upgrades it by replacement, copies it into its target
+//! namespaces, and cleans up after it.
+//!
+//! Each round gathers (caches: CSVs, OperatorGroups, the Deployments OLM made, namespaces,
+//! copies, Subscriptions; reads: CRDs and ServiceAccounts by name), decides (pure:
+//! [`phase`], [`requirements`], [`deployment`], [`rbac`], [`copies`]) and applies
+//! (server-side apply under `olm-csv`; Deployments and RBAC only on install or drift,
+//! copies only when their source changed, status only when it differs).
+
+pub mod copies;
+pub mod deployment;
+pub mod phase;
+pub mod rbac;
+pub mod requirements;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{DeserializeGuard, PartialObjectMeta};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use tokio::sync::{OnceCell, mpsc};
+
+use super::backoff::Backoff;
+use super::context::Context;
+use super::guard::catch_panic;
+use super::ownership::{
+    DEPLOYMENT_SPEC_HASH_LABEL, OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL,
+    owner_selector,
+};
+use crate::api::{
+    COPIED_FROM_LABEL, ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, OperatorGroup,
+    Subscription, SubscriptionConfig, check_install_modes,
+};
+use crate::runtime::host::Shutdown;
+use phase::{GroupState, Health, Observation, Related, Step};
+
+pub const CONTROLLER: &str = "csv";
+pub const FIELD_MANAGER: &str = "olm-csv";
+pub const FINALIZER: &str = "operators.coreos.com/csv-cleanup";
+const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
+const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
+const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("ClusterServiceVersion {namespace}/{name}: {step}: {error}")]
+    Kube {
+        namespace: String,
+        name: String,
+        step: &'static str,
+        #[source]
+        error: kube::Error,
+    },
+    #[error("ClusterServiceVersion {namespace}/{name}: reconcile {panic}")]
+    Panicked {
+        namespace: String,
+        name: String,
+        panic: String,
+    },
+}
+
+impl Error {
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube { step, .. } => step,
+            Error::Panicked { .. } => "panic",
+        }
+    }
+}
+
+pub struct CsvContext {
+    pub shared: Arc<Context>,
+    backoff: Backoff<(String, String)>,
+    csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
+    groups: Store<DeserializeGuard<OperatorGroup>>,
+    deployments: Store<Deployment>,
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+    copies: Store<PartialObjectMeta<ClusterServiceVersion>>,
+    subscriptions: Store<DeserializeGuard<Subscription>>,
+    server_version: OnceCell<String>,
+    /// CSVs to look at again because a related one (replaced or replacing) moved.
+    related: mpsc::UnboundedSender<ObjectRef<DeserializeGuard<ClusterServiceVersion>>>,
+}
+
+fn key(csv: &ClusterServiceVersion) -> (String, String) {
+    (csv.namespace().unwrap_or_default(), csv.name_any())
+}
+
+fn now() -> Timestamp {
+    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+pub async fn reconcile(
+    guarded: Arc<DeserializeGuard<ClusterServiceVersion>>,
+    ctx: Arc<CsvContext>,
+) -> Result<Action, Error> {
+    let _timer = ctx.shared.metrics.reconcile_started(CONTROLLER);
+    let csv = match &guarded.0 {
+        Ok(csv) => csv,
+        Err(invalid) => {
+            let regarding = ObjectReference {
+                api_version: Some(ClusterServiceVersion::api_version(&()).into_owned()),
+                kind: Some(ClusterServiceVersion::kind(&()).into_owned()),
+                name: invalid.metadata.name.clone(),
+                namespace: invalid.metadata.namespace.clone(),
+                uid: invalid.metadata.uid.clone(),
+                ..ObjectReference::default()
+            };
+            tracing::warn!(name = ?invalid.metadata.name, error = %invalid.error, "cannot read ClusterServiceVersion; skipping it");
+            ctx.shared
+                .event(
+                    &regarding,
+                    EventType::Warning,
+                    "InvalidObject",
+                    "Read",
+                    format!("cannot read this ClusterServiceVersion: {}", invalid.error),
+                )
+                .await;
+            return Ok(Action::await_change());
+        }
+    };
+    let (namespace, name) = key(csv);
+    match catch_panic(sync(csv, &ctx)).await {
+        Ok(Ok(action)) => {
+            ctx.backoff.reset(&(namespace, name));
+            Ok(action)
+        }
+        Ok(Err(error)) => Err(error),
+        Err(panic) => {
+            ctx.shared.metrics.reconcile_panicked(CONTROLLER);
+            tracing::error!(%namespace, %name, %panic, backtrace = %panic.backtrace, "reconcile panicked");
+            ctx.shared
+                .event(
+                    &csv.object_ref(&()),
+                    EventType::Warning,
+                    "Panicked",
+                    "Sync",
+                    format!("reconcile {panic}; other ClusterServiceVersions are unaffected"),
+                )
+                .await;
+            Err(Error::Panicked {
+                namespace,
+                name,
+                panic: panic.to_string(),
+            })
+        }
+    }
+}
+
+struct Round<'a> {
+    csv: &'a ClusterServiceVersion,
+    ctx: &'a CsvContext,
+    namespace: String,
+    name: String,
+}
+
+impl Round<'_> {
+    fn fail(&self, step: &'static str) -> impl FnOnce(kube::Error) -> Error + use<> {
+        let (namespace, name) = (self.namespace.clone(), self.name.clone());
+        move |error| Error::Kube {
+            namespace,
+            name,
+            step,
+            error,
+        }
+    }
+
+    fn client(&self) -> kube::Client {
+        self.ctx.shared.client.clone()
+    }
+}
+
+impl CsvContext {
+    /// Every cache has been listed once: before that a missing group or Deployment is not
+    /// missing, only not yet seen (deciding on it would fail a healthy CSV after a restart).
+    async fn caches_ready(&self) -> bool {
+        self.groups.wait_until_ready().await.is_ok()
+            && self.deployments.wait_until_ready().await.is_ok()
+            && self.namespaces.wait_until_ready().await.is_ok()
+            && self.copies.wait_until_ready().await.is_ok()
+            && self.subscriptions.wait_until_ready().await.is_ok()
+            && self.csvs.wait_until_ready().await.is_ok()
+    }
+}
+
+async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, Error> {
+    if !ctx.caches_ready().await {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    let (namespace, name) = key(csv);
+    let round = Round {
+        csv,
+        ctx,
+        namespace,
+        name,
+    };
+    if csv.metadata.deletion_timestamp.is_some() {
+        cleanup(&round).await?;
+        return Ok(Action::await_change());
+    }
+    if !csv.finalizers().iter().any(|f| f == FINALIZER) {
+        let patch = json!({
+            "apiVersion": ClusterServiceVersion::api_version(&()),
+            "kind": ClusterServiceVersion::kind(&()),
+            "metadata": { "name": round.name, "finalizers": [FINALIZER] },
+        });
+        csv_api(&round)
+            .patch(
+                &round.name,
+                &PatchParams::apply(FIELD_MANAGER),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(round.fail("add_finalizer"))?;
+    }
+
+    // Gather.
+    let (group, group_state) = group_of(&round);
+    let targets = match &group_state {
+        GroupState::Member { targets, .. } => targets.clone(),
+        _ => vec![],
+    };
+    let owner = deployment::Owner {
+        csv: round.name.clone(),
+        namespace: round.namespace.clone(),
+        uid: csv.metadata.uid.clone().unwrap_or_default(),
+        annotations: pod_annotations(csv, group.as_ref(), &targets),
+    };
+    let config = subscription_config(&round);
+    let (built, strategy_problem) = build_deployments(csv, &owner, config.as_ref());
+    let found = gather_requirements(&round).await?;
+    let judged = requirements::judge(csv, &found);
+    let related = |name: &str| {
+        round
+            .ctx
+            .csvs
+            .get(&ObjectRef::new(name).within(&round.namespace))
+            .and_then(|g| g.0.as_ref().ok().cloned())
+    };
+    let replaces = csv
+        .spec
+        .replaces
+        .as_deref()
+        .filter(|r| !r.is_empty() && *r != round.name)
+        .and_then(related)
+        .map(|old| Related {
+            name: old.name_any(),
+            phase: old.status.and_then(|s| s.phase).unwrap_or_default(),
+        });
+    let replaced_by = ctx
+        .csvs
+        .state()
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .find(|other| {
+            other.metadata.namespace.as_deref() == Some(round.namespace.as_str())
+                && other.spec.replaces.as_deref() == Some(round.name.as_str())
+                && other.metadata.deletion_timestamp.is_none()
+        })
+        .map(|new| Related {
+            name: new.name_any(),
+            phase: new
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .unwrap_or_default(),
+        });
+    let healths: Vec<Health> = built
+        .iter()
+        .map(|(name, body)| {
+            let found = ctx
+                .deployments
+                .get(&ObjectRef::new(name).within(&round.namespace));
+            deployment::health(
+                name,
+                found.as_deref(),
+                &round.name,
+                deployment::spec_hash(body),
+            )
+        })
+        .collect();
+    let observed = Observation {
+        group: group_state.clone(),
+        strategy_problem: strategy_problem.clone(),
+        unmet: judged.unmet.clone(),
+        replaces,
+        replaced_by,
+        health: if built.is_empty() && strategy_problem.is_none() {
+            Health::Ready
+        } else {
+            deployment::combined(healths)
+        },
+        now: now(),
+        install_check_timeout: ctx.shared.settings.install_check_timeout,
+    };
+
+    // Decide, apply.
+    let current = csv.status.as_ref();
+    let mut step = phase::decide(current, &observed);
+    if step.install && strategy_problem.is_none() {
+        let first = current.and_then(|s| s.phase) == Some(CsvPhase::InstallReady);
+        let drifted = built.iter().any(|(name, body)| {
+            let found = ctx
+                .deployments
+                .get(&ObjectRef::new(name).within(&round.namespace));
+            found.is_none_or(|d| {
+                let labels = d.labels();
+                labels.get(OWNER_LABEL) != Some(&round.name)
+                    || labels.get(DEPLOYMENT_SPEC_HASH_LABEL).map(String::as_str)
+                        != deployment::spec_hash(body)
+            })
+        });
+        if first || drifted {
+            let strategy = csv.spec.install.spec.clone().unwrap_or_default();
+            let rbac = rbac::plan(&strategy, &owner, &targets);
+            let applied = install(&round, &rbac, &built).await;
+            step = phase::after_install(step, applied);
+        }
+    }
+    if let GroupState::Member { .. } = &group_state {
+        sync_copies(&round, &targets).await?;
+    }
+    write_status(&round, &step, judged.statuses).await?;
+    if step.delete {
+        match csv_api(&round)
+            .delete(&round.name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(csv = %round.name, namespace = %round.namespace, "deleted the replaced ClusterServiceVersion")
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(round.fail("delete_replaced")(error)),
+        }
+    }
+    Ok(step
+        .requeue_after
+        .map_or_else(Action::await_change, Action::requeue))
+}
+
+fn csv_api(round: &Round) -> Api<ClusterServiceVersion> {
+    Api::namespaced(round.client(), &round.namespace)
+}
+
+/// The CSV's OperatorGroup and what it means for the install modes.
+fn group_of(round: &Round) -> (Option<OperatorGroup>, GroupState) {
+    let groups: Vec<OperatorGroup> = round
+        .ctx
+        .groups
+        .state()
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .filter(|g| g.metadata.namespace.as_deref() == Some(round.namespace.as_str()))
+        .cloned()
+        .collect();
+    match groups.as_slice() {
+        [] => (None, GroupState::NoGroup),
+        [group] => {
+            let state = match &group.status {
+                None => GroupState::Waiting,
+                Some(status) if status.namespaces.is_empty() && status.last_updated.is_none() => {
+                    GroupState::Waiting
+                }
+                Some(status) if status.namespaces.is_empty() => GroupState::NoTargets,
+                Some(status) => match check_install_modes(
+                    &round.csv.spec.install_modes,
+                    &round.namespace,
+                    &status.namespaces,
+                ) {
+                    Ok(()) => GroupState::Member {
+                        group: group.name_any(),
+                        targets: status.namespaces.clone(),
+                    },
+                    Err(message) => GroupState::Unsupported(message),
+                },
+            };
+            (Some(group.clone()), state)
+        }
+        many => (None, GroupState::TooMany(many.len())),
+    }
+}
+
+/// The CSV's annotations plus the group's (computed here rather than read back from the
+/// CSV, so a Deployment never starts with stale target namespaces).
+fn pod_annotations(
+    csv: &ClusterServiceVersion,
+    group: Option<&OperatorGroup>,
+    targets: &[String],
+) -> BTreeMap<String, String> {
+    let mut annotations = csv.annotations().clone();
+    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    if let Some(group) = group {
+        annotations.insert(OPERATOR_GROUP_ANNOTATION.into(), group.name_any());
+        annotations.insert(
+            OPERATOR_NAMESPACE_ANNOTATION.into(),
+            group.namespace().unwrap_or_default(),
+        );
+        annotations.insert(TARGET_NAMESPACES_ANNOTATION.into(), targets.join(","));
+    }
+    annotations
+}
+
+/// The `config` of a Subscription in the namespace for this CSV's package: one whose
+/// status names the CSV, or whose package the CSV's name starts with (`<package>.v…`).
+fn subscription_config(round: &Round) -> Option<SubscriptionConfig> {
+    let subscriptions = round.ctx.subscriptions.state();
+    let name = round.name.as_str();
+    subscriptions
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .filter(|s| s.metadata.namespace.as_deref() == Some(round.namespace.as_str()))
+        .find(|s| {
+            let status = s.status.as_ref();
+            status.and_then(|st| st.installed_csv.as_deref()) == Some(name)
+                || status.and_then(|st| st.current_csv.as_deref()) == Some(name)
+                || name
+                    .strip_prefix(s.spec.name.as_str())
+                    .is_some_and(|rest| rest.starts_with('.'))
+        })
+        .and_then(|s| s.spec.config.clone())
+}
+
+/// The Deployments to apply, by name, or why the strategy cannot be used.
+fn build_deployments(
+    csv: &ClusterServiceVersion,
+    owner: &deployment::Owner,
+    config: Option<&SubscriptionConfig>,
+) -> (Vec<(String, Value)>, Option<String>) {
+    if csv.spec.install.strategy != "deployment" {
+        return (
+            vec![],
+            Some(format!(
+                "unsupported install strategy {:?} (only \"deployment\")",
+                csv.spec.install.strategy
+            )),
+        );
+    }
+    let Some(strategy) = &csv.spec.install.spec else {
+        return (vec![], Some("the deployment strategy has no spec".into()));
+    };
+    let mut built = Vec::new();
+    for spec in &strategy.deployments {
+        match deployment::build(spec, owner, config) {
+            Ok(body) => built.push((spec.name.clone(), body)),
+            Err(problem) => return (vec![], Some(problem)),
+        }
+    }
+    (built, None)
+}
+
+async fn gather_requirements(round: &Round<'_>) -> Result<requirements::Found, Error> {
+    let csv = round.csv;
+    let crds: Api<CustomResourceDefinition> = Api::all(round.client());
+    let mut found = requirements::Found::default();
+    let descriptions = csv
+        .spec
+        .customresourcedefinitions
+        .clone()
+        .unwrap_or_default();
+    for (list, out) in [
+        (&descriptions.owned, &mut found.owned),
+        (&descriptions.required, &mut found.required),
+    ] {
+        for description in list {
+            let crd = crds
+                .get_opt(&description.name)
+                .await
+                .map_err(round.fail("read_crd"))?;
+            out.push(crd.map(|crd| {
+                let conditions = crd
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.clone())
+                    .unwrap_or_default();
+                let is_true = |t: &str| {
+                    conditions
+                        .iter()
+                        .any(|c| c.type_ == t && c.status == "True")
+                };
+                requirements::CrdState {
+                    uid: crd.metadata.uid.clone().unwrap_or_default(),
+                    established: is_true("Established"),
+                    names_accepted: is_true("NamesAccepted"),
+                    served_versions: crd
+                        .spec
+                        .versions
+                        .iter()
+                        .filter(|v| v.served)
+                        .map(|v| v.name.clone())
+                        .collect(),
+                }
+            }));
+        }
+    }
+    for gvk in &csv.spec.native_apis {
+        let group_version = if gvk.group.is_empty() {
+            gvk.version.clone()
+        } else {
+            format!("{}/{}", gvk.group, gvk.version)
+        };
+        let resources = if gvk.group.is_empty() {
+            round.client().list_core_api_resources(&gvk.version).await
+        } else {
+            round
+                .client()
+                .list_api_group_resources(&group_version)
+                .await
+        };
+        found.native.push(
+            resources
+                .map(|list| list.resources.iter().any(|r| r.kind == gvk.kind))
+                .unwrap_or(false),
+        );
+    }
+    if csv.spec.min_kube_version.is_some() {
+        let version = round
+            .ctx
+            .server_version
+            .get_or_try_init(|| async {
+                round
+                    .client()
+                    .apiserver_version()
+                    .await
+                    .map(|info| info.git_version)
+            })
+            .await
+            .map_err(round.fail("read_server_version"))?;
+        found.server_version = Some(version.clone());
+    }
+    let strategy = csv.spec.install.spec.clone().unwrap_or_default();
+    let mut accounts: Vec<String> = strategy
+        .permissions
+        .iter()
+        .chain(&strategy.cluster_permissions)
+        .map(|p| p.service_account_name.clone())
+        .collect();
+    accounts.sort();
+    accounts.dedup();
+    let sa_api: Api<ServiceAccount> = Api::namespaced(round.client(), &round.namespace);
+    for sa in accounts {
+        let existing = sa_api
+            .get_metadata_opt(&sa)
+            .await
+            .map_err(round.fail("read_service_account"))?;
+        let exists = existing.is_some();
+        // Its RBAC is applied together with the ServiceAccount, by the CSV owning it.
+        let granted = existing
+            .as_ref()
+            .is_some_and(|m| m.labels().get(OWNER_LABEL) == Some(&round.name))
+            || (exists && sa == "default");
+        found.service_accounts.push((sa, exists, granted));
+    }
+    Ok(found)
+}
+
+fn resource_of(kind: &str) -> ApiResource {
+    match kind {
+        "ServiceAccount" => ApiResource::erase::<ServiceAccount>(&()),
+        "Role" => ApiResource::erase::<Role>(&()),
+        "RoleBinding" => ApiResource::erase::<RoleBinding>(&()),
+        "ClusterRole" => ApiResource::erase::<ClusterRole>(&()),
+        "ClusterRoleBinding" => ApiResource::erase::<ClusterRoleBinding>(&()),
+        "ClusterServiceVersion" => ApiResource::erase::<ClusterServiceVersion>(&()),
+        _ => ApiResource::erase::<Deployment>(&()),
+    }
+}
+
+fn dynamic_api(client: kube::Client, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+    let resource = resource_of(kind);
+    match namespace {
+        Some(ns) => Api::namespaced_with(client, ns, &resource),
+        None => Api::all_with(client, &resource),
+    }
+}
+
+fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Applies the RBAC, then the Deployments, then deletes what this CSV made before and no
+/// longer lists. `Err` carries the API server's message for the CSV.
+async fn install(
+    round: &Round<'_>,
+    rbac: &[rbac::Planned],
+    deployments: &[(String, Value)],
+) -> Result<(), String> {
+    let client = round.client();
+    // Objects OLM made from the CSV are the CSV's: take fields over from anyone else.
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut desired: HashSet<(String, Option<String>, String)> = HashSet::new();
+    for planned in rbac {
+        dynamic_api(client.clone(), planned.kind, planned.namespace.as_deref())
+            .patch(&planned.name, &params, &Patch::Apply(&planned.body))
+            .await
+            .map_err(|e| format!("{} {}: {}", planned.kind, planned.name, api_message(&e)))?;
+        desired.insert((
+            planned.kind.into(),
+            planned.namespace.clone(),
+            planned.name.clone(),
+        ));
+    }
+    for (name, body) in deployments {
+        dynamic_api(client.clone(), "Deployment", Some(&round.namespace))
+            .patch(name, &params, &Patch::Apply(body))
+            .await
+            .map_err(|e| format!("Deployment {name}: {}", api_message(&e)))?;
+        desired.insert((
+            "Deployment".into(),
+            Some(round.namespace.clone()),
+            name.clone(),
+        ));
+    }
+    // Garbage: what carries this CSV's owner labels but is no longer planned.
+    let selector = owner_selector("ClusterServiceVersion", &round.name, &round.namespace);
+    for kind in [
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+    ] {
+        let scope = match kind {
+            "ClusterRole" | "ClusterRoleBinding" => None,
+            "Deployment" => Some(round.namespace.as_str()),
+            _ => None,
+        };
+        let api = dynamic_api(client.clone(), kind, scope);
+        let listed = api
+            .list_metadata(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| format!("listing {kind}s: {}", api_message(&e)))?;
+        for object in listed.items {
+            let key = (
+                kind.to_string(),
+                object.metadata.namespace.clone(),
+                object.name_any(),
+            );
+            if desired.contains(&key) {
+                continue;
+            }
+            let api = dynamic_api(client.clone(), kind, object.metadata.namespace.as_deref());
+            match api
+                .delete(&object.name_any(), &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(kind, name = %object.name_any(), csv = %round.name, "deleted what the CSV no longer lists")
+                }
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => {
+                    return Err(format!(
+                        "deleting {kind} {}: {}",
+                        object.name_any(),
+                        api_message(&e)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates or updates the copies whose source changed; deletes those no longer targeted.
+async fn sync_copies(round: &Round<'_>, targets: &[String]) -> Result<(), Error> {
+    let ctx = round.ctx;
+    if round.csv.status.as_ref().and_then(|s| s.phase).is_none() {
+        return Ok(());
+    }
+    let all: Vec<String> = ctx
+        .namespaces
+        .state()
+        .iter()
+        .map(|n| n.name_any())
+        .collect();
+    let wanted = copies::copy_namespaces(
+        targets,
+        &round.namespace,
+        &all,
+        ctx.shared.settings.disable_copied_csvs,
+    );
+    let (object, status, hash) = copies::build(round.csv, "");
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for namespace in &wanted {
+        let existing = ctx
+            .copies
+            .get(&ObjectRef::new(&round.name).within(namespace));
+        if existing
+            .as_ref()
+            .and_then(|c| c.annotations().get(copies::COPIED_HASH_ANNOTATION))
+            == Some(&hash)
+        {
+            continue;
+        }
+        let mut body = object.clone();
+        body["metadata"]["namespace"] = json!(namespace);
+        let api: Api<ClusterServiceVersion> = Api::namespaced(round.client(), namespace);
+        match api.patch(&round.name, &params, &Patch::Apply(&body)).await {
+            Ok(_) => {}
+            // The namespace is going away.
+            Err(kube::Error::Api(s))
+                if s.code == 404
+                    || s.code == 403
+                        && s.reason == "Forbidden"
+                        && s.message.contains("being terminated") =>
+            {
+                continue;
+            }
+            Err(error) => return Err(round.fail("apply_copy")(error)),
+        }
+        let status_body = json!({
+            "apiVersion": ClusterServiceVersion::api_version(&()),
+            "kind": ClusterServiceVersion::kind(&()),
+            "status": status,
+        });
+        api.patch_status(&round.name, &params, &Patch::Apply(&status_body))
+            .await
+            .map_err(round.fail("apply_copy_status"))?;
+    }
+    for copy in ctx.copies.state() {
+        let namespace = copy.namespace().unwrap_or_default();
+        if copy.name_any() != round.name
+            || copy.labels().get(COPIED_FROM_LABEL) != Some(&round.namespace)
+            || wanted.contains(&namespace)
+        {
+            continue;
+        }
+        delete_copy(round.client(), &namespace, &round.name)
+            .await
+            .map_err(round.fail("delete_copy"))?;
+    }
+    Ok(())
+}
+
+async fn delete_copy(client: kube::Client, namespace: &str, name: &str) -> Result<(), kube::Error> {
+    let api: Api<ClusterServiceVersion> = Api::namespaced(client, namespace);
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+/// The status fields this controller writes (certificates and cleanup are not its own).
+fn owned_fields(status: &ClusterServiceVersionStatus) -> ClusterServiceVersionStatus {
+    ClusterServiceVersionStatus {
+        certs_last_updated: None,
+        certs_rotate_at: None,
+        cleanup: None,
+        ..status.clone()
+    }
+}
+
+async fn write_status(
+    round: &Round<'_>,
+    step: &Step,
+    requirement_status: Vec<crate::api::RequirementStatus>,
+) -> Result<(), Error> {
+    let current = round.csv.status.as_ref();
+    let desired = phase::next_status(current, step, requirement_status, now());
+    if current.map(owned_fields) == Some(owned_fields(&desired)) {
+        return Ok(());
+    }
+    let patch = json!({
+        "apiVersion": ClusterServiceVersion::api_version(&()),
+        "kind": ClusterServiceVersion::kind(&()),
+        "status": owned_fields(&desired),
+    });
+    csv_api(round)
+        .patch_status(
+            &round.name,
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(round.fail("write_status"))?;
+    round.ctx.shared.metrics.status_written(CONTROLLER);
+    if phase::is_transition(current, step) {
+        let type_ = if step.phase == CsvPhase::Failed {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        round
+            .ctx
+            .shared
+            .event(
+                &round.csv.object_ref(&()),
+                type_,
+                step.reason,
+                "Sync",
+                format!("{:?}: {}", step.phase, step.message),
+            )
+            .await;
+        // The CSVs this one replaces or is replaced by wait on its phase.
+        let mut related: Vec<String> = round.csv.spec.replaces.iter().cloned().collect();
+        related.extend(
+            round
+                .ctx
+                .csvs
+                .state()
+                .iter()
+                .filter_map(|g| g.0.as_ref().ok())
+                .filter(|o| {
+                    o.metadata.namespace.as_deref() == Some(round.namespace.as_str())
+                        && o.spec.replaces.as_deref() == Some(round.name.as_str())
+                })
+                .map(|o| o.name_any()),
+        );
+        for name in related {
+            let _ = round
+                .ctx
+                .related
+                .send(ObjectRef::new(&name).within(&round.namespace));
+        }
+    }
+    Ok(())
+}
+
+/// Deletes what owner references cannot: cluster-scoped RBAC, RBAC in other namespaces, and
+/// the copies; then releases the finalizer. CRDs and custom resources are never touched.
+async fn cleanup(round: &Round<'_>) -> Result<(), Error> {
+    if !round.csv.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    let client = round.client();
+    let selector = owner_selector("ClusterServiceVersion", &round.name, &round.namespace);
+    for kind in ["ClusterRoleBinding", "ClusterRole", "RoleBinding", "Role"] {
+        let api = dynamic_api(client.clone(), kind, None);
+        let listed = api
+            .list_metadata(&ListParams::default().labels(&selector))
+            .await
+            .map_err(round.fail("list_for_cleanup"))?;
+        for object in listed.items {
+            let api = dynamic_api(client.clone(), kind, object.metadata.namespace.as_deref());
+            match api
+                .delete(&object.name_any(), &DeleteParams::default())
+                .await
+            {
+                Ok(_) | Err(kube::Error::Api(_)) => {}
+                Err(error) => return Err(round.fail("cleanup")(error)),
+            }
+        }
+    }
+    for copy in round.ctx.copies.state() {
+        if copy.name_any() == round.name
+            && copy.labels().get(COPIED_FROM_LABEL) == Some(&round.namespace)
+        {
+            delete_copy(
+                client.clone(),
+                &copy.namespace().unwrap_or_default(),
+                &round.name,
+            )
+            .await
+            .map_err(round.fail("delete_copy"))?;
+        }
+    }
+    // Only ours goes; the resourceVersion makes a concurrent change a conflict, not a loss.
+    let remaining: Vec<&String> = round
+        .csv
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .collect();
+    let patch = json!({
+        "metadata": {
+            "finalizers": remaining,
+            "resourceVersion": round.csv.resource_version(),
+        }
+    });
+    match csv_api(round)
+        .patch(&round.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(error) => return Err(round.fail("remove_finalizer")(error)),
+    }
+    tracing::info!(csv = %round.name, namespace = %round.namespace, "cleaned up after a deleted ClusterServiceVersion");
+    Ok(())
+}
+
+pub fn error_policy(
+    guarded: Arc<DeserializeGuard<ClusterServiceVersion>>,
+    error: &Error,
+    ctx: Arc<CsvContext>,
+) -> Action {
+    ctx.shared
+        .metrics
+        .reconcile_failed(CONTROLLER, error.metric_label());
+    let meta = guarded.meta();
+    let key = (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    );
+    let delay = ctx.backoff.next_delay(&key);
+    tracing::warn!(%error, retry_in = ?delay, "ClusterServiceVersion reconcile failed");
+    Action::requeue(delay)
+}
+
+type CsvRef = ObjectRef<DeserializeGuard<ClusterServiceVersion>>;
+
+fn csvs_where(
+    csvs: &Store<DeserializeGuard<ClusterServiceVersion>>,
+    keep: impl Fn(&ClusterServiceVersion) -> bool,
+) -> Vec<CsvRef> {
+    csvs.state()
+        .iter()
+        .filter(|g| g.0.as_ref().is_ok_and(&keep))
+        .map(|g| ObjectRef::from_obj(g.as_ref()))
+        .collect()
+}
+
+fn in_scope<K>(api_all: Api<K>, scoped: Option<&str>, client: kube::Client) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match scoped {
+        Some(ns) => Api::namespaced(client, ns),
+        None => api_all,
+    }
+}
+
+pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
+    let client = shared.client.clone();
+    let scope = shared.settings.watch_namespace.clone();
+    let scope = scope.as_deref();
+    let csv_api: Api<DeserializeGuard<ClusterServiceVersion>> =
+        in_scope(Api::all(client.clone()), scope, client.clone());
+    let group_api: Api<DeserializeGuard<OperatorGroup>> =
+        in_scope(Api::all(client.clone()), scope, client.clone());
+    let deployment_api: Api<Deployment> = in_scope(Api::all(client.clone()), scope, client.clone());
+    let subscription_api: Api<DeserializeGuard<Subscription>> =
+        in_scope(Api::all(client.clone()), scope, client.clone());
+
+    let config = || watcher::Config::default().any_semantic();
+    let (groups, writer) = reflector::store();
+    let group_events = reflector::reflector(writer, watcher(group_api, config()))
+        .default_backoff()
+        .touched_objects();
+    let (deployments, writer) = reflector::store();
+    let deployment_events = reflector::reflector(
+        writer,
+        watcher(
+            deployment_api,
+            config().labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion")),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    let (namespaces, writer) = reflector::store();
+    let namespace_events = reflector::reflector(
+        writer,
+        watcher(
+            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+            config(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    // Copies live in target namespaces, also outside a watched namespace.
+    let (copies, writer) = reflector::store();
+    let copy_events = reflector::reflector(
+        writer,
+        watcher(
+            Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client.clone()),
+            config().labels(COPIED_FROM_LABEL),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    let (subscriptions, writer) = reflector::store();
+    let subscription_events = reflector::reflector(writer, watcher(subscription_api, config()))
+        .default_backoff()
+        .touched_objects();
+    let crd_events = watcher(
+        Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()),
+        config(),
+    )
+    .default_backoff()
+    .touched_objects();
+
+    let controller = Controller::new(csv_api, config().labels(&format!("!{COPIED_FROM_LABEL}")));
+    let csvs = controller.store();
+    let (related_tx, related_rx) = mpsc::unbounded_channel();
+    let ctx = Arc::new(CsvContext {
+        shared: Arc::clone(&shared),
+        backoff: Backoff::default(),
+        csvs: csvs.clone(),
+        groups: groups.clone(),
+        deployments,
+        namespaces,
+        copies: copies.clone(),
+        subscriptions,
+        server_version: OnceCell::new(),
+        related: related_tx,
+    });
+    let pruner = tokio::spawn(prune_orphan_copies(Arc::clone(&ctx)));
+    let (for_groups, for_crds, for_subs, for_ns) =
+        (csvs.clone(), csvs.clone(), csvs.clone(), csvs.clone());
+    let groups_for_ns = groups.clone();
+    controller
+        .watches_stream(
+            group_events,
+            move |group: DeserializeGuard<OperatorGroup>| {
+                let ns = group.meta().namespace.clone();
+                csvs_where(&for_groups, |csv| csv.metadata.namespace == ns)
+            },
+        )
+        .watches_stream(deployment_events, |deployment: Deployment| {
+            let labels = deployment.labels();
+            match (labels.get(OWNER_LABEL), labels.get(OWNER_NAMESPACE_LABEL)) {
+                (Some(name), Some(ns)) => vec![ObjectRef::new(name).within(ns)],
+                _ => vec![],
+            }
+        })
+        .watches_stream(
+            copy_events,
+            |copy: PartialObjectMeta<ClusterServiceVersion>| match copy
+                .labels()
+                .get(COPIED_FROM_LABEL)
+            {
+                Some(ns) => vec![ObjectRef::new(&copy.name_any()).within(ns)],
+                None => vec![],
+            },
+        )
+        .watches_stream(
+            subscription_events,
+            move |sub: DeserializeGuard<Subscription>| {
+                let ns = sub.meta().namespace.clone();
+                csvs_where(&for_subs, |csv| csv.metadata.namespace == ns)
+            },
+        )
+        .watches_stream(
+            crd_events,
+            move |crd: PartialObjectMeta<CustomResourceDefinition>| {
+                let name = crd.name_any();
+                csvs_where(&for_crds, |csv| {
+                    csv.spec
+                        .customresourcedefinitions
+                        .as_ref()
+                        .is_some_and(|c| c.owned.iter().chain(&c.required).any(|d| d.name == name))
+                })
+            },
+        )
+        .watches_stream(
+            namespace_events,
+            move |_ns: PartialObjectMeta<Namespace>| {
+                // New or removed namespaces change the copies of AllNamespaces operators.
+                let global: HashSet<String> = groups_for_ns
+                    .state()
+                    .iter()
+                    .filter_map(|g| g.0.as_ref().ok())
+                    .filter(|g| {
+                        g.status
+                            .as_ref()
+                            .is_some_and(|s| s.namespaces.len() == 1 && s.namespaces[0].is_empty())
+                    })
+                    .filter_map(|g| g.metadata.namespace.clone())
+                    .collect();
+                csvs_where(&for_ns, |csv| {
+                    csv.metadata
+                        .namespace
+                        .as_ref()
+                        .is_some_and(|ns| global.contains(ns))
+                })
+            },
+        )
+        .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(
+            related_rx,
+        ))
+        .graceful_shutdown_on(shutdown.requested())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((object, _)) => tracing::debug!(csv = %object, "reconciled"),
+                Err(error) => tracing::warn!(%error, "ClusterServiceVersion controller"),
+            }
+        })
+        .await;
+    pruner.abort();
+}
+
+/// Copies whose source CSV is gone (deleted while OLM was down, or never cleaned up by an
+/// older OLM) are deleted. Only sources in the watched scope are judged.
+async fn prune_orphan_copies(ctx: Arc<CsvContext>) {
+    if ctx.csvs.wait_until_ready().await.is_err() || ctx.copies.wait_until_ready().await.is_err() {
+        return;
+    }
+    let scope = ctx.shared.settings.watch_namespace.clone();
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        tick.tick().await;
+        let live: HashSet<(String, String)> = ctx
+            .csvs
+            .state()
+            .iter()
+            .map(|g| {
+                (
+                    g.meta().namespace.clone().unwrap_or_default(),
+                    g.meta().name.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        for copy in ctx.copies.state() {
+            let Some(source_ns) = copy.labels().get(COPIED_FROM_LABEL) else {
+                continue;
+            };
+            if scope.as_ref().is_some_and(|s| s != source_ns)
+                || live.contains(&(source_ns.clone(), copy.name_any()))
+            {
+                continue;
+            }
+            let namespace = copy.namespace().unwrap_or_default();
+            if let Err(error) =
+                delete_copy(ctx.shared.client.clone(), &namespace, &copy.name_any()).await
+            {
+                tracing::warn!(%error, copy = %copy.name_any(), %namespace, "could not delete an orphaned copied CSV");
+            }
+        }
+    }
+}

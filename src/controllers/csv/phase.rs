@@ -1,0 +1,757 @@
+//! The CSV phase machine, pure: from the current status and what a round observed to the
+//! next phase, reason and message (one transition per round, as upstream), whether to apply
+//! the install strategy, and when to look again. Then [`next_status`] turns that into the
+//! status to write, moving the timestamps and the capped phase history only on a real
+//! transition, so a steady CSV compares equal to its desired status and is never written
+//! (upstream's hot loop, PR #1974, came from timestamps that moved on every sync).
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::{ClusterServiceVersionStatus, CsvCondition, CsvPhase, RequirementStatus};
+
+// Reasons, spelled as upstream.
+pub const REQUIREMENTS_UNKNOWN: &str = "RequirementsUnknown";
+pub const REQUIREMENTS_NOT_MET: &str = "RequirementsNotMet";
+pub const ALL_REQUIREMENTS_MET: &str = "AllRequirementsMet";
+pub const INVALID_INSTALL_STRATEGY: &str = "InvalidInstallStrategy";
+pub const INSTALL_SUCCEEDED: &str = "InstallSucceeded";
+pub const INSTALL_WAITING: &str = "InstallWaiting";
+pub const INSTALL_COMPONENT_FAILED: &str = "InstallComponentFailed";
+pub const INSTALL_CHECK_FAILED: &str = "InstallCheckFailed";
+pub const COMPONENT_UNHEALTHY: &str = "ComponentUnhealthy";
+pub const NEEDS_REINSTALL: &str = "NeedsReinstall";
+pub const BEING_REPLACED: &str = "BeingReplaced";
+pub const REPLACED: &str = "Replaced";
+pub const NO_OPERATOR_GROUP: &str = "NoOperatorGroup";
+pub const TOO_MANY_OPERATOR_GROUPS: &str = "TooManyOperatorGroups";
+pub const UNSUPPORTED_OPERATOR_GROUP: &str = "UnsupportedOperatorGroup";
+pub const NO_TARGET_NAMESPACES: &str = "NoTargetNamespaces";
+pub const COPIED: &str = "Copied";
+
+/// Upstream keeps the last 20 phase changes in `status.conditions`.
+pub const HISTORY_LIMIT: usize = 20;
+/// A CSV that failed to apply its strategy tries again after this long.
+pub const REINSTALL_AFTER: Duration = Duration::from_secs(60);
+
+/// The CSV's OperatorGroup as the install-mode rules see it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GroupState {
+    Member {
+        group: String,
+        targets: Vec<String>,
+    },
+    NoGroup,
+    TooMany(usize),
+    /// The group has no status yet (just created): wait, change nothing.
+    Waiting,
+    NoTargets,
+    Unsupported(String),
+}
+
+/// The strategy's Deployments, all together.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Health {
+    Ready,
+    /// Not (yet) ready: which one and why.
+    NotReady(String),
+    /// Will not become ready without a change (ProgressDeadlineExceeded).
+    Failed(String),
+}
+
+/// Another CSV in the namespace, named by `spec.replaces` (either way round).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Related {
+    pub name: String,
+    pub phase: CsvPhase,
+}
+
+#[derive(Clone, Debug)]
+pub struct Observation {
+    pub group: GroupState,
+    /// Why the install strategy cannot be used as written.
+    pub strategy_problem: Option<String>,
+    /// Unmet requirements, each named; empty when all are met.
+    pub unmet: Vec<String>,
+    /// The CSV this one replaces, if it is still there.
+    pub replaces: Option<Related>,
+    /// A CSV that replaces this one.
+    pub replaced_by: Option<Related>,
+    pub health: Health,
+    pub now: Timestamp,
+    pub install_check_timeout: Duration,
+}
+
+/// What one round decided.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub phase: CsvPhase,
+    pub reason: &'static str,
+    pub message: String,
+    /// Apply the install strategy (RBAC and Deployments) this round.
+    pub install: bool,
+    /// Delete the CSV (it was replaced).
+    pub delete: bool,
+    pub requeue_after: Option<Duration>,
+}
+
+impl Step {
+    fn to(phase: CsvPhase, reason: &'static str, message: impl Into<String>) -> Step {
+        Step {
+            phase,
+            reason,
+            message: message.into(),
+            install: false,
+            delete: false,
+            requeue_after: None,
+        }
+    }
+
+    fn installing(mut self) -> Step {
+        self.install = true;
+        self
+    }
+
+    fn requeue(mut self, after: Duration) -> Step {
+        self.requeue_after = Some(after);
+        self
+    }
+}
+
+fn group_failure(group: &GroupState) -> Option<Step> {
+    let failed = |reason, message: String| Some(Step::to(CsvPhase::Failed, reason, message));
+    match group {
+        GroupState::Member { .. } | GroupState::Waiting => None,
+        GroupState::NoGroup => failed(
+            NO_OPERATOR_GROUP,
+            "csv in namespace with no operatorgroups".into(),
+        ),
+        GroupState::TooMany(n) => failed(
+            TOO_MANY_OPERATOR_GROUPS,
+            format!(
+                "csv created in namespace with multiple operatorgroups ({n}), can't pick one automatically"
+            ),
+        ),
+        GroupState::NoTargets => failed(
+            NO_TARGET_NAMESPACES,
+            "the operatorgroup selects no target namespaces".into(),
+        ),
+        GroupState::Unsupported(message) => failed(UNSUPPORTED_OPERATOR_GROUP, message.clone()),
+    }
+}
+
+const GROUP_REASONS: [&str; 4] = [
+    NO_OPERATOR_GROUP,
+    TOO_MANY_OPERATOR_GROUPS,
+    UNSUPPORTED_OPERATOR_GROUP,
+    NO_TARGET_NAMESPACES,
+];
+
+fn elapsed_since(then: Option<&Time>, now: Timestamp) -> Duration {
+    then.map_or(Duration::ZERO, |t| {
+        let seconds = now.as_second().saturating_sub(t.0.as_second());
+        Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
+    })
+}
+
+/// The next step from `current` (None: never synced).
+pub fn decide(current: Option<&ClusterServiceVersionStatus>, observed: &Observation) -> Step {
+    let phase = current.and_then(|s| s.phase).unwrap_or_default();
+    let reason = current.and_then(|s| s.reason.as_deref()).unwrap_or("");
+    let message = current.and_then(|s| s.message.clone()).unwrap_or_default();
+    let since = elapsed_since(
+        current.and_then(|s| s.last_transition_time.as_ref()),
+        observed.now,
+    );
+    let stay = || Step::to(phase, static_reason(reason), message.clone());
+
+    match phase {
+        CsvPhase::None | CsvPhase::Unknown => {
+            return Step::to(
+                CsvPhase::Pending,
+                REQUIREMENTS_UNKNOWN,
+                "requirements not yet checked",
+            );
+        }
+        CsvPhase::Deleting => {
+            let mut step = stay();
+            step.delete = true;
+            return step;
+        }
+        CsvPhase::Replacing => {
+            return match &observed.replaced_by {
+                Some(new) if new.phase == CsvPhase::Succeeded => {
+                    let mut step = Step::to(
+                        CsvPhase::Deleting,
+                        REPLACED,
+                        format!(
+                            "has been replaced by a newer ClusterServiceVersion ({}) that has successfully installed",
+                            new.name
+                        ),
+                    );
+                    step.delete = true;
+                    step
+                }
+                Some(_) => stay(),
+                None => Step::to(
+                    CsvPhase::Pending,
+                    REQUIREMENTS_UNKNOWN,
+                    "the ClusterServiceVersion replacing this one is gone",
+                ),
+            };
+        }
+        _ => {}
+    }
+
+    // Group problems fail the CSV from any installable phase; waiting changes nothing.
+    if observed.group == GroupState::Waiting {
+        return stay().requeue(Duration::from_secs(5));
+    }
+    if let Some(failed) = group_failure(&observed.group) {
+        return if phase == CsvPhase::Failed && reason == failed.reason && message == failed.message
+        {
+            stay()
+        } else {
+            failed
+        };
+    }
+    if phase == CsvPhase::Succeeded
+        && let Some(new) = &observed.replaced_by
+    {
+        return Step::to(
+            CsvPhase::Replacing,
+            BEING_REPLACED,
+            format!("being replaced by csv: {}", new.name),
+        );
+    }
+
+    let unmet = || {
+        Step::to(
+            CsvPhase::Pending,
+            REQUIREMENTS_NOT_MET,
+            format!(
+                "one or more requirements couldn't be found: {}",
+                observed.unmet.join("; ")
+            ),
+        )
+    };
+    let invalid = |problem: &String| {
+        Step::to(
+            CsvPhase::Failed,
+            INVALID_INSTALL_STRATEGY,
+            format!("install strategy invalid: {problem}"),
+        )
+    };
+    let health_step = |from_failed: bool| match &observed.health {
+        Health::Ready => Some(Step::to(
+            CsvPhase::Succeeded,
+            INSTALL_SUCCEEDED,
+            "install strategy completed with no errors",
+        )),
+        Health::Failed(why) if !from_failed => Some(Step::to(
+            CsvPhase::Failed,
+            INSTALL_CHECK_FAILED,
+            format!("install failed: {why}"),
+        )),
+        _ => None,
+    };
+
+    match phase {
+        CsvPhase::Pending => {
+            if let Some(problem) = &observed.strategy_problem {
+                invalid(problem)
+            } else if !observed.unmet.is_empty() {
+                unmet()
+            } else if let Some(old) = observed
+                .replaces
+                .as_ref()
+                .filter(|old| !matches!(old.phase, CsvPhase::Replacing | CsvPhase::Deleting))
+            {
+                // The old CSV moves to Replacing on its own round; look again soon.
+                Step::to(
+                    CsvPhase::Pending,
+                    ALL_REQUIREMENTS_MET,
+                    format!("waiting for {} to enter Replacing", old.name),
+                )
+                .requeue(Duration::from_secs(2))
+            } else {
+                Step::to(
+                    CsvPhase::InstallReady,
+                    ALL_REQUIREMENTS_MET,
+                    "all requirements found, attempting install",
+                )
+            }
+        }
+        CsvPhase::InstallReady => {
+            if let Some(problem) = &observed.strategy_problem {
+                invalid(problem)
+            } else if !observed.unmet.is_empty() {
+                unmet()
+            } else {
+                Step::to(
+                    CsvPhase::Installing,
+                    INSTALL_SUCCEEDED,
+                    "waiting for install components to report healthy",
+                )
+                .installing()
+            }
+        }
+        CsvPhase::Installing => {
+            if let Some(done) = health_step(false) {
+                return done.installing();
+            }
+            let why = match &observed.health {
+                Health::NotReady(why) => why.clone(),
+                _ => String::new(),
+            };
+            if since >= observed.install_check_timeout {
+                Step::to(
+                    CsvPhase::Failed,
+                    INSTALL_CHECK_FAILED,
+                    format!(
+                        "install timeout after {:?}: {why}",
+                        observed.install_check_timeout
+                    ),
+                )
+            } else {
+                Step::to(
+                    CsvPhase::Installing,
+                    INSTALL_WAITING,
+                    format!("installing: {why}"),
+                )
+                .installing()
+                .requeue(observed.install_check_timeout - since)
+            }
+        }
+        CsvPhase::Succeeded => {
+            if !observed.unmet.is_empty() {
+                let mut step = unmet();
+                step.phase = CsvPhase::Failed;
+                step
+            } else {
+                match &observed.health {
+                    Health::Ready => stay().installing(),
+                    Health::NotReady(why) | Health::Failed(why) => Step::to(
+                        CsvPhase::Failed,
+                        COMPONENT_UNHEALTHY,
+                        format!("installing: {why}"),
+                    ),
+                }
+            }
+        }
+        CsvPhase::Failed => {
+            let back_to_pending = |why: &str| {
+                Step::to(
+                    CsvPhase::Pending,
+                    REQUIREMENTS_UNKNOWN,
+                    format!("{why}; checking requirements again"),
+                )
+            };
+            match reason {
+                r if GROUP_REASONS.contains(&r) => {
+                    back_to_pending("the OperatorGroup is usable now")
+                }
+                INVALID_INSTALL_STRATEGY => match &observed.strategy_problem {
+                    Some(problem) => invalid(problem),
+                    None => back_to_pending("the install strategy is valid now"),
+                },
+                REQUIREMENTS_NOT_MET if observed.unmet.is_empty() => {
+                    back_to_pending("requirements are met now")
+                }
+                REQUIREMENTS_NOT_MET => stay(),
+                COMPONENT_UNHEALTHY | INSTALL_CHECK_FAILED => match health_step(true) {
+                    Some(healed) => healed,
+                    // An unhealthy Deployment that was changed or deleted is put back.
+                    None => stay().installing(),
+                },
+                _ if since >= REINSTALL_AFTER => Step::to(
+                    CsvPhase::Pending,
+                    NEEDS_REINSTALL,
+                    "retrying the install after a failure",
+                ),
+                _ => stay().requeue(REINSTALL_AFTER - since),
+            }
+        }
+        _ => stay(),
+    }
+}
+
+/// The step after the strategy was applied (`Err`: the API server's message).
+pub fn after_install(step: Step, applied: Result<(), String>) -> Step {
+    match applied {
+        Ok(()) => step,
+        Err(message) => {
+            Step::to(CsvPhase::Failed, INSTALL_COMPONENT_FAILED, message).requeue(REINSTALL_AFTER)
+        }
+    }
+}
+
+/// Reasons are `&'static str`; one read back from the object maps onto the known set.
+fn static_reason(reason: &str) -> &'static str {
+    const KNOWN: [&str; 18] = [
+        REQUIREMENTS_UNKNOWN,
+        REQUIREMENTS_NOT_MET,
+        ALL_REQUIREMENTS_MET,
+        INVALID_INSTALL_STRATEGY,
+        INSTALL_SUCCEEDED,
+        INSTALL_WAITING,
+        INSTALL_COMPONENT_FAILED,
+        INSTALL_CHECK_FAILED,
+        COMPONENT_UNHEALTHY,
+        NEEDS_REINSTALL,
+        BEING_REPLACED,
+        REPLACED,
+        NO_OPERATOR_GROUP,
+        TOO_MANY_OPERATOR_GROUPS,
+        UNSUPPORTED_OPERATOR_GROUP,
+        NO_TARGET_NAMESPACES,
+        COPIED,
+        "",
+    ];
+    KNOWN
+        .into_iter()
+        .find(|k| *k == reason)
+        .unwrap_or("Unknown")
+}
+
+/// Whether `step` changes the phase or reason of `current` (an Event-worthy transition).
+pub fn is_transition(current: Option<&ClusterServiceVersionStatus>, step: &Step) -> bool {
+    current.and_then(|s| s.phase) != Some(step.phase)
+        || current.and_then(|s| s.reason.as_deref()) != Some(step.reason)
+}
+
+/// The status to write for `step`. Timestamps and history move only on a transition;
+/// a new message in the same phase and reason moves `lastUpdateTime` only.
+pub fn next_status(
+    current: Option<&ClusterServiceVersionStatus>,
+    step: &Step,
+    requirement_status: Vec<RequirementStatus>,
+    now: Timestamp,
+) -> ClusterServiceVersionStatus {
+    let mut status = current.cloned().unwrap_or_default();
+    let transition = is_transition(current, step);
+    let message_changed = status.message.as_deref() != Some(step.message.as_str());
+    if transition {
+        status.last_transition_time = Some(Time(now));
+        status.last_update_time = Some(Time(now));
+        status.conditions.push(CsvCondition {
+            phase: Some(step.phase),
+            reason: Some(step.reason.into()),
+            message: Some(step.message.clone()),
+            last_update_time: Some(Time(now)),
+            last_transition_time: Some(Time(now)),
+        });
+        let excess = status.conditions.len().saturating_sub(HISTORY_LIMIT);
+        status.conditions.drain(..excess);
+    } else if message_changed {
+        status.last_update_time = Some(Time(now));
+    }
+    status.phase = Some(step.phase);
+    status.reason = Some(step.reason.into());
+    status.message = Some(step.message.clone());
+    status.requirement_status = requirement_status;
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + seconds).unwrap()
+    }
+
+    fn member() -> GroupState {
+        GroupState::Member {
+            group: "og".into(),
+            targets: vec!["ns".into()],
+        }
+    }
+
+    fn observed() -> Observation {
+        Observation {
+            group: member(),
+            strategy_problem: None,
+            unmet: vec![],
+            replaces: None,
+            replaced_by: None,
+            health: Health::Ready,
+            now: at(100),
+            install_check_timeout: Duration::from_secs(300),
+        }
+    }
+
+    fn status(phase: CsvPhase, reason: &str, since: i64) -> ClusterServiceVersionStatus {
+        ClusterServiceVersionStatus {
+            phase: Some(phase),
+            reason: Some(reason.into()),
+            message: Some("m".into()),
+            last_transition_time: Some(Time(at(since))),
+            last_update_time: Some(Time(at(since))),
+            ..ClusterServiceVersionStatus::default()
+        }
+    }
+
+    fn next(
+        current: Option<ClusterServiceVersionStatus>,
+        o: &Observation,
+    ) -> (CsvPhase, &'static str) {
+        let step = decide(current.as_ref(), o);
+        (step.phase, step.reason)
+    }
+
+    use CsvPhase::{Deleting, Failed, InstallReady, Installing, Pending, Replacing, Succeeded};
+
+    #[test]
+    fn row_first_sync_is_pending_requirements_unknown() {
+        assert_eq!(next(None, &observed()), (Pending, REQUIREMENTS_UNKNOWN));
+    }
+
+    #[test]
+    fn row_pending_with_unmet_requirements_names_them() {
+        let o = Observation {
+            unmet: vec!["CRD widgets.example.com not present".into()],
+            ..observed()
+        };
+        let step = decide(Some(&status(Pending, REQUIREMENTS_UNKNOWN, 0)), &o);
+        assert_eq!((step.phase, step.reason), (Pending, REQUIREMENTS_NOT_MET));
+        assert!(
+            step.message.contains("widgets.example.com"),
+            "{}",
+            step.message
+        );
+    }
+
+    #[test]
+    fn row_pending_with_a_bad_strategy_fails() {
+        let o = Observation {
+            strategy_problem: Some("unsupported strategy \"helm\"".into()),
+            ..observed()
+        };
+        assert_eq!(
+            next(Some(status(Pending, REQUIREMENTS_UNKNOWN, 0)), &o),
+            (Failed, INVALID_INSTALL_STRATEGY)
+        );
+    }
+
+    #[test]
+    fn row_pending_all_met_waits_for_the_replaced_csv_then_is_install_ready() {
+        let pending = status(Pending, REQUIREMENTS_UNKNOWN, 0);
+        assert_eq!(
+            next(Some(pending.clone()), &observed()),
+            (InstallReady, ALL_REQUIREMENTS_MET)
+        );
+        let old = |phase| Observation {
+            replaces: Some(Related {
+                name: "op.v1".into(),
+                phase,
+            }),
+            ..observed()
+        };
+        let waiting = decide(Some(&pending), &old(Succeeded));
+        assert_eq!(waiting.phase, Pending);
+        assert!(waiting.message.contains("op.v1"));
+        assert_eq!(
+            next(Some(pending), &old(Replacing)),
+            (InstallReady, ALL_REQUIREMENTS_MET)
+        );
+    }
+
+    #[test]
+    fn row_install_ready_applies_then_installing_or_failed() {
+        let step = decide(
+            Some(&status(InstallReady, ALL_REQUIREMENTS_MET, 0)),
+            &observed(),
+        );
+        assert!(step.install);
+        assert_eq!((step.phase, step.reason), (Installing, INSTALL_SUCCEEDED));
+        let failed = after_install(step, Err("Deployment.apps \"x\" is invalid".into()));
+        assert_eq!(
+            (failed.phase, failed.reason),
+            (Failed, INSTALL_COMPONENT_FAILED)
+        );
+        assert!(failed.message.contains("is invalid"));
+    }
+
+    #[test]
+    fn row_installing_succeeds_when_healthy_waits_then_times_out() {
+        let installing = status(Installing, INSTALL_SUCCEEDED, 0);
+        assert_eq!(
+            next(Some(installing.clone()), &observed()),
+            (Succeeded, INSTALL_SUCCEEDED)
+        );
+        let unready = Observation {
+            health: Health::NotReady("deployment op not available".into()),
+            ..observed()
+        };
+        let waiting = decide(Some(&installing), &unready);
+        assert_eq!(
+            (waiting.phase, waiting.reason),
+            (Installing, INSTALL_WAITING)
+        );
+        assert_eq!(waiting.requeue_after, Some(Duration::from_secs(200)));
+        let late = Observation {
+            now: at(301),
+            ..unready.clone()
+        };
+        assert_eq!(
+            next(Some(installing.clone()), &late),
+            (Failed, INSTALL_CHECK_FAILED)
+        );
+        let deadline = Observation {
+            health: Health::Failed("ProgressDeadlineExceeded".into()),
+            ..observed()
+        };
+        assert_eq!(
+            next(Some(installing), &deadline),
+            (Failed, INSTALL_CHECK_FAILED)
+        );
+    }
+
+    #[test]
+    fn row_succeeded_replaced_unhealthy_or_requirements_lost() {
+        let succeeded = status(Succeeded, INSTALL_SUCCEEDED, 0);
+        let steady = decide(Some(&succeeded), &observed());
+        assert_eq!(steady.phase, Succeeded);
+        assert!(!is_transition(Some(&succeeded), &steady));
+        let replaced = Observation {
+            replaced_by: Some(Related {
+                name: "op.v2".into(),
+                phase: Pending,
+            }),
+            ..observed()
+        };
+        assert_eq!(
+            next(Some(succeeded.clone()), &replaced),
+            (Replacing, BEING_REPLACED)
+        );
+        let broken = Observation {
+            health: Health::NotReady("deployment op has 0 available".into()),
+            ..observed()
+        };
+        assert_eq!(
+            next(Some(succeeded.clone()), &broken),
+            (Failed, COMPONENT_UNHEALTHY)
+        );
+        let lost = Observation {
+            unmet: vec!["CRD gone".into()],
+            ..observed()
+        };
+        assert_eq!(next(Some(succeeded), &lost), (Failed, REQUIREMENTS_NOT_MET));
+    }
+
+    #[test]
+    fn row_failed_recovers_when_the_cause_clears() {
+        assert_eq!(
+            next(Some(status(Failed, COMPONENT_UNHEALTHY, 0)), &observed()),
+            (Succeeded, INSTALL_SUCCEEDED)
+        );
+        assert_eq!(
+            next(
+                Some(status(Failed, UNSUPPORTED_OPERATOR_GROUP, 0)),
+                &observed()
+            ),
+            (Pending, REQUIREMENTS_UNKNOWN)
+        );
+        assert_eq!(
+            next(
+                Some(status(Failed, INVALID_INSTALL_STRATEGY, 0)),
+                &observed()
+            ),
+            (Pending, REQUIREMENTS_UNKNOWN)
+        );
+        let recent = status(Failed, INSTALL_COMPONENT_FAILED, 90);
+        let wait = decide(Some(&recent), &observed());
+        assert_eq!(wait.phase, Failed);
+        assert_eq!(wait.requeue_after, Some(Duration::from_secs(50)));
+        assert_eq!(
+            next(
+                Some(status(Failed, INSTALL_COMPONENT_FAILED, 0)),
+                &observed()
+            ),
+            (Pending, NEEDS_REINSTALL)
+        );
+    }
+
+    #[test]
+    fn row_replacing_goes_deleting_when_the_new_one_succeeded() {
+        let replacing = status(Replacing, BEING_REPLACED, 0);
+        let new = |phase| Observation {
+            replaced_by: Some(Related {
+                name: "op.v2".into(),
+                phase,
+            }),
+            ..observed()
+        };
+        assert_eq!(
+            next(Some(replacing.clone()), &new(Installing)),
+            (Replacing, BEING_REPLACED)
+        );
+        let step = decide(Some(&replacing), &new(Succeeded));
+        assert_eq!((step.phase, step.reason), (Deleting, REPLACED));
+        assert!(step.delete);
+        assert!(decide(Some(&status(Deleting, REPLACED, 0)), &observed()).delete);
+    }
+
+    #[test]
+    fn group_problems_fail_the_csv_with_upstream_reasons() {
+        for (group, reason) in [
+            (GroupState::NoGroup, NO_OPERATOR_GROUP),
+            (GroupState::TooMany(2), TOO_MANY_OPERATOR_GROUPS),
+            (GroupState::NoTargets, NO_TARGET_NAMESPACES),
+            (
+                GroupState::Unsupported("AllNamespaces InstallModeType not supported".into()),
+                UNSUPPORTED_OPERATOR_GROUP,
+            ),
+        ] {
+            let o = Observation {
+                group,
+                ..observed()
+            };
+            assert_eq!(
+                next(Some(status(Pending, REQUIREMENTS_UNKNOWN, 0)), &o),
+                (Failed, reason)
+            );
+            assert_eq!(
+                next(Some(status(Succeeded, INSTALL_SUCCEEDED, 0)), &o),
+                (Failed, reason)
+            );
+        }
+        let waiting = Observation {
+            group: GroupState::Waiting,
+            ..observed()
+        };
+        let pending = status(Pending, REQUIREMENTS_UNKNOWN, 0);
+        assert!(!is_transition(
+            Some(&pending),
+            &decide(Some(&pending), &waiting)
+        ));
+    }
+
+    #[test]
+    fn timestamps_and_history_move_only_on_transitions() {
+        let first = decide(None, &observed());
+        let s1 = next_status(None, &first, vec![], at(0));
+        assert_eq!(s1.conditions.len(), 1);
+        // Same step again later: identical status, so nothing is written.
+        let s2 = next_status(Some(&s1), &first, vec![], at(50));
+        assert_eq!(s1, s2);
+        // A new message in the same phase: lastUpdateTime only.
+        let mut reworded = first.clone();
+        reworded.message = "other".into();
+        let s3 = next_status(Some(&s2), &reworded, vec![], at(60));
+        assert_eq!(s3.last_transition_time, s1.last_transition_time);
+        assert_eq!(s3.last_update_time, Some(Time(at(60))));
+        assert_eq!(s3.conditions.len(), 1);
+        // History is capped.
+        let mut status = s3;
+        for i in 0..30 {
+            let phase = if i % 2 == 0 { Failed } else { Succeeded };
+            let step = Step::to(phase, COMPONENT_UNHEALTHY, "x");
+            status = next_status(Some(&status), &step, vec![], at(100 + i));
+        }
+        assert_eq!(status.conditions.len(), HISTORY_LIMIT);
+    }
+}

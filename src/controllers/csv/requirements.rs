@@ -1,0 +1,335 @@
+//! A CSV's requirements, judged (pure) from what the round found: owned and required CRDs
+//! (present, Established and NamesAccepted, the version served), `nativeAPIs`,
+//! `minKubeVersion`, and the ServiceAccounts with their rules. The result is upstream's
+//! `status.requirementStatus` plus the unmet items, each named for the CSV's message.
+//!
+//! ServiceAccounts are reported but do not block: this controller creates them (and their
+//! RBAC) itself when it installs, so requiring them first would deadlock a hand-applied CSV.
+
+use k8s_openapi::api::rbac::v1::PolicyRule;
+
+use crate::api::{ClusterServiceVersion, DependentStatus, RequirementStatus};
+
+pub const PRESENT: &str = "Present";
+pub const NOT_PRESENT: &str = "NotPresent";
+pub const PRESENT_NOT_SATISFIED: &str = "PresentNotSatisfied";
+
+/// What the round found about one CRD.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CrdState {
+    pub uid: String,
+    pub established: bool,
+    pub names_accepted: bool,
+    pub served_versions: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Found {
+    /// Per owned then required CRD (in spec order): its state, None when absent.
+    pub owned: Vec<Option<CrdState>>,
+    pub required: Vec<Option<CrdState>>,
+    /// Per `nativeAPIs` entry: whether discovery serves it.
+    pub native: Vec<bool>,
+    /// The API server's version (`major.minor.patch`, leading `v` allowed).
+    pub server_version: Option<String>,
+    /// Per ServiceAccount named in the strategy (sorted): whether it exists, and whether
+    /// the RBAC this controller made for it is in place.
+    pub service_accounts: Vec<(String, bool, bool)>,
+}
+
+pub struct Judged {
+    pub statuses: Vec<RequirementStatus>,
+    pub unmet: Vec<String>,
+}
+
+fn crd_status(
+    name: &str,
+    version: &str,
+    found: Option<&CrdState>,
+) -> (RequirementStatus, Option<String>) {
+    let (status, message, unmet) = match found {
+        None => (
+            NOT_PRESENT,
+            "CRD is not present".to_string(),
+            Some(format!("CRD {name} not present")),
+        ),
+        Some(crd) if !crd.served_versions.iter().any(|v| v == version) => (
+            PRESENT_NOT_SATISFIED,
+            format!("CRD version {version} is not served"),
+            Some(format!("CRD {name} does not serve version {version}")),
+        ),
+        Some(crd) if !crd.established || !crd.names_accepted => (
+            PRESENT_NOT_SATISFIED,
+            "CRD is present but not Established with names accepted".to_string(),
+            Some(format!("CRD {name} not Established")),
+        ),
+        Some(_) => (
+            PRESENT,
+            "CRD is present and Established condition is true".to_string(),
+            None,
+        ),
+    };
+    (
+        RequirementStatus {
+            group: "apiextensions.k8s.io".into(),
+            version: "v1".into(),
+            kind: "CustomResourceDefinition".into(),
+            name: name.into(),
+            status: status.into(),
+            message,
+            uuid: found.map(|c| c.uid.clone()).filter(|u| !u.is_empty()),
+            dependents: vec![],
+        },
+        unmet,
+    )
+}
+
+/// `(major, minor, patch)` of a Kubernetes version like `v1.37.0` or `1.27` (extra suffixes
+/// such as `+k3s1` or `-rc.1` ignored).
+pub fn parse_kube_version(text: &str) -> Option<(u64, u64, u64)> {
+    let core = text.trim().trim_start_matches('v');
+    let core = core.split(['+', '-']).next()?;
+    let mut parts = core.split('.').map(|p| p.parse::<u64>());
+    let major = parts.next()?.ok()?;
+    let minor = parts.next().unwrap_or(Ok(0)).ok()?;
+    let patch = parts.next().unwrap_or(Ok(0)).ok()?;
+    Some((major, minor, patch))
+}
+
+pub fn judge(csv: &ClusterServiceVersion, found: &Found) -> Judged {
+    let mut statuses = Vec::new();
+    let mut unmet = Vec::new();
+    let name = csv.metadata.name.clone().unwrap_or_default();
+
+    if let Some(min) = csv
+        .spec
+        .min_kube_version
+        .as_deref()
+        .filter(|m| !m.trim().is_empty())
+    {
+        let server = found.server_version.as_deref().and_then(parse_kube_version);
+        match (parse_kube_version(min), server) {
+            (Some(min_v), Some(server_v)) if server_v < min_v => {
+                let message = format!(
+                    "CSV version requirement not met: minKubeVersion ({min}) > server version ({})",
+                    found.server_version.clone().unwrap_or_default()
+                );
+                unmet.push(message.clone());
+                statuses.push(RequirementStatus {
+                    group: "operators.coreos.com".into(),
+                    version: "v1alpha1".into(),
+                    kind: "ClusterServiceVersion".into(),
+                    name: name.clone(),
+                    status: PRESENT_NOT_SATISFIED.into(),
+                    message,
+                    uuid: None,
+                    dependents: vec![],
+                });
+            }
+            (None, _) => unmet.push(format!("minKubeVersion {min:?} is not a version")),
+            _ => {}
+        }
+    }
+
+    let crds = csv
+        .spec
+        .customresourcedefinitions
+        .clone()
+        .unwrap_or_default();
+    for (description, state) in crds
+        .owned
+        .iter()
+        .zip(found.owned.iter())
+        .chain(crds.required.iter().zip(found.required.iter()))
+    {
+        let (status, problem) = crd_status(&description.name, &description.version, state.as_ref());
+        statuses.push(status);
+        unmet.extend(problem);
+    }
+
+    for (gvk, present) in csv.spec.native_apis.iter().zip(found.native.iter()) {
+        statuses.push(RequirementStatus {
+            group: gvk.group.clone(),
+            version: gvk.version.clone(),
+            kind: gvk.kind.clone(),
+            name: String::new(),
+            status: if *present { PRESENT } else { NOT_PRESENT }.into(),
+            message: if *present {
+                "native API present"
+            } else {
+                "native API not served"
+            }
+            .into(),
+            uuid: None,
+            dependents: vec![],
+        });
+        if !present {
+            unmet.push(format!(
+                "native API {}/{} {} not served",
+                gvk.group, gvk.version, gvk.kind
+            ));
+        }
+    }
+
+    let strategy = csv.spec.install.spec.clone().unwrap_or_default();
+    for (sa, exists, granted) in &found.service_accounts {
+        let rules = |cluster: bool, list: &[crate::api::StrategyDeploymentPermissions]| {
+            list.iter()
+                .filter(|p| &p.service_account_name == sa)
+                .flat_map(|p| p.rules.iter())
+                .map(|rule: &PolicyRule| DependentStatus {
+                    group: "rbac.authorization.k8s.io".into(),
+                    version: "v1".into(),
+                    kind: "PolicyRule".into(),
+                    status: if *granted {
+                        "Satisfied"
+                    } else {
+                        "NotSatisfied"
+                    }
+                    .into(),
+                    uuid: None,
+                    message: Some(format!(
+                        "{} rule:{}",
+                        if cluster { "cluster" } else { "namespaced" },
+                        serde_json::to_string(rule).unwrap_or_default()
+                    )),
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut dependents = rules(false, &strategy.permissions);
+        dependents.extend(rules(true, &strategy.cluster_permissions));
+        statuses.push(RequirementStatus {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ServiceAccount".into(),
+            name: sa.clone(),
+            status: if *exists { PRESENT } else { NOT_PRESENT }.into(),
+            message: if *exists {
+                "Service account exists"
+            } else {
+                "Service account is created on install"
+            }
+            .into(),
+            uuid: None,
+            dependents,
+        });
+    }
+    Judged { statuses, unmet }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{CrdDescription, CustomResourceDefinitions, GroupVersionKind};
+
+    fn csv() -> ClusterServiceVersion {
+        let mut csv = ClusterServiceVersion::new("op.v1", Default::default());
+        csv.spec.min_kube_version = Some("1.27.0".into());
+        csv.spec.customresourcedefinitions = Some(CustomResourceDefinitions {
+            owned: vec![CrdDescription {
+                name: "widgets.example.com".into(),
+                version: "v1".into(),
+                kind: "Widget".into(),
+                ..CrdDescription::default()
+            }],
+            required: vec![CrdDescription {
+                name: "gadgets.example.com".into(),
+                version: "v1beta1".into(),
+                kind: "Gadget".into(),
+                ..CrdDescription::default()
+            }],
+        });
+        csv
+    }
+
+    fn good() -> CrdState {
+        CrdState {
+            uid: "u".into(),
+            established: true,
+            names_accepted: true,
+            served_versions: vec!["v1".into(), "v1beta1".into()],
+        }
+    }
+
+    #[test]
+    fn all_present_is_met() {
+        let found = Found {
+            owned: vec![Some(good())],
+            required: vec![Some(good())],
+            server_version: Some("v1.37.0".into()),
+            ..Found::default()
+        };
+        let judged = judge(&csv(), &found);
+        assert!(judged.unmet.is_empty(), "{:?}", judged.unmet);
+        assert_eq!(judged.statuses.len(), 2);
+        assert!(judged.statuses.iter().all(|s| s.status == PRESENT));
+    }
+
+    #[test]
+    fn a_missing_required_crd_is_named() {
+        let found = Found {
+            owned: vec![Some(good())],
+            required: vec![None],
+            server_version: Some("v1.37.0".into()),
+            ..Found::default()
+        };
+        let judged = judge(&csv(), &found);
+        assert_eq!(judged.unmet, ["CRD gadgets.example.com not present"]);
+        assert_eq!(judged.statuses[1].status, NOT_PRESENT);
+    }
+
+    #[test]
+    fn unserved_versions_unestablished_crds_old_servers_and_native_apis_are_unmet() {
+        let mut csv = csv();
+        csv.spec.native_apis = vec![GroupVersionKind {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+        }];
+        let unestablished = CrdState {
+            established: false,
+            ..good()
+        };
+        let v2_only = CrdState {
+            served_versions: vec!["v2".into()],
+            ..good()
+        };
+        let found = Found {
+            owned: vec![Some(unestablished)],
+            required: vec![Some(v2_only)],
+            native: vec![false],
+            server_version: Some("v1.26.3+k3s1".into()),
+            ..Found::default()
+        };
+        let judged = judge(&csv, &found);
+        assert_eq!(judged.unmet.len(), 4, "{:?}", judged.unmet);
+        assert!(judged.unmet[0].contains("minKubeVersion (1.27.0) > server version"));
+    }
+
+    #[test]
+    fn service_accounts_are_reported_with_their_rules_but_do_not_block() {
+        let mut csv = csv();
+        csv.spec.min_kube_version = None;
+        csv.spec.customresourcedefinitions = None;
+        csv.spec.install.spec = Some(crate::api::StrategyDetailsDeployment {
+            permissions: vec![crate::api::StrategyDeploymentPermissions {
+                service_account_name: "sa".into(),
+                rules: vec![PolicyRule {
+                    verbs: vec!["get".into()],
+                    ..PolicyRule::default()
+                }],
+            }],
+            ..Default::default()
+        });
+        let found = Found {
+            service_accounts: vec![("sa".into(), false, false)],
+            ..Found::default()
+        };
+        let judged = judge(&csv, &found);
+        assert!(judged.unmet.is_empty());
+        assert_eq!(judged.statuses[0].kind, "ServiceAccount");
+        assert_eq!(judged.statuses[0].dependents[0].status, "NotSatisfied");
+        assert_eq!(parse_kube_version("v1.37.1"), Some((1, 37, 1)));
+        assert_eq!(parse_kube_version("1.27"), Some((1, 27, 0)));
+    }
+}

@@ -1,0 +1,513 @@
+//! The OperatorGroup controller: works out which namespaces each group targets and keeps
+//! `status.namespaces` current as namespaces come and go; annotates member CSVs with the
+//! group (`olm.operatorGroup`, `olm.operatorNamespace`, `olm.targetNamespaces`) and the
+//! group with the APIs its members provide (`olm.providedAPIs`); and maintains upstream's
+//! aggregated ClusterRoles (per group, and per provided API).
+//!
+//! Everything it writes is compared with the cache first: a steady state costs no writes.
+//! The group's ClusterRoles carry owner labels (cluster-scoped objects cannot be owned by a
+//! namespaced group); a pruner deletes those whose group is gone.
+
+pub mod status;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::core::{DeserializeGuard, PartialObjectMeta};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::backoff::Backoff;
+use super::context::Context;
+use super::guard::catch_panic;
+use super::ownership::{
+    OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL, PERMISSIONS_HASH_LABEL,
+};
+use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion, OperatorGroup};
+use crate::runtime::host::Shutdown;
+use status::{NamespaceInfo, Observation};
+
+pub const CONTROLLER: &str = "operatorgroup";
+pub const FIELD_MANAGER: &str = "olm-operatorgroup";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("OperatorGroup {namespace}/{name}: {step}: {error}")]
+    Kube {
+        namespace: String,
+        name: String,
+        step: &'static str,
+        #[source]
+        error: kube::Error,
+    },
+    #[error("OperatorGroup {namespace}/{name}: reconcile {panic}")]
+    Panicked {
+        namespace: String,
+        name: String,
+        panic: String,
+    },
+}
+
+impl Error {
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube { step, .. } => step,
+            Error::Panicked { .. } => "panic",
+        }
+    }
+}
+
+pub struct OperatorGroupContext {
+    pub shared: Arc<Context>,
+    backoff: Backoff<(String, String)>,
+    groups: Store<DeserializeGuard<OperatorGroup>>,
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+    csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
+    cluster_roles: Store<PartialObjectMeta<ClusterRole>>,
+}
+
+fn key(group: &OperatorGroup) -> (String, String) {
+    (group.namespace().unwrap_or_default(), group.name_any())
+}
+
+pub async fn reconcile(
+    guarded: Arc<DeserializeGuard<OperatorGroup>>,
+    ctx: Arc<OperatorGroupContext>,
+) -> Result<Action, Error> {
+    let _timer = ctx.shared.metrics.reconcile_started(CONTROLLER);
+    let group = match &guarded.0 {
+        Ok(group) => group,
+        Err(invalid) => {
+            tracing::warn!(name = ?invalid.metadata.name, error = %invalid.error, "cannot read OperatorGroup; skipping it");
+            return Ok(Action::await_change());
+        }
+    };
+    let (namespace, name) = key(group);
+    match catch_panic(sync(group, &ctx)).await {
+        Ok(Ok(action)) => {
+            ctx.backoff.reset(&(namespace, name));
+            Ok(action)
+        }
+        Ok(Err(error)) => Err(error),
+        Err(panic) => {
+            ctx.shared.metrics.reconcile_panicked(CONTROLLER);
+            tracing::error!(%namespace, %name, %panic, backtrace = %panic.backtrace, "reconcile panicked");
+            ctx.shared
+                .event(
+                    &group.object_ref(&()),
+                    EventType::Warning,
+                    "Panicked",
+                    "Sync",
+                    format!("reconcile {panic}; other OperatorGroups are unaffected"),
+                )
+                .await;
+            Err(Error::Panicked {
+                namespace,
+                name,
+                panic: panic.to_string(),
+            })
+        }
+    }
+}
+
+fn now() -> Timestamp {
+    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+async fn sync(group: &OperatorGroup, ctx: &OperatorGroupContext) -> Result<Action, Error> {
+    // Until every cache is listed, an absent namespace or CSV is only not yet seen.
+    let ready = ctx.groups.wait_until_ready().await.is_ok()
+        && ctx.namespaces.wait_until_ready().await.is_ok()
+        && ctx.csvs.wait_until_ready().await.is_ok()
+        && ctx.cluster_roles.wait_until_ready().await.is_ok();
+    if !ready {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    let (namespace, name) = key(group);
+    let kube_error = |step: &'static str| {
+        let (namespace, name) = (namespace.clone(), name.clone());
+        move |error| Error::Kube {
+            namespace,
+            name,
+            step,
+            error,
+        }
+    };
+    let client = &ctx.shared.client;
+
+    // Gather.
+    let namespaces: Vec<NamespaceInfo> = ctx
+        .namespaces
+        .state()
+        .iter()
+        .map(|ns| NamespaceInfo {
+            name: ns.name_any(),
+            labels: ns.labels().clone(),
+        })
+        .collect();
+    let targets = status::target_namespaces(group, &namespaces);
+    let groups_in_namespace = ctx
+        .groups
+        .state()
+        .iter()
+        .filter(|g| g.meta().namespace.as_deref() == Some(namespace.as_str()))
+        .count();
+    let service_account_uid = match group.spec.service_account_name.as_deref() {
+        Some(sa) if !sa.is_empty() => Api::<ServiceAccount>::namespaced(client.clone(), &namespace)
+            .get_opt(sa)
+            .await
+            .map_err(kube_error("read_service_account"))?
+            .and_then(|sa| sa.metadata.uid),
+        _ => None,
+    };
+    let members: Vec<Arc<DeserializeGuard<ClusterServiceVersion>>> = ctx
+        .csvs
+        .state()
+        .into_iter()
+        .filter(|csv| csv.meta().namespace.as_deref() == Some(namespace.as_str()))
+        .collect();
+    let members: Vec<&ClusterServiceVersion> = members
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .filter(|csv| !csv.is_copy())
+        .collect();
+
+    // Decide.
+    let observed = Observation {
+        targets: targets.clone(),
+        groups_in_namespace,
+        service_account_uid: service_account_uid.clone(),
+        now: now(),
+    };
+    let desired = status::desired_status(group, &observed);
+    let current = group.status.as_ref().map(status::owned_fields);
+    let apis = status::provided_apis(members.iter().copied());
+    let provided = status::provided_apis_annotation(&apis);
+
+    // Apply: status, annotations, roles.
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &namespace);
+    if current.as_ref() != Some(&status::owned_fields(&desired)) {
+        let patch = json!({
+            "apiVersion": OperatorGroup::api_version(&()),
+            "kind": OperatorGroup::kind(&()),
+            "status": status::owned_fields(&desired),
+        });
+        groups
+            .patch_status(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(kube_error("write_status"))?;
+        ctx.shared.metrics.status_written(CONTROLLER);
+        let before = group.status.as_ref().map(|s| s.namespaces.clone());
+        if before.as_ref() != Some(&desired.namespaces) {
+            ctx.shared
+                .event(
+                    &group.object_ref(&()),
+                    EventType::Normal,
+                    "TargetNamespacesChanged",
+                    "Sync",
+                    format!(
+                        "target namespaces: {}",
+                        describe_targets(&desired.namespaces)
+                    ),
+                )
+                .await;
+        }
+    }
+    if group.annotations().get(status::PROVIDED_APIS_ANNOTATION) != Some(&provided) {
+        let patch = json!({
+            "apiVersion": OperatorGroup::api_version(&()),
+            "kind": OperatorGroup::kind(&()),
+            "metadata": { "name": name, "annotations": { status::PROVIDED_APIS_ANNOTATION: provided } },
+        });
+        groups
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(kube_error("annotate_group"))?;
+    }
+    // With two groups in the namespace no CSV is a member of either (TooManyOperatorGroups).
+    if groups_in_namespace == 1 {
+        let wanted = status::member_annotations(group, &targets);
+        let csv_api: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &namespace);
+        for csv in members
+            .iter()
+            .filter(|csv| !status::has_annotations(csv, &wanted))
+        {
+            let patch = json!({
+                "apiVersion": ClusterServiceVersion::api_version(&()),
+                "kind": ClusterServiceVersion::kind(&()),
+                "metadata": { "name": csv.name_any(), "annotations": wanted },
+            });
+            match csv_api
+                .patch(
+                    &csv.name_any(),
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&patch),
+                )
+                .await
+            {
+                Ok(_) => {}
+                // Deleted since the cache saw it.
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(kube_error("annotate_csv")(error)),
+            }
+        }
+    }
+
+    let mut roles = status::group_cluster_roles(group, &apis);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for api in &apis {
+        // Roles per API only once its CRD exists (they are owned by it).
+        if let Some(uid) = crds
+            .get_metadata_opt(&api.crd)
+            .await
+            .map_err(kube_error("read_crd"))?
+            .and_then(|crd| crd.metadata.uid)
+        {
+            roles.extend(status::api_cluster_roles(api, &uid));
+        }
+    }
+    apply_cluster_roles(&roles, ctx)
+        .await
+        .map_err(kube_error("apply_cluster_role"))?;
+
+    // A named ServiceAccount that does not exist yet: look again later (no SA watch).
+    Ok(
+        if group.spec.service_account_name.is_some() && service_account_uid.is_none() {
+            Action::requeue(Duration::from_secs(30))
+        } else {
+            Action::await_change()
+        },
+    )
+}
+
+fn describe_targets(targets: &[String]) -> String {
+    if targets.len() == 1 && targets[0].is_empty() {
+        "all namespaces".into()
+    } else if targets.is_empty() {
+        "none".into()
+    } else {
+        targets.join(", ")
+    }
+}
+
+/// Applies the roles whose hash label differs from the cached copy (or that are missing).
+async fn apply_cluster_roles(
+    roles: &[ClusterRole],
+    ctx: &OperatorGroupContext,
+) -> Result<(), kube::Error> {
+    let api: Api<ClusterRole> = Api::all(ctx.shared.client.clone());
+    for role in roles {
+        let name = role.metadata.name.clone().unwrap_or_default();
+        let wanted = role
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(PERMISSIONS_HASH_LABEL));
+        let cached = ctx
+            .cluster_roles
+            .get(&ObjectRef::new(&name))
+            .and_then(|r| r.labels().get(PERMISSIONS_HASH_LABEL).cloned());
+        if cached.as_ref() == wanted {
+            continue;
+        }
+        let mut body = serde_json::to_value(role).unwrap_or_default();
+        body["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+        body["kind"] = json!("ClusterRole");
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+pub fn error_policy(
+    guarded: Arc<DeserializeGuard<OperatorGroup>>,
+    error: &Error,
+    ctx: Arc<OperatorGroupContext>,
+) -> Action {
+    ctx.shared
+        .metrics
+        .reconcile_failed(CONTROLLER, error.metric_label());
+    let meta = guarded.meta();
+    let key = (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    );
+    let delay = ctx.backoff.next_delay(&key);
+    tracing::warn!(%error, retry_in = ?delay, "OperatorGroup reconcile failed");
+    Action::requeue(delay)
+}
+
+/// Every OperatorGroup in `namespace` (None: all of them).
+fn groups_in(
+    groups: &Store<DeserializeGuard<OperatorGroup>>,
+    namespace: Option<&str>,
+) -> Vec<ObjectRef<DeserializeGuard<OperatorGroup>>> {
+    groups
+        .state()
+        .iter()
+        .filter(|g| namespace.is_none() || g.meta().namespace.as_deref() == namespace)
+        .map(|g| ObjectRef::from_obj(g.as_ref()))
+        .collect()
+}
+
+pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
+    let client = shared.client.clone();
+    let scope = shared.settings.watch_namespace.clone();
+    let group_api: Api<DeserializeGuard<OperatorGroup>> = match &scope {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let csv_api: Api<DeserializeGuard<ClusterServiceVersion>> = match &scope {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+
+    let (namespaces, ns_writer) = reflector::store();
+    let namespace_events = reflector::reflector(
+        ns_writer,
+        watcher(
+            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+            watcher::Config::default().any_semantic(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    let (csvs, csv_writer) = reflector::store();
+    let csv_events = reflector::reflector(
+        csv_writer,
+        watcher(
+            csv_api,
+            watcher::Config::default()
+                .labels(&format!("!{COPIED_FROM_LABEL}"))
+                .any_semantic(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    let (cluster_roles, role_writer) = reflector::store();
+    let role_watch = reflector::reflector(
+        role_writer,
+        watcher(
+            Api::<PartialObjectMeta<ClusterRole>>::all(client.clone()),
+            watcher::Config::default()
+                .labels(&format!("{}=true", super::ownership::MANAGED_LABEL))
+                .any_semantic(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects()
+    .for_each(|_| async {});
+
+    let controller = Controller::new(group_api, watcher::Config::default().any_semantic());
+    let groups = controller.store();
+    let ctx = Arc::new(OperatorGroupContext {
+        shared: Arc::clone(&shared),
+        backoff: Backoff::default(),
+        groups: groups.clone(),
+        namespaces,
+        csvs,
+        cluster_roles,
+    });
+    let role_task = tokio::spawn(role_watch);
+    let pruner = tokio::spawn(prune_group_roles(Arc::clone(&ctx)));
+    let for_namespaces = groups.clone();
+    let for_csvs = groups.clone();
+    controller
+        .watches_stream(
+            namespace_events,
+            move |_ns: PartialObjectMeta<Namespace>| groups_in(&for_namespaces, None),
+        )
+        .watches_stream(
+            csv_events,
+            move |csv: DeserializeGuard<ClusterServiceVersion>| {
+                groups_in(&for_csvs, csv.meta().namespace.as_deref())
+            },
+        )
+        .graceful_shutdown_on(shutdown.requested())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((object, _)) => tracing::debug!(operatorgroup = %object, "reconciled"),
+                Err(error) => tracing::warn!(%error, "OperatorGroup controller"),
+            }
+        })
+        .await;
+    pruner.abort();
+    role_task.abort();
+}
+
+/// Deletes the ClusterRoles of groups that no longer exist (a group has no finalizer, so a
+/// deletion while OLM was down is caught here too). Only groups in the watched scope count.
+async fn prune_group_roles(ctx: Arc<OperatorGroupContext>) {
+    if ctx.groups.wait_until_ready().await.is_err()
+        || ctx.cluster_roles.wait_until_ready().await.is_err()
+    {
+        return;
+    }
+    let scope = ctx.shared.settings.watch_namespace.clone();
+    let api: Api<ClusterRole> = Api::all(ctx.shared.client.clone());
+    let mut tick = tokio::time::interval(Duration::from_secs(15));
+    loop {
+        tick.tick().await;
+        let live: HashSet<(String, String)> = ctx
+            .groups
+            .state()
+            .iter()
+            .map(|g| {
+                (
+                    g.meta().namespace.clone().unwrap_or_default(),
+                    g.meta().name.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        for role in ctx.cluster_roles.state() {
+            let labels: &BTreeMap<String, String> = role.labels();
+            if labels.get(OWNER_KIND_LABEL).map(String::as_str) != Some("OperatorGroup") {
+                continue;
+            }
+            let owner = (
+                labels
+                    .get(OWNER_NAMESPACE_LABEL)
+                    .cloned()
+                    .unwrap_or_default(),
+                labels.get(OWNER_LABEL).cloned().unwrap_or_default(),
+            );
+            if scope.as_ref().is_some_and(|ns| *ns != owner.0) || live.contains(&owner) {
+                continue;
+            }
+            let name = role.name_any();
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    tracing::info!(clusterrole = %name, group = ?owner, "deleted the ClusterRole of a deleted OperatorGroup")
+                }
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => {
+                    tracing::warn!(%error, clusterrole = %name, "could not delete ClusterRole")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,541 @@
+//! The decide step of the OperatorGroup controller, pure: which namespaces a group targets,
+//! the status it should have, the annotations its member CSVs and the group itself carry,
+//! and the aggregated ClusterRoles upstream creates per group and per provided API.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::rbac::v1::{AggregationRule, ClusterRole, PolicyRule};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    Condition, LabelSelector, ObjectMeta, OwnerReference, Time,
+};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::{ClusterServiceVersion, OperatorGroup, OperatorGroupStatus};
+use crate::controllers::ownership::{
+    self, MANAGED_LABEL, PERMISSIONS_HASH_LABEL, owner_labels, selector_is_empty, selector_matches,
+    short_hash,
+};
+
+pub const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
+pub const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
+pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
+pub const PROVIDED_APIS_ANNOTATION: &str = "olm.providedAPIs";
+
+pub const CONDITION_MULTIPLE_GROUPS: &str = "MultipleOperatorGroup";
+pub const CONDITION_SERVICE_ACCOUNT: &str = "OperatorGroupServiceAccount";
+/// The condition types this controller writes.
+pub const OWN_CONDITIONS: [&str; 2] = [CONDITION_MULTIPLE_GROUPS, CONDITION_SERVICE_ACCOUNT];
+
+/// A namespace as the group's selector sees it.
+#[derive(Clone, Debug)]
+pub struct NamespaceInfo {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The target namespaces, sorted: `spec.targetNamespaces` (those that exist), else the
+/// namespaces `spec.selector` matches, else `[""]` (all namespaces).
+pub fn target_namespaces(group: &OperatorGroup, namespaces: &[NamespaceInfo]) -> Vec<String> {
+    let spec = &group.spec;
+    let mut targets: Vec<String> = if let Some(listed) = spec
+        .target_namespaces
+        .as_ref()
+        .filter(|listed| !listed.is_empty())
+    {
+        listed
+            .iter()
+            .map(|ns| ns.trim().to_string())
+            .filter(|ns| namespaces.iter().any(|known| &known.name == ns))
+            .collect()
+    } else if let Some(selector) = spec.selector.as_ref().filter(|s| !selector_is_empty(s)) {
+        namespaces
+            .iter()
+            .filter(|ns| selector_matches(selector, &ns.labels))
+            .map(|ns| ns.name.clone())
+            .collect()
+    } else {
+        vec![String::new()]
+    };
+    targets.sort();
+    targets.dedup();
+    targets
+}
+
+/// `olm.targetNamespaces` as upstream writes it: sorted, comma-joined, "" for all.
+pub fn targets_annotation(targets: &[String]) -> String {
+    targets.join(",")
+}
+
+#[derive(Clone, Debug)]
+pub struct Observation {
+    pub targets: Vec<String>,
+    /// OperatorGroups in the group's namespace, this one included.
+    pub groups_in_namespace: usize,
+    /// `spec.serviceAccountName`'s ServiceAccount, when it exists (its uid).
+    pub service_account_uid: Option<String>,
+    pub now: Timestamp,
+}
+
+/// The status the group should have. `lastUpdated` moves only when the namespace set does.
+pub fn desired_status(group: &OperatorGroup, observed: &Observation) -> OperatorGroupStatus {
+    let current = group.status.clone().unwrap_or_default();
+    let last_updated = if current.namespaces == observed.targets && current.last_updated.is_some() {
+        current.last_updated.clone()
+    } else {
+        Some(Time(observed.now))
+    };
+    let namespace = group.metadata.namespace.clone().unwrap_or_default();
+    let sa_name = group
+        .spec
+        .service_account_name
+        .as_deref()
+        .filter(|n| !n.is_empty());
+    let service_account_ref = match (sa_name, &observed.service_account_uid) {
+        (Some(name), Some(uid)) => Some(ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("ServiceAccount".into()),
+            name: Some(name.into()),
+            namespace: Some(namespace.clone()),
+            uid: Some(uid.clone()),
+            ..ObjectReference::default()
+        }),
+        _ => None,
+    };
+    let mut conditions = Vec::new();
+    if observed.groups_in_namespace > 1 {
+        conditions.push(condition(
+            &current,
+            CONDITION_MULTIPLE_GROUPS,
+            "MultipleOperatorGroupsFound",
+            "Multiple OperatorGroup found in the same namespace".into(),
+            observed.now,
+        ));
+    }
+    if let (Some(name), None) = (sa_name, &observed.service_account_uid) {
+        conditions.push(condition(
+            &current,
+            CONDITION_SERVICE_ACCOUNT,
+            "ServiceAccountNotFound",
+            format!("ServiceAccount {name} not found in namespace {namespace}"),
+            observed.now,
+        ));
+    }
+    OperatorGroupStatus {
+        namespaces: observed.targets.clone(),
+        service_account_ref,
+        last_updated,
+        conditions,
+    }
+}
+
+fn condition(
+    current: &OperatorGroupStatus,
+    type_: &str,
+    reason: &str,
+    message: String,
+    now: Timestamp,
+) -> Condition {
+    let previous = current.conditions.iter().find(|c| c.type_ == type_);
+    Condition {
+        type_: type_.into(),
+        status: "True".into(),
+        reason: reason.into(),
+        message,
+        observed_generation: None,
+        last_transition_time: previous
+            .filter(|p| p.status == "True")
+            .map_or(Time(now), |p| p.last_transition_time.clone()),
+    }
+}
+
+/// The status fields this controller owns, for comparison and for the apply patch.
+pub fn owned_fields(status: &OperatorGroupStatus) -> OperatorGroupStatus {
+    OperatorGroupStatus {
+        namespaces: status.namespaces.clone(),
+        service_account_ref: status.service_account_ref.clone(),
+        last_updated: status.last_updated.clone(),
+        conditions: status
+            .conditions
+            .iter()
+            .filter(|c| OWN_CONDITIONS.contains(&c.type_.as_str()))
+            .cloned()
+            .collect(),
+    }
+}
+
+/// The annotations a member CSV carries.
+pub fn member_annotations(group: &OperatorGroup, targets: &[String]) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            OPERATOR_GROUP_ANNOTATION.to_string(),
+            group.metadata.name.clone().unwrap_or_default(),
+        ),
+        (
+            OPERATOR_NAMESPACE_ANNOTATION.to_string(),
+            group.metadata.namespace.clone().unwrap_or_default(),
+        ),
+        (
+            TARGET_NAMESPACES_ANNOTATION.to_string(),
+            targets_annotation(targets),
+        ),
+    ])
+}
+
+/// Whether `csv` already carries every annotation in `wanted`.
+pub fn has_annotations(csv: &ClusterServiceVersion, wanted: &BTreeMap<String, String>) -> bool {
+    let current = csv.metadata.annotations.as_ref();
+    wanted
+        .iter()
+        .all(|(k, v)| current.and_then(|a| a.get(k)) == Some(v))
+}
+
+/// One API a CSV provides through an owned CRD.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ProvidedApi {
+    pub kind: String,
+    pub version: String,
+    pub group: String,
+    pub plural: String,
+    /// The CRD's name (`<plural>.<group>`).
+    pub crd: String,
+}
+
+impl ProvidedApi {
+    /// `Kind.version.group`, the form of `olm.providedAPIs`.
+    pub fn key(&self) -> String {
+        format!("{}.{}.{}", self.kind, self.version, self.group)
+    }
+
+    /// The hash in the aggregation label shared by the per-API and per-group roles.
+    pub fn hash(&self) -> String {
+        short_hash(&[self.key().as_bytes()])
+    }
+}
+
+/// The APIs the (non-copied) member CSVs provide, sorted and deduplicated.
+pub fn provided_apis<'a>(
+    csvs: impl IntoIterator<Item = &'a ClusterServiceVersion>,
+) -> Vec<ProvidedApi> {
+    let mut apis: Vec<ProvidedApi> = csvs
+        .into_iter()
+        .filter(|csv| !csv.is_copy())
+        .flat_map(|csv| {
+            csv.spec
+                .customresourcedefinitions
+                .iter()
+                .flat_map(|crds| crds.owned.iter())
+        })
+        .filter_map(|owned| {
+            let (plural, group) = owned.name.split_once('.')?;
+            Some(ProvidedApi {
+                kind: owned.kind.clone(),
+                version: owned.version.clone(),
+                group: group.into(),
+                plural: plural.into(),
+                crd: owned.name.clone(),
+            })
+        })
+        .collect();
+    apis.sort();
+    apis.dedup();
+    apis
+}
+
+pub fn provided_apis_annotation(apis: &[ProvidedApi]) -> String {
+    let mut keys: Vec<String> = apis.iter().map(ProvidedApi::key).collect();
+    keys.sort();
+    keys.dedup();
+    keys.join(",")
+}
+
+pub const SUFFIXES: [(&str, &[&str]); 3] = [
+    ("admin", &["*"]),
+    ("edit", &["create", "update", "patch", "delete"]),
+    ("view", &["get", "list", "watch"]),
+];
+
+fn aggregation_label(api: &ProvidedApi, suffix: &str) -> String {
+    format!(
+        "olm.opgroup.permissions/aggregate-to-{}-{suffix}",
+        api.hash()
+    )
+}
+
+fn with_hash(mut role: ClusterRole) -> ClusterRole {
+    let hash = ownership::hash_json(&(
+        &role.rules,
+        &role.aggregation_rule,
+        &role.metadata.labels,
+        &role.metadata.owner_references,
+    ));
+    role.metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(PERMISSIONS_HASH_LABEL.into(), hash);
+    role
+}
+
+/// The group's own roles, `olm.og.<group>.<admin|edit|view>-<hash>`, aggregating the per-API
+/// roles of every API its members provide.
+pub fn group_cluster_roles(group: &OperatorGroup, apis: &[ProvidedApi]) -> Vec<ClusterRole> {
+    let name = group.metadata.name.clone().unwrap_or_default();
+    let namespace = group.metadata.namespace.clone().unwrap_or_default();
+    let hash = short_hash(&[namespace.as_bytes(), name.as_bytes()]);
+    SUFFIXES
+        .iter()
+        .map(|(suffix, _)| {
+            let selectors = apis
+                .iter()
+                .map(|api| LabelSelector {
+                    match_labels: Some(BTreeMap::from([(
+                        aggregation_label(api, suffix),
+                        "true".to_string(),
+                    )])),
+                    match_expressions: None,
+                })
+                .collect();
+            with_hash(ClusterRole {
+                metadata: ObjectMeta {
+                    name: Some(format!("olm.og.{name}.{suffix}-{hash}")),
+                    labels: Some(owner_labels("OperatorGroup", &name, &namespace)),
+                    ..ObjectMeta::default()
+                },
+                aggregation_rule: Some(AggregationRule {
+                    cluster_role_selectors: Some(selectors),
+                }),
+                rules: None,
+            })
+        })
+        .collect()
+}
+
+/// Per provided API: `<crd>-<version>-<admin|edit|view>` (aggregated into the built-in
+/// admin/edit/view roles and into the group roles) and `<crd>-<version>-crdview` (get on
+/// the CRD itself), owned by the CRD (`crd_uid`), so they live exactly as long as the API.
+pub fn api_cluster_roles(api: &ProvidedApi, crd_uid: &str) -> Vec<ClusterRole> {
+    let owner = OwnerReference {
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        name: api.crd.clone(),
+        uid: crd_uid.into(),
+        controller: Some(false),
+        block_owner_deletion: Some(false),
+    };
+    let prefix = format!("{}-{}-", api.crd, api.version);
+    let role = |name: String, suffix: &str, rule: PolicyRule| {
+        with_hash(ClusterRole {
+            metadata: ObjectMeta {
+                name: Some(name),
+                labels: Some(BTreeMap::from([
+                    (
+                        format!("rbac.authorization.k8s.io/aggregate-to-{suffix}"),
+                        "true".to_string(),
+                    ),
+                    (aggregation_label(api, suffix), "true".to_string()),
+                    (MANAGED_LABEL.to_string(), "true".to_string()),
+                ])),
+                owner_references: Some(vec![owner.clone()]),
+                ..ObjectMeta::default()
+            },
+            rules: Some(vec![rule]),
+            aggregation_rule: None,
+        })
+    };
+    let mut roles: Vec<ClusterRole> = SUFFIXES
+        .iter()
+        .map(|(suffix, verbs)| {
+            role(
+                format!("{prefix}{suffix}"),
+                suffix,
+                PolicyRule {
+                    api_groups: Some(vec![api.group.clone()]),
+                    resources: Some(vec![api.plural.clone()]),
+                    verbs: verbs.iter().map(|v| v.to_string()).collect(),
+                    ..PolicyRule::default()
+                },
+            )
+        })
+        .collect();
+    roles.push(role(
+        format!("{prefix}crdview"),
+        "view",
+        PolicyRule {
+            api_groups: Some(vec!["apiextensions.k8s.io".into()]),
+            resources: Some(vec!["customresourcedefinitions".into()]),
+            resource_names: Some(vec![api.crd.clone()]),
+            verbs: vec!["get".into()],
+            ..PolicyRule::default()
+        },
+    ));
+    roles
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{CrdDescription, CustomResourceDefinitions, OperatorGroupSpec};
+
+    fn group(spec: OperatorGroupSpec) -> OperatorGroup {
+        let mut og = OperatorGroup::new("og", spec);
+        og.metadata.namespace = Some("op".into());
+        og
+    }
+
+    fn namespaces() -> Vec<NamespaceInfo> {
+        ["op", "a", "b"]
+            .iter()
+            .map(|name| NamespaceInfo {
+                name: name.to_string(),
+                labels: BTreeMap::from([(
+                    "team".to_string(),
+                    if *name == "b" { "blue" } else { "red" }.to_string(),
+                )]),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn targets_come_from_the_list_the_selector_or_all() {
+        let listed = group(OperatorGroupSpec {
+            target_namespaces: Some(vec!["b".into(), "op".into(), "missing".into()]),
+            ..OperatorGroupSpec::default()
+        });
+        assert_eq!(target_namespaces(&listed, &namespaces()), ["b", "op"]);
+        let selected = group(OperatorGroupSpec {
+            selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([("team".into(), "red".into())])),
+                match_expressions: None,
+            }),
+            ..OperatorGroupSpec::default()
+        });
+        assert_eq!(target_namespaces(&selected, &namespaces()), ["a", "op"]);
+        let all = group(OperatorGroupSpec {
+            selector: Some(LabelSelector::default()),
+            ..OperatorGroupSpec::default()
+        });
+        assert_eq!(target_namespaces(&all, &namespaces()), [""]);
+        assert_eq!(targets_annotation(&["a".into(), "op".into()]), "a,op");
+    }
+
+    #[test]
+    fn last_updated_moves_only_when_the_set_changes() {
+        let mut og = group(OperatorGroupSpec::default());
+        let t0 = Timestamp::from_second(1_000).unwrap();
+        let t1 = Timestamp::from_second(2_000).unwrap();
+        let observed = Observation {
+            targets: vec!["a".into()],
+            groups_in_namespace: 1,
+            service_account_uid: None,
+            now: t0,
+        };
+        let first = desired_status(&og, &observed);
+        assert_eq!(first.last_updated, Some(Time(t0)));
+        og.status = Some(first.clone());
+        let same = desired_status(
+            &og,
+            &Observation {
+                now: t1,
+                ..observed.clone()
+            },
+        );
+        assert_eq!(same, first, "no change, no write");
+        let moved = desired_status(
+            &og,
+            &Observation {
+                targets: vec!["a".into(), "b".into()],
+                now: t1,
+                ..observed
+            },
+        );
+        assert_eq!(moved.last_updated, Some(Time(t1)));
+    }
+
+    #[test]
+    fn two_groups_and_a_missing_service_account_show_as_conditions() {
+        let og = group(OperatorGroupSpec {
+            service_account_name: Some("installer".into()),
+            ..OperatorGroupSpec::default()
+        });
+        let status = desired_status(
+            &og,
+            &Observation {
+                targets: vec!["op".into()],
+                groups_in_namespace: 2,
+                service_account_uid: None,
+                now: Timestamp::UNIX_EPOCH,
+            },
+        );
+        let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(
+            types,
+            [CONDITION_MULTIPLE_GROUPS, CONDITION_SERVICE_ACCOUNT]
+        );
+        assert!(status.service_account_ref.is_none());
+        let found = desired_status(
+            &og,
+            &Observation {
+                targets: vec!["op".into()],
+                groups_in_namespace: 1,
+                service_account_uid: Some("u1".into()),
+                now: Timestamp::UNIX_EPOCH,
+            },
+        );
+        assert!(found.conditions.is_empty());
+        assert_eq!(
+            found.service_account_ref.unwrap().name.as_deref(),
+            Some("installer")
+        );
+    }
+
+    #[test]
+    fn provided_apis_and_their_roles_are_named_as_upstream() {
+        let mut csv = ClusterServiceVersion::new("rw.v1", Default::default());
+        csv.spec.customresourcedefinitions = Some(CustomResourceDefinitions {
+            owned: vec![CrdDescription {
+                name: "reversewordsapps.apps.linuxera.org".into(),
+                version: "v1alpha1".into(),
+                kind: "ReverseWordsApp".into(),
+                ..CrdDescription::default()
+            }],
+            required: vec![],
+        });
+        let apis = provided_apis([&csv]);
+        assert_eq!(
+            provided_apis_annotation(&apis),
+            "ReverseWordsApp.v1alpha1.apps.linuxera.org"
+        );
+        let roles = api_cluster_roles(&apis[0], "uid");
+        let names: Vec<&str> = roles
+            .iter()
+            .filter_map(|r| r.metadata.name.as_deref())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "reversewordsapps.apps.linuxera.org-v1alpha1-admin",
+                "reversewordsapps.apps.linuxera.org-v1alpha1-edit",
+                "reversewordsapps.apps.linuxera.org-v1alpha1-view",
+                "reversewordsapps.apps.linuxera.org-v1alpha1-crdview",
+            ]
+        );
+        let admin_labels = roles[0].metadata.labels.as_ref().unwrap();
+        assert_eq!(
+            admin_labels.get("rbac.authorization.k8s.io/aggregate-to-admin"),
+            Some(&"true".to_string())
+        );
+        let og = group(OperatorGroupSpec::default());
+        let group_roles = group_cluster_roles(&og, &apis);
+        let name = group_roles[0].metadata.name.clone().unwrap();
+        assert!(name.starts_with("olm.og.og.admin-"), "{name}");
+        // The group role selects the per-API role through the shared aggregation label.
+        let selector = &group_roles[0]
+            .aggregation_rule
+            .as_ref()
+            .unwrap()
+            .cluster_role_selectors
+            .as_ref()
+            .unwrap()[0];
+        assert!(selector_matches(selector, admin_labels));
+    }
+}

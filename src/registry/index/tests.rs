@@ -1,0 +1,189 @@
+//! Tests of the registry index: the RPC answers over a small catalog, and refused catalogs.
+
+use std::path::Path;
+
+use super::*;
+use crate::catalog::load::load_str;
+
+const CATALOG: &str = r#"
+{"schema":"olm.package","name":"b","defaultChannel":"stable"}
+{"schema":"olm.channel","package":"b","name":"stable","entries":[
+  {"name":"b.v1"},
+  {"name":"b.v2","replaces":"b.v1","skipRange":"<2.0.0"},
+  {"name":"b.v3","replaces":"b.v2","skips":["b.v1","x.v0"]}]}
+{"schema":"olm.channel","package":"b","name":"alpha","entries":[{"name":"b.v1"}]}
+{"schema":"olm.bundle","package":"b","name":"b.v1","image":"quay.io/b:v1","properties":[
+  {"type":"olm.package","value":{"packageName":"b","version":"1.0.0"}},
+  {"type":"olm.gvk","value":{"group":"g.io","kind":"K","version":"v1"}}]}
+{"schema":"olm.bundle","package":"b","name":"b.v2","image":"quay.io/b:v2","properties":[
+  {"type":"olm.package","value":{"packageName":"b","version":"2.0.0"}},
+  {"type":"olm.gvk","value":{"group":"g.io","kind":"K","version":"v1"}}]}
+{"schema":"olm.bundle","package":"b","name":"b.v3","image":"quay.io/b:v3","properties":[
+  {"type":"olm.package","value":{"packageName":"b","version":"3.0.0"}},
+  {"type":"olm.gvk","value":{"group":"g.io","kind":"K","version":"v1"}},
+  {"type":"olm.bundle.object","value":{"data":"eyJraW5kIjoiQ2x1c3RlclNlcnZpY2VWZXJzaW9uIn0="}}]}
+{"schema":"olm.deprecations","package":"b","entries":[
+  {"reference":{"schema":"olm.channel","name":"alpha"},"message":"use stable"},
+  {"reference":{"schema":"olm.bundle","name":"b.v1"},"message":"too old"}]}
+{"schema":"olm.package","name":"a","defaultChannel":"stable"}
+{"schema":"olm.channel","package":"a","name":"stable","entries":[{"name":"a.v1"}]}
+{"schema":"olm.bundle","package":"a","name":"a.v1","properties":[
+  {"type":"olm.package","value":{"packageName":"a","version":"1.0.0"}},
+  {"type":"olm.gvk","value":{"group":"g.io","kind":"K","version":"v1"}},
+  {"type":"olm.bundle.object","value":{"data":"eyJraW5kIjoiQ2x1c3RlclNlcnZpY2VWZXJzaW9uIn0="}}]}
+{"schema":"my.notes","package":"a","text":"hello"}
+"#;
+
+fn index() -> Index {
+    Index::from_config(load_str(Path::new("c.json"), CATALOG).unwrap()).unwrap()
+}
+
+#[test]
+fn packages_channels_heads_and_deprecations() {
+    let ix = index();
+    assert_eq!(ix.list_packages(), ["a", "b"]);
+    let p = ix.get_package("b").unwrap();
+    let chans: Vec<(&str, &str)> = p
+        .channels
+        .iter()
+        .map(|c| (c.name.as_str(), c.csv_name.as_str()))
+        .collect();
+    assert_eq!(chans, [("alpha", "b.v1"), ("stable", "b.v3")]);
+    assert_eq!(
+        p.channels[0].deprecation.as_ref().unwrap().message,
+        "use stable"
+    );
+    assert_eq!(p.default_channel_name, "stable");
+    assert_eq!(
+        ix.get_package("zz").unwrap_err().0,
+        "package \"zz\" not found"
+    );
+}
+
+#[test]
+fn single_bundle_rpcs_blank_replaces_and_skips() {
+    let ix = index();
+    let b = ix.get_bundle("b", "stable", "b.v3").unwrap();
+    assert_eq!((b.replaces.as_str(), b.skips.len()), ("", 0));
+    assert_eq!(b.csv_json, r#"{"kind":"ClusterServiceVersion"}"#);
+    assert_eq!(b.object.len(), 1);
+    let b2 = ix.get_bundle("b", "stable", "b.v2").unwrap();
+    assert_eq!(b2.skip_range, "<2.0.0");
+    assert_eq!(
+        ix.get_bundle("b", "alpha", "b.v1")
+            .unwrap()
+            .deprecation
+            .unwrap()
+            .message,
+        "too old"
+    );
+    assert_eq!(
+        ix.get_bundle_for_channel("b", "stable").unwrap().csv_name,
+        "b.v3"
+    );
+    assert_eq!(
+        ix.get_bundle_that_replaces("b.v1", "b", "stable")
+            .unwrap()
+            .csv_name,
+        "b.v2"
+    );
+    assert_eq!(
+        ix.get_bundle_that_replaces("b.v1", "x", "stable")
+            .unwrap_err()
+            .0,
+        "package x not found"
+    );
+}
+
+#[test]
+fn list_bundles_drops_manifests_of_bundles_with_an_image() {
+    let ix = index();
+    let all: Vec<api::Bundle> = (0..ix.entry_count())
+        .map(|i| ix.list_bundle(i).unwrap())
+        .collect();
+    assert_eq!(all.len(), 5);
+    let b3 = all.iter().find(|b| b.csv_name == "b.v3").unwrap();
+    assert!(b3.csv_json.is_empty() && b3.object.is_empty());
+    assert_eq!(b3.skips, ["b.v1", "x.v0"]);
+    let a1 = all.iter().find(|b| b.csv_name == "a.v1").unwrap();
+    assert!(!a1.csv_json.is_empty());
+}
+
+#[test]
+fn replace_and_provide_queries() {
+    let ix = index();
+    let r = ix.get_channel_entries_that_replace("b.v1").unwrap();
+    let names: Vec<(&str, &str)> = r
+        .iter()
+        .map(|e| (e.bundle_name.as_str(), e.replaces.as_str()))
+        .collect();
+    assert_eq!(names, [("b.v2", "b.v1"), ("b.v3", "b.v2")]);
+    assert!(ix.get_channel_entries_that_replace("nope").is_err());
+
+    let all = ix
+        .get_channel_entries_that_provide("g.io", "v1", "K")
+        .unwrap();
+    // a.v1, b.v1 twice (two channels), b.v2, b.v3 three times (replaces + two skips).
+    assert_eq!(all.len(), 7);
+    let latest = ix
+        .get_latest_channel_entries_that_provide("g.io", "v1", "K")
+        .unwrap();
+    // Heads only; the skip of x.v0 (not in the channel) is left out.
+    let l: Vec<(&str, &str, &str)> = latest
+        .iter()
+        .map(|e| {
+            (
+                e.channel_name.as_str(),
+                e.bundle_name.as_str(),
+                e.replaces.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        l,
+        [
+            ("stable", "a.v1", ""),
+            ("alpha", "b.v1", ""),
+            ("stable", "b.v3", "b.v2"),
+            ("stable", "b.v3", "b.v1")
+        ]
+    );
+    assert_eq!(
+        ix.get_default_bundle_that_provides("g.io", "v1", "K")
+            .unwrap()
+            .csv_name,
+        "a.v1"
+    );
+    assert!(
+        ix.get_default_bundle_that_provides("g.io", "v1", "Nope")
+            .unwrap_err()
+            .0
+            .starts_with("no channel entries found")
+    );
+}
+
+#[test]
+fn custom_schemas_by_package() {
+    let ix = index();
+    assert_eq!(
+        ix.custom_schema_blobs("my.notes", "a").unwrap()[0]["text"],
+        "hello"
+    );
+    assert!(ix.custom_schema_blobs("my.notes", "").unwrap().is_empty());
+}
+
+#[test]
+fn broken_catalogs_are_refused() {
+    let two_heads = r#"{"schema":"olm.package","name":"p"}
+{"schema":"olm.channel","package":"p","name":"c","entries":[{"name":"p.v1"},{"name":"p.v2"}]}
+{"schema":"olm.bundle","package":"p","name":"p.v1","properties":[{"type":"olm.package","value":{"packageName":"p","version":"1.0.0"}}]}
+{"schema":"olm.bundle","package":"p","name":"p.v2","properties":[{"type":"olm.package","value":{"packageName":"p","version":"2.0.0"}}]}"#;
+    let e = Index::from_config(load_str(Path::new("c.json"), two_heads).unwrap())
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string()
+            .contains("multiple channel heads found in graph: p.v1, p.v2"),
+        "{e}"
+    );
+}

@@ -1,0 +1,493 @@
+//! The CSV lifecycle on the real control plane: bundles from `bundles/` applied by hand (as
+//! upstream's csv e2e tests do) into a namespace with an OperatorGroup; kwok makes the
+//! Deployments Available. RBAC is proven with `kubectl auth can-i` and with the operator's
+//! own token, not assumed.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::Value;
+
+use super::catalog_sources::event_reasons;
+use super::harness::{TestNamespace, client, eventually, install_crds, kubectl, repo_root};
+use super::processes::OlmRun;
+
+pub const WAIT: Duration = Duration::from_secs(90);
+
+pub fn bundle_file(package: &str, version: &str, suffix: &str) -> PathBuf {
+    let dir = repo_root().join(format!("bundles/{package}/{version}/manifests"));
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(suffix))
+        .unwrap_or_else(|| panic!("no *{suffix} in {}", dir.display()))
+}
+
+/// The bundle's CSV as JSON, for tests that change it before applying.
+pub fn csv_json(package: &str, version: &str) -> Value {
+    let text =
+        std::fs::read_to_string(bundle_file(package, version, ".clusterserviceversion.yaml"))
+            .unwrap();
+    serde_yaml::from_str(&text).unwrap()
+}
+
+/// Applies the bundle's CRDs (server-side: tests share them) and waits for them.
+pub fn apply_crds(package: &str, version: &str) {
+    let dir = repo_root().join(format!("bundles/{package}/{version}/manifests"));
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .to_string_lossy()
+            .ends_with(".clusterserviceversion.yaml")
+        {
+            continue;
+        }
+        kubectl(
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "-f",
+                path.to_str().unwrap(),
+            ],
+            None,
+        )
+        .ok();
+    }
+}
+
+pub fn apply_json(namespace: &str, value: &Value) {
+    kubectl(
+        &["apply", "-n", namespace, "-f", "-"],
+        Some(&serde_json::to_string(value).unwrap()),
+    )
+    .ok();
+}
+
+pub fn apply_csv(namespace: &str, package: &str, version: &str) {
+    apply_json(namespace, &csv_json(package, version));
+}
+
+pub fn operator_group(namespace: &str, name: &str, targets: Option<&[&str]>) {
+    let mut og = serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1",
+        "kind": "OperatorGroup",
+        "metadata": { "name": name, "namespace": namespace },
+        "spec": {},
+    });
+    if let Some(targets) = targets {
+        og["spec"]["targetNamespaces"] = serde_json::json!(targets);
+    }
+    apply_json(namespace, &og);
+}
+
+pub fn get(namespace: &str, resource: &str) -> Option<Value> {
+    let out = kubectl(&["get", resource, "-n", namespace, "-o", "json"], None);
+    out.success()
+        .then(|| serde_json::from_str(&out.stdout()).unwrap())
+}
+
+/// Waits until the CSV has `phase` (and `reason`, when given); returns the CSV.
+pub async fn wait_for_phase(
+    namespace: &str,
+    name: &str,
+    phase: &str,
+    reason: Option<&str>,
+) -> Value {
+    eventually(
+        &format!("csv {name} in {phase} {reason:?}"),
+        WAIT,
+        || async {
+            let csv = get(namespace, &format!("csv/{name}"))?;
+            let status = &csv["status"];
+            (status["phase"] == phase && reason.is_none_or(|r| status["reason"] == r))
+                .then_some(csv)
+        },
+    )
+    .await
+}
+
+pub fn phases(csv: &Value) -> Vec<String> {
+    csv["status"]["conditions"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|c| c["phase"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn can_i(verb: &str, resource: &str, namespace: &str, sa: &str, sa_namespace: &str) -> bool {
+    let out = kubectl(
+        &[
+            "auth",
+            "can-i",
+            verb,
+            resource,
+            "-n",
+            namespace,
+            &format!("--as=system:serviceaccount:{sa_namespace}:{sa}"),
+        ],
+        None,
+    );
+    out.stdout().trim() == "yes"
+}
+
+/// Every verb of every rule the CSV asks in `permissions`, as `(verb, resource.group)`.
+fn asked(csv: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for permission in csv["spec"]["install"]["spec"]["permissions"]
+        .as_array()
+        .unwrap()
+    {
+        for rule in permission["rules"].as_array().unwrap() {
+            for group in rule["apiGroups"].as_array().unwrap() {
+                for resource in rule["resources"].as_array().unwrap() {
+                    for verb in rule["verbs"].as_array().unwrap() {
+                        let resource = resource.as_str().unwrap();
+                        let group = group.as_str().unwrap();
+                        let target = if group.is_empty() {
+                            resource.to_string()
+                        } else {
+                            format!("{resource}.{group}")
+                        };
+                        out.push((verb.as_str().unwrap().to_string(), target));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn assert_rbac(csv: &Value, sa: &str, operator_ns: &str, granted_in: &[&str], refused_in: &str) {
+    let asked = asked(csv);
+    assert!(!asked.is_empty());
+    for ns in granted_in {
+        for (verb, resource) in &asked {
+            assert!(
+                can_i(verb, resource, ns, sa, operator_ns),
+                "{sa} cannot {verb} {resource} in {ns}"
+            );
+        }
+    }
+    for (verb, resource) in asked.iter().filter(|(_, r)| r.contains("reversewordsapps")) {
+        assert!(
+            !can_i(verb, resource, refused_in, sa, operator_ns),
+            "{sa} can {verb} {resource} in {refused_in}, outside its group"
+        );
+    }
+    // A rule it did not ask for.
+    assert!(!can_i("delete", "secrets", granted_in[0], sa, operator_ns));
+}
+
+/// A client acting as the ServiceAccount, from a TokenRequest (`kubectl create token`).
+async fn client_as(sa: &str, namespace: &str) -> kube::Client {
+    let token = kubectl(
+        &["create", "token", sa, "-n", namespace, "--duration=10m"],
+        None,
+    )
+    .ok();
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(super::harness::kubeconfig_path()).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    // Only the token: no client certificate of the admin.
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.stdout().trim().to_string().into()),
+        ..Default::default()
+    };
+    kube::Client::try_from(config).unwrap()
+}
+
+fn reverse_words_api(client: kube::Client, namespace: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apps.linuxera.org", "v1alpha1", "ReverseWordsApp"),
+        "reversewordsapps",
+    );
+    Api::namespaced_with(client, namespace, &resource)
+}
+
+#[tokio::test]
+async fn reverse_words_installs_in_own_namespace_with_exactly_its_rbac() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "csv-own").await;
+    let outside = TestNamespace::create(&client, "csv-own-out").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    apply_crds("reverse-words", "0.3.0");
+    operator_group(&ns.name, "og", Some(&[&ns.name]));
+    // A Subscription naming the package: its config reaches the Deployment.
+    apply_json(
+        &ns.name,
+        &serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "Subscription",
+            "metadata": { "name": "reverse-words", "namespace": ns.name },
+            "spec": {
+                "name": "reverse-words", "source": "none", "sourceNamespace": ns.name,
+                "config": { "env": [{ "name": "FROM_SUBSCRIPTION", "value": "yes" }] }
+            },
+        }),
+    );
+    apply_csv(&ns.name, "reverse-words", "0.3.0");
+    let csv = wait_for_phase(
+        &ns.name,
+        "reverse-words.v0.3.0",
+        "Succeeded",
+        Some("InstallSucceeded"),
+    )
+    .await;
+    assert_eq!(
+        phases(&csv),
+        ["Pending", "InstallReady", "Installing", "Succeeded"],
+        "{:#}",
+        csv["status"]
+    );
+    let listed = kubectl(&["get", "csv", "-n", &ns.name], None).ok().stdout();
+    assert!(
+        listed.contains("reverse-words.v0.3.0") && listed.contains("Succeeded"),
+        "{listed}"
+    );
+    for reason in [
+        "RequirementsUnknown",
+        "AllRequirementsMet",
+        "InstallSucceeded",
+    ] {
+        assert!(
+            event_reasons(&ns.name, "reverse-words.v0.3.0")
+                .iter()
+                .any(|r| r == reason),
+            "no {reason} event"
+        );
+    }
+    // Annotations from the group, on the CSV and in the pod template.
+    let annotations = &csv["metadata"]["annotations"];
+    assert_eq!(annotations["olm.operatorGroup"], "og");
+    assert_eq!(annotations["olm.targetNamespaces"], ns.name.as_str());
+    let og = get(&ns.name, "operatorgroup/og").unwrap();
+    assert_eq!(og["status"]["namespaces"], serde_json::json!([ns.name]));
+    assert_eq!(
+        og["metadata"]["annotations"]["olm.providedAPIs"],
+        "ReverseWordsApp.v1alpha1.apps.linuxera.org"
+    );
+
+    let deployment: Deployment = Api::namespaced(client.clone(), &ns.name)
+        .get("reverse-words-controller-manager")
+        .await
+        .unwrap();
+    let labels = deployment.metadata.labels.clone().unwrap();
+    for (key, value) in [
+        ("olm.managed", "true"),
+        ("olm.owner", "reverse-words.v0.3.0"),
+        ("olm.owner.namespace", ns.name.as_str()),
+        ("olm.owner.kind", "ClusterServiceVersion"),
+        ("control-plane", "reverse-words-controller-manager"),
+    ] {
+        assert_eq!(
+            labels.get(key).map(String::as_str),
+            Some(value),
+            "label {key}"
+        );
+    }
+    assert!(labels.contains_key("olm.deployment-spec-hash"));
+    assert_eq!(deployment.spec.revision_history_limit, Some(1));
+    let owner = &deployment.metadata.owner_references.clone().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("ClusterServiceVersion", "reverse-words.v0.3.0")
+    );
+    let template = deployment.spec.template.clone();
+    assert_eq!(
+        template
+            .metadata
+            .unwrap()
+            .annotations
+            .unwrap()
+            .get("olm.targetNamespaces"),
+        Some(&ns.name)
+    );
+    let env: Vec<(String, Option<String>)> = template.spec.unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.value))
+        .collect();
+    assert!(
+        env.contains(&(
+            "OPERATOR_CONDITION_NAME".into(),
+            Some("reverse-words.v0.3.0".into())
+        )),
+        "{env:?}"
+    );
+    assert!(
+        env.contains(&("FROM_SUBSCRIPTION".into(), Some("yes".into()))),
+        "{env:?}"
+    );
+
+    // RBAC proven: every asked rule in the namespace, nothing outside, nothing unasked.
+    let sa = "reverse-words-controller-manager";
+    assert_rbac(&csv, sa, &ns.name, &[&ns.name], &outside.name);
+    let operator = client_as(sa, &ns.name).await;
+    reverse_words_api(operator.clone(), &ns.name)
+        .list(&ListParams::default())
+        .await
+        .expect("the operator lists its CRs in its target namespace");
+    let refused = reverse_words_api(operator, &outside.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, kube::Error::Api(ref s) if s.code == 403),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn single_namespace_group_gets_roles_and_a_copy_in_the_target() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "csv-single").await;
+    let target = TestNamespace::create(&client, "csv-single-t").await;
+    let outside = TestNamespace::create(&client, "csv-single-o").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    apply_crds("reverse-words", "0.3.0");
+    operator_group(&ns.name, "og", Some(&[&target.name]));
+    apply_csv(&ns.name, "reverse-words", "0.3.0");
+    let csv = wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", None).await;
+    assert_rbac(
+        &csv,
+        "reverse-words-controller-manager",
+        &ns.name,
+        &[&target.name],
+        &outside.name,
+    );
+    let copy = eventually("a copied CSV in the target", WAIT, || async {
+        get(&target.name, "csv/reverse-words.v0.3.0")
+    })
+    .await;
+    assert_eq!(
+        copy["metadata"]["labels"]["olm.copiedFrom"],
+        ns.name.as_str()
+    );
+    assert_eq!(copy["status"]["reason"], "Copied");
+    assert!(
+        copy["spec"]["install"]["spec"].is_null(),
+        "copies are cheap"
+    );
+}
+
+#[tokio::test]
+async fn bad_input_is_reported_on_the_csv() {
+    install_crds();
+    let client = client().await;
+    let _olm_guards: Vec<OlmRun>;
+    // Missing required CRD: ptemplate needs kmm's Module.
+    let missing = TestNamespace::create(&client, "csv-missing").await;
+    let unsupported = TestNamespace::create(&client, "csv-unsup").await;
+    let two = TestNamespace::create(&client, "csv-two").await;
+    let invalid = TestNamespace::create(&client, "csv-invalid").await;
+    let stuck = TestNamespace::create(&client, "csv-stuck").await;
+    _olm_guards = [&missing, &unsupported, &two, &invalid, &stuck]
+        .iter()
+        .map(|ns| {
+            OlmRun::start(
+                &ns.name,
+                &["--leader-elect=false", "--install-check-timeout", "8s"],
+            )
+        })
+        .collect();
+    apply_crds("reverse-words", "0.3.0");
+    apply_crds("ptemplate", "0.1.0");
+
+    operator_group(&missing.name, "og", Some(&[&missing.name]));
+    let mut ptemplate = csv_json("ptemplate", "0.1.0");
+    ptemplate["spec"]["customresourcedefinitions"]["required"] = serde_json::json!([{
+        "name": "absent.example.com", "version": "v1", "kind": "Absent"
+    }]);
+    apply_json(&missing.name, &ptemplate);
+
+    operator_group(&unsupported.name, "og", None);
+    apply_csv(&unsupported.name, "reverse-words", "0.3.0");
+
+    operator_group(&two.name, "og1", Some(&[&two.name]));
+    operator_group(&two.name, "og2", Some(&[&two.name]));
+    apply_csv(&two.name, "reverse-words", "0.3.0");
+
+    operator_group(&invalid.name, "og", Some(&[&invalid.name]));
+    let mut bad = csv_json("reverse-words", "0.3.0");
+    bad["spec"]["install"]["spec"]["deployments"][0]["spec"]["selector"]["matchLabels"] =
+        serde_json::json!({"control-plane": "something-else"});
+    apply_json(&invalid.name, &bad);
+
+    operator_group(&stuck.name, "og", Some(&[&stuck.name]));
+    let mut never_ready = csv_json("reverse-words", "0.3.0");
+    never_ready["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["nodeSelector"] =
+        serde_json::json!({"olm-rs.dev/no-such-node": "true"});
+    apply_json(&stuck.name, &never_ready);
+
+    let pending = wait_for_phase(
+        &missing.name,
+        "ptemplate.v0.1.0",
+        "Pending",
+        Some("RequirementsNotMet"),
+    )
+    .await;
+    let message = pending["status"]["message"].as_str().unwrap();
+    assert!(message.contains("absent.example.com"), "{message}");
+    let requirement = pending["status"]["requirementStatus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "absent.example.com")
+        .cloned()
+        .unwrap();
+    assert_eq!(requirement["status"], "NotPresent");
+
+    let failed = wait_for_phase(
+        &unsupported.name,
+        "reverse-words.v0.3.0",
+        "Failed",
+        Some("UnsupportedOperatorGroup"),
+    )
+    .await;
+    assert!(
+        failed["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("AllNamespaces")
+    );
+    wait_for_phase(
+        &two.name,
+        "reverse-words.v0.3.0",
+        "Failed",
+        Some("TooManyOperatorGroups"),
+    )
+    .await;
+    let invalid_csv = wait_for_phase(
+        &invalid.name,
+        "reverse-words.v0.3.0",
+        "Failed",
+        Some("InstallComponentFailed"),
+    )
+    .await;
+    let message = invalid_csv["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("selector") && message.contains("invalid"),
+        "{message}"
+    );
+    let timed_out = wait_for_phase(
+        &stuck.name,
+        "reverse-words.v0.3.0",
+        "Failed",
+        Some("InstallCheckFailed"),
+    )
+    .await;
+    assert!(phases(&timed_out).contains(&"Installing".to_string()));
+}

@@ -1,0 +1,233 @@
+//! Replacement, deletion, copied CSVs and restarts, on the real control plane.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::Api;
+
+use super::csv_lifecycle::{
+    WAIT, apply_crds, apply_csv, apply_json, csv_json, get, operator_group, phases, wait_for_phase,
+};
+use super::harness::{TestNamespace, client, eventually, install_crds, kubectl};
+use super::processes::OlmRun;
+
+fn names(kind: &str, selector: &str, namespace: Option<&str>) -> Vec<String> {
+    let mut args = vec!["get", kind, "-l", selector, "-o", "name"];
+    match namespace {
+        Some(ns) => args.extend(["-n", ns]),
+        None if kind.starts_with("cluster") => {}
+        None => args.push("-A"),
+    }
+    let out = kubectl(&args, None).ok().stdout();
+    out.lines().map(str::to_string).collect()
+}
+
+fn owner_selector(csv: &str, namespace: &str) -> String {
+    format!("olm.owner={csv},olm.owner.namespace={namespace}")
+}
+
+#[tokio::test]
+async fn a_replacement_adopts_the_deployment_and_the_old_csv_goes() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "csv-replace").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    apply_crds("reverse-words", "0.4.0");
+    operator_group(&ns.name, "og", Some(&[&ns.name]));
+    apply_csv(&ns.name, "reverse-words", "0.3.0");
+    wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", None).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let before = deployments
+        .get("reverse-words-controller-manager")
+        .await
+        .unwrap();
+
+    apply_csv(&ns.name, "reverse-words", "0.4.0");
+    let new = wait_for_phase(&ns.name, "reverse-words.v0.4.0", "Succeeded", None).await;
+    eventually("v0.3.0 deleted", WAIT, || async {
+        get(&ns.name, "csv/reverse-words.v0.3.0")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let after = deployments
+        .get("reverse-words-controller-manager")
+        .await
+        .unwrap();
+    assert_eq!(
+        before.metadata.uid, after.metadata.uid,
+        "adopted, not recreated"
+    );
+    let labels = after.metadata.labels.unwrap();
+    assert_eq!(
+        labels.get("olm.owner").map(String::as_str),
+        Some("reverse-words.v0.4.0")
+    );
+    let owners = after.metadata.owner_references.unwrap();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(owners[0].name, "reverse-words.v0.4.0");
+    // The ServiceAccount moved to the new CSV too, so it survived the old one's deletion.
+    assert!(get(&ns.name, "serviceaccount/reverse-words-controller-manager").is_some());
+    // Pending (possibly twice: waiting for the old one to enter Replacing), then straight on.
+    let mut seen = phases(&new);
+    seen.dedup();
+    assert_eq!(
+        seen,
+        ["Pending", "InstallReady", "Installing", "Succeeded"],
+        "{:#}",
+        new["status"]
+    );
+    // The old CSV passed Replacing then Deleting: its Events say so.
+    let reasons = super::catalog_sources::event_reasons(&ns.name, "reverse-words.v0.3.0");
+    assert!(reasons.iter().any(|r| r == "BeingReplaced"), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r == "Replaced"), "{reasons:?}");
+}
+
+#[tokio::test]
+async fn deletion_removes_cluster_rbac_and_copies_but_keeps_crds_and_crs() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "csv-delete").await;
+    let target = TestNamespace::create(&client, "csv-delete-t").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    apply_crds("reverse-words", "0.3.0");
+    operator_group(&ns.name, "og", Some(&[&target.name]));
+    let mut csv = csv_json("reverse-words", "0.3.0");
+    // Cluster permissions too, so there is cluster-scoped RBAC to clean up.
+    csv["spec"]["install"]["spec"]["clusterPermissions"] = serde_json::json!([{
+        "serviceAccountName": "reverse-words-controller-manager",
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],
+    }]);
+    apply_json(&ns.name, &csv);
+    wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", None).await;
+    let selector = owner_selector("reverse-words.v0.3.0", &ns.name);
+    assert_eq!(names("clusterroles", &selector, None).len(), 1);
+    assert_eq!(names("clusterrolebindings", &selector, None).len(), 1);
+    assert_eq!(names("roles", &selector, Some(&target.name)).len(), 1);
+    eventually("a copy in the target", WAIT, || async {
+        get(&target.name, "csv/reverse-words.v0.3.0")
+    })
+    .await;
+    apply_json(
+        &ns.name,
+        &serde_json::json!({
+            "apiVersion": "apps.linuxera.org/v1alpha1", "kind": "ReverseWordsApp",
+            "metadata": {"name": "keep-me", "namespace": ns.name}, "spec": {"replicas": 1},
+        }),
+    );
+
+    kubectl(
+        &[
+            "delete",
+            "csv",
+            "reverse-words.v0.3.0",
+            "-n",
+            &ns.name,
+            "--timeout=60s",
+        ],
+        None,
+    )
+    .ok();
+    assert!(names("clusterroles", &selector, None).is_empty());
+    assert!(names("clusterrolebindings", &selector, None).is_empty());
+    assert!(names("roles", &selector, Some(&target.name)).is_empty());
+    assert!(get(&target.name, "csv/reverse-words.v0.3.0").is_none());
+    assert!(get("default", "crd/reversewordsapps.apps.linuxera.org").is_some());
+    assert!(get(&ns.name, "reversewordsapp/keep-me").is_some());
+}
+
+#[tokio::test]
+async fn copies_follow_a_multi_namespace_group() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "csv-multi").await;
+    let a = TestNamespace::create(&client, "csv-multi-a").await;
+    let b = TestNamespace::create(&client, "csv-multi-b").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    apply_crds("reverse-words", "0.3.0");
+    operator_group(&ns.name, "og", Some(&[&ns.name, &a.name, &b.name]));
+    let mut csv = csv_json("reverse-words", "0.3.0");
+    for mode in csv["spec"]["installModes"].as_array_mut().unwrap() {
+        mode["supported"] = serde_json::json!(true);
+    }
+    apply_json(&ns.name, &csv);
+    wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", None).await;
+    let copies = || names("csv", &format!("olm.copiedFrom={}", ns.name), None);
+    let both = eventually("2 copies", WAIT, || async {
+        (copies().len() == 2).then(copies)
+    })
+    .await;
+    assert!(
+        both.iter().all(|c| c.contains("reverse-words.v0.3.0")),
+        "{both:?}"
+    );
+    assert!(get(&a.name, "csv/reverse-words.v0.3.0").is_some());
+
+    operator_group(&ns.name, "og", Some(&[&ns.name, &a.name]));
+    eventually("b's copy pruned", WAIT, || async {
+        get(&b.name, "csv/reverse-words.v0.3.0")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(get(&a.name, "csv/reverse-words.v0.3.0").is_some());
+}
+
+#[tokio::test]
+async fn disabled_copies_leave_none_for_all_namespaces() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "csv-nocopy").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false", "--disable-copied-csvs"]);
+    apply_crds("kernel-module-management", "2.2.0");
+    operator_group(&ns.name, "global", None);
+    apply_csv(&ns.name, "kernel-module-management", "2.2.0");
+    wait_for_phase(
+        &ns.name,
+        "kernel-module-management.v2.2.0",
+        "Succeeded",
+        None,
+    )
+    .await;
+    // AllNamespaces: permissions lifted to cluster roles with namespace access.
+    let sa = format!(
+        "system:serviceaccount:{}:kernel-module-management-controller-manager",
+        ns.name
+    );
+    let can = kubectl(
+        &["auth", "can-i", "list", "namespaces", &format!("--as={sa}")],
+        None,
+    );
+    assert_eq!(can.stdout().trim(), "yes");
+    assert!(names("csv", &format!("olm.copiedFrom={}", ns.name), None).is_empty());
+}
+
+#[tokio::test]
+async fn a_restart_while_installing_converges_without_duplicates() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "csv-restart").await;
+    let mut olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    apply_crds("reverse-words", "0.3.0");
+    operator_group(&ns.name, "og", Some(&[&ns.name]));
+    apply_csv(&ns.name, "reverse-words", "0.3.0");
+    eventually("Installing", WAIT, || async {
+        let csv = get(&ns.name, "csv/reverse-words.v0.3.0")?;
+        matches!(
+            csv["status"]["phase"].as_str(),
+            Some("Installing") | Some("Succeeded")
+        )
+        .then_some(())
+    })
+    .await;
+    olm.process.kill();
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    let csv = wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", None).await;
+    assert_eq!(
+        phases(&csv),
+        ["Pending", "InstallReady", "Installing", "Succeeded"]
+    );
+    let selector = owner_selector("reverse-words.v0.3.0", &ns.name);
+    assert_eq!(names("deployments", &selector, Some(&ns.name)).len(), 1);
+    assert_eq!(names("roles", &selector, Some(&ns.name)).len(), 1);
+    assert_eq!(names("rolebindings", &selector, Some(&ns.name)).len(), 1);
+    assert_eq!(names("serviceaccounts", &selector, Some(&ns.name)).len(), 1);
+}
