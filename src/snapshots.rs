@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
+use tokio::sync::watch;
 
 use crate::catalog::fbc::DeclarativeConfig;
 use crate::resolver::input::{Catalog, CatalogRef};
@@ -23,9 +24,20 @@ pub struct CatalogSnapshot {
 }
 
 /// All snapshots of this process, shared by the controllers (and later the packageserver).
-#[derive(Default)]
 pub struct CatalogSnapshots {
     by_ref: RwLock<BTreeMap<CatalogRef, Arc<CatalogSnapshot>>>,
+    /// Bumped whenever a snapshot is added, replaced or dropped (not on priority changes):
+    /// readers compare digests to learn which catalogs changed.
+    changes: watch::Sender<u64>,
+}
+
+impl Default for CatalogSnapshots {
+    fn default() -> Self {
+        CatalogSnapshots {
+            by_ref: RwLock::default(),
+            changes: watch::Sender::new(0),
+        }
+    }
 }
 
 /// What `/debug/catalogs` shows of one snapshot.
@@ -51,7 +63,22 @@ impl CatalogSnapshots {
         let source = CatalogRef::new(&snapshot.catalog.name, &snapshot.catalog.namespace);
         let snapshot = Arc::new(snapshot);
         self.write().insert(source, Arc::clone(&snapshot));
+        self.changes.send_modify(|n| *n += 1);
         snapshot
+    }
+
+    /// Wakes on every content change (insert or removal); compare [`Self::digests`] to see
+    /// which catalogs changed.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// The content digest of every snapshot held.
+    pub fn digests(&self) -> BTreeMap<CatalogRef, String> {
+        self.read()
+            .iter()
+            .map(|(source, snapshot)| (source.clone(), snapshot.digest.clone()))
+            .collect()
     }
 
     /// Keeps the content but records a new priority (a spec change that needs no reload).
@@ -78,6 +105,10 @@ impl CatalogSnapshots {
         let gone: Vec<CatalogRef> = map.keys().filter(|r| !keep(r)).cloned().collect();
         for source in &gone {
             map.remove(source);
+        }
+        drop(map);
+        if !gone.is_empty() {
+            self.changes.send_modify(|n| *n += 1);
         }
         gone
     }
@@ -206,5 +237,19 @@ mod tests {
         assert_eq!(a.catalog.priority, 7);
         assert_eq!(a.catalog.content.packages[0].name, "a");
         assert_eq!(snapshots.summaries()[0].packages, ["a"]);
+    }
+
+    #[test]
+    fn content_changes_are_announced_priority_changes_are_not() {
+        let snapshots = CatalogSnapshots::default();
+        let mut changes = snapshots.changes();
+        snapshots.insert(snapshot("olm", "a", 0, "a"));
+        assert!(changes.has_changed().unwrap());
+        changes.mark_unchanged();
+        snapshots.set_priority(&CatalogRef::new("a", "olm"), 3);
+        assert!(!changes.has_changed().unwrap());
+        snapshots.retain(|_| false);
+        assert!(changes.has_changed().unwrap());
+        assert!(snapshots.digests().is_empty());
     }
 }

@@ -160,3 +160,53 @@ pub struct BundleLookup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub properties: Option<String>,
 }
+
+/// Annotation on an InstallPlan listing the bundles it installs, in install order
+/// (dependencies first), as JSON [`PlannedBundle`]s. The Subscription controller writes it
+/// when it creates the plan; the InstallPlan controller reads it to fetch each bundle's
+/// manifests from its catalog. Everything the plan needs is on the object, so a restart at
+/// any point finds it there.
+pub const ANNOTATION_PLANNED_BUNDLES: &str = "olm-rs.dev/bundles";
+
+/// One bundle of an InstallPlan: what to install, from where, and why.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedBundle {
+    /// The CSV name.
+    pub name: String,
+    pub package: String,
+    pub version: String,
+    pub channel: String,
+    pub catalog: String,
+    pub catalog_namespace: String,
+    /// The installed CSV it replaces (written into the new CSV's `spec.replaces`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+    /// The Subscription that asked for it; None for a dependency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription: Option<String>,
+    /// For a dependency: the Subscription the plan creates for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated_subscription: Option<String>,
+    /// For a dependency: the bundles that need it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependency_of: Vec<String>,
+}
+
+impl InstallPlan {
+    /// The bundles of [`ANNOTATION_PLANNED_BUNDLES`]; an error names what is wrong.
+    pub fn planned_bundles(&self) -> Result<Vec<PlannedBundle>, String> {
+        let text = self
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_PLANNED_BUNDLES))
+            .ok_or_else(|| format!("annotation {ANNOTATION_PLANNED_BUNDLES} is missing"))?;
+        serde_json::from_str(text)
+            .map_err(|e| format!("annotation {ANNOTATION_PLANNED_BUNDLES} does not parse: {e}"))
+    }
+
+    pub fn phase(&self) -> InstallPlanPhase {
+        self.status.as_ref().map(|s| s.phase).unwrap_or_default()
+    }
+}

@@ -30,6 +30,9 @@ pub struct RunArgs {
     /// Deadline of one registry health check.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub registry_timeout: Duration,
+    /// How long a failing InstallPlan step is retried before the plan is Failed.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    pub install_plan_retry_timeout: Duration,
     /// A CSV whose Deployments stay unready this long while Installing fails with
     /// InstallCheckFailed.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
@@ -88,6 +91,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             watch_namespace: args.watch_namespace,
             catalog_check_interval: args.catalog_check_interval,
             registry_timeout: args.registry_timeout,
+            install_plan_retry_timeout: args.install_plan_retry_timeout,
             install_check_timeout: args.install_check_timeout,
             disable_copied_csvs: args.disable_copied_csvs,
         },

@@ -27,6 +27,9 @@ pub struct Settings {
     pub catalog_check_interval: Duration,
     /// Deadline for one registry health check or catalog load.
     pub registry_timeout: Duration,
+    /// How long an InstallPlan step keeps being retried before the plan fails (upstream's
+    /// `--install-plan-retry-timeout`).
+    pub install_plan_retry_timeout: Duration,
     /// How long a CSV may stay Installing with unready Deployments before it fails with
     /// InstallCheckFailed (upstream: 5 minutes, fixed).
     pub install_check_timeout: Duration,
@@ -42,6 +45,7 @@ impl Default for Settings {
             watch_namespace: None,
             catalog_check_interval: Duration::from_secs(10),
             registry_timeout: Duration::from_secs(5),
+            install_plan_retry_timeout: Duration::from_secs(60),
             install_check_timeout: Duration::from_secs(300),
             disable_copied_csvs: false,
         }

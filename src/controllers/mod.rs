@@ -8,8 +8,10 @@ pub mod catalogsource;
 pub mod context;
 pub mod csv;
 pub mod guard;
+pub mod installplan;
 pub mod operatorgroup;
 pub mod ownership;
+pub mod subscription;
 
 use crate::runtime::host::{Controller, Role};
 
@@ -23,6 +25,8 @@ pub fn all() -> Vec<Controller> {
             Role::EveryReplica,
             catalogsource::run,
         ),
+        Controller::new(subscription::CONTROLLER, Role::Leader, subscription::run),
+        Controller::new(installplan::CONTROLLER, Role::Leader, installplan::run),
         Controller::new(operatorgroup::CONTROLLER, Role::Leader, operatorgroup::run),
         Controller::new(csv::CONTROLLER, Role::Leader, csv::run),
     ]

@@ -95,3 +95,19 @@ pub enum SubscriptionError {
         reasons: String,
     },
 }
+
+impl SubscriptionError {
+    /// The Subscription the error is about.
+    pub fn subscription(&self) -> &str {
+        match self {
+            SubscriptionError::UnknownCatalog { subscription, .. }
+            | SubscriptionError::PackageNotFound { subscription, .. }
+            | SubscriptionError::NoDefaultChannel { subscription, .. }
+            | SubscriptionError::ChannelNotFound { subscription, .. }
+            | SubscriptionError::InvalidChannel { subscription, .. }
+            | SubscriptionError::StartingCsvNotFound { subscription, .. }
+            | SubscriptionError::StartingCsvNotInstallable { subscription, .. }
+            | SubscriptionError::NothingInstallable { subscription, .. } => subscription,
+        }
+    }
+}

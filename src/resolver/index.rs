@@ -77,8 +77,14 @@ pub struct CatalogIndex {
 
 impl CatalogIndex {
     pub fn new(catalogs: &[Catalog]) -> CatalogIndex {
+        Self::from_catalogs(catalogs)
+    }
+
+    /// As [`CatalogIndex::new`], over catalogs held elsewhere (the controllers' snapshots),
+    /// without copying them.
+    pub fn from_catalogs<'a>(catalogs: impl IntoIterator<Item = &'a Catalog>) -> CatalogIndex {
         let mut index = CatalogIndex::default();
-        for (ci, catalog) in catalogs.iter().enumerate() {
+        for (ci, catalog) in catalogs.into_iter().enumerate() {
             let mut packages: BTreeMap<String, PackageInfo> = BTreeMap::new();
             for p in &catalog.content.packages {
                 packages.entry(p.name.clone()).or_default().default_channel =

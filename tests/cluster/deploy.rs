@@ -12,7 +12,7 @@ use super::harness::{
 use super::processes::{OlmRun, free_port, olm_serve};
 
 /// The test cluster's kubeconfig, acting as `user` (impersonation; the admin may do that).
-fn kubeconfig_as(user: &str, name: &str) -> std::path::PathBuf {
+pub fn kubeconfig_as(user: &str, name: &str) -> std::path::PathBuf {
     let text = std::fs::read_to_string(kubeconfig_path()).unwrap();
     let mut config: serde_json::Value = serde_yaml::from_str(&text).unwrap();
     for entry in config["users"].as_array_mut().unwrap() {

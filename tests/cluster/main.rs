@@ -17,3 +17,4 @@ mod leader_election;
 mod operator_groups;
 mod real_csvs;
 mod runtime_hardening;
+mod subscriptions;

@@ -1,0 +1,755 @@
+//! The InstallPlan controller: turns a plan the Subscription controller created into
+//! objects in the cluster.
+//!
+//! - First sight (no `status.plan`): each bundle's manifests are fetched from the catalog it
+//!   was resolved from (GetBundle of the CatalogSource's registry server, or the ConfigMap of a
+//!   ConfigMap catalog), turned into upstream's steps ([`steps::build_steps`]), and the plan
+//!   moves to RequiresApproval (Manual, not approved) or Installing.
+//! - RequiresApproval → Installing once `spec.approved` is true.
+//! - Installing: steps in order (CSVs, CRDs, the rest) with server-side apply under one field
+//!   manager, `olm.managed=true`, owner references to the CSV for namespaced objects; CRDs
+//!   checked for upgrade safety first and waited for until Established (`WaitingForApi`).
+//!   Errors are retried until `--install-plan-retry-timeout` after `startTime`, then the plan
+//!   is Failed naming the step (Forbidden never fails it, as upstream). When the namespace's
+//!   OperatorGroup names a `serviceAccountName`, every step but CRDs runs as that account.
+//!
+//! Everything is idempotent and recorded on the object, so a restart at any point continues
+//! where the last process stopped.
+
+pub(crate) mod manifests;
+pub mod steps;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+use kube::core::DeserializeGuard;
+use kube::discovery::{ApiCapabilities, Scope};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::EventType;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::backoff::Backoff;
+use super::context::Context;
+use super::guard::catch_panic;
+use crate::api::{
+    Approval, ClusterServiceVersion, InstallPlan, InstallPlanCondition, InstallPlanPhase,
+    InstallPlanStatus, OperatorGroup, Step, StepStatus,
+};
+use crate::runtime::host::Shutdown;
+use manifests::Fetched;
+use steps::{BundleManifests, KIND_CRD, KIND_CSV, KIND_SUBSCRIPTION, LABEL_MANAGED};
+
+pub const CONTROLLER: &str = "installplan";
+/// Server-side apply field manager of everything this controller writes.
+pub const FIELD_MANAGER: &str = "olm-installplan";
+/// How often an Installing plan is looked at again while it waits (CRDs, retries).
+const RECHECK: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("InstallPlan {namespace}/{name}: {action}: {error}")]
+    Kube {
+        namespace: String,
+        name: String,
+        action: String,
+        #[source]
+        error: kube::Error,
+    },
+    #[error("InstallPlan {namespace}/{name}: {message}")]
+    Other {
+        namespace: String,
+        name: String,
+        message: String,
+    },
+}
+
+impl Error {
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube { .. } => "kube",
+            Error::Other { .. } => "other",
+        }
+    }
+}
+
+pub struct InstallPlanContext {
+    pub shared: Arc<Context>,
+    backoff: Backoff<String>,
+    /// Discovery results per group/version/kind.
+    discovered: Mutex<HashMap<GroupVersionKind, (ApiResource, ApiCapabilities)>>,
+    /// Clients that impersonate an OperatorGroup's service account, per account.
+    impersonating: Mutex<HashMap<String, Client>>,
+}
+
+fn now() -> Timestamp {
+    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+pub async fn reconcile(
+    guarded: Arc<DeserializeGuard<InstallPlan>>,
+    ctx: Arc<InstallPlanContext>,
+) -> Result<Action, Error> {
+    let _timer = ctx.shared.metrics.reconcile_started(CONTROLLER);
+    let plan = match &guarded.0 {
+        Ok(plan) => plan,
+        Err(invalid) => {
+            tracing::warn!(name = ?invalid.metadata.name, error = %invalid.error, "cannot read InstallPlan; skipping it");
+            return Ok(Action::await_change());
+        }
+    };
+    let key = format!(
+        "{}/{}",
+        plan.namespace().unwrap_or_default(),
+        plan.name_any()
+    );
+    match catch_panic(sync(plan, &ctx)).await {
+        Ok(Ok(action)) => {
+            ctx.backoff.reset(&key);
+            Ok(action)
+        }
+        Ok(Err(error)) => Err(error),
+        Err(panic) => {
+            ctx.shared.metrics.reconcile_panicked(CONTROLLER);
+            tracing::error!(plan = %key, panic = %panic, backtrace = %panic.backtrace, "reconcile panicked; other plans are unaffected");
+            Err(Error::Other {
+                namespace: plan.namespace().unwrap_or_default(),
+                name: plan.name_any(),
+                message: format!("reconcile {panic}"),
+            })
+        }
+    }
+}
+
+pub fn error_policy(
+    guarded: Arc<DeserializeGuard<InstallPlan>>,
+    error: &Error,
+    ctx: Arc<InstallPlanContext>,
+) -> Action {
+    ctx.shared
+        .metrics
+        .reconcile_failed(CONTROLLER, error.metric_label());
+    let meta = match &guarded.0 {
+        Ok(plan) => &plan.metadata,
+        Err(invalid) => &invalid.metadata,
+    };
+    let key = format!(
+        "{}/{}",
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default()
+    );
+    let delay = ctx.backoff.next_delay(&key);
+    tracing::warn!(%error, retry_in = ?delay, "InstallPlan reconcile failed");
+    Action::requeue(delay)
+}
+
+async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Error> {
+    let status = plan.status.clone().unwrap_or_default();
+    match status.phase {
+        InstallPlanPhase::Complete | InstallPlanPhase::Failed => Ok(Action::await_change()),
+        _ if status.plan.is_empty() => prepare(plan, ctx).await,
+        InstallPlanPhase::RequiresApproval => {
+            if plan.spec.approved {
+                let mut next = status.clone();
+                next.phase = InstallPlanPhase::Installing;
+                next.start_time = Some(Time(now()));
+                write_status(plan, &next, ctx).await?;
+                event(
+                    plan,
+                    ctx,
+                    EventType::Normal,
+                    "Approved",
+                    "InstallPlan approved; installing".into(),
+                )
+                .await;
+            }
+            Ok(Action::await_change())
+        }
+        _ => execute(plan, status, ctx).await,
+    }
+}
+
+fn condition(
+    type_: &str,
+    status: &str,
+    reason: Option<&str>,
+    message: Option<String>,
+) -> InstallPlanCondition {
+    let now = Time(now());
+    InstallPlanCondition {
+        type_: Some(type_.into()),
+        status: Some(status.into()),
+        last_update_time: Some(now.clone()),
+        last_transition_time: Some(now),
+        reason: reason.map(String::from),
+        message,
+    }
+}
+
+/// First sight: fetch manifests, build the steps, and move to RequiresApproval or
+/// Installing (upstream never shows Planning).
+async fn prepare(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Error> {
+    let namespace = plan.namespace().unwrap_or_default();
+    let other = |message: String| Error::Other {
+        namespace: namespace.clone(),
+        name: plan.name_any(),
+        message,
+    };
+    let bundles = match plan.planned_bundles() {
+        Ok(b) => b,
+        Err(message) => {
+            return fail(
+                plan,
+                InstallPlanStatus::default(),
+                "InvalidInstallPlan",
+                message,
+                ctx,
+            )
+            .await;
+        }
+    };
+    let mut with_manifests = Vec::new();
+    let mut catalog_sources = Vec::new();
+    for bundle in bundles {
+        let source = format!("{}/{}", bundle.catalog_namespace, bundle.catalog);
+        if !catalog_sources.contains(&bundle.catalog) {
+            catalog_sources.push(bundle.catalog.clone());
+        }
+        match manifests::fetch(&bundle, &ctx.shared).await {
+            Ok(Fetched::Objects {
+                objects,
+                properties,
+            }) => with_manifests.push(BundleManifests {
+                bundle,
+                objects,
+                properties,
+            }),
+            Ok(Fetched::NeedsUnpack { image }) => {
+                let message = format!(
+                    "bundle {} from catalog {source} has no inline manifests; its image {image} would have to be unpacked, which this OLM does not do yet",
+                    bundle.name
+                );
+                return fail(
+                    plan,
+                    InstallPlanStatus::default(),
+                    "BundleUnpackingUnsupported",
+                    message,
+                    ctx,
+                )
+                .await;
+            }
+            Err(message) => {
+                return Err(other(format!(
+                    "fetching the manifests of bundle {} from catalog {source}: {message}",
+                    bundle.name
+                )));
+            }
+        }
+    }
+    let steps = match steps::build_steps(&namespace, &with_manifests) {
+        Ok(steps) => steps,
+        Err(error) => {
+            return fail(
+                plan,
+                InstallPlanStatus::default(),
+                "InstallComponentFailed",
+                error.to_string(),
+                ctx,
+            )
+            .await;
+        }
+    };
+    let waits = plan.spec.approval == Approval::Manual && !plan.spec.approved;
+    let status = InstallPlanStatus {
+        phase: if waits {
+            InstallPlanPhase::RequiresApproval
+        } else {
+            InstallPlanPhase::Installing
+        },
+        conditions: vec![condition("Resolved", "True", None, None)],
+        catalog_sources,
+        plan: steps,
+        start_time: (!waits).then(|| Time(now())),
+        ..InstallPlanStatus::default()
+    };
+    write_status(plan, &status, ctx).await?;
+    if waits {
+        event(plan, ctx, EventType::Normal, "RequiresApproval", format!(
+            "InstallPlan for {} waits for approval: kubectl patch installplan {} -n {namespace} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'",
+            plan.spec.cluster_service_version_names.join(", "), plan.name_any()
+        )).await;
+    }
+    Ok(Action::await_change())
+}
+
+async fn fail(
+    plan: &InstallPlan,
+    mut status: InstallPlanStatus,
+    reason: &str,
+    message: String,
+    ctx: &InstallPlanContext,
+) -> Result<Action, Error> {
+    tracing::warn!(plan = %plan.name_any(), reason, %message, "InstallPlan failed");
+    status.phase = InstallPlanPhase::Failed;
+    status.message = Some(message.clone());
+    status
+        .conditions
+        .retain(|c| c.type_.as_deref() != Some("Installed"));
+    status.conditions.push(condition(
+        "Installed",
+        "False",
+        Some(reason),
+        Some(message.clone()),
+    ));
+    write_status(plan, &status, ctx).await?;
+    event(plan, ctx, EventType::Warning, reason, message).await;
+    Ok(Action::await_change())
+}
+
+/// How one step went.
+enum Applied {
+    Done(StepStatus),
+    /// Not an error: its API is not served yet (a CRD being established).
+    Waiting,
+}
+
+enum StepError {
+    /// Refused for good (CRD upgrade safety, an unknown kind).
+    Refused(String),
+    /// Worth another try, until the retry timeout.
+    Retry { message: String, forbidden: bool },
+}
+
+async fn execute(
+    plan: &InstallPlan,
+    mut status: InstallPlanStatus,
+    ctx: &InstallPlanContext,
+) -> Result<Action, Error> {
+    let namespace = plan.namespace().unwrap_or_default();
+    let kube_err = |action: String| {
+        let namespace = namespace.clone();
+        let name = plan.name_any();
+        move |error| Error::Kube {
+            namespace,
+            name,
+            action,
+            error,
+        }
+    };
+    let scoped = scoped_client(&namespace, ctx).await.map_err(|e| match e {
+        ScopeError::Kube(error) => kube_err("reading the OperatorGroup".into())(error),
+        ScopeError::Config(message) => Error::Other {
+            namespace: namespace.clone(),
+            name: plan.name_any(),
+            message,
+        },
+    })?;
+    let before = status.clone();
+    let mut csv_uids: BTreeMap<String, String> = BTreeMap::new();
+    let mut waiting = false;
+    let mut retry: Option<(String, bool)> = None;
+    for i in 0..status.plan.len() {
+        if matches!(
+            status.plan[i].status,
+            StepStatus::Created | StepStatus::Present
+        ) {
+            continue;
+        }
+        let step = status.plan[i].clone();
+        let client = match (&scoped, step.resource.kind.as_str()) {
+            (Some(client), kind) if kind != KIND_CRD => client.clone(),
+            _ => ctx.shared.client.clone(),
+        };
+        match apply_step(&step, &namespace, &client, &mut csv_uids, ctx).await {
+            Ok(Applied::Done(s)) => status.plan[i].status = s,
+            Ok(Applied::Waiting) => {
+                status.plan[i].status = StepStatus::WaitingForApi;
+                waiting = true;
+            }
+            Err(StepError::Refused(message)) => {
+                return fail(plan, status, "InstallComponentFailed", message, ctx).await;
+            }
+            Err(StepError::Retry { message, forbidden }) => {
+                let described = format!(
+                    "step {} {} {} of bundle {}: {message}",
+                    i + 1,
+                    step.resource.kind,
+                    step.resource.name,
+                    step.resolving
+                );
+                tracing::debug!(plan = %plan.name_any(), %described, "step failed; will retry");
+                retry = Some((described, forbidden));
+                // A CSV must exist before anything is owned by it; CRDs before their users.
+                if matches!(step.resource.kind.as_str(), KIND_CSV | KIND_CRD) {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some((message, forbidden)) = retry {
+        let started = status.start_time.as_ref().map(|t| t.0).unwrap_or_else(now);
+        let elapsed = now().duration_since(started).unsigned_abs();
+        let timeout = ctx.shared.settings.install_plan_retry_timeout;
+        if !forbidden && elapsed >= timeout {
+            let message =
+                format!("{message} (still failing after the retry timeout of {timeout:?})");
+            return fail(plan, status, "InstallComponentFailed", message, ctx).await;
+        }
+        // Say why it is not done yet (written only when the reason changes).
+        status.message = Some(format!("retrying: {message}"));
+        if status != before {
+            write_status(plan, &status, ctx).await?;
+        }
+        return Ok(Action::requeue(RECHECK));
+    }
+    if waiting {
+        if status != before {
+            write_status(plan, &status, ctx).await?;
+        }
+        return Ok(Action::requeue(RECHECK));
+    }
+    status.phase = InstallPlanPhase::Complete;
+    status.message = None;
+    status
+        .conditions
+        .retain(|c| c.type_.as_deref() != Some("Installed"));
+    status
+        .conditions
+        .push(condition("Installed", "True", None, None));
+    write_status(plan, &status, ctx).await?;
+    event(
+        plan,
+        ctx,
+        EventType::Normal,
+        "Installed",
+        format!(
+            "installed {}",
+            plan.spec.cluster_service_version_names.join(", ")
+        ),
+    )
+    .await;
+    let _ = kube_err;
+    Ok(Action::await_change())
+}
+
+fn classify(error: kube::Error) -> StepError {
+    match error {
+        kube::Error::Api(e) => StepError::Retry {
+            forbidden: e.code == 403,
+            message: format!("{} ({})", e.message, e.reason),
+        },
+        other => StepError::Retry {
+            message: other.to_string(),
+            forbidden: false,
+        },
+    }
+}
+
+async fn discover(
+    gvk: &GroupVersionKind,
+    client: &Client,
+    ctx: &InstallPlanContext,
+) -> Result<Option<(ApiResource, ApiCapabilities)>, kube::Error> {
+    if let Some(found) = ctx
+        .discovered
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(gvk)
+        .cloned()
+    {
+        return Ok(Some(found));
+    }
+    match kube::discovery::pinned_kind(client, gvk).await {
+        Ok(found) => {
+            ctx.discovered
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(gvk.clone(), found.clone());
+            Ok(Some(found))
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        Err(kube::Error::Discovery(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn apply_step(
+    step: &Step,
+    namespace: &str,
+    client: &Client,
+    csv_uids: &mut BTreeMap<String, String>,
+    ctx: &InstallPlanContext,
+) -> Result<Applied, StepError> {
+    let r = &step.resource;
+    let mut object: Value =
+        serde_json::from_str(r.manifest.as_deref().unwrap_or("null")).map_err(|e| {
+            StepError::Refused(format!(
+                "step {} {}: the manifest is not JSON: {e}",
+                r.kind, r.name
+            ))
+        })?;
+    let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
+    let Some((resource, caps)) = discover(&gvk, &ctx.shared.client, ctx)
+        .await
+        .map_err(classify)?
+    else {
+        // The kind is not served (yet): its CRD may still be on its way.
+        return Ok(Applied::Waiting);
+    };
+    let namespaced = caps.scope == Scope::Namespaced;
+    let api: Api<DynamicObject> = if namespaced {
+        Api::namespaced_with(client.clone(), namespace, &resource)
+    } else {
+        Api::all_with(client.clone(), &resource)
+    };
+    if namespaced {
+        object["metadata"]["namespace"] = json!(namespace);
+    }
+    if r.kind != KIND_SUBSCRIPTION && r.kind != KIND_CSV {
+        if !object["metadata"]["labels"].is_object() {
+            object["metadata"]["labels"] = json!({});
+        }
+        object["metadata"]["labels"][LABEL_MANAGED] = json!("true");
+    }
+    if namespaced && r.kind != KIND_CSV && r.kind != KIND_SUBSCRIPTION {
+        let uid = match csv_uids.get(&step.resolving) {
+            Some(uid) => uid.clone(),
+            None => {
+                let csvs: Api<ClusterServiceVersion> =
+                    Api::namespaced(ctx.shared.client.clone(), namespace);
+                let Some(csv) = csvs
+                    .get_metadata_opt(&step.resolving)
+                    .await
+                    .map_err(classify)?
+                else {
+                    return Err(StepError::Retry {
+                        message: format!("CSV {} does not exist yet", step.resolving),
+                        forbidden: false,
+                    });
+                };
+                let uid = csv.metadata.uid.unwrap_or_default();
+                csv_uids.insert(step.resolving.clone(), uid.clone());
+                uid
+            }
+        };
+        object["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": ClusterServiceVersion::api_version(&()),
+            "kind": KIND_CSV,
+            "name": step.resolving,
+            "uid": uid,
+            "controller": false,
+            "blockOwnerDeletion": false,
+        }]);
+    }
+    let existing = api.get_opt(&r.name).await.map_err(classify)?;
+    if r.kind == KIND_CRD
+        && let Some(existing) = &existing
+    {
+        check_crd_upgrade(&object, existing, ctx).await?;
+    }
+    let applied = api
+        .patch(
+            &r.name,
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Apply(&object),
+        )
+        .await
+        .map_err(classify)?;
+    if r.kind == KIND_CRD && !established(&applied) {
+        return Ok(Applied::Waiting);
+    }
+    if r.kind == KIND_CSV {
+        csv_uids.insert(
+            r.name.clone(),
+            applied.metadata.uid.clone().unwrap_or_default(),
+        );
+    }
+    // A CRD this plan created and then waited for is still "Created".
+    Ok(Applied::Done(
+        if existing.is_some() && step.status != StepStatus::WaitingForApi {
+            StepStatus::Present
+        } else {
+            StepStatus::Created
+        },
+    ))
+}
+
+fn established(crd: &DynamicObject) -> bool {
+    crd.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Established" && c["status"] == "True")
+}
+
+/// Refuses a CRD update that would drop a stored version or that existing custom resources
+/// do not validate against.
+async fn check_crd_upgrade(
+    new: &Value,
+    existing: &DynamicObject,
+    ctx: &InstallPlanContext,
+) -> Result<(), StepError> {
+    let existing_value = serde_json::to_value(existing).unwrap_or_default();
+    steps::check_stored_versions(&existing_value, new).map_err(StepError::Refused)?;
+    let crd_name = new["metadata"]["name"].as_str().unwrap_or_default();
+    let group = new["spec"]["group"].as_str().unwrap_or_default();
+    let kind = new["spec"]["names"]["kind"].as_str().unwrap_or_default();
+    let plural = new["spec"]["names"]["plural"].as_str().unwrap_or_default();
+    let served_before: Vec<String> = steps::served_schemas(&existing_value)
+        .into_iter()
+        .map(|(v, _)| v)
+        .collect();
+    for (version, schema) in steps::served_schemas(new) {
+        if !served_before.contains(&version) || schema.is_null() {
+            continue;
+        }
+        let resource = ApiResource {
+            group: group.into(),
+            version: version.clone(),
+            api_version: format!("{group}/{version}"),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        let api: Api<DynamicObject> = Api::all_with(ctx.shared.client.clone(), &resource);
+        let list = api.list(&ListParams::default()).await.map_err(classify)?;
+        for cr in list.items {
+            let value = serde_json::to_value(&cr).unwrap_or_default();
+            let mut problems = Vec::new();
+            steps::validate(&schema, &value, "", &mut problems);
+            if !problems.is_empty() {
+                let object = match cr.namespace() {
+                    Some(ns) => format!("{ns}/{}", cr.name_any()),
+                    None => cr.name_any(),
+                };
+                return Err(StepError::Refused(format!(
+                    "CustomResourceDefinition {crd_name}: existing {kind} {object} does not validate against the new schema of version {version}: {}",
+                    problems.join("; ")
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+enum ScopeError {
+    Kube(kube::Error),
+    Config(String),
+}
+
+/// A client acting as the OperatorGroup's service account, when it names one.
+async fn scoped_client(
+    namespace: &str,
+    ctx: &InstallPlanContext,
+) -> Result<Option<Client>, ScopeError> {
+    let groups: Api<OperatorGroup> = Api::namespaced(ctx.shared.client.clone(), namespace);
+    let list = groups
+        .list(&ListParams::default())
+        .await
+        .map_err(ScopeError::Kube)?;
+    let Some(account) = list
+        .items
+        .first()
+        .and_then(|g| g.spec.service_account_name.clone())
+        .filter(|s| !s.is_empty())
+    else {
+        return Ok(None);
+    };
+    let user = format!("system:serviceaccount:{namespace}:{account}");
+    if let Some(client) = ctx
+        .impersonating
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&user)
+        .cloned()
+    {
+        return Ok(Some(client));
+    }
+    let mut config = kube::Config::infer()
+        .await
+        .map_err(|e| ScopeError::Config(format!("building a client for {user}: {e}")))?;
+    config.auth_info.impersonate = Some(user.clone());
+    config.auth_info.impersonate_groups = Some(vec![
+        "system:serviceaccounts".into(),
+        format!("system:serviceaccounts:{namespace}"),
+        "system:authenticated".into(),
+    ]);
+    let client = Client::try_from(config)
+        .map_err(|e| ScopeError::Config(format!("building a client for {user}: {e}")))?;
+    ctx.impersonating
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(user, client.clone());
+    Ok(Some(client))
+}
+
+async fn write_status(
+    plan: &InstallPlan,
+    status: &InstallPlanStatus,
+    ctx: &InstallPlanContext,
+) -> Result<(), Error> {
+    let namespace = plan.namespace().unwrap_or_default();
+    let api: Api<InstallPlan> = Api::namespaced(ctx.shared.client.clone(), &namespace);
+    let patch = json!({
+        "apiVersion": InstallPlan::api_version(&()),
+        "kind": InstallPlan::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &plan.name_any(),
+        &PatchParams::apply(FIELD_MANAGER),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(|error| Error::Kube {
+        namespace,
+        name: plan.name_any(),
+        action: "writing status".into(),
+        error,
+    })?;
+    ctx.shared.metrics.status_written(CONTROLLER);
+    Ok(())
+}
+
+async fn event(
+    plan: &InstallPlan,
+    ctx: &InstallPlanContext,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    ctx.shared
+        .event(&plan.object_ref(&()), type_, reason, "Install", note)
+        .await;
+}
+
+/// Runs the controller until `shutdown` (leader only).
+pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
+    let api: Api<DeserializeGuard<InstallPlan>> = match &shared.settings.watch_namespace {
+        Some(ns) => Api::namespaced(shared.client.clone(), ns),
+        None => Api::all(shared.client.clone()),
+    };
+    let ctx = Arc::new(InstallPlanContext {
+        shared: Arc::clone(&shared),
+        backoff: Backoff::default(),
+        discovered: Mutex::default(),
+        impersonating: Mutex::default(),
+    });
+    Controller::new(api, watcher::Config::default().any_semantic())
+        .graceful_shutdown_on(shutdown.requested())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((object, _)) => tracing::trace!(installplan = %object, "reconciled"),
+                Err(error) => tracing::debug!(%error, "InstallPlan controller"),
+            }
+        })
+        .await;
+}

@@ -1,0 +1,204 @@
+use serde_json::json;
+
+use super::*;
+use crate::catalog::load::load_path;
+use crate::controllers::installplan::manifests::{Fetched, objects_of};
+
+fn catalog_bundle(name: &str) -> BundleManifests {
+    let content =
+        load_path(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("catalog")).unwrap();
+    let bundle = content.bundles.iter().find(|b| b.name == name).unwrap();
+    let Ok(Fetched::Objects {
+        objects,
+        properties,
+    }) = objects_of(bundle)
+    else {
+        panic!("{name} has inline objects");
+    };
+    BundleManifests {
+        bundle: PlannedBundle {
+            name: name.into(),
+            package: bundle.package.clone(),
+            version: bundle.version().unwrap().into(),
+            channel: "stable".into(),
+            catalog: "operators".into(),
+            catalog_namespace: "ns".into(),
+            ..PlannedBundle::default()
+        },
+        objects,
+        properties,
+    }
+}
+
+fn kinds(steps: &[Step]) -> Vec<String> {
+    steps.iter().map(|s| s.resource.kind.clone()).collect()
+}
+
+fn manifest(step: &Step) -> Value {
+    serde_json::from_str(step.resource.manifest.as_deref().unwrap()).unwrap()
+}
+
+#[test]
+fn steps_are_csvs_then_crds_then_the_rest_with_rbac_and_generated_subscriptions() {
+    let mut kmm = catalog_bundle("kernel-module-management.v2.2.0");
+    kmm.bundle.generated_subscription = Some("kernel-module-management-stable-operators-ns".into());
+    kmm.bundle.dependency_of = vec!["ptemplate.v0.2.0".into()];
+    let mut pt = catalog_bundle("ptemplate.v0.2.0");
+    pt.bundle.replaces = Some("ptemplate.v0.1.0".into());
+    pt.bundle.subscription = Some("ptemplate".into());
+    let steps = build_steps("ns", &[kmm, pt]).unwrap();
+    let kinds = kinds(&steps);
+    assert_eq!(
+        &kinds[..4],
+        [
+            "ClusterServiceVersion",
+            "ClusterServiceVersion",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition"
+        ],
+        "{kinds:?}"
+    );
+    assert!(
+        kinds[4..]
+            .iter()
+            .all(|k| k != "ClusterServiceVersion" && k != "CustomResourceDefinition")
+    );
+    assert!(
+        !kinds.contains(&"Role".to_string()),
+        "the CSV controller makes the RBAC: {kinds:?}"
+    );
+    assert_eq!(steps[0].resolving, "kernel-module-management.v2.2.0");
+    assert_eq!(steps[0].resource.group, "operators.coreos.com");
+    assert_eq!(steps[0].resource.version, "v1alpha1");
+    assert_eq!(steps[0].resource.source_name, "operators");
+    assert_eq!(steps[0].status, StepStatus::Unknown);
+
+    // The CSV records its package and replaces what is installed.
+    let csv = manifest(&steps[1]);
+    assert_eq!(csv["spec"]["replaces"], "ptemplate.v0.1.0");
+    assert_eq!(csv["metadata"]["namespace"], "ns");
+    let properties: Value = serde_json::from_str(
+        csv["metadata"]["annotations"][ANNOTATION_PROPERTIES]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        properties["properties"][0],
+        json!({"type": "olm.package", "value": {"packageName": "ptemplate", "version": "0.2.0"}})
+    );
+
+    // The dependency's generated Subscription.
+    let sub = steps
+        .iter()
+        .find(|s| s.resource.kind == KIND_SUBSCRIPTION)
+        .unwrap();
+    let sub = manifest(sub);
+    assert_eq!(
+        sub["metadata"]["name"],
+        "kernel-module-management-stable-operators-ns"
+    );
+    assert_eq!(
+        sub["metadata"]["annotations"][ANNOTATION_GENERATED_BY],
+        "ptemplate.v0.2.0"
+    );
+    assert_eq!(
+        sub["spec"]["startingCSV"],
+        "kernel-module-management.v2.2.0"
+    );
+    assert_eq!(sub["spec"]["installPlanApproval"], "Automatic");
+    assert_eq!(sub["spec"]["sourceNamespace"], "ns");
+}
+
+#[test]
+fn kinds_outside_upstreams_list_fail_the_plan_naming_them() {
+    let mut rw = catalog_bundle("reverse-words.v0.4.0");
+    rw.objects.push(
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "sneaky"}}),
+    );
+    let error = build_steps("ns", &[rw]).unwrap_err();
+    assert_eq!(
+        error,
+        PlanError::UnsupportedKind {
+            bundle: "reverse-words.v0.4.0".into(),
+            kind: "Deployment".into(),
+            name: "sneaky".into()
+        }
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("kind Deployment (sneaky) is not supported")
+    );
+
+    let mut no_csv = catalog_bundle("at.v0.2.0");
+    no_csv.objects.retain(|o| o["kind"] != KIND_CSV);
+    assert!(
+        build_steps("ns", &[no_csv])
+            .unwrap_err()
+            .to_string()
+            .contains("no ClusterServiceVersion")
+    );
+}
+
+#[test]
+fn stored_versions_may_not_be_dropped() {
+    let existing = json!({"status": {"storedVersions": ["v1alpha1", "v1"]}});
+    let new =
+        json!({"metadata": {"name": "things.example.com"}, "spec": {"versions": [{"name": "v1"}]}});
+    let error = check_stored_versions(&existing, &new).unwrap_err();
+    assert!(
+        error.contains("things.example.com")
+            && error.contains("v1alpha1")
+            && error.contains("data loss"),
+        "{error}"
+    );
+    let keep = json!({"metadata": {"name": "t"}, "spec": {"versions": [{"name": "v1"}, {"name": "v1alpha1"}]}});
+    assert!(check_stored_versions(&existing, &keep).is_ok());
+}
+
+#[test]
+fn existing_resources_are_validated_against_the_new_schema() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["replicas"],
+                "properties": {
+                    "replicas": {"type": "integer", "minimum": 1, "maximum": 5},
+                    "mode": {"type": "string", "enum": ["fast", "slow"]},
+                    "tags": {"type": "array", "maxItems": 2, "items": {"type": "string"}},
+                    "port": {"x-kubernetes-int-or-string": true},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                }
+            }
+        }
+    });
+    let check = |value: Value| {
+        let mut problems = Vec::new();
+        validate(&schema, &value, "", &mut problems);
+        problems
+    };
+    let ok = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"},
+        "spec": {"replicas": 2, "mode": "fast", "tags": ["a"], "port": "http", "labels": {"a": "b"}, "unknown": 1}});
+    assert_eq!(check(ok), Vec::<String>::new());
+    let bad =
+        json!({"spec": {"mode": "medium", "tags": ["a", "b", 3], "port": 1.5, "labels": {"a": 1}}});
+    let problems = check(bad);
+    assert_eq!(
+        problems,
+        [
+            ".spec.replicas: required",
+            ".spec.labels.a: expected string, found a number",
+            ".spec.mode: \"medium\" is not one of [\"fast\",\"slow\"]",
+            ".spec.port: must be an integer or a string",
+            ".spec.tags: more than 2 items",
+            ".spec.tags[2]: expected string, found a number",
+        ]
+    );
+    assert_eq!(
+        check(json!({"spec": {"replicas": 9}})),
+        [".spec.replicas: 9 is more than the maximum 5"]
+    );
+}

@@ -1,0 +1,634 @@
+//! The pure half of the Subscription controller: from the objects of one namespace to the
+//! resolver's input, from the resolver's answer to InstallPlans (how they are split), and
+//! from all of it to each Subscription's status. No client, no clock: unit-tested here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::{Resource, ResourceExt};
+use serde_json::Value;
+
+use crate::api::{
+    Approval, ClusterServiceVersion, CsvPhase, InstallPlan, InstallPlanPhase, InstallPlanReference,
+    PlannedBundle, Subscription, SubscriptionCatalogHealth, SubscriptionCondition,
+    SubscriptionState, SubscriptionStatus,
+};
+use crate::catalog::semver_range::parse_version;
+use crate::resolver::{
+    self, CatalogIndex, CatalogRef, InstalledCsv, Namespace, Outcome, Plan, Reason, ResolveError,
+    Step,
+};
+
+/// Upstream's CSV annotation carrying the bundle's properties (`olm.package` among them).
+pub const ANNOTATION_PROPERTIES: &str = "operatorframework.io/properties";
+/// Label of the copies of a CSV in target namespaces; copies are not installs.
+pub const LABEL_COPIED_FROM: &str = "olm.copiedFrom";
+/// OperatorGroup annotation: resolve against the namespace's own catalogs only.
+pub const ANNOTATION_EXCLUDE_GLOBAL: &str =
+    "olm.operatorframework.io/exclude-global-namespace-resolution";
+
+pub const REASON_CONSTRAINTS: &str = "ConstraintsNotSatisfiable";
+pub const REASON_ERROR: &str = "ErrorPreventedResolution";
+
+/// Why a Subscription could not be resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The CSVs the resolver sees as installed: copies, CSVs on their way out (Replacing,
+/// Deleting, or replaced by another CSV present) are left out, so an upgrade in flight counts
+/// as its newest CSV. The package comes from the properties annotation the InstallPlan
+/// writes, else from the Subscription that installed it; the source from that Subscription.
+pub fn installed_csvs(
+    csvs: &[&ClusterServiceVersion],
+    subs: &[&Subscription],
+) -> Vec<InstalledCsv> {
+    let own: Vec<&ClusterServiceVersion> = csvs
+        .iter()
+        .copied()
+        .filter(|c| !c.labels().contains_key(LABEL_COPIED_FROM))
+        .collect();
+    let replaced: BTreeSet<&str> = own
+        .iter()
+        .filter_map(|c| c.spec.replaces.as_deref())
+        .collect();
+    let mut out = Vec::new();
+    for csv in own {
+        let name = csv.name_any();
+        let leaving = matches!(
+            csv.status.as_ref().and_then(|s| s.phase),
+            Some(CsvPhase::Replacing | CsvPhase::Deleting)
+        );
+        if leaving || replaced.contains(name.as_str()) {
+            continue;
+        }
+        let (property_package, property_version) = package_property(csv);
+        let owner = subs.iter().find(|s| {
+            s.status.as_ref().is_some_and(|st| {
+                st.current_csv.as_deref() == Some(&name)
+                    || st.installed_csv.as_deref() == Some(&name)
+            })
+        });
+        let package = property_package
+            .or_else(|| owner.map(|s| s.spec.name.clone()))
+            .unwrap_or_else(|| name.clone());
+        let version = csv
+            .spec
+            .version
+            .as_deref()
+            .or(property_version.as_deref())
+            .and_then(|v| parse_version(v).ok())
+            .unwrap_or_else(|| semver::Version::new(0, 0, 0));
+        let source = owner
+            .or_else(|| subs.iter().find(|s| s.spec.name == package))
+            .map(|s| CatalogRef::new(&s.spec.source, &s.spec.source_namespace));
+        out.push(InstalledCsv {
+            name,
+            package,
+            version,
+            source,
+        });
+    }
+    out
+}
+
+/// `olm.package` of the properties annotation: (packageName, version).
+fn package_property(csv: &ClusterServiceVersion) -> (Option<String>, Option<String>) {
+    let Some(text) = csv.annotations().get(ANNOTATION_PROPERTIES) else {
+        return (None, None);
+    };
+    let Ok(value) = serde_json::from_str::<Value>(text) else {
+        return (None, None);
+    };
+    let Some(property) = value["properties"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["type"] == crate::catalog::fbc::PROP_PACKAGE)
+    else {
+        return (None, None);
+    };
+    let s = |k: &str| property["value"][k].as_str().map(String::from);
+    (s("packageName"), s("version"))
+}
+
+pub fn resolver_subscription(sub: &Subscription) -> resolver::Subscription {
+    resolver::Subscription {
+        name: sub.name_any(),
+        package: sub.spec.name.clone(),
+        channel: sub.spec.channel.clone().unwrap_or_default(),
+        source: CatalogRef::new(&sub.spec.source, &sub.spec.source_namespace),
+        starting_csv: sub.spec.starting_csv.clone().filter(|s| !s.is_empty()),
+    }
+}
+
+/// What resolving a namespace gave: the plan for the Subscriptions that resolve, and why
+/// each of the others does not.
+#[derive(Debug, Default)]
+pub struct Resolution {
+    pub plan: Plan,
+    pub failures: BTreeMap<String, Failure>,
+}
+
+/// Resolves the namespace, keeping a Subscription that cannot be resolved from failing the
+/// others (upstream fails them all, #3009): a Subscription with its own error (unknown
+/// catalog or package, no such channel…) is set aside and the rest resolved again; when the
+/// whole set is unsatisfiable, each Subscription is tried alone and those that fail alone are
+/// set aside. Only a conflict between Subscriptions that each resolve alone fails them all.
+pub fn resolve_namespace(index: &CatalogIndex, mut namespace: Namespace) -> Resolution {
+    let mut failures = BTreeMap::new();
+    loop {
+        if namespace.subscriptions.is_empty() {
+            return Resolution {
+                plan: Plan::default(),
+                failures,
+            };
+        }
+        match resolver::resolve(index, &namespace) {
+            Ok(plan) => return Resolution { plan, failures },
+            Err(ResolveError::Subscription(e)) => {
+                let name = e.subscription().to_string();
+                let reason = match *e {
+                    resolver::SubscriptionError::UnknownCatalog { .. } => REASON_ERROR,
+                    _ => REASON_CONSTRAINTS,
+                };
+                failures.insert(
+                    name.clone(),
+                    Failure {
+                        reason,
+                        message: e.to_string(),
+                    },
+                );
+                namespace.subscriptions.retain(|s| s.name != name);
+            }
+            Err(ResolveError::NotSatisfiable(message)) => {
+                let alone_failing: Vec<(String, String)> = if namespace.subscriptions.len() > 1 {
+                    namespace
+                        .subscriptions
+                        .iter()
+                        .filter_map(|s| {
+                            let single = Namespace {
+                                subscriptions: vec![s.clone()],
+                                ..namespace.clone()
+                            };
+                            resolver::resolve(index, &single)
+                                .err()
+                                .map(|e| (s.name.clone(), e.to_string()))
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                if alone_failing.is_empty() {
+                    for s in &namespace.subscriptions {
+                        failures.insert(
+                            s.name.clone(),
+                            Failure {
+                                reason: REASON_CONSTRAINTS,
+                                message: message.clone(),
+                            },
+                        );
+                    }
+                    return Resolution {
+                        plan: Plan::default(),
+                        failures,
+                    };
+                }
+                for (name, message) in alone_failing {
+                    failures.insert(
+                        name.clone(),
+                        Failure {
+                            reason: REASON_CONSTRAINTS,
+                            message,
+                        },
+                    );
+                    namespace.subscriptions.retain(|s| s.name != name);
+                }
+            }
+        }
+    }
+}
+
+/// The bundles of one InstallPlan and the Subscriptions it serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanGroup {
+    pub subscriptions: BTreeSet<String>,
+    pub steps: Vec<Step>,
+}
+
+impl PlanGroup {
+    pub fn csv_names(&self) -> Vec<String> {
+        self.steps.iter().map(|s| s.bundle.clone()).collect()
+    }
+
+    /// Manual when any of its Subscriptions is Manual.
+    pub fn approval(&self, subs: &[&Subscription]) -> Approval {
+        let manual = subs.iter().any(|s| {
+            self.subscriptions.contains(&s.name_any())
+                && s.spec.install_plan_approval == Some(Approval::Manual)
+        });
+        if manual {
+            Approval::Manual
+        } else {
+            Approval::Automatic
+        }
+    }
+
+    pub fn planned_bundles(&self) -> Vec<PlannedBundle> {
+        self.steps
+            .iter()
+            .map(|s| {
+                let (subscription, generated_subscription) = match &s.reason {
+                    Reason::Subscribed { subscription } => (Some(subscription.clone()), None),
+                    Reason::Dependency {
+                        generated_subscription,
+                    } => (None, Some(generated_subscription.clone())),
+                };
+                PlannedBundle {
+                    name: s.bundle.clone(),
+                    package: s.package.clone(),
+                    version: s.version.clone(),
+                    channel: s.channel.clone(),
+                    catalog: s.catalog.clone(),
+                    catalog_namespace: s.catalog_namespace.clone(),
+                    replaces: s.replaces.clone(),
+                    subscription,
+                    generated_subscription,
+                    dependency_of: s.dependency_of.clone(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Splits a namespace's plan into one InstallPlan per Subscription, except that a
+/// dependency ties every Subscription needing it (directly or through other new bundles)
+/// into the same plan. So approving a Manual plan changes only what that plan names, and a
+/// Manual Subscription never holds back an Automatic one it shares nothing with.
+pub fn split(plan: &Plan) -> Vec<PlanGroup> {
+    let n = plan.steps.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn find(parent: &mut [usize], i: usize) -> usize {
+        let mut root = i;
+        while parent[root] != root {
+            root = parent[root];
+        }
+        let mut i = i;
+        while parent[i] != root {
+            let next = parent[i];
+            parent[i] = root;
+            i = next;
+        }
+        root
+    }
+    let by_bundle: BTreeMap<&str, usize> = plan
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.bundle.as_str(), i))
+        .collect();
+    for (i, step) in plan.steps.iter().enumerate() {
+        for dependent in &step.dependency_of {
+            if let Some(&j) = by_bundle.get(dependent.as_str()) {
+                let (a, b) = (find(&mut parent, i), find(&mut parent, j));
+                parent[a] = b;
+            }
+        }
+    }
+    let mut groups: Vec<(usize, PlanGroup)> = Vec::new();
+    for (i, step) in plan.steps.iter().enumerate() {
+        let root = find(&mut parent, i);
+        let at = match groups.iter().position(|(r, _)| *r == root) {
+            Some(at) => at,
+            None => {
+                groups.push((
+                    root,
+                    PlanGroup {
+                        subscriptions: BTreeSet::new(),
+                        steps: Vec::new(),
+                    },
+                ));
+                groups.len() - 1
+            }
+        };
+        let group = &mut groups[at].1;
+        if let Reason::Subscribed { subscription } = &step.reason {
+            group.subscriptions.insert(subscription.clone());
+        }
+        group.steps.push(step.clone());
+    }
+    groups.into_iter().map(|(_, g)| g).collect()
+}
+
+/// Whether a plan for these CSVs already exists.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Existing {
+    /// A plan not yet Complete names exactly these CSVs: use it, create nothing.
+    Reuse(String),
+    /// Only a Complete plan names them: the CSVs may be in flight to the cache; check the
+    /// API server before planning them again.
+    Completed(String),
+    None,
+}
+
+pub fn existing_plan(csv_names: &[String], plans: &[&InstallPlan]) -> Existing {
+    let wanted: BTreeSet<&str> = csv_names.iter().map(String::as_str).collect();
+    let mut matching: Vec<&&InstallPlan> = plans
+        .iter()
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.spec
+                    .cluster_service_version_names
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<BTreeSet<_>>()
+                    == wanted
+        })
+        .collect();
+    matching.sort_by_key(|p| std::cmp::Reverse(p.spec.generation.unwrap_or(0)));
+    if let Some(p) = matching
+        .iter()
+        .find(|p| p.phase() != InstallPlanPhase::Complete)
+    {
+        return Existing::Reuse(p.name_any());
+    }
+    match matching.first() {
+        Some(p) => Existing::Completed(p.name_any()),
+        None => Existing::None,
+    }
+}
+
+/// A plan still on its way (not Complete, not Failed).
+pub fn in_progress(phase: InstallPlanPhase) -> bool {
+    !matches!(phase, InstallPlanPhase::Complete | InstallPlanPhase::Failed)
+}
+
+/// The plan a Subscription is held to: its referenced plan, while that is in progress.
+/// Upstream blocks re-resolution of such a Subscription the same way (UpgradePending).
+pub fn pinned_plan<'a>(sub: &Subscription, plans: &[&'a InstallPlan]) -> Option<&'a InstallPlan> {
+    let name = sub
+        .status
+        .as_ref()?
+        .install_plan_ref
+        .as_ref()?
+        .name
+        .as_deref()?;
+    plans
+        .iter()
+        .copied()
+        .find(|p| p.name_any() == name && in_progress(p.phase()))
+}
+
+/// The next `spec.generation`: one more than any plan of the namespace.
+pub fn next_generation(plans: &[&InstallPlan]) -> i32 {
+    plans
+        .iter()
+        .filter_map(|p| p.spec.generation)
+        .max()
+        .unwrap_or(0)
+        .saturating_add(1)
+}
+
+/// Plans to delete so that at most `keep` remain: the oldest finished ones no Subscription
+/// points to.
+pub fn plans_to_prune(
+    plans: &[&InstallPlan],
+    referenced: &BTreeSet<String>,
+    keep: usize,
+) -> Vec<String> {
+    let mut candidates: Vec<&&InstallPlan> = plans
+        .iter()
+        .filter(|p| !in_progress(p.phase()) && !referenced.contains(&p.name_any()))
+        .collect();
+    candidates.sort_by_key(|p| p.spec.generation.unwrap_or(0));
+    let excess = plans.len().saturating_sub(keep);
+    candidates
+        .into_iter()
+        .take(excess)
+        .map(|p| p.name_any())
+        .collect()
+}
+
+/// A CatalogSource as a Subscription's `catalogHealth` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CatalogHealth {
+    pub source: CatalogRef,
+    pub uid: Option<String>,
+    pub healthy: bool,
+}
+
+/// Everything one Subscription's status is computed from.
+pub struct StatusInput<'a> {
+    pub failure: Option<&'a Failure>,
+    /// What resolution decided for it (None when it failed or is held by its plan).
+    pub outcome: Option<&'a Outcome>,
+    /// The plan it points to now (a new one, an adopted one, or the one it is held to).
+    pub plan: Option<&'a InstallPlan>,
+    /// The plan it referenced is gone and none replaced it.
+    pub plan_missing: bool,
+    /// CSVs present in the namespace.
+    pub csvs: &'a BTreeSet<String>,
+    pub catalogs: &'a [CatalogHealth],
+    pub now: Time,
+}
+
+pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> SubscriptionStatus {
+    let previous = sub.status.clone().unwrap_or_default();
+    let mut status = SubscriptionStatus {
+        current_csv: previous.current_csv.clone(),
+        installed_csv: previous.installed_csv.clone(),
+        install_plan_generation: previous.install_plan_generation,
+        install_plan_ref: previous.install_plan_ref.clone(),
+        installplan: previous.installplan.clone(),
+        state: previous.state,
+        reason: None,
+        catalog_health: catalog_health(&previous, input.catalogs, &input.now),
+        conditions: Vec::new(),
+        last_updated: previous.last_updated.clone(),
+    };
+    if let Some(plan) = input.plan {
+        let uid = plan.metadata.uid.clone().unwrap_or_default();
+        status.install_plan_ref = Some(ObjectReference {
+            api_version: Some(InstallPlan::api_version(&()).into_owned()),
+            kind: Some(InstallPlan::kind(&()).into_owned()),
+            name: Some(plan.name_any()),
+            namespace: plan.namespace(),
+            uid: Some(uid.clone()),
+            ..ObjectReference::default()
+        });
+        status.installplan = Some(InstallPlanReference {
+            api_version: InstallPlan::api_version(&()).into_owned(),
+            kind: InstallPlan::kind(&()).into_owned(),
+            name: plan.name_any(),
+            uuid: uid,
+        });
+        status.install_plan_generation = plan.spec.generation;
+    }
+    match input.outcome {
+        Some(Outcome::AtLatestKnown { csv }) => status.current_csv = Some(csv.clone()),
+        Some(Outcome::Install { bundle: to }) | Some(Outcome::Upgrade { to, .. }) => {
+            status.current_csv = Some(to.clone());
+        }
+        None => {}
+    }
+    let exists = |name: &Option<String>| name.as_ref().is_some_and(|n| input.csvs.contains(n));
+    if exists(&status.current_csv) {
+        status.installed_csv = status.current_csv.clone();
+    } else if !exists(&status.installed_csv) {
+        status.installed_csv = None;
+    }
+    let plan_phase = input.plan.map(InstallPlan::phase);
+    status.state = match (plan_phase, input.failure) {
+        (Some(phase), _) if in_progress(phase) => Some(SubscriptionState::UpgradePending),
+        _ if status.current_csv.is_some() && exists(&status.current_csv) => {
+            Some(SubscriptionState::AtLatestKnown)
+        }
+        (_, Some(_)) => previous.state,
+        _ if status.current_csv.is_some() => Some(SubscriptionState::UpgradePending),
+        _ => previous.state,
+    };
+
+    let mut conditions = Vec::new();
+    let unhealthy: Vec<String> = input
+        .catalogs
+        .iter()
+        .filter(|c| !c.healthy)
+        .map(|c| c.source.to_string())
+        .collect();
+    conditions.push(if unhealthy.is_empty() {
+        condition(
+            "CatalogSourcesUnhealthy",
+            "False",
+            "AllCatalogSourcesHealthy",
+            "all available catalogsources are healthy".into(),
+        )
+    } else {
+        condition(
+            "CatalogSourcesUnhealthy",
+            "True",
+            "UnhealthyCatalogSourceFound",
+            format!("targeted catalogsource {} unhealthy", unhealthy.join(", ")),
+        )
+    });
+    if let Some(failure) = input.failure {
+        conditions.push(condition(
+            "ResolutionFailed",
+            "True",
+            failure.reason,
+            failure.message.clone(),
+        ));
+    }
+    if let Some(plan) = input.plan {
+        let name = plan.name_any();
+        match plan.phase() {
+            InstallPlanPhase::RequiresApproval => conditions.push(condition(
+                "InstallPlanPending",
+                "True",
+                "RequiresApproval",
+                format!("InstallPlan {name} waits for approval (spec.approved: true)"),
+            )),
+            InstallPlanPhase::Complete => {}
+            InstallPlanPhase::Failed => {
+                let status = plan.status.as_ref();
+                let reason = status
+                    .and_then(|s| {
+                        s.conditions
+                            .iter()
+                            .find(|c| c.type_.as_deref() == Some("Installed"))
+                    })
+                    .and_then(|c| c.reason.clone())
+                    .unwrap_or_else(|| "InstallPlanFailed".into());
+                let message = status
+                    .and_then(|s| s.message.clone())
+                    .unwrap_or_else(|| format!("InstallPlan {name} failed"));
+                conditions.push(condition("InstallPlanFailed", "True", &reason, message));
+            }
+            _ => conditions.push(condition(
+                "InstallPlanPending",
+                "True",
+                "Installing",
+                format!("InstallPlan {name} is installing"),
+            )),
+        }
+    } else if input.plan_missing {
+        let name = previous
+            .install_plan_ref
+            .as_ref()
+            .and_then(|r| r.name.clone())
+            .unwrap_or_default();
+        conditions.push(condition(
+            "InstallPlanMissing",
+            "True",
+            "ReferencedInstallPlanNotFound",
+            format!("InstallPlan {name} referenced by this Subscription does not exist"),
+        ));
+    }
+    // A condition that keeps its status keeps its transition time.
+    for c in &mut conditions {
+        let kept = previous
+            .conditions
+            .iter()
+            .find(|p| p.type_ == c.type_ && p.status == c.status)
+            .and_then(|p| p.last_transition_time.clone());
+        c.last_transition_time = Some(kept.unwrap_or_else(|| input.now.clone()));
+    }
+    status.conditions = conditions;
+
+    let mut unchanged_base = previous.clone();
+    unchanged_base.last_updated = None;
+    let mut compared = status.clone();
+    compared.last_updated = None;
+    if compared != unchanged_base || status.last_updated.is_none() {
+        status.last_updated = Some(input.now.clone());
+    }
+    status
+}
+
+fn condition(type_: &str, status: &str, reason: &str, message: String) -> SubscriptionCondition {
+    SubscriptionCondition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: Some(reason.into()),
+        message: Some(message),
+        last_heartbeat_time: None,
+        last_transition_time: None,
+    }
+}
+
+/// One entry per visible catalog; an entry keeps its `lastUpdated` while its health holds.
+fn catalog_health(
+    previous: &SubscriptionStatus,
+    catalogs: &[CatalogHealth],
+    now: &Time,
+) -> Vec<SubscriptionCatalogHealth> {
+    catalogs
+        .iter()
+        .map(|c| {
+            let reference = ObjectReference {
+                api_version: Some(crate::api::CatalogSource::api_version(&()).into_owned()),
+                kind: Some(crate::api::CatalogSource::kind(&()).into_owned()),
+                name: Some(c.source.name.clone()),
+                namespace: Some(c.source.namespace.clone()),
+                uid: c.uid.clone(),
+                ..ObjectReference::default()
+            };
+            let last_updated = previous
+                .catalog_health
+                .iter()
+                .find(|p| p.catalog_source_ref == reference && p.healthy == c.healthy)
+                .and_then(|p| p.last_updated.clone())
+                .unwrap_or_else(|| now.clone());
+            SubscriptionCatalogHealth {
+                catalog_source_ref: reference,
+                healthy: c.healthy,
+                last_updated: Some(last_updated),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

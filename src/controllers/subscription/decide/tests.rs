@@ -1,0 +1,524 @@
+use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
+
+use super::*;
+use crate::api::{InstallPlanStatus, SubscriptionSpec};
+use crate::catalog::load::load_path;
+use crate::resolver::Catalog;
+
+fn our_index() -> CatalogIndex {
+    let content =
+        load_path(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("catalog")).unwrap();
+    CatalogIndex::new(&[Catalog {
+        name: "operators".into(),
+        namespace: "ns".into(),
+        priority: 0,
+        content,
+    }])
+}
+
+fn sub(name: &str, package: &str, extra: serde_json::Value) -> Subscription {
+    let mut spec = json!({"name": package, "source": "operators", "sourceNamespace": "ns"});
+    for (k, v) in extra.as_object().unwrap() {
+        spec[k] = v.clone();
+    }
+    let spec: SubscriptionSpec = serde_json::from_value(spec).unwrap();
+    let mut s = Subscription::new(name, spec);
+    s.metadata.namespace = Some("ns".into());
+    s.metadata.uid = Some(format!("uid-{name}"));
+    s
+}
+
+fn csv(name: &str, replaces: Option<&str>, extra_meta: serde_json::Value) -> ClusterServiceVersion {
+    let mut value = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"displayName": name, "install": {"strategy": "deployment"}},
+    });
+    if let Some(r) = replaces {
+        value["spec"]["replaces"] = json!(r);
+    }
+    for (k, v) in extra_meta.as_object().unwrap() {
+        value["metadata"][k] = v.clone();
+    }
+    serde_json::from_value(value).unwrap()
+}
+
+fn plan(name: &str, csvs: &[&str], generation: i32, phase: InstallPlanPhase) -> InstallPlan {
+    let mut p = InstallPlan::new(
+        name,
+        crate::api::InstallPlanSpec {
+            catalog_source: None,
+            catalog_source_namespace: None,
+            cluster_service_version_names: csvs.iter().map(|s| s.to_string()).collect(),
+            approval: Approval::Automatic,
+            approved: true,
+            generation: Some(generation),
+        },
+    );
+    p.metadata.namespace = Some("ns".into());
+    p.metadata.uid = Some(format!("uid-{name}"));
+    p.status = Some(InstallPlanStatus {
+        phase,
+        ..InstallPlanStatus::default()
+    });
+    p
+}
+
+fn namespace(subs: &[&Subscription], installed: Vec<InstalledCsv>) -> Namespace {
+    Namespace {
+        name: "ns".into(),
+        installed,
+        subscriptions: subs.iter().map(|s| resolver_subscription(s)).collect(),
+    }
+}
+
+#[test]
+fn installed_csvs_skip_copies_and_csvs_on_their_way_out() {
+    let s = sub("rw", "reverse-words", json!({}));
+    let mut with_status = s.clone();
+    with_status.status = Some(SubscriptionStatus {
+        current_csv: Some("reverse-words.v0.2.0".into()),
+        ..SubscriptionStatus::default()
+    });
+    let old = csv("reverse-words.v0.1.0", None, json!({}));
+    let new = csv(
+        "reverse-words.v0.2.0",
+        Some("reverse-words.v0.1.0"),
+        json!({}),
+    );
+    let copy = csv(
+        "at.v0.1.0",
+        None,
+        json!({"labels": {"olm.copiedFrom": "other"}}),
+    );
+    let recorded = csv(
+        "kmm.v2.2.0",
+        None,
+        json!({"annotations": {ANNOTATION_PROPERTIES:
+            r#"{"properties":[{"type":"olm.package","value":{"packageName":"kernel-module-management","version":"2.2.0"}}]}"#}}),
+    );
+    let installed = installed_csvs(&[&old, &new, &copy, &recorded], &[&with_status]);
+    let names: Vec<(&str, &str, String)> = installed
+        .iter()
+        .map(|i| (i.name.as_str(), i.package.as_str(), i.version.to_string()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("reverse-words.v0.2.0", "reverse-words", "0.0.0".to_string()),
+            (
+                "kmm.v2.2.0",
+                "kernel-module-management",
+                "2.2.0".to_string()
+            ),
+        ]
+    );
+    assert_eq!(
+        installed[0].source,
+        Some(CatalogRef::new("operators", "ns"))
+    );
+}
+
+#[test]
+fn a_failing_subscription_does_not_fail_the_others() {
+    let index = our_index();
+    let good = sub("rw", "reverse-words", json!({}));
+    let unknown = sub("nope", "no-such-package", json!({}));
+    let channel = sub("nightly", "at", json!({"channel": "nightly"}));
+    let elsewhere = {
+        let mut s = sub("elsewhere", "at", json!({}));
+        s.spec.source = "missing".into();
+        s
+    };
+    let r = resolve_namespace(
+        &index,
+        namespace(&[&good, &unknown, &channel, &elsewhere], vec![]),
+    );
+    assert_eq!(r.plan.steps.len(), 1);
+    assert_eq!(r.plan.steps[0].bundle, "reverse-words.v0.4.0");
+    assert_eq!(r.failures["nope"].reason, REASON_CONSTRAINTS);
+    assert!(r.failures["nope"].message.contains("no-such-package"));
+    assert!(r.failures["nightly"].message.contains("nightly"));
+    assert_eq!(r.failures["elsewhere"].reason, REASON_ERROR);
+    assert!(!r.failures.contains_key("rw"));
+}
+
+#[test]
+fn a_missing_dependency_fails_only_its_subscription() {
+    let mut content =
+        load_path(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("catalog")).unwrap();
+    content
+        .bundles
+        .retain(|b| b.package != "kernel-module-management");
+    content
+        .channels
+        .retain(|c| c.package != "kernel-module-management");
+    content
+        .packages
+        .retain(|p| p.name != "kernel-module-management");
+    let index = CatalogIndex::new(&[Catalog {
+        name: "operators".into(),
+        namespace: "ns".into(),
+        priority: 0,
+        content,
+    }]);
+    let pt = sub("pt", "ptemplate", json!({}));
+    let at = sub("at", "at", json!({}));
+    let r = resolve_namespace(&index, namespace(&[&pt, &at], vec![]));
+    assert_eq!(r.plan.steps.len(), 1, "{:?}", r.plan.steps);
+    assert_eq!(r.plan.steps[0].package, "at");
+    let failure = &r.failures["pt"];
+    assert_eq!(failure.reason, REASON_CONSTRAINTS);
+    assert!(
+        failure.message.contains("kmm.sigs.x-k8s.io"),
+        "{}",
+        failure.message
+    );
+}
+
+#[test]
+fn plans_split_per_subscription_unless_a_dependency_ties_them() {
+    let index = our_index();
+    let pt = sub("pt", "ptemplate", json!({}));
+    let rw = sub(
+        "rw",
+        "reverse-words",
+        json!({"installPlanApproval": "Manual"}),
+    );
+    let at = sub("at", "at", json!({}));
+    let r = resolve_namespace(&index, namespace(&[&pt, &rw, &at], vec![]));
+    let groups = split(&r.plan);
+    let summary: Vec<(Vec<String>, Vec<String>)> = groups
+        .iter()
+        .map(|g| (g.subscriptions.iter().cloned().collect(), g.csv_names()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                vec!["pt".to_string()],
+                vec![
+                    "kernel-module-management.v2.2.0".to_string(),
+                    "ptemplate.v0.2.0".to_string()
+                ]
+            ),
+            (
+                vec!["rw".to_string()],
+                vec!["reverse-words.v0.4.0".to_string()]
+            ),
+            (vec!["at".to_string()], vec!["at.v0.2.0".to_string()]),
+        ]
+    );
+    let subs = [&pt, &rw, &at];
+    assert_eq!(groups[0].approval(&subs), Approval::Automatic);
+    assert_eq!(groups[1].approval(&subs), Approval::Manual);
+    let bundles = groups[0].planned_bundles();
+    assert_eq!(
+        bundles[0].generated_subscription.as_deref(),
+        Some("kernel-module-management-stable-operators-ns")
+    );
+    assert_eq!(bundles[0].dependency_of, ["ptemplate.v0.2.0"]);
+    assert_eq!(bundles[1].subscription.as_deref(), Some("pt"));
+}
+
+#[test]
+fn a_shared_dependency_ties_two_subscriptions_into_one_plan() {
+    let mut plan = Plan::default();
+    let step = |bundle: &str, reason: Reason, dependency_of: &[&str]| Step {
+        package: bundle.into(),
+        bundle: bundle.into(),
+        version: "1.0.0".into(),
+        catalog: "c".into(),
+        catalog_namespace: "ns".into(),
+        channel: "stable".into(),
+        replaces: None,
+        dependency_of: dependency_of.iter().map(|s| s.to_string()).collect(),
+        reason,
+    };
+    let subscribed = |s: &str| Reason::Subscribed {
+        subscription: s.into(),
+    };
+    let dependency = Reason::Dependency {
+        generated_subscription: "dep-stable-c-ns".into(),
+    };
+    plan.steps = vec![
+        step("dep", dependency, &["a", "b"]),
+        step("a", subscribed("sa"), &[]),
+        step("b", subscribed("sb"), &[]),
+        step("c", subscribed("sc"), &[]),
+    ];
+    let groups = split(&plan);
+    assert_eq!(groups.len(), 2);
+    assert_eq!(groups[0].csv_names(), ["dep", "a", "b"]);
+    assert_eq!(
+        groups[0].subscriptions.iter().collect::<Vec<_>>(),
+        ["sa", "sb"]
+    );
+    assert_eq!(groups[1].csv_names(), ["c"]);
+}
+
+#[test]
+fn existing_plans_are_reused_and_complete_ones_checked() {
+    let pending = plan(
+        "install-a",
+        &["x.v1"],
+        1,
+        InstallPlanPhase::RequiresApproval,
+    );
+    let failed = plan("install-b", &["y.v1"], 2, InstallPlanPhase::Failed);
+    let done = plan(
+        "install-c",
+        &["z.v1", "w.v1"],
+        3,
+        InstallPlanPhase::Complete,
+    );
+    let plans = [&pending, &failed, &done];
+    assert_eq!(
+        existing_plan(&["x.v1".into()], &plans),
+        Existing::Reuse("install-a".into())
+    );
+    assert_eq!(
+        existing_plan(&["y.v1".into()], &plans),
+        Existing::Reuse("install-b".into())
+    );
+    assert_eq!(
+        existing_plan(&["w.v1".into(), "z.v1".into()], &plans),
+        Existing::Completed("install-c".into())
+    );
+    assert_eq!(existing_plan(&["x.v2".into()], &plans), Existing::None);
+    assert_eq!(next_generation(&plans), 4);
+    assert_eq!(next_generation(&[]), 1);
+}
+
+#[test]
+fn a_subscription_is_held_by_its_plan_in_progress() {
+    let mut s = sub("rw", "reverse-words", json!({}));
+    let installing = plan("install-a", &["x.v1"], 1, InstallPlanPhase::Installing);
+    let complete = plan("install-b", &["x.v1"], 2, InstallPlanPhase::Complete);
+    s.status = Some(SubscriptionStatus {
+        install_plan_ref: Some(ObjectReference {
+            name: Some("install-a".into()),
+            ..ObjectReference::default()
+        }),
+        ..SubscriptionStatus::default()
+    });
+    assert!(pinned_plan(&s, &[&installing, &complete]).is_some());
+    s.status
+        .as_mut()
+        .unwrap()
+        .install_plan_ref
+        .as_mut()
+        .unwrap()
+        .name = Some("install-b".into());
+    assert!(pinned_plan(&s, &[&installing, &complete]).is_none());
+}
+
+#[test]
+fn at_most_five_plans_are_kept_never_one_in_use() {
+    let plans: Vec<InstallPlan> = (1..=7)
+        .map(|g| plan(&format!("p{g}"), &["x"], g, InstallPlanPhase::Complete))
+        .collect();
+    let refs: Vec<&InstallPlan> = plans.iter().collect();
+    let referenced = BTreeSet::from(["p1".to_string()]);
+    assert_eq!(plans_to_prune(&refs, &referenced, 5), ["p2", "p3"]);
+    let mut in_flight = plans.clone();
+    in_flight[1].status.as_mut().unwrap().phase = InstallPlanPhase::Installing;
+    let refs: Vec<&InstallPlan> = in_flight.iter().collect();
+    assert_eq!(plans_to_prune(&refs, &referenced, 5), ["p3", "p4"]);
+}
+
+fn time(second: i64) -> Time {
+    Time(Timestamp::from_second(second).unwrap())
+}
+
+#[test]
+fn status_follows_the_plan_then_the_csv_and_is_stable() {
+    let s = sub("rw", "reverse-words", json!({}));
+    let catalogs = [CatalogHealth {
+        source: CatalogRef::new("operators", "ns"),
+        uid: Some("u".into()),
+        healthy: true,
+    }];
+    let outcome = Outcome::Install {
+        bundle: "rw.v1".into(),
+    };
+    let p = plan("install-a", &["rw.v1"], 1, InstallPlanPhase::Installing);
+    let no_csvs = BTreeSet::new();
+    let input = StatusInput {
+        failure: None,
+        outcome: Some(&outcome),
+        plan: Some(&p),
+        plan_missing: false,
+        csvs: &no_csvs,
+        catalogs: &catalogs,
+        now: time(100),
+    };
+    let pending = desired_status(&s, &input);
+    assert_eq!(pending.state, Some(SubscriptionState::UpgradePending));
+    assert_eq!(pending.current_csv.as_deref(), Some("rw.v1"));
+    assert_eq!(pending.installed_csv, None);
+    assert_eq!(
+        pending.install_plan_ref.as_ref().unwrap().name.as_deref(),
+        Some("install-a")
+    );
+    assert_eq!(pending.installplan.as_ref().unwrap().uuid, "uid-install-a");
+    assert_eq!(pending.install_plan_generation, Some(1));
+    let types: Vec<(&str, &str)> = pending
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.reason.as_deref().unwrap()))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("CatalogSourcesUnhealthy", "AllCatalogSourcesHealthy"),
+            ("InstallPlanPending", "Installing")
+        ]
+    );
+    assert!(pending.catalog_health[0].healthy);
+
+    // Complete, CSV present: AtLatestKnown.
+    let mut s2 = s.clone();
+    s2.status = Some(pending.clone());
+    let csvs = BTreeSet::from(["rw.v1".to_string()]);
+    let latest = Outcome::AtLatestKnown {
+        csv: "rw.v1".into(),
+    };
+    let input = StatusInput {
+        outcome: Some(&latest),
+        plan: None,
+        csvs: &csvs,
+        now: time(200),
+        ..input
+    };
+    let done = desired_status(&s2, &input);
+    assert_eq!(done.state, Some(SubscriptionState::AtLatestKnown));
+    assert_eq!(done.installed_csv.as_deref(), Some("rw.v1"));
+    assert_eq!(
+        done.install_plan_ref, pending.install_plan_ref,
+        "the last plan stays referenced"
+    );
+    assert_eq!(done.conditions.len(), 1);
+    // Transition times and catalog health times hold while nothing changes.
+    assert_eq!(done.conditions[0].last_transition_time, Some(time(100)));
+    assert_eq!(done.catalog_health[0].last_updated, Some(time(100)));
+    assert_eq!(done.last_updated, Some(time(200)));
+
+    // The same inputs later: the same status, so nothing is written.
+    let mut s3 = s.clone();
+    s3.status = Some(done.clone());
+    let again = desired_status(
+        &s3,
+        &StatusInput {
+            now: time(300),
+            ..input
+        },
+    );
+    assert_eq!(again, done);
+}
+
+#[test]
+fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
+    let s = sub("rw", "reverse-words", json!({}));
+    let catalogs = [CatalogHealth {
+        source: CatalogRef::new("broken", "ns"),
+        uid: None,
+        healthy: false,
+    }];
+    let failure = Failure {
+        reason: REASON_ERROR,
+        message: "expected 1 OperatorGroup in the namespace, found 0".into(),
+    };
+    let none = BTreeSet::new();
+    let input = StatusInput {
+        failure: Some(&failure),
+        outcome: None,
+        plan: None,
+        plan_missing: false,
+        csvs: &none,
+        catalogs: &catalogs,
+        now: time(1),
+    };
+    let status = desired_status(&s, &input);
+    let unhealthy = &status.conditions[0];
+    assert_eq!(
+        (unhealthy.status.as_str(), unhealthy.reason.as_deref()),
+        ("True", Some("UnhealthyCatalogSourceFound"))
+    );
+    assert!(unhealthy.message.as_deref().unwrap().contains("ns/broken"));
+    let failed = &status.conditions[1];
+    assert_eq!(failed.type_, "ResolutionFailed");
+    assert_eq!(failed.reason.as_deref(), Some(REASON_ERROR));
+    assert_eq!(status.state, None);
+
+    let mut manual = plan(
+        "install-m",
+        &["rw.v1"],
+        1,
+        InstallPlanPhase::RequiresApproval,
+    );
+    manual.spec.approval = Approval::Manual;
+    let outcome = Outcome::Install {
+        bundle: "rw.v1".into(),
+    };
+    let waiting = desired_status(
+        &s,
+        &StatusInput {
+            failure: None,
+            outcome: Some(&outcome),
+            plan: Some(&manual),
+            now: time(1),
+            ..input
+        },
+    );
+    let pending = waiting
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "InstallPlanPending")
+        .unwrap();
+    assert_eq!(pending.reason.as_deref(), Some("RequiresApproval"));
+
+    let mut failed_plan = plan("install-f", &["rw.v1"], 1, InstallPlanPhase::Failed);
+    failed_plan.status.as_mut().unwrap().message = Some("step 3 Role r: denied".into());
+    let failed = desired_status(
+        &s,
+        &StatusInput {
+            failure: None,
+            outcome: Some(&outcome),
+            plan: Some(&failed_plan),
+            now: time(1),
+            ..input
+        },
+    );
+    let c = failed
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "InstallPlanFailed")
+        .unwrap();
+    assert_eq!(c.message.as_deref(), Some("step 3 Role r: denied"));
+
+    let mut referencing = s.clone();
+    referencing.status = Some(SubscriptionStatus {
+        install_plan_ref: Some(ObjectReference {
+            name: Some("install-gone".into()),
+            ..ObjectReference::default()
+        }),
+        ..SubscriptionStatus::default()
+    });
+    let missing = desired_status(
+        &referencing,
+        &StatusInput {
+            failure: None,
+            plan_missing: true,
+            ..input
+        },
+    );
+    let c = missing
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "InstallPlanMissing")
+        .unwrap();
+    assert!(c.message.as_deref().unwrap().contains("install-gone"));
+}

@@ -1,0 +1,871 @@
+//! The Subscription controller: resolves each namespace's Subscriptions against the catalog
+//! snapshots it can see, creates the InstallPlans that carry the result out, generates
+//! nothing else (dependency Subscriptions are steps of those plans, as upstream), and keeps
+//! every Subscription's status as upstream shows it.
+//!
+//! Resolution is per namespace (one lock per namespace; any Subscription's event resolves
+//! its whole namespace). What triggers it: a Subscription, a CSV, an InstallPlan or an
+//! OperatorGroup of the namespace changing, a CatalogSource's health changing, or the
+//! content digest of a catalog the namespace sees changing. Each round first fingerprints
+//! its inputs; a round whose inputs did not change since the last resolution of that
+//! namespace does nothing, so a steady state neither resolves nor writes.
+//!
+//! No duplicate plans: plans are created under the namespace lock, after a fresh LIST of the
+//! namespace's plans (not the cache) finds none for the same CSVs; a Complete plan for them
+//! makes the round check the CSVs with fresh GETs first. A restart between creating a plan
+//! and writing the Subscription's status finds the plan and adopts it.
+
+pub mod decide;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::backoff::Backoff;
+use super::context::Context;
+use super::guard::catch_panic;
+use crate::api::{
+    ANNOTATION_PLANNED_BUNDLES, Approval, CatalogSource, ClusterServiceVersion, InstallPlan,
+    InstallPlanSpec, OperatorGroup, Subscription, SubscriptionStatus,
+};
+use crate::resolver::{CatalogIndex, CatalogRef, Namespace, Outcome};
+use crate::runtime::host::Shutdown;
+use crate::snapshots::CatalogSnapshot;
+use decide::{
+    CatalogHealth, Existing, Failure, PlanGroup, REASON_ERROR, Resolution, StatusInput,
+    desired_status, existing_plan, installed_csvs, next_generation, pinned_plan, plans_to_prune,
+    resolve_namespace, resolver_subscription, split,
+};
+
+pub const CONTROLLER: &str = "subscription";
+/// Server-side apply field manager of this controller's writes.
+pub const FIELD_MANAGER: &str = "olm-subscription";
+/// Upstream keeps at most this many InstallPlans per namespace.
+pub const MAX_PLANS_PER_NAMESPACE: usize = 5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("namespace {namespace}: {action}: {error}")]
+    Kube {
+        namespace: String,
+        action: String,
+        #[source]
+        error: kube::Error,
+    },
+    #[error("namespace {namespace}: resolution {panic}")]
+    Panicked { namespace: String, panic: String },
+}
+
+impl Error {
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube { .. } => "kube",
+            Error::Panicked { .. } => "panic",
+        }
+    }
+}
+
+fn kube_error(namespace: &str, action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let namespace = namespace.to_string();
+    let action = action.into();
+    move |error| Error::Kube {
+        namespace,
+        action,
+        error,
+    }
+}
+
+/// This controller's context: the shared one, the caches it reads, and per-namespace state.
+pub struct SubscriptionContext {
+    pub shared: Arc<Context>,
+    subscriptions: Store<DeserializeGuard<Subscription>>,
+    csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
+    plans: Store<DeserializeGuard<InstallPlan>>,
+    groups: Store<DeserializeGuard<OperatorGroup>>,
+    catalogs: Store<DeserializeGuard<CatalogSource>>,
+    /// One lock per namespace: resolutions of a namespace never overlap.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The fingerprint of the inputs of each namespace's last completed resolution.
+    resolved: Mutex<HashMap<String, u64>>,
+    backoff: Backoff<String>,
+}
+
+fn ok<K: Clone>(guarded: &Arc<DeserializeGuard<K>>) -> Option<&K> {
+    guarded.0.as_ref().ok()
+}
+
+/// What one round of a namespace reads, from the caches.
+struct Gathered {
+    subscriptions: Vec<Subscription>,
+    csvs: Vec<ClusterServiceVersion>,
+    groups: Vec<OperatorGroup>,
+    catalogs: Vec<CatalogSource>,
+    snapshots: Vec<Arc<CatalogSnapshot>>,
+    cached_plans: Vec<InstallPlan>,
+}
+
+impl SubscriptionContext {
+    fn lock(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(locks.entry(namespace.to_string()).or_default())
+    }
+
+    fn gather(&self, namespace: &str) -> Gathered {
+        let in_ns = |meta_ns: Option<String>| meta_ns.as_deref() == Some(namespace);
+        let subscriptions: Vec<Subscription> = self
+            .subscriptions
+            .state()
+            .iter()
+            .filter_map(ok)
+            .filter(|s| in_ns(s.namespace()) && s.metadata.deletion_timestamp.is_none())
+            .cloned()
+            .collect();
+        let csvs: Vec<ClusterServiceVersion> = self
+            .csvs
+            .state()
+            .iter()
+            .filter_map(ok)
+            .filter(|c| in_ns(c.namespace()))
+            .cloned()
+            .collect();
+        let groups: Vec<OperatorGroup> = self
+            .groups
+            .state()
+            .iter()
+            .filter_map(ok)
+            .filter(|g| in_ns(g.namespace()))
+            .cloned()
+            .collect();
+        let cached_plans: Vec<InstallPlan> = self
+            .plans
+            .state()
+            .iter()
+            .filter_map(ok)
+            .filter(|p| in_ns(p.namespace()))
+            .cloned()
+            .collect();
+        let global = self.shared.settings.global_catalog_namespace.as_str();
+        let exclude_global = groups.len() == 1
+            && groups[0]
+                .annotations()
+                .get(decide::ANNOTATION_EXCLUDE_GLOBAL)
+                .is_some_and(|v| v == "true");
+        let visible_ns = |ns: &str| ns == namespace || (!exclude_global && ns == global);
+        let mut catalogs: Vec<CatalogSource> = self
+            .catalogs
+            .state()
+            .iter()
+            .filter_map(ok)
+            .filter(|c| c.namespace().is_some_and(|ns| visible_ns(&ns)))
+            .cloned()
+            .collect();
+        catalogs.sort_by(|a, b| {
+            b.spec
+                .priority
+                .unwrap_or(0)
+                .cmp(&a.spec.priority.unwrap_or(0))
+                .then_with(|| a.namespace().cmp(&b.namespace()))
+                .then_with(|| a.name_any().cmp(&b.name_any()))
+        });
+        let snapshots = self
+            .shared
+            .snapshots
+            .visible_from(namespace, global)
+            .into_iter()
+            .filter(|s| visible_ns(&s.catalog.namespace))
+            .collect();
+        Gathered {
+            subscriptions,
+            csvs,
+            groups,
+            catalogs,
+            snapshots,
+            cached_plans,
+        }
+    }
+}
+
+impl Gathered {
+    /// Everything resolution and status depend on, hashed: equal fingerprints mean the
+    /// round would decide the same and write nothing.
+    fn fingerprint(&self) -> u64 {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for s in &self.subscriptions {
+            (s.name_any(), s.uid()).hash(&mut hasher);
+            serde_json::to_string(&s.spec)
+                .unwrap_or_default()
+                .hash(&mut hasher);
+            serde_json::to_string(&s.status)
+                .unwrap_or_default()
+                .hash(&mut hasher);
+        }
+        for c in &self.csvs {
+            (c.name_any(), c.uid(), &c.spec.replaces, &c.spec.version).hash(&mut hasher);
+            c.annotations()
+                .get(decide::ANNOTATION_PROPERTIES)
+                .hash(&mut hasher);
+            c.labels().get(decide::LABEL_COPIED_FROM).hash(&mut hasher);
+            serde_json::to_string(&c.status.as_ref().and_then(|s| s.phase))
+                .unwrap_or_default()
+                .hash(&mut hasher);
+        }
+        for p in &self.cached_plans {
+            (p.name_any(), p.uid()).hash(&mut hasher);
+            serde_json::to_string(&p.spec)
+                .unwrap_or_default()
+                .hash(&mut hasher);
+            serde_json::to_string(&p.phase())
+                .unwrap_or_default()
+                .hash(&mut hasher);
+        }
+        for g in &self.groups {
+            (
+                g.name_any(),
+                g.annotations().get(decide::ANNOTATION_EXCLUDE_GLOBAL),
+            )
+                .hash(&mut hasher);
+        }
+        for c in &self.catalogs {
+            (c.namespace(), c.name_any(), c.uid(), healthy(c, None)).hash(&mut hasher);
+            c.status
+                .as_ref()
+                .and_then(|s| s.message.clone())
+                .hash(&mut hasher);
+        }
+        for s in &self.snapshots {
+            (
+                &s.catalog.namespace,
+                &s.catalog.name,
+                &s.digest,
+                s.catalog.priority,
+            )
+                .hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+}
+
+/// READY, or (a source with no connection state) content loaded.
+fn healthy(source: &CatalogSource, snapshot: Option<&CatalogSnapshot>) -> bool {
+    match source
+        .status
+        .as_ref()
+        .and_then(|s| s.connection_state.as_ref())
+    {
+        Some(state) => state.last_observed_state == "READY",
+        None => snapshot.is_some(),
+    }
+}
+
+fn now() -> Time {
+    Time(Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+pub async fn reconcile(
+    guarded: Arc<DeserializeGuard<Subscription>>,
+    ctx: Arc<SubscriptionContext>,
+) -> Result<Action, Error> {
+    let _timer = ctx.shared.metrics.reconcile_started(CONTROLLER);
+    let meta = match &guarded.0 {
+        Ok(sub) => &sub.metadata,
+        Err(invalid) => {
+            tracing::warn!(name = ?invalid.metadata.name, error = %invalid.error, "cannot read Subscription; skipping it");
+            return Ok(Action::await_change());
+        }
+    };
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    match catch_panic(sync_namespace(&namespace, &ctx)).await {
+        Ok(Ok(())) => {
+            ctx.backoff.reset(&namespace);
+            Ok(Action::await_change())
+        }
+        Ok(Err(error)) => Err(error),
+        Err(panic) => {
+            ctx.shared.metrics.reconcile_panicked(CONTROLLER);
+            tracing::error!(%namespace, panic = %panic, backtrace = %panic.backtrace, "resolution panicked; other namespaces are unaffected");
+            Err(Error::Panicked {
+                namespace,
+                panic: panic.to_string(),
+            })
+        }
+    }
+}
+
+pub fn error_policy(
+    guarded: Arc<DeserializeGuard<Subscription>>,
+    error: &Error,
+    ctx: Arc<SubscriptionContext>,
+) -> Action {
+    ctx.shared
+        .metrics
+        .reconcile_failed(CONTROLLER, error.metric_label());
+    let namespace = match &guarded.0 {
+        Ok(sub) => sub.namespace().unwrap_or_default(),
+        Err(invalid) => invalid.metadata.namespace.clone().unwrap_or_default(),
+    };
+    let delay = ctx.backoff.next_delay(&namespace);
+    tracing::warn!(%error, retry_in = ?delay, "Subscription reconcile failed");
+    Action::requeue(delay)
+}
+
+/// One round for a namespace: gather → (unchanged? stop) → resolve → plans → statuses.
+async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<(), Error> {
+    let lock = ctx.lock(namespace);
+    let _held = lock.lock().await;
+    let gathered = ctx.gather(namespace);
+    if gathered.subscriptions.is_empty() {
+        return Ok(());
+    }
+    let fingerprint = gathered.fingerprint();
+    let unchanged = ctx
+        .resolved
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(namespace)
+        == Some(&fingerprint);
+    if unchanged {
+        return Ok(());
+    }
+    tracing::debug!(%namespace, "resolving");
+    let shared = &ctx.shared;
+    let subs: Vec<&Subscription> = gathered.subscriptions.iter().collect();
+
+    // Plans: a fresh list, so that nothing planned by an earlier round is missed.
+    let plan_api: Api<InstallPlan> = Api::namespaced(shared.client.clone(), namespace);
+    let mut plans: Vec<InstallPlan> = plan_api
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_error(namespace, "listing InstallPlans"))?
+        .items;
+
+    let catalog_health: Vec<CatalogHealth> = gathered
+        .catalogs
+        .iter()
+        .map(|c| {
+            let source = CatalogRef::new(c.name_any(), c.namespace().unwrap_or_default());
+            let snapshot = gathered
+                .snapshots
+                .iter()
+                .find(|s| s.catalog.name == source.name && s.catalog.namespace == source.namespace);
+            CatalogHealth {
+                healthy: healthy(c, snapshot.map(|s| s.as_ref())),
+                uid: c.uid(),
+                source,
+            }
+        })
+        .collect();
+
+    let resolution = if gathered.groups.len() != 1 {
+        let failure = Failure {
+            reason: REASON_ERROR,
+            message: format!(
+                "expected 1 OperatorGroup in the namespace, found {}",
+                gathered.groups.len()
+            ),
+        };
+        Resolution {
+            failures: subs
+                .iter()
+                .map(|s| (s.name_any(), failure.clone()))
+                .collect(),
+            ..Resolution::default()
+        }
+    } else {
+        let csv_refs: Vec<&ClusterServiceVersion> = gathered.csvs.iter().collect();
+        let input = Namespace {
+            name: namespace.to_string(),
+            installed: installed_csvs(&csv_refs, &subs),
+            subscriptions: subs.iter().map(|s| resolver_subscription(s)).collect(),
+        };
+        let snapshots = gathered.snapshots.clone();
+        let mut resolution = tokio::task::spawn_blocking(move || {
+            let index = CatalogIndex::from_catalogs(snapshots.iter().map(|s| &s.catalog));
+            resolve_namespace(&index, input)
+        })
+        .await
+        .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
+        explain_failures(&mut resolution.failures, &subs, &gathered);
+        resolution
+    };
+
+    // One InstallPlan per group, unless one exists or a Subscription of it is held.
+    let outcomes: BTreeMap<&str, &Outcome> = resolution
+        .plan
+        .subscriptions
+        .iter()
+        .map(|r| (r.subscription.as_str(), &r.outcome))
+        .collect();
+    let mut plan_of: BTreeMap<String, String> = BTreeMap::new();
+    for group in split(&resolution.plan) {
+        let plan_refs: Vec<&InstallPlan> = plans.iter().collect();
+        let held = subs.iter().any(|s| {
+            group.subscriptions.contains(&s.name_any()) && pinned_plan(s, &plan_refs).is_some()
+        });
+        if held {
+            continue;
+        }
+        let name = match existing_plan(&group.csv_names(), &plan_refs) {
+            Existing::Reuse(name) => Some(name),
+            Existing::Completed(name) => {
+                if csvs_exist(namespace, &group.csv_names(), shared).await? {
+                    // Installed already; the CSV cache has not caught up yet.
+                    tracing::debug!(%namespace, plan = %name, "CSVs of a Complete plan exist; not planning them again");
+                    None
+                } else {
+                    Some(create_plan(namespace, &group, &subs, &plan_refs, shared).await?)
+                }
+            }
+            Existing::None => {
+                Some(create_plan(namespace, &group, &subs, &plan_refs, shared).await?)
+            }
+        };
+        if let Some(name) = name {
+            if !plans.iter().any(|p| p.name_any() == name) {
+                plans.push(
+                    plan_api
+                        .get(&name)
+                        .await
+                        .map_err(kube_error(namespace, format!("reading InstallPlan {name}")))?,
+                );
+            }
+            for sub in &group.subscriptions {
+                plan_of.insert(sub.clone(), name.clone());
+            }
+        }
+    }
+
+    // Statuses.
+    let csv_names: BTreeSet<String> = gathered.csvs.iter().map(|c| c.name_any()).collect();
+    let now = now();
+    let plan_refs: Vec<&InstallPlan> = plans.iter().collect();
+    let find_plan = |name: &str| plan_refs.iter().copied().find(|p| p.name_any() == name);
+    let mut referenced: BTreeSet<String> = BTreeSet::new();
+    for sub in &subs {
+        let name = sub.name_any();
+        let pinned = pinned_plan(sub, &plan_refs);
+        let referenced_name = sub
+            .status
+            .as_ref()
+            .and_then(|s| s.install_plan_ref.as_ref())
+            .and_then(|r| r.name.clone());
+        let failure = resolution.failures.get(&name);
+        let (outcome, plan) = match (pinned, plan_of.get(&name)) {
+            (Some(p), _) => (None, Some(p)),
+            (None, Some(new)) => (outcomes.get(name.as_str()).copied(), find_plan(new)),
+            // Nothing new to plan: the plan it references (if still there) tells how the
+            // last install went (a Failed one shows as InstallPlanFailed, as upstream).
+            (None, None) => (
+                outcomes.get(name.as_str()).copied(),
+                referenced_name.as_deref().and_then(find_plan),
+            ),
+        };
+        let plan_missing = plan.is_none()
+            && referenced_name
+                .as_deref()
+                .is_some_and(|r| find_plan(r).is_none())
+            && !matches!(outcome, Some(Outcome::AtLatestKnown { .. }));
+        let input = StatusInput {
+            failure,
+            outcome,
+            plan,
+            plan_missing,
+            csvs: &csv_names,
+            catalogs: &catalog_health,
+            now: now.clone(),
+        };
+        let desired = desired_status(sub, &input);
+        if let Some(r) = desired
+            .install_plan_ref
+            .as_ref()
+            .and_then(|r| r.name.clone())
+        {
+            referenced.insert(r);
+        }
+        if sub.status.as_ref() != Some(&desired) {
+            write_status(sub, &desired, shared).await?;
+            announce(sub, &desired, shared).await;
+        }
+    }
+
+    for name in plans_to_prune(&plan_refs, &referenced, MAX_PLANS_PER_NAMESPACE) {
+        tracing::info!(%namespace, plan = %name, "deleting an old InstallPlan (at most {MAX_PLANS_PER_NAMESPACE} are kept)");
+        match plan_api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(error) => {
+                return Err(kube_error(
+                    namespace,
+                    format!("deleting InstallPlan {name}"),
+                )(error));
+            }
+        }
+    }
+
+    ctx.resolved
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(namespace.to_string(), fingerprint);
+    Ok(())
+}
+
+/// Says which catalogs were searched, and why a catalog that exists has no content yet.
+fn explain_failures(
+    failures: &mut BTreeMap<String, Failure>,
+    subs: &[&Subscription],
+    gathered: &Gathered,
+) {
+    let searched: Vec<String> = gathered
+        .snapshots
+        .iter()
+        .map(|s| format!("{}/{}", s.catalog.namespace, s.catalog.name))
+        .collect();
+    for sub in subs {
+        let Some(failure) = failures.get_mut(&sub.name_any()) else {
+            continue;
+        };
+        let source = CatalogRef::new(&sub.spec.source, &sub.spec.source_namespace);
+        let has_snapshot = gathered
+            .snapshots
+            .iter()
+            .any(|s| s.catalog.name == source.name && s.catalog.namespace == source.namespace);
+        if !has_snapshot
+            && let Some(catalog) = gathered.catalogs.iter().find(|c| {
+                c.name_any() == source.name && c.namespace().as_deref() == Some(&source.namespace)
+            })
+        {
+            let why = catalog
+                .status
+                .as_ref()
+                .and_then(|s| s.message.clone())
+                .unwrap_or_else(|| "its content has not been loaded yet".into());
+            failure.reason = REASON_ERROR;
+            failure.message =
+                format!("error using catalogsource {source}: catalog is unavailable: {why}",);
+        }
+        failure.message = format!(
+            "{} (catalogs searched: {})",
+            failure.message,
+            if searched.is_empty() {
+                "none".to_string()
+            } else {
+                searched.join(", ")
+            }
+        );
+    }
+}
+
+async fn csvs_exist(namespace: &str, names: &[String], ctx: &Context) -> Result<bool, Error> {
+    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
+    for name in names {
+        let found = api
+            .get_metadata_opt(name)
+            .await
+            .map_err(kube_error(namespace, format!("reading CSV {name}")))?;
+        if found.is_none() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+async fn create_plan(
+    namespace: &str,
+    group: &PlanGroup,
+    subs: &[&Subscription],
+    plans: &[&InstallPlan],
+    ctx: &Context,
+) -> Result<String, Error> {
+    let approval = group.approval(subs);
+    let owners: Vec<OwnerReference> = subs
+        .iter()
+        .filter(|s| group.subscriptions.contains(&s.name_any()))
+        .map(|s| OwnerReference {
+            api_version: Subscription::api_version(&()).into_owned(),
+            kind: Subscription::kind(&()).into_owned(),
+            name: s.name_any(),
+            uid: s.uid().unwrap_or_default(),
+            controller: Some(false),
+            block_owner_deletion: Some(false),
+        })
+        .collect();
+    let bundles = serde_json::to_string(&group.planned_bundles()).unwrap_or_default();
+    let mut plan = InstallPlan::new(
+        "",
+        InstallPlanSpec {
+            catalog_source: None,
+            catalog_source_namespace: None,
+            cluster_service_version_names: group.csv_names(),
+            approval,
+            approved: approval == Approval::Automatic,
+            generation: Some(next_generation(plans)),
+        },
+    );
+    plan.metadata.name = None;
+    plan.metadata.generate_name = Some("install-".into());
+    plan.metadata.namespace = Some(namespace.to_string());
+    plan.metadata.owner_references = Some(owners);
+    plan.metadata.annotations = Some(BTreeMap::from([(
+        ANNOTATION_PLANNED_BUNDLES.to_string(),
+        bundles,
+    )]));
+    let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), namespace);
+    let created = api
+        .create(&PostParams::default(), &plan)
+        .await
+        .map_err(kube_error(namespace, "creating an InstallPlan"))?;
+    let name = created.name_any();
+    tracing::info!(%namespace, plan = %name, csvs = ?group.csv_names(), ?approval, "InstallPlan created");
+    for sub in subs
+        .iter()
+        .filter(|s| group.subscriptions.contains(&s.name_any()))
+    {
+        ctx.event(
+            &sub.object_ref(&()),
+            EventType::Normal,
+            "InstallPlanCreated",
+            "Resolve",
+            format!(
+                "InstallPlan {name} ({approval:?}) installs {}",
+                group.csv_names().join(", ")
+            ),
+        )
+        .await;
+    }
+    Ok(name)
+}
+
+async fn write_status(
+    sub: &Subscription,
+    status: &SubscriptionStatus,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let namespace = sub.namespace().unwrap_or_default();
+    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &namespace);
+    let patch = json!({
+        "apiVersion": Subscription::api_version(&()),
+        "kind": Subscription::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &sub.name_any(),
+        &PatchParams::apply(FIELD_MANAGER),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(kube_error(
+        &namespace,
+        format!("writing the status of Subscription {}", sub.name_any()),
+    ))?;
+    ctx.metrics.status_written(CONTROLLER);
+    Ok(())
+}
+
+/// A Warning Event when resolution newly fails (or fails differently).
+async fn announce(sub: &Subscription, desired: &SubscriptionStatus, ctx: &Context) {
+    let failed = |s: Option<&SubscriptionStatus>| {
+        s.and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == "ResolutionFailed" && c.status == "True")
+                .and_then(|c| c.message.clone())
+        })
+    };
+    if let Some(message) = failed(Some(desired))
+        && failed(sub.status.as_ref()).as_ref() != Some(&message)
+    {
+        ctx.event(
+            &sub.object_ref(&()),
+            EventType::Warning,
+            "ResolutionFailed",
+            "Resolve",
+            message,
+        )
+        .await;
+    }
+}
+
+/// Every Subscription of `namespace`.
+fn subscriptions_in(
+    store: &Store<DeserializeGuard<Subscription>>,
+    namespace: Option<&str>,
+) -> Vec<ObjectRef<DeserializeGuard<Subscription>>> {
+    store
+        .state()
+        .iter()
+        .filter_map(|g| {
+            let meta = match &g.0 {
+                Ok(s) => &s.metadata,
+                Err(invalid) => &invalid.metadata,
+            };
+            (meta.namespace.as_deref() == namespace).then(|| {
+                ObjectRef::new(meta.name.as_deref().unwrap_or_default())
+                    .within(meta.namespace.as_deref().unwrap_or_default())
+            })
+        })
+        .collect()
+}
+
+fn namespace_of<K>(guarded: &DeserializeGuard<K>) -> Option<String>
+where
+    K: Resource<DynamicType = ()>,
+{
+    match &guarded.0 {
+        Ok(k) => k.meta().namespace.clone(),
+        Err(invalid) => invalid.metadata.namespace.clone(),
+    }
+}
+
+/// Subscriptions of the namespaces that see a catalog whose content digest changed.
+fn snapshot_changes(
+    shared: Arc<Context>,
+    subs: Store<DeserializeGuard<Subscription>>,
+) -> impl Stream<Item = ObjectRef<DeserializeGuard<Subscription>>> + Send + 'static {
+    let changes = shared.snapshots.changes();
+    let initial = shared.snapshots.digests();
+    futures::stream::unfold(
+        (changes, initial),
+        move |(mut changes, mut last): (tokio::sync::watch::Receiver<u64>, BTreeMap<CatalogRef, String>)| {
+            let shared = Arc::clone(&shared);
+            let subs = subs.clone();
+            async move {
+                changes.changed().await.ok()?;
+                let now = shared.snapshots.digests();
+                let changed: BTreeSet<CatalogRef> = now
+                    .iter()
+                    .filter(|(r, d)| last.get(*r) != Some(*d))
+                    .map(|(r, _)| r.clone())
+                    .chain(last.keys().filter(|r| !now.contains_key(*r)).cloned())
+                    .collect();
+                last = now;
+                let global = shared.settings.global_catalog_namespace.clone();
+                let refs: Vec<_> = subs
+                    .state()
+                    .iter()
+                    .filter_map(|g| g.0.as_ref().ok())
+                    .filter(|s| {
+                        let ns = s.namespace().unwrap_or_default();
+                        changed.iter().any(|c| c.namespace == ns || c.namespace == global)
+                    })
+                    .map(|s| ObjectRef::new(&s.name_any()).within(&s.namespace().unwrap_or_default()))
+                    .collect();
+                if !refs.is_empty() {
+                    tracing::debug!(catalogs = ?changed, subscriptions = refs.len(), "catalog content changed; re-resolving");
+                }
+                Some((futures::stream::iter(refs), (changes, last)))
+            }
+        },
+    )
+    .flatten()
+}
+
+/// A cache of `K` in the watched namespaces, and the stream of its changes.
+fn watch<K>(
+    shared: &Context,
+) -> (
+    Store<DeserializeGuard<K>>,
+    impl Stream<Item = Result<DeserializeGuard<K>, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<DeserializeGuard<K>> = match &shared.settings.watch_namespace {
+        Some(ns) => Api::namespaced(shared.client.clone(), ns),
+        None => Api::all(shared.client.clone()),
+    };
+    let (store, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default().any_semantic()),
+    )
+    .default_backoff()
+    .touched_objects();
+    (store, stream)
+}
+
+/// Runs the controller until `shutdown` (leader only).
+pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
+    let api: Api<DeserializeGuard<Subscription>> = match &shared.settings.watch_namespace {
+        Some(ns) => Api::namespaced(shared.client.clone(), ns),
+        None => Api::all(shared.client.clone()),
+    };
+    let (csvs, csv_events) = watch::<ClusterServiceVersion>(&shared);
+    let (plans, plan_events) = watch::<InstallPlan>(&shared);
+    let (groups, group_events) = watch::<OperatorGroup>(&shared);
+    let (catalogs, catalog_events) = watch::<CatalogSource>(&shared);
+
+    let controller = Controller::new(api, watcher::Config::default().any_semantic());
+    let subscriptions = controller.store();
+    let ctx = Arc::new(SubscriptionContext {
+        shared: Arc::clone(&shared),
+        subscriptions: subscriptions.clone(),
+        csvs,
+        plans,
+        groups,
+        catalogs,
+        locks: Mutex::default(),
+        resolved: Mutex::default(),
+        backoff: Backoff::default(),
+    });
+    let global = shared.settings.global_catalog_namespace.clone();
+    let (s1, s2, s3, s4) = (
+        subscriptions.clone(),
+        subscriptions.clone(),
+        subscriptions.clone(),
+        subscriptions.clone(),
+    );
+    controller
+        .watches_stream(csv_events, move |csv| {
+            subscriptions_in(&s1, namespace_of(&csv).as_deref())
+        })
+        .watches_stream(plan_events, move |plan| {
+            subscriptions_in(&s2, namespace_of(&plan).as_deref())
+        })
+        .watches_stream(group_events, move |group| {
+            subscriptions_in(&s3, namespace_of(&group).as_deref())
+        })
+        .watches_stream(
+            catalog_events,
+            move |catalog: DeserializeGuard<CatalogSource>| {
+                let ns = namespace_of(&catalog);
+                if ns.as_deref() == Some(global.as_str()) {
+                    s4.state()
+                        .iter()
+                        .filter_map(|g| g.0.as_ref().ok())
+                        .map(|s| {
+                            ObjectRef::new(&s.name_any()).within(&s.namespace().unwrap_or_default())
+                        })
+                        .collect()
+                } else {
+                    subscriptions_in(&s4, ns.as_deref())
+                }
+            },
+        )
+        .reconcile_on(snapshot_changes(Arc::clone(&shared), subscriptions.clone()))
+        .graceful_shutdown_on(shutdown.requested())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((object, _)) => tracing::trace!(subscription = %object, "reconciled"),
+                Err(error) => tracing::debug!(%error, "Subscription controller"),
+            }
+        })
+        .await;
+}

@@ -1,0 +1,1053 @@
+//! Subscriptions and InstallPlans as a user drives them: `kubectl apply` of a CatalogSource
+//! (served by `olm catalog serve` or `opm serve`), an OperatorGroup and a Subscription, then
+//! `kubectl get`/`wait` on what OLM makes of them.
+//!
+//! The tests at the end need the CSV controller too (a CSV reaching Succeeded, old CSVs
+//! deleted after an upgrade).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::catalog_sources::{catalog_source_yaml, get_json, wait_for_state};
+use super::harness::{TestNamespace, client, eventually, install_crds, kubectl, repo_root};
+use super::processes::{OlmRun, Process, free_port, olm_serve, opm_serve};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// A namespace with OLM, a catalog server and a READY CatalogSource `operators`.
+struct Setup {
+    ns: TestNamespace,
+    olm: OlmRun,
+    server: Process,
+    port: u16,
+}
+
+impl Setup {
+    async fn new(test: &str, catalog: &Path, olm_flags: &[&str]) -> Setup {
+        install_crds();
+        let client = client().await;
+        let ns = TestNamespace::create(&client, test).await;
+        let port = free_port();
+        let server = olm_serve(catalog, port);
+        let mut flags = vec!["--leader-elect=false"];
+        flags.extend_from_slice(olm_flags);
+        let olm = OlmRun::start(&ns.name, &flags);
+        apply(&catalog_source_yaml(
+            &ns.name,
+            "operators",
+            &format!("127.0.0.1:{port}"),
+            "",
+        ));
+        wait_for_state(&ns.name, "operators", "READY");
+        Setup {
+            ns,
+            olm,
+            server,
+            port,
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.ns.name
+    }
+
+    fn operator_group(&self, extra_spec: &str) {
+        apply(&format!(
+            "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\n  namespace: {}\nspec:\n  targetNamespaces: [{}]\n{extra_spec}",
+            self.name(),
+            self.name()
+        ));
+    }
+
+    fn subscribe(&self, name: &str, package: &str, extra_spec: &str) {
+        apply(&subscription_yaml(
+            self.name(),
+            name,
+            package,
+            "operators",
+            extra_spec,
+        ));
+    }
+
+    fn get(&self, resource: &str) -> Value {
+        get_json(self.name(), resource)
+    }
+
+    fn plans(&self) -> Vec<Value> {
+        self.get("installplans")["items"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    async fn sub_status(&self, sub: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        eventually(&format!("subscription {sub}: {what}"), WAIT, || async {
+            let s = self.get(&format!("subscription/{sub}"));
+            check(&s["status"]).then_some(s)
+        })
+        .await
+    }
+
+    async fn installed(&self, sub: &str, csv: &str) -> Value {
+        self.sub_status(sub, &format!("installedCSV {csv}, AtLatestKnown"), |s| {
+            s["installedCSV"] == csv && s["currentCSV"] == csv && s["state"] == "AtLatestKnown"
+        })
+        .await
+    }
+
+    async fn plan_phase(&self, plan: &str, phase: &str) -> Value {
+        eventually(&format!("InstallPlan {plan} {phase}"), WAIT, || async {
+            let p = self.get(&format!("installplan/{plan}"));
+            (p["status"]["phase"] == phase).then_some(p)
+        })
+        .await
+    }
+}
+
+fn apply(yaml: &str) {
+    kubectl(&["apply", "-f", "-"], Some(yaml)).ok();
+}
+
+fn subscription_yaml(
+    namespace: &str,
+    name: &str,
+    package: &str,
+    source: &str,
+    extra_spec: &str,
+) -> String {
+    format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  name: {package}\n  source: {source}\n  sourceNamespace: {namespace}\n{extra_spec}"
+    )
+}
+
+fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+fn our_catalog() -> PathBuf {
+    repo_root().join("catalog")
+}
+
+/// A copy of our catalog with only what `keep` accepts (bundles by name; packages whose
+/// bundles all go are dropped), written as JSON into a scratch directory.
+fn catalog_subset(name: &str, keep: impl Fn(&str) -> bool) -> PathBuf {
+    let mut content = olm::catalog::load::load_path(&our_catalog()).unwrap();
+    content.bundles.retain(|b| keep(&b.name));
+    for channel in &mut content.channels {
+        channel.entries.retain(|e| keep(&e.name));
+    }
+    content.channels.retain(|c| !c.entries.is_empty());
+    let packages: Vec<String> = content.bundles.iter().map(|b| b.package.clone()).collect();
+    content.packages.retain(|p| packages.contains(&p.name));
+    let dir = std::env::temp_dir().join(format!("olm-subset-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let text: String = content
+        .to_blobs()
+        .iter()
+        .map(|b| serde_json::to_string(b).unwrap() + "\n")
+        .collect();
+    std::fs::write(dir.join("catalog.json"), text).unwrap();
+    dir
+}
+
+fn names(items: &[Value], path: &str) -> Vec<String> {
+    items
+        .iter()
+        .map(|i| {
+            i.pointer(path)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn subscribing_installs_the_bundle_and_a_steady_state_writes_nothing() {
+    let s = Setup::new("sub-install", &our_catalog(), &[]).await;
+    s.operator_group("");
+    s.subscribe("reverse-words", "reverse-words", "  channel: stable\n");
+
+    let sub = s.installed("reverse-words", "reverse-words.v0.4.0").await;
+    let status = &sub["status"];
+    let plan_name = status["installPlanRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(plan_name.starts_with("install-"), "{status:#}");
+    assert_eq!(status["installplan"]["name"], plan_name.as_str());
+    assert_eq!(status["installPlanRef"]["kind"], "InstallPlan");
+    assert_eq!(status["catalogHealth"][0]["healthy"], true, "{status:#}");
+    assert_eq!(
+        status["catalogHealth"][0]["catalogSourceRef"]["name"],
+        "operators"
+    );
+    let unhealthy = condition(status, "CatalogSourcesUnhealthy").unwrap();
+    assert_eq!(unhealthy["status"], "False");
+    assert_eq!(unhealthy["reason"], "AllCatalogSourcesHealthy");
+    assert!(status["lastUpdated"].is_string());
+
+    // One plan, Complete, with upstream's spec and steps.
+    let plan = s.plan_phase(&plan_name, "Complete").await;
+    assert_eq!(s.plans().len(), 1);
+    assert_eq!(
+        plan["spec"]["clusterServiceVersionNames"],
+        serde_json::json!(["reverse-words.v0.4.0"])
+    );
+    assert_eq!(plan["spec"]["approval"], "Automatic");
+    assert_eq!(plan["spec"]["approved"], true);
+    assert_eq!(plan["spec"]["generation"], 1);
+    assert_eq!(
+        plan["metadata"]["ownerReferences"][0]["name"],
+        "reverse-words"
+    );
+    assert_eq!(
+        plan["status"]["catalogSources"],
+        serde_json::json!(["operators"])
+    );
+    assert!(plan["status"]["startTime"].is_string());
+    let steps = plan["status"]["plan"].as_array().unwrap();
+    let kinds = names(steps, "/resource/kind");
+    assert_eq!(kinds[0], "ClusterServiceVersion", "{kinds:?}");
+    assert_eq!(kinds[1], "CustomResourceDefinition", "{kinds:?}");
+    for step in steps {
+        assert_eq!(step["resolving"], "reverse-words.v0.4.0");
+        assert_eq!(step["resource"]["sourceName"], "operators");
+        assert_eq!(step["resource"]["sourceNamespace"], s.name());
+        assert!(step["resource"]["manifest"].is_string());
+        assert!(
+            step["status"] == "Created" || step["status"] == "Present",
+            "{step:#}"
+        );
+    }
+    // What the steps made: the CSV (replaces rewritten, package recorded), the CRD, RBAC.
+    let csv = s.get("csv/reverse-words.v0.4.0");
+    assert!(
+        csv["metadata"]["annotations"]["operatorframework.io/properties"]
+            .as_str()
+            .unwrap()
+            .contains("reverse-words"),
+        "{:#}",
+        csv["metadata"]
+    );
+    kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/reversewordsapps.apps.linuxera.org",
+        ],
+        None,
+    )
+    .ok();
+    // `kubectl get` shows upstream's columns.
+    let table = kubectl(&["get", "sub,installplan", "-n", s.name()], None)
+        .ok()
+        .stdout();
+    assert!(
+        table.contains("PACKAGE") && table.contains("SOURCE") && table.contains("CHANNEL"),
+        "{table}"
+    );
+    assert!(
+        table.contains("reverse-words.v0.4.0") && table.contains("Automatic"),
+        "{table}"
+    );
+
+    // Steady state: a trigger (the OperatorGroup changes) runs a round that writes nothing.
+    let version = sub["metadata"]["resourceVersion"].clone();
+    let writes = s
+        .olm
+        .metric(r#"olm_status_writes_total{controller="subscription"}"#);
+    let rounds = s
+        .olm
+        .metric(r#"olm_reconciles_total{controller="subscription"}"#)
+        .unwrap();
+    kubectl(&["annotate", "og/og", "-n", s.name(), "touched=yes"], None).ok();
+    eventually("a round after the trigger", WAIT, || async {
+        let now = s
+            .olm
+            .metric(r#"olm_reconciles_total{controller="subscription"}"#)?;
+        (now > rounds).then_some(())
+    })
+    .await;
+    let plan_version =
+        s.get(&format!("installplan/{plan_name}"))["metadata"]["resourceVersion"].clone();
+    assert_eq!(
+        s.get("subscription/reverse-words")["metadata"]["resourceVersion"],
+        version
+    );
+    assert_eq!(plan_version, plan["metadata"]["resourceVersion"]);
+    assert_eq!(
+        s.olm
+            .metric(r#"olm_status_writes_total{controller="subscription"}"#),
+        writes
+    );
+    assert_eq!(s.plans().len(), 1);
+}
+
+#[tokio::test]
+async fn starting_csv_walks_the_channel_one_plan_per_hop() {
+    let s = Setup::new("sub-hops", &our_catalog(), &[]).await;
+    s.operator_group("");
+    s.subscribe(
+        "reverse-words",
+        "reverse-words",
+        "  channel: alpha\n  startingCSV: reverse-words.v0.1.0\n",
+    );
+    s.installed("reverse-words", "reverse-words.v0.4.0").await;
+    let mut plans = s.plans();
+    plans.sort_by_key(|p| p["spec"]["generation"].as_i64());
+    let hops: Vec<String> = names(&plans, "/spec/clusterServiceVersionNames/0");
+    // 0.1.0 → 0.2.0 (replaces) → 0.4.0 (its skipRange covers 0.2.0; nearest the head wins).
+    assert_eq!(
+        hops,
+        [
+            "reverse-words.v0.1.0",
+            "reverse-words.v0.2.0",
+            "reverse-words.v0.4.0"
+        ]
+    );
+    assert_eq!(
+        names(&plans, "/status/phase"),
+        ["Complete", "Complete", "Complete"]
+    );
+    assert_eq!(
+        plans
+            .iter()
+            .map(|p| p["spec"]["generation"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    let csv = s.get("csv/reverse-words.v0.4.0");
+    assert_eq!(csv["spec"]["replaces"], "reverse-words.v0.2.0");
+}
+
+#[tokio::test]
+async fn a_dependency_comes_with_a_generated_subscription_in_the_same_plan() {
+    let s = Setup::new("sub-deps", &our_catalog(), &[]).await;
+    s.operator_group("");
+    s.subscribe("ptemplate", "ptemplate", "  channel: alpha\n");
+    s.installed("ptemplate", "ptemplate.v0.2.0").await;
+    let plans = s.plans();
+    assert_eq!(plans.len(), 1, "one plan: the dependency ties them");
+    let plan = plans[0]["metadata"]["name"].as_str().unwrap();
+    s.plan_phase(plan, "Complete").await;
+    let csvs = &plans[0]["spec"]["clusterServiceVersionNames"];
+    assert_eq!(
+        csvs,
+        &serde_json::json!(["kernel-module-management.v2.2.0", "ptemplate.v0.2.0"])
+    );
+    let generated = format!("kernel-module-management-stable-operators-{}", s.name());
+    let sub = s
+        .installed(&generated, "kernel-module-management.v2.2.0")
+        .await;
+    assert_eq!(
+        sub["spec"]["startingCSV"],
+        "kernel-module-management.v2.2.0"
+    );
+    assert_eq!(sub["spec"]["installPlanApproval"], "Automatic");
+    assert!(
+        sub["metadata"]["annotations"]["olm.generated-by"].is_string(),
+        "{:#}",
+        sub["metadata"]
+    );
+    // Still one plan once the generated Subscription resolves.
+    assert_eq!(s.plans().len(), 1);
+}
+
+#[tokio::test]
+async fn manual_approval_waits_and_never_holds_back_an_automatic_subscription() {
+    let s = Setup::new("sub-manual", &our_catalog(), &[]).await;
+    s.operator_group("");
+    s.subscribe(
+        "reverse-words",
+        "reverse-words",
+        "  channel: stable\n  installPlanApproval: Manual\n",
+    );
+    s.subscribe("at", "at", "");
+
+    // The Automatic one installs meanwhile.
+    s.installed("at", "at.v0.2.0").await;
+    let pending = s
+        .sub_status(
+            "reverse-words",
+            "InstallPlanPending/RequiresApproval",
+            |st| {
+                condition(st, "InstallPlanPending")
+                    .is_some_and(|c| c["reason"] == "RequiresApproval")
+            },
+        )
+        .await;
+    assert_eq!(pending["status"]["state"], "UpgradePending");
+    assert_eq!(pending["status"]["currentCSV"], "reverse-words.v0.4.0");
+    let plan = pending["status"]["installPlanRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let waiting = s.plan_phase(&plan, "RequiresApproval").await;
+    assert_eq!(waiting["spec"]["approval"], "Manual");
+    assert_eq!(waiting["spec"]["approved"], false);
+    assert_eq!(
+        waiting["spec"]["clusterServiceVersionNames"],
+        serde_json::json!(["reverse-words.v0.4.0"])
+    );
+    assert!(
+        kubectl(
+            &["get", "csv", "reverse-words.v0.4.0", "-n", s.name()],
+            None
+        )
+        .stdout()
+        .is_empty(),
+        "nothing installed before approval"
+    );
+
+    kubectl(
+        &[
+            "patch",
+            "installplan",
+            &plan,
+            "-n",
+            s.name(),
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"approved":true}}"#,
+        ],
+        None,
+    )
+    .ok();
+    s.plan_phase(&plan, "Complete").await;
+    s.installed("reverse-words", "reverse-words.v0.4.0").await;
+    assert_eq!(s.plans().len(), 2);
+}
+
+#[tokio::test]
+async fn a_catalog_update_upgrades_the_subscription() {
+    let old = catalog_subset("upgrade", |b| {
+        ["reverse-words.v0.1.0", "reverse-words.v0.2.0"].contains(&b)
+    });
+    let mut s = Setup::new("sub-upgrade", &old, &[]).await;
+    s.operator_group("");
+    s.subscribe("reverse-words", "reverse-words", "  channel: stable\n");
+    s.installed("reverse-words", "reverse-words.v0.2.0").await;
+
+    // The catalog publishes 0.4.0 (a new server on a new address).
+    s.server.kill();
+    let port = free_port();
+    s.server = olm_serve(&our_catalog(), port);
+    s.port = port;
+    apply(&catalog_source_yaml(
+        s.name(),
+        "operators",
+        &format!("127.0.0.1:{port}"),
+        "",
+    ));
+    s.installed("reverse-words", "reverse-words.v0.4.0").await;
+    let csv = s.get("csv/reverse-words.v0.4.0");
+    assert_eq!(csv["spec"]["replaces"], "reverse-words.v0.2.0");
+    assert_eq!(s.plans().len(), 2);
+}
+
+async fn resolution_failed(s: &Setup, sub: &str) -> Value {
+    let found = s
+        .sub_status(sub, "ResolutionFailed", |st| {
+            condition(st, "ResolutionFailed").is_some_and(|c| c["status"] == "True")
+        })
+        .await;
+    condition(&found["status"], "ResolutionFailed")
+        .unwrap()
+        .clone()
+}
+
+async fn wait_for_warning(namespace: &str, name: &str, reason: &str) {
+    super::catalog_sources::wait_for_event(namespace, name, reason).await;
+}
+
+#[tokio::test]
+async fn failures_are_explained_on_the_subscription() {
+    let s = Setup::new("sub-fail", &our_catalog(), &[]).await;
+
+    // No OperatorGroup.
+    s.subscribe("at", "at", "");
+    let failed = resolution_failed(&s, "at").await;
+    assert_eq!(failed["reason"], "ErrorPreventedResolution");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("expected 1 OperatorGroup in the namespace, found 0"),
+        "{failed:#}"
+    );
+    wait_for_warning(s.name(), "at", "ResolutionFailed").await;
+    assert!(s.plans().is_empty());
+
+    // With one, it installs; the failures below stay with their own Subscriptions.
+    s.operator_group("");
+    s.installed("at", "at.v0.2.0").await;
+
+    s.subscribe("unknown", "no-such-package", "");
+    let failed = resolution_failed(&s, "unknown").await;
+    assert_eq!(failed["reason"], "ConstraintsNotSatisfiable");
+    let message = failed["message"].as_str().unwrap();
+    assert!(
+        message.contains("no-such-package") && message.contains("unknown"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("{}/operators", s.name())),
+        "names the catalogs searched: {message}"
+    );
+
+    s.subscribe("nochannel", "reverse-words", "  channel: nightly\n");
+    let failed = resolution_failed(&s, "nochannel").await;
+    let message = failed["message"].as_str().unwrap();
+    assert!(
+        message.contains("nightly") && message.contains("alpha") && message.contains("stable"),
+        "{message}"
+    );
+
+    // The other Subscriptions are unaffected.
+    let at = s.installed("at", "at.v0.2.0").await;
+    assert!(
+        condition(&at["status"], "ResolutionFailed").is_none(),
+        "{:#}",
+        at["status"]
+    );
+    assert_eq!(s.plans().len(), 1);
+}
+
+#[tokio::test]
+async fn a_missing_dependency_is_named() {
+    let catalog = catalog_subset("nokmm", |b| !b.starts_with("kernel-module-management"));
+    let s = Setup::new("sub-nodep", &catalog, &[]).await;
+    s.operator_group("");
+    s.subscribe("ptemplate", "ptemplate", "  channel: alpha\n");
+    let failed = resolution_failed(&s, "ptemplate").await;
+    assert_eq!(failed["reason"], "ConstraintsNotSatisfiable");
+    let message = failed["message"].as_str().unwrap();
+    assert!(message.contains("ptemplate"), "{message}");
+    assert!(
+        message.contains("Module") && message.contains("kmm.sigs.x-k8s.io"),
+        "names the GVK: {message}"
+    );
+    assert!(s.plans().is_empty());
+}
+
+#[tokio::test]
+async fn an_unhealthy_catalog_fails_only_the_subscriptions_that_need_it() {
+    let s = Setup::new("sub-unhealthy", &our_catalog(), &[]).await;
+    s.operator_group("");
+    // A second catalog nobody serves.
+    let dead = free_port();
+    apply(&catalog_source_yaml(
+        s.name(),
+        "broken",
+        &format!("127.0.0.1:{dead}"),
+        "",
+    ));
+    wait_for_state(s.name(), "broken", "TRANSIENT_FAILURE");
+    apply(&subscription_yaml(
+        s.name(),
+        "needs-broken",
+        "at",
+        "broken",
+        "",
+    ));
+    s.subscribe("reverse-words", "reverse-words", "");
+
+    let rw = s.installed("reverse-words", "reverse-words.v0.4.0").await;
+    let unhealthy = condition(&rw["status"], "CatalogSourcesUnhealthy").unwrap();
+    assert_eq!(unhealthy["status"], "True");
+    assert!(
+        unhealthy["message"].as_str().unwrap().contains("broken"),
+        "{unhealthy:#}"
+    );
+    let health = rw["status"]["catalogHealth"].as_array().unwrap();
+    assert!(
+        health
+            .iter()
+            .any(|h| h["catalogSourceRef"]["name"] == "broken" && h["healthy"] == false),
+        "{health:#?}"
+    );
+
+    let failed = resolution_failed(&s, "needs-broken").await;
+    assert_eq!(failed["reason"], "ErrorPreventedResolution");
+    assert!(
+        failed["message"].as_str().unwrap().contains("broken"),
+        "{failed:#}"
+    );
+}
+
+#[tokio::test]
+async fn opm_serve_catalogs_install_too() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "sub-opm").await;
+    let port = free_port();
+    let _server = opm_serve(&our_catalog(), port);
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    apply(&catalog_source_yaml(
+        &ns.name,
+        "operators",
+        &format!("127.0.0.1:{port}"),
+        "",
+    ));
+    wait_for_state(&ns.name, "operators", "READY");
+    apply(&format!(
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\n  namespace: {0}\nspec:\n  targetNamespaces: [{0}]\n",
+        ns.name
+    ));
+    apply(&subscription_yaml(
+        &ns.name,
+        "reverse-words",
+        "reverse-words",
+        "operators",
+        "  channel: stable\n",
+    ));
+    eventually("reverse-words installed from opm serve", WAIT, || async {
+        let s = get_json(&ns.name, "subscription/reverse-words");
+        (s["status"]["installedCSV"] == "reverse-words.v0.4.0").then_some(())
+    })
+    .await;
+    let plans = get_json(&ns.name, "installplans");
+    assert_eq!(plans["items"][0]["status"]["phase"], "Complete");
+}
+
+#[tokio::test]
+async fn killing_olm_at_any_phase_leaves_one_plan_and_one_csv() {
+    let mut s = Setup::new("sub-crash", &our_catalog(), &[]).await;
+    s.operator_group("");
+    s.subscribe(
+        "reverse-words",
+        "reverse-words",
+        "  channel: stable\n  installPlanApproval: Manual\n",
+    );
+
+    // Killed once the plan exists (whatever the Subscription's status says by then).
+    let plan = eventually("a plan", WAIT, || async {
+        s.plans()
+            .first()
+            .and_then(|p| p["metadata"]["name"].as_str().map(String::from))
+    })
+    .await;
+    s.olm.process.kill();
+    s.olm = OlmRun::start(s.name(), &["--leader-elect=false"]);
+    s.plan_phase(&plan, "RequiresApproval").await;
+    s.sub_status("reverse-words", "points to the plan", |st| {
+        st["installPlanRef"]["name"] == plan.as_str()
+    })
+    .await;
+    assert_eq!(s.plans().len(), 1);
+
+    // Approved, and killed as soon as the CSV step has run.
+    s.olm.process.kill();
+    kubectl(
+        &[
+            "patch",
+            "installplan",
+            &plan,
+            "-n",
+            s.name(),
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"approved":true}}"#,
+        ],
+        None,
+    )
+    .ok();
+    s.olm = OlmRun::start(s.name(), &["--leader-elect=false"]);
+    eventually("the CSV", WAIT, || async {
+        kubectl(
+            &["get", "csv", "reverse-words.v0.4.0", "-n", s.name()],
+            None,
+        )
+        .success()
+        .then_some(())
+    })
+    .await;
+    s.olm.process.kill();
+    s.olm = OlmRun::start(s.name(), &["--leader-elect=false"]);
+    s.plan_phase(&plan, "Complete").await;
+    s.installed("reverse-words", "reverse-words.v0.4.0").await;
+    assert_eq!(s.plans().len(), 1);
+    let csvs = s.get("csv")["items"].as_array().unwrap().len();
+    assert_eq!(csvs, 1);
+    let roles = s.get("roles")["items"].as_array().unwrap().len();
+    assert!(roles <= 1, "no duplicate objects: {roles} roles");
+}
+
+#[tokio::test]
+async fn concurrent_subscriptions_get_one_plan_each() {
+    let s = Setup::new("sub-many", &our_catalog(), &[]).await;
+    s.operator_group("");
+    let yaml: String = ["reverse-words", "at", "ptemplate"]
+        .iter()
+        .map(|p| subscription_yaml(s.name(), p, p, "operators", "") + "---\n")
+        .collect();
+    apply(&yaml);
+    s.installed("reverse-words", "reverse-words.v0.4.0").await;
+    s.installed("at", "at.v0.2.0").await;
+    s.installed("ptemplate", "ptemplate.v0.2.0").await;
+    let plans = s.plans();
+    assert_eq!(
+        plans.len(),
+        3,
+        "{:#?}",
+        names(&plans, "/spec/clusterServiceVersionNames")
+    );
+    let mut generations: Vec<i64> = plans
+        .iter()
+        .map(|p| p["spec"]["generation"].as_i64().unwrap())
+        .collect();
+    generations.sort();
+    assert_eq!(generations, [1, 2, 3]);
+}
+
+async fn csv_succeeded(s: &Setup, csv: &str) {
+    eventually(
+        &format!("CSV {csv} Succeeded"),
+        Duration::from_secs(180),
+        || async {
+            let found = kubectl(&["get", "csv", csv, "-n", s.name(), "-o", "json"], None);
+            if !found.success() {
+                return None;
+            }
+            let csv: Value = serde_json::from_str(&found.stdout()).ok()?;
+            (csv["status"]["phase"] == "Succeeded").then_some(())
+        },
+    )
+    .await;
+}
+
+// ---- End to end with the CSV controller: CSVs Succeeded, Deployments Available. ----
+
+#[tokio::test]
+async fn reverse_words_succeeds() {
+    let s = Setup::new("sub-e2e", &our_catalog(), &[]).await;
+    s.operator_group("");
+    s.subscribe("reverse-words", "reverse-words", "  channel: stable\n");
+    csv_succeeded(&s, "reverse-words.v0.4.0").await;
+    kubectl(
+        &[
+            "wait",
+            "-n",
+            s.name(),
+            "--for=condition=Available",
+            "--timeout=120s",
+            "deploy",
+            "--all",
+        ],
+        None,
+    )
+    .ok();
+    kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/reversewordsapps.apps.linuxera.org",
+        ],
+        None,
+    )
+    .ok();
+    let table = kubectl(&["get", "sub,installplan,csv", "-n", s.name()], None)
+        .ok()
+        .stdout();
+    // Upstream's columns: no phase for InstallPlans, so it is read from the object.
+    assert!(
+        table.contains("Succeeded") && table.contains("Automatic") && table.contains("PACKAGE"),
+        "{table}"
+    );
+    assert_eq!(s.plans()[0]["status"]["phase"], "Complete");
+    let sub = s.installed("reverse-words", "reverse-words.v0.4.0").await;
+    assert_eq!(sub["status"]["state"], "AtLatestKnown");
+}
+
+#[tokio::test]
+async fn starting_csv_upgrade_chain_succeeds_and_old_csvs_are_gone() {
+    let s = Setup::new("sub-e2e-hops", &our_catalog(), &[]).await;
+    s.operator_group("");
+    s.subscribe(
+        "reverse-words",
+        "reverse-words",
+        "  channel: alpha\n  startingCSV: reverse-words.v0.1.0\n",
+    );
+    s.installed("reverse-words", "reverse-words.v0.4.0").await;
+    csv_succeeded(&s, "reverse-words.v0.4.0").await;
+    eventually("old CSVs deleted", WAIT, || async {
+        (s.get("csv")["items"].as_array().unwrap().len() == 1).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn ptemplate_dependency_succeeds_first() {
+    let s = Setup::new("sub-e2e-deps", &our_catalog(), &[]).await;
+    s.operator_group("");
+    s.subscribe("ptemplate", "ptemplate", "  channel: alpha\n");
+    for csv in ["kernel-module-management.v2.2.0", "ptemplate.v0.2.0"] {
+        csv_succeeded(&s, csv).await;
+    }
+    let kmm = s.get("csv/kernel-module-management.v2.2.0");
+    let pt = s.get("csv/ptemplate.v0.2.0");
+    let succeeded_at = |csv: &Value| {
+        csv["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["phase"] == "Succeeded")
+            .and_then(|c| c["lastTransitionTime"].as_str().map(String::from))
+            .unwrap()
+    };
+    assert!(succeeded_at(&kmm) <= succeeded_at(&pt));
+}
+
+#[tokio::test]
+async fn uninstall_as_upstream_documents_keeps_crds() {
+    let s = Setup::new("sub-e2e-uninstall", &our_catalog(), &[]).await;
+    s.operator_group("");
+    s.subscribe("reverse-words", "reverse-words", "  channel: stable\n");
+    csv_succeeded(&s, "reverse-words.v0.4.0").await;
+    kubectl(&["delete", "sub", "reverse-words", "-n", s.name()], None).ok();
+    kubectl(
+        &["delete", "csv", "reverse-words.v0.4.0", "-n", s.name()],
+        None,
+    )
+    .ok();
+    eventually("the Deployment gone", WAIT, || async {
+        s.get("deploy")["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    assert!(kubectl(&["get", "crd", "reversewordsapps.apps.linuxera.org"], None).success());
+}
+
+/// Our catalog with each bundle passed through `edit` (its objects decoded), as JSON in a
+/// scratch directory.
+fn catalog_edited(name: &str, edit: impl Fn(&str, &mut Vec<Value>)) -> PathBuf {
+    use base64::Engine;
+    use olm::catalog::fbc::{PROP_BUNDLE_OBJECT, Property};
+    let engine = base64::engine::general_purpose::STANDARD;
+    let dir = catalog_subset(name, |_| true);
+    let mut content = olm::catalog::load::load_path(&dir).unwrap();
+    for bundle in &mut content.bundles {
+        let mut objects: Vec<Value> = bundle
+            .properties_of(PROP_BUNDLE_OBJECT)
+            .map(|v| {
+                serde_json::from_slice(&engine.decode(v["data"].as_str().unwrap()).unwrap())
+                    .unwrap()
+            })
+            .collect();
+        edit(&bundle.name, &mut objects);
+        bundle.properties.retain(|p| p.type_ != PROP_BUNDLE_OBJECT);
+        for object in objects {
+            bundle.properties.push(Property::new(
+                PROP_BUNDLE_OBJECT,
+                serde_json::json!({"data": engine.encode(object.to_string())}),
+            ));
+        }
+    }
+    let text: String = content
+        .to_blobs()
+        .iter()
+        .map(|b| serde_json::to_string(b).unwrap() + "\n")
+        .collect();
+    std::fs::write(dir.join("catalog.json"), text).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn failing_steps_retry_until_the_timeout_and_unknown_kinds_fail_at_once() {
+    let catalog = catalog_edited("badsteps", |bundle, objects| match bundle {
+        "at.v0.2.0" => objects.push(serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "broken-svc"},
+            "spec": {"type": "Bogus", "ports": [{"port": 80}]},
+        })),
+        "reverse-words.v0.4.0" => objects.push(serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "sneaky"},
+        })),
+        _ => {}
+    });
+    let s = Setup::new(
+        "sub-badsteps",
+        &catalog,
+        &["--install-plan-retry-timeout", "3s"],
+    )
+    .await;
+    s.operator_group("");
+    s.subscribe("at", "at", "");
+    s.subscribe("reverse-words", "reverse-words", "");
+    for (sub, needle) in [
+        ("at", "Service broken-svc"),
+        ("reverse-words", "kind Deployment (sneaky) is not supported"),
+    ] {
+        let found = s
+            .sub_status(sub, "InstallPlanFailed", |st| {
+                condition(st, "InstallPlanFailed").is_some()
+            })
+            .await;
+        let failed = condition(&found["status"], "InstallPlanFailed").unwrap();
+        let message = failed["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{sub}: {message}");
+        assert_eq!(failed["reason"], "InstallComponentFailed");
+        let plan = found["status"]["installPlanRef"]["name"].as_str().unwrap();
+        let plan = s.plan_phase(plan, "Failed").await;
+        assert!(plan["status"]["message"].as_str().unwrap().contains(needle));
+    }
+    let at_plan = s.get("subscription/at")["status"]["installPlanRef"]["name"].clone();
+    let message =
+        s.get(&format!("installplan/{}", at_plan.as_str().unwrap()))["status"]["message"].clone();
+    assert!(
+        message.as_str().unwrap().contains("retry timeout"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn crd_upgrades_that_lose_data_are_refused() {
+    let old = catalog_subset("crd-old", |b| b == "at.v0.1.0");
+    let mut s = Setup::new("sub-crd", &old, &[]).await;
+    s.operator_group("");
+    s.subscribe("at", "at", "");
+    s.installed("at", "at.v0.1.0").await;
+    apply(&format!(
+        "apiVersion: cnat.d2iq.com/v1alpha1\nkind: At\nmetadata:\n  name: a1\n  namespace: {}\nspec:\n  schedule: \"2030-01-01T00:00:00Z\"\n",
+        s.name()
+    ));
+
+    // The next version's schema requires a field the existing object lacks.
+    let stricter = catalog_edited("crd-strict", |bundle, objects| {
+        if bundle == "at.v0.2.0" {
+            for o in objects
+                .iter_mut()
+                .filter(|o| o["kind"] == "CustomResourceDefinition")
+            {
+                o["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["required"] =
+                    serde_json::json!(["command"]);
+            }
+        }
+    });
+    let serve = |dir: &Path, s: &mut Setup| {
+        s.server.kill();
+        let port = free_port();
+        s.server = olm_serve(dir, port);
+        s.port = port;
+        apply(&catalog_source_yaml(
+            s.name(),
+            "operators",
+            &format!("127.0.0.1:{port}"),
+            "",
+        ));
+    };
+    serve(&stricter, &mut s);
+    let found = s
+        .sub_status("at", "InstallPlanFailed", |st| {
+            condition(st, "InstallPlanFailed").is_some()
+        })
+        .await;
+    let message = condition(&found["status"], "InstallPlanFailed").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("ats.cnat.d2iq.com")
+            && message.contains("v1alpha1")
+            && message.contains(&format!("{}/a1", s.name()))
+            && message.contains("command"),
+        "{message}"
+    );
+
+    // Nothing changed in the cluster's CRD.
+    let crd = get_json("default", "crd/ats.cnat.d2iq.com");
+    assert!(
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            .get("required")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn steps_run_as_the_operator_groups_service_account() {
+    let s = Setup::new("sub-scoped", &our_catalog(), &[]).await;
+    apply(&format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: installer\n  namespace: {}\n",
+        s.name()
+    ));
+    s.operator_group("  serviceAccountName: installer\n");
+    s.subscribe("reverse-words", "reverse-words", "");
+    // Without permissions the plan keeps retrying (Forbidden never fails it) and says why.
+    let plan = eventually("a plan that is forbidden", WAIT, || async {
+        s.plans().into_iter().find(|p| {
+            p["status"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("forbidden") && m.contains("installer"))
+        })
+    })
+    .await;
+    assert_eq!(plan["status"]["phase"], "Installing");
+    // Granted everything in the namespace, it completes.
+    apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: installer\n  namespace: {0}\nrules:\n- apiGroups: [\"*\"]\n  resources: [\"*\"]\n  verbs: [\"*\"]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: installer\n  namespace: {0}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: installer\nsubjects:\n- kind: ServiceAccount\n  name: installer\n  namespace: {0}\n",
+        s.name()
+    ));
+    s.plan_phase(plan["metadata"]["name"].as_str().unwrap(), "Complete")
+        .await;
+    s.installed("reverse-words", "reverse-words.v0.4.0").await;
+}
+
+#[tokio::test]
+async fn installs_work_under_only_the_rbac_in_deploy() {
+    install_crds();
+    for file in ["deploy/namespace.yaml", "deploy/rbac.yaml"] {
+        let path = repo_root().join(file);
+        kubectl(&["apply", "-f", path.to_str().unwrap()], None).ok();
+    }
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "sub-rbac").await;
+    let kubeconfig =
+        super::deploy::kubeconfig_as("system:serviceaccount:olm:olm-operator", &ns.name);
+    let port = free_port();
+    let _server = olm_serve(&our_catalog(), port);
+    let _olm = OlmRun::start_with(&kubeconfig, &ns.name, &["--leader-elect=false"]);
+    apply(&catalog_source_yaml(
+        &ns.name,
+        "operators",
+        &format!("127.0.0.1:{port}"),
+        "",
+    ));
+    wait_for_state(&ns.name, "operators", "READY");
+    apply(&format!(
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\n  namespace: {0}\nspec:\n  targetNamespaces: [{0}]\n",
+        ns.name
+    ));
+    apply(&subscription_yaml(
+        &ns.name,
+        "ptemplate",
+        "ptemplate",
+        "operators",
+        "",
+    ));
+    eventually(
+        "ptemplate installed under deploy/rbac.yaml",
+        WAIT,
+        || async {
+            let s = get_json(&ns.name, "subscription/ptemplate");
+            let plans = get_json(&ns.name, "installplans");
+            (s["status"]["installedCSV"] == "ptemplate.v0.2.0"
+                && plans["items"][0]["status"]["phase"] == "Complete")
+                .then_some(())
+        },
+    )
+    .await;
+}
