@@ -10,6 +10,7 @@ mod ignore;
 pub mod load;
 pub mod render;
 pub mod semver_range;
+pub mod stream;
 pub mod template;
 pub mod validate;
 
