@@ -147,7 +147,7 @@ fn read_json<E>(
     mut buf: Vec<u8>,
     each: &mut impl FnMut(Document) -> Result<(), E>,
 ) -> Result<(), Stop<E>> {
-    let mut scanner = JsonScanner::default();
+    let mut scanner = JsonScanner::new();
     // buf[..done] is read and passed on; `at` is where buf[done] is in the stream. The
     // buffer sheds what is done only when it takes in more, so that costs one move a chunk.
     let mut done = 0;
@@ -157,28 +157,25 @@ fn read_json<E>(
     let mut at_eof = false;
     loop {
         let failure = match scanner.scan(&buf, at_eof) {
-            Scan::Value(range) => {
-                let before = at.advanced_over(&buf[done..range.start]);
+            Scan::Value { range, start } => {
                 let document = count + 1;
                 match parse_json(&buf[range.clone()]) {
                     Ok(value) => {
                         count = document;
                         each(Document {
                             index: document,
-                            line: before.line,
+                            line: start.line,
                             value,
                         })
                         .map_err(Stop::Callback)?;
-                        at = before.advanced_over(&buf[range.clone()]);
+                        at = scanner.here(range.end);
                         done = range.end;
                         continue;
                     }
-                    Err(e) => json_error(document, before, &e),
+                    Err(e) => json_error(document, start, &e),
                 }
             }
-            Scan::Unexpected { at: i, message } => {
-                json_malformed(count + 1, at.advanced_over(&buf[done..i]), message)
-            }
+            Scan::Unexpected { at, message } => json_malformed(count + 1, at, message),
             Scan::NeedMore => {
                 if at_eof {
                     return Ok(());
@@ -189,7 +186,7 @@ fn read_json<E>(
                 } else {
                     let n = available.len().min(CHUNK);
                     buf.drain(..done);
-                    scanner.shift(done);
+                    scanner.shed(done);
                     done = 0;
                     buf.extend_from_slice(&available[..n]);
                     reader.consume(n);
@@ -271,100 +268,158 @@ fn go_lenient(bytes: &[u8]) -> Option<Vec<u8>> {
 
 /// What the scanner found in the buffer.
 enum Scan {
-    /// A complete top-level value that opens with `{` (its bracket structure at least).
-    Value(std::ops::Range<usize>),
-    /// Something other than whitespace or an object between documents, at `at`; or
-    /// mismatched brackets, reported as the value from its start up to the culprit (so
-    /// serde_json names the problem).
+    /// A complete top-level value that opens with `{` (its bracket structure at least),
+    /// or one that is broken by a mismatched bracket or the end of the stream (serde_json
+    /// then tells what is wrong with it). `start` is where it starts in the stream.
+    Value {
+        range: std::ops::Range<usize>,
+        start: Position,
+    },
+    /// Something other than whitespace or an object between documents.
     Unexpected {
-        at: usize,
+        at: Position,
         message: String,
     },
     NeedMore,
 }
 
-/// Finds top-level values by counting brackets outside strings. Its state carries over
-/// between calls so a value that spans chunks is scanned once.
-#[derive(Default)]
+/// Finds top-level values by counting brackets outside strings, and lines as it goes. Its
+/// state carries over between calls so a value that spans chunks is scanned once.
 struct JsonScanner {
     /// Open brackets of the current value (`}` or `]`: what closes each).
     open: Vec<u8>,
     in_string: bool,
     escaped: bool,
-    /// Where the current value starts in the buffer.
-    start: Option<usize>,
+    /// Where the current value starts in the buffer, and in the stream.
+    start: Option<(usize, Position)>,
     /// How far the buffer has been scanned.
     scanned: usize,
+    /// How many bytes the buffer has shed: the stream offset of its first byte.
+    shed: usize,
+    /// The line being scanned, and the stream offset at which it starts. Only newlines
+    /// outside strings count: inside a string one is an error anyway.
+    line: usize,
+    line_start: usize,
 }
 
 impl JsonScanner {
+    fn new() -> Self {
+        JsonScanner {
+            open: Vec::new(),
+            in_string: false,
+            escaped: false,
+            start: None,
+            scanned: 0,
+            shed: 0,
+            line: 1,
+            line_start: 0,
+        }
+    }
+
     /// The buffer lost its first `n` bytes (all scanned, none in the current value).
-    fn shift(&mut self, n: usize) {
+    fn shed(&mut self, n: usize) {
         self.scanned -= n;
-        self.start = self.start.map(|s| s - n);
+        self.shed += n;
+        if let Some((start, _)) = &mut self.start {
+            *start -= n;
+        }
+    }
+
+    /// The stream position of `buf[i]`, where the scan stopped (no newline in between).
+    fn here(&self, i: usize) -> Position {
+        Position {
+            offset: self.shed + i,
+            line: self.line,
+            line_start: self.line_start,
+        }
     }
 
     fn scan(&mut self, buf: &[u8], at_eof: bool) -> Scan {
-        let from = self.scanned;
-        for (i, &b) in buf[from..].iter().enumerate().map(|(i, b)| (from + i, b)) {
+        let mut i = self.scanned;
+        while i < buf.len() {
             if self.in_string {
-                match (self.escaped, b) {
-                    (true, _) => self.escaped = false,
-                    (false, b'\\') => self.escaped = true,
-                    (false, b'"') => self.in_string = false,
-                    _ => {}
+                if self.escaped {
+                    self.escaped = false;
+                } else {
+                    i += plain_string_bytes(&buf[i..]);
+                    match buf.get(i) {
+                        Some(b'\\') => self.escaped = true,
+                        Some(_) => self.in_string = false,
+                        None => break,
+                    }
                 }
+                i += 1;
                 continue;
             }
-            match b {
+            match buf[i] {
                 b'"' if self.start.is_some() => self.in_string = true,
                 b'{' => {
                     if self.start.is_none() {
-                        self.start = Some(i);
+                        self.start = Some((i, self.here(i)));
                     }
                     self.open.push(b'}');
                 }
                 b'[' if self.start.is_some() => self.open.push(b']'),
-                b'}' | b']' if self.start.is_some() => {
-                    // The value ends here, or is broken here (a mismatched bracket), and then
-                    // serde_json tells what is wrong with it.
+                b @ (b'}' | b']') if self.start.is_some() => {
                     let matched = self.open.pop() == Some(b);
-                    if matched && !self.open.is_empty() {
-                        continue;
+                    if !matched || self.open.is_empty() {
+                        return self.value_until(i + 1);
                     }
-                    let start = self.start.unwrap_or_default();
-                    self.reset(i + 1);
-                    return Scan::Value(start..i + 1);
                 }
-                b' ' | b'\t' | b'\n' | b'\r' => {}
+                b'\n' => {
+                    self.line += 1;
+                    self.line_start = self.shed + i + 1;
+                }
+                b' ' | b'\t' | b'\r' => {}
                 _ if self.start.is_none() => {
                     self.scanned = i;
                     return Scan::Unexpected {
-                        at: i,
+                        at: self.here(i),
                         message: between_documents(buf, i),
                     };
                 }
                 _ => {}
             }
+            i += 1;
         }
         self.scanned = buf.len();
-        match self.start {
-            // A value cut short: serde_json says where and how.
-            Some(start) if at_eof => {
-                self.reset(buf.len());
-                Scan::Value(start..buf.len())
-            }
-            _ => Scan::NeedMore,
+        if at_eof && self.start.is_some() {
+            return self.value_until(buf.len());
         }
+        Scan::NeedMore
     }
 
-    fn reset(&mut self, scanned: usize) {
-        self.start = None;
+    /// The current value, ending before `end`; the scan goes on from there.
+    fn value_until(&mut self, end: usize) -> Scan {
+        let (begin, start) = self.start.take().unwrap_or((end, self.here(end)));
         self.open.clear();
         self.in_string = false;
         self.escaped = false;
-        self.scanned = scanned;
+        self.scanned = end;
+        Scan::Value {
+            range: begin..end,
+            start,
+        }
     }
+}
+
+/// How many bytes at the start of `bytes` are neither `"` nor `\`: the plain run of a
+/// string. Looks at 32 bytes at a time (the compiler makes that a vector compare), since
+/// catalogs are mostly long base64 strings.
+fn plain_string_bytes(bytes: &[u8]) -> usize {
+    const STRIDE: usize = 32;
+    let special = |b: u8| b == b'"' || b == b'\\';
+    let mut n = 0;
+    for block in bytes.chunks_exact(STRIDE) {
+        if block.iter().fold(false, |hit, &b| hit | special(b)) {
+            break;
+        }
+        n += STRIDE;
+    }
+    n + bytes[n..]
+        .iter()
+        .position(|&b| special(b))
+        .unwrap_or(bytes.len() - n)
 }
 
 /// Why the character at `at` (outside any document) cannot be there.
@@ -623,6 +678,7 @@ mod tests {
                 prop_oneof![
                     Just(r#"{"schema":"olm.package","name":"p"}"#.to_string()),
                     Just("{\"x\": [1, {\"y\": \"a}]\\\\\"\"}]}".to_string()),
+                    Just(format!("{{\"long\": \"{}\\\"{}\\\\\"}}", "a".repeat(40), "b".repeat(31))),
                     Just("\n\t ".to_string()),
                     Just("}".to_string()),
                     Just("{\"z\":".to_string()),
