@@ -19,6 +19,7 @@
 //! brackets outside strings, then that value alone is parsed from its slice. Parsing from a
 //! slice is several times faster than serde_json's reader, and only one document plus one
 //! chunk is in memory at a time, so a huge catalog is never held twice (text and values).
+//! Only the YAML fallback after a JSON failure (an error path) reads the rest at once.
 
 use std::io::BufRead;
 
@@ -429,7 +430,7 @@ fn between_documents(buf: &[u8], at: usize) -> String {
         .next()
         .unwrap_or(char::REPLACEMENT_CHARACTER);
     match buf[at] {
-        b'}' | b']' => format!("invalid character {shown:?} looking for beginning of value"),
+        // The start of a JSON value, but not of an object.
         b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => {
             "a catalog document must be a JSON object".into()
         }
