@@ -60,8 +60,14 @@ fn broken_catalogs_are_rejected_with_the_rule_they_break() {
         );
     }
     for (case, expected) in [
-        ("malformed-json", "catalog.json: document 2: malformed JSON"),
-        ("malformed-yaml", "catalog.yaml: document 2: malformed YAML"),
+        (
+            "malformed-json",
+            "catalog.json:3:1: document 2: malformed JSON",
+        ),
+        (
+            "malformed-yaml",
+            "catalog.yaml:7:10: document 2: malformed YAML",
+        ),
     ] {
         let err = load_path(&repo().join("tests/catalogs/broken").join(case))
             .unwrap_err()

@@ -256,3 +256,406 @@ fn describe_difference(ours: &[Value], theirs: &[Value]) -> String {
     }
     "differs".into()
 }
+
+/// The blobs of one valid catalog: a package, its channel and its bundle.
+const PACKAGE: &str = r#"{"schema":"olm.package","name":"p","defaultChannel":"stable"}"#;
+const CHANNEL: &str =
+    r#"{"schema":"olm.channel","package":"p","name":"stable","entries":[{"name":"p.v1.0.0"}]}"#;
+const BUNDLE: &str = r#"{"schema":"olm.bundle","package":"p","name":"p.v1.0.0","image":"quay.io/p/bundle:v1.0.0","properties":[{"type":"olm.package","value":{"packageName":"p","version":"1.0.0"}}]}"#;
+const YAML_PACKAGE: &str = "schema: olm.package\nname: p\ndefaultChannel: stable\n";
+const YAML_CHANNEL: &str =
+    "schema: olm.channel\npackage: p\nname: stable\nentries:\n- name: p.v1.0.0\n";
+const YAML_BUNDLE: &str = "schema: olm.bundle\npackage: p\nname: p.v1.0.0\nimage: quay.io/p/bundle:v1.0.0\nproperties:\n- type: olm.package\n  value: {packageName: p, version: 1.0.0}\n";
+
+/// Catalog files with malformed or unusual streams, each as (case, files). Every case's
+/// blobs make a valid catalog if read in full, so a refusal comes from the reading.
+/// A catalog directory to write: (file name, bytes) pairs.
+type Files = Vec<(&'static str, Vec<u8>)>;
+
+fn stream_cases() -> Vec<(&'static str, Files)> {
+    let s = |text: String| text.into_bytes();
+    let valid = format!("{PACKAGE}\n{CHANNEL}\n{BUNDLE}\n");
+    let rest = || ("rest.json", s(format!("{CHANNEL}\n{BUNDLE}\n")));
+    vec![
+        // Malformed.
+        (
+            "stray-brackets",
+            vec![("c.json", s(format!("{PACKAGE}}} ]{CHANNEL}{BUNDLE}")))],
+        ),
+        (
+            "stray-bracket-at-end",
+            vec![("c.json", s(format!("{valid}]\n")))],
+        ),
+        (
+            "stray-bracket-after-first",
+            vec![("c.json", s(format!("{PACKAGE}\n}}\n"))), rest()],
+        ),
+        (
+            "mismatched-bracket",
+            vec![(
+                "c.json",
+                s(format!(
+                    "{PACKAGE}\n{CHANNEL}\n{}]",
+                    &BUNDLE[..BUNDLE.len() - 1]
+                )),
+            )],
+        ),
+        (
+            "trailing-garbage",
+            vec![("c.json", s(format!("{valid}garbage\n")))],
+        ),
+        (
+            "trailing-garbage-after-first",
+            vec![("c.json", s(format!("{PACKAGE} garbage\n"))), rest()],
+        ),
+        (
+            "trailing-comma-between",
+            vec![("c.json", s(format!("{PACKAGE},\n{CHANNEL},\n{BUNDLE}\n")))],
+        ),
+        (
+            "truncated-last",
+            vec![(
+                "c.json",
+                s(format!("{PACKAGE}\n{CHANNEL}\n{}", &BUNDLE[..60])),
+            )],
+        ),
+        (
+            "truncated-first",
+            vec![("c.json", s(PACKAGE[..20].to_string())), rest()],
+        ),
+        (
+            "truncated-yaml",
+            vec![
+                (
+                    "c.yaml",
+                    s(format!(
+                        "{YAML_PACKAGE}---\n{YAML_CHANNEL}---\nschema: olm.bundle\nname: [p.v1"
+                    )),
+                ),
+                rest(),
+            ],
+        ),
+        (
+            "nul-between",
+            vec![("c.json", s(format!("{PACKAGE}\0{CHANNEL}\n{BUNDLE}")))],
+        ),
+        ("nul-at-end", vec![("c.json", s(format!("{valid}\0")))]),
+        (
+            "nul-in-string",
+            vec![(
+                "c.json",
+                s(format!(
+                    "{PACKAGE}\n{CHANNEL}\n{}",
+                    BUNDLE.replace("v1.0.0\"", "v1.0.0\0\"")
+                )),
+            )],
+        ),
+        (
+            "nul-in-yaml",
+            vec![("c.yaml", s(format!("{YAML_PACKAGE}\0"))), rest()],
+        ),
+        (
+            "invalid-utf8-in-json-string",
+            vec![
+                (
+                    "c.json",
+                    PACKAGE
+                        .replace("\"p\"", "\"p\",\"description\":\"\u{1}\"")
+                        .bytes()
+                        .map(|b| if b == 1 { 0xff } else { b })
+                        .collect(),
+                ),
+                rest(),
+            ],
+        ),
+        (
+            "invalid-utf8-between-json",
+            vec![(
+                "c.json",
+                [
+                    PACKAGE.as_bytes(),
+                    b"\xff",
+                    CHANNEL.as_bytes(),
+                    BUNDLE.as_bytes(),
+                ]
+                .concat(),
+            )],
+        ),
+        (
+            "lone-surrogate-escape",
+            vec![
+                (
+                    "c.json",
+                    s(PACKAGE.replace("\"p\"", "\"p\",\"description\":\"\\ud800\"")),
+                ),
+                rest(),
+            ],
+        ),
+        (
+            "number-out-of-range",
+            vec![
+                ("c.json", s(PACKAGE.replace("\"p\"", "\"p\",\"x\":1e400"))),
+                rest(),
+            ],
+        ),
+        (
+            "deep-nesting",
+            vec![
+                (
+                    "c.json",
+                    s(PACKAGE.replace(
+                        "\"p\"",
+                        &format!("\"p\",\"x\":{}{}", "[".repeat(200), "]".repeat(200)),
+                    )),
+                ),
+                rest(),
+            ],
+        ),
+        (
+            "invalid-utf8-in-yaml",
+            vec![
+                (
+                    "c.yaml",
+                    [YAML_PACKAGE.as_bytes(), b"description: \xff\n"].concat(),
+                ),
+                rest(),
+            ],
+        ),
+        (
+            "yaml-separator-with-content",
+            vec![
+                ("c.yaml", s(format!("{YAML_PACKAGE}--- x\n{YAML_CHANNEL}"))),
+                ("b.json", s(format!("{BUNDLE}\n"))),
+            ],
+        ),
+        (
+            "top-level-array",
+            vec![("c.json", s(format!("{valid}[{PACKAGE}]\n")))],
+        ),
+        (
+            "top-level-string",
+            vec![("c.json", s(format!("{valid}\"p\"\n")))],
+        ),
+        // A byte order mark.
+        (
+            "bom-one-json-document",
+            vec![("c.json", s(format!("\u{feff}{PACKAGE}\n"))), rest()],
+        ),
+        (
+            "bom-json-stream",
+            vec![("c.json", s(format!("\u{feff}{valid}")))],
+        ),
+        (
+            "bom-yaml",
+            vec![(
+                "c.yaml",
+                s(format!(
+                    "\u{feff}{YAML_PACKAGE}---\n{YAML_CHANNEL}---\n{YAML_BUNDLE}"
+                )),
+            )],
+        ),
+        // Valid, or at least unusual.
+        (
+            "empty-file",
+            vec![
+                ("c.json", valid.clone().into_bytes()),
+                ("empty.json", vec![]),
+                ("empty.yaml", vec![]),
+            ],
+        ),
+        (
+            "blank-yaml-file",
+            vec![
+                ("c.json", valid.clone().into_bytes()),
+                ("blank.yaml", s("  \n\n".into())),
+            ],
+        ),
+        (
+            "blank-json-file",
+            vec![
+                ("c.json", valid.clone().into_bytes()),
+                ("blank.json", s(" \n".into())),
+            ],
+        ),
+        (
+            "comment-only-yaml-file",
+            vec![
+                ("c.json", valid.clone().into_bytes()),
+                ("comment.yaml", s("# nothing here\n".into())),
+            ],
+        ),
+        (
+            "separator-only-yaml-file",
+            vec![
+                ("c.json", valid.clone().into_bytes()),
+                ("sep.yaml", s("---\n".into())),
+            ],
+        ),
+        (
+            "no-separators",
+            vec![("c.json", s(format!("{PACKAGE}{CHANNEL}{BUNDLE}")))],
+        ),
+        (
+            "whitespace-between",
+            vec![(
+                "c.json",
+                s(format!(" \n\t{PACKAGE}\r\n\r\n{CHANNEL}  {BUNDLE}\n\n")),
+            )],
+        ),
+        (
+            "crlf-yaml",
+            vec![(
+                "c.yaml",
+                s(
+                    format!("{YAML_PACKAGE}---\n{YAML_CHANNEL}---\n{YAML_BUNDLE}")
+                        .replace('\n', "\r\n"),
+                ),
+            )],
+        ),
+        (
+            "yaml-multi-document",
+            vec![(
+                "c.yaml",
+                s(format!(
+                    "---\n{YAML_PACKAGE}---\n{YAML_CHANNEL}--- # bundle\n{YAML_BUNDLE}---\n"
+                )),
+            )],
+        ),
+        (
+            "yaml-empty-document",
+            vec![(
+                "c.yaml",
+                s(format!(
+                    "{YAML_PACKAGE}---\n\n---\n{YAML_CHANNEL}---\n{YAML_BUNDLE}"
+                )),
+            )],
+        ),
+        (
+            "yaml-double-separator",
+            vec![(
+                "c.yaml",
+                s(format!(
+                    "{YAML_PACKAGE}---\n---\n{YAML_CHANNEL}---\n{YAML_BUNDLE}"
+                )),
+            )],
+        ),
+        (
+            "json-then-yaml",
+            vec![(
+                "c.json",
+                s(format!("{PACKAGE}\n{YAML_CHANNEL}---\n{YAML_BUNDLE}")),
+            )],
+        ),
+        (
+            "two-json-then-yaml",
+            vec![("c.json", s(format!("{PACKAGE}\n{CHANNEL}\n{YAML_BUNDLE}")))],
+        ),
+        (
+            "json-trailing-comma",
+            vec![("c.json", s(PACKAGE.replace("}", ",}"))), rest()],
+        ),
+        (
+            "json-flow-yaml",
+            vec![
+                (
+                    "c.yaml",
+                    s("{schema: olm.package, name: p, defaultChannel: stable}\n".into()),
+                ),
+                rest(),
+            ],
+        ),
+    ]
+}
+
+/// (schema, package, name) of every blob `opm render` / `olm catalog render` prints, sorted.
+fn blob_keys(stdout: &[u8]) -> Vec<(String, String, String)> {
+    let mut keys: Vec<_> = json_stream(stdout)
+        .iter()
+        .map(|b| {
+            let s = |k: &str| b[k].as_str().unwrap_or_default().to_string();
+            (s("schema"), s("package"), s("name"))
+        })
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// Malformed streams (stray brackets, trailing garbage, truncation, a BOM, NUL bytes, bad
+/// UTF-8) and unusual valid ones: `olm catalog validate` and `opm validate` agree on
+/// accept/refuse, our refusals name the file, and where both load the files, both load the
+/// same blobs.
+#[test]
+fn loading_agrees_with_opm_on_malformed_and_unusual_streams() {
+    let root = scratch("streams");
+    let mut disagreements = Vec::new();
+    let mut report = Vec::new();
+    for (case, files) in stream_cases() {
+        let dir = root.join(case);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, bytes) in &files {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+        let (ours, theirs, our_message, their_message) = verdicts(&dir);
+        if case == "deep-nesting" {
+            // A deliberate difference: serde_json refuses nesting deeper than 128 levels
+            // (its guard against stack overflow); Go allows 10000. No real catalog nests so.
+            assert!(theirs, "opm now refuses deep nesting: {their_message}");
+            assert!(
+                !ours && our_message.contains("recursion limit exceeded"),
+                "{our_message}"
+            );
+            continue;
+        }
+        report.push(format!(
+            "{case}: opm {}",
+            if theirs {
+                "accepts".to_string()
+            } else {
+                format!("refuses ({})", their_message.trim())
+            }
+        ));
+        if ours != theirs {
+            disagreements.push(format!(
+                "{case}: olm valid={ours} ({}), opm valid={theirs} ({})",
+                our_message.trim(),
+                their_message.trim()
+            ));
+            continue;
+        }
+        if !ours && our_message.contains("malformed") {
+            let named = files
+                .iter()
+                .any(|(name, _)| our_message.contains(&format!("{case}/{name}:")));
+            if !named {
+                disagreements.push(format!(
+                    "{case}: our error names no file: {}",
+                    our_message.trim()
+                ));
+            }
+        }
+        let our_render = olm(&["catalog", "render", dir.to_str().unwrap()]);
+        let their_render = opm_cmd()
+            .args(["render", "-o", "json"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        if our_render.status.success() != their_render.status.success() {
+            disagreements.push(format!(
+                "{case}: olm render ok={}, opm render ok={} ({})",
+                our_render.status.success(),
+                their_render.status.success(),
+                String::from_utf8_lossy(&their_render.stderr).trim()
+            ));
+        } else if our_render.status.success()
+            && blob_keys(&our_render.stdout) != blob_keys(&their_render.stdout)
+        {
+            disagreements.push(format!(
+                "{case}: olm loads {:?}, opm loads {:?}",
+                blob_keys(&our_render.stdout),
+                blob_keys(&their_render.stdout)
+            ));
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+}

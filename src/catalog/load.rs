@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::fbc::*;
 use super::files::catalog_files;
 use super::go_json;
+use super::stream::{self, Document, Stop, StreamError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -18,23 +18,62 @@ pub enum LoadError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}: document {document}: malformed {format}: {message}")]
+    /// The file is not a well-formed JSON or YAML stream. Line and column count from 1.
+    #[error("{path}:{line}{}: document {document}: malformed {format}: {message}", column_suffix(*.column))]
     Parse {
         path: PathBuf,
+        line: usize,
+        column: Option<usize>,
         document: usize,
         format: &'static str,
         message: String,
     },
-    #[error("{path}: document {document}: a catalog blob must be an object with a \"schema\" key")]
-    MissingSchema { path: PathBuf, document: usize },
-    #[error("{path}: document {document}: invalid {schema} {name:?}: {message}")]
+    #[error(
+        "{path}:{line}: document {document}: a catalog blob must be an object with a \"schema\" key"
+    )]
+    MissingSchema {
+        path: PathBuf,
+        line: usize,
+        document: usize,
+    },
+    #[error("{path}:{line}: document {document}: invalid {schema} {name:?}: {message}")]
     InvalidBlob {
         path: PathBuf,
+        line: usize,
         document: usize,
         schema: String,
         name: String,
         message: String,
     },
+}
+
+fn column_suffix(column: Option<usize>) -> String {
+    column.map(|c| format!(":{c}")).unwrap_or_default()
+}
+
+impl LoadError {
+    fn from_stream(path: &Path, e: StreamError) -> Self {
+        match e {
+            StreamError::Io(source) => LoadError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+            StreamError::Malformed {
+                format,
+                document,
+                line,
+                column,
+                message,
+            } => LoadError::Parse {
+                path: path.to_path_buf(),
+                line,
+                column,
+                document,
+                format,
+                message,
+            },
+        }
+    }
 }
 
 /// How much of each blob to keep.
@@ -52,6 +91,14 @@ pub fn load_path(root: &Path) -> Result<DeclarativeConfig, LoadError> {
 }
 
 pub fn load_path_with(root: &Path, options: LoadOptions) -> Result<DeclarativeConfig, LoadError> {
+    let io = |source| LoadError::Io {
+        path: root.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(root).map_err(io)?;
+    if meta.is_file() {
+        return load_file_with(root, options);
+    }
     let mut config = DeclarativeConfig::default();
     for file in catalog_files(root)? {
         config.merge(load_file_with(&file, options)?);
@@ -63,138 +110,21 @@ pub fn load_file(path: &Path) -> Result<DeclarativeConfig, LoadError> {
     load_file_with(path, LoadOptions::default())
 }
 
-/// JSON files are decoded as a stream straight from the file, one blob at a time, so a big
-/// catalog is never held twice (text and values) in memory.
+/// Reads the file as a stream (see [`stream`]): a big JSON catalog is decoded one blob at
+/// a time, never held twice (text and values) in memory.
 pub fn load_file_with(path: &Path, options: LoadOptions) -> Result<DeclarativeConfig, LoadError> {
-    let io = |source| LoadError::Io {
+    let file = std::fs::File::open(path).map_err(|source| LoadError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let mut file =
-        std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path).map_err(io)?);
-    let first = {
-        use std::io::BufRead;
-        let buf = file.fill_buf().map_err(io)?;
-        buf.iter().copied().find(|b| !b.is_ascii_whitespace())
-    };
-    if first == Some(b'{') {
-        let mut config = DeclarativeConfig::default();
-        let mut document = 0;
-        for_each_json_object(&mut file, |bytes| {
-            document += 1;
-            let blob: Value = serde_json::from_slice(bytes).map_err(|e| LoadError::Parse {
-                path: path.to_path_buf(),
-                document,
-                format: "JSON",
-                message: e.to_string(),
-            })?;
-            add_blob(&mut config, path, document, blob, options)
-        })
-        .map_err(|e| match e {
-            SplitError::Io(source) => LoadError::Io {
-                path: path.to_path_buf(),
-                source,
-            },
-            SplitError::Unterminated(message) => LoadError::Parse {
-                path: path.to_path_buf(),
-                document: document + 1,
-                format: "JSON",
-                message,
-            },
-            SplitError::Load(e) => e,
-        })?;
-        return Ok(config);
-    }
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut file, &mut text).map_err(io)?;
-    load_str_with(path, &text, options)
+    })?;
+    load_reader(
+        path,
+        std::io::BufReader::with_capacity(1 << 20, file),
+        options,
+    )
 }
 
-enum SplitError {
-    Io(std::io::Error),
-    Unterminated(String),
-    Load(LoadError),
-}
-
-impl From<LoadError> for SplitError {
-    fn from(e: LoadError) -> Self {
-        SplitError::Load(e)
-    }
-}
-
-/// Calls `each` with the bytes of every top-level JSON value in a stream, reading the file
-/// in chunks: parsing each blob from a slice is several times faster than serde_json's
-/// reader, and only one blob plus one chunk is in memory at a time.
-fn for_each_json_object(
-    reader: &mut impl std::io::Read,
-    mut each: impl FnMut(&[u8]) -> Result<(), LoadError>,
-) -> Result<(), SplitError> {
-    let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
-    let mut chunk = vec![0u8; 1 << 20];
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    let mut start: Option<usize> = None;
-    let mut scanned = 0;
-    loop {
-        let n = reader.read(&mut chunk).map_err(SplitError::Io)?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let mut consumed = 0;
-        for i in scanned..buf.len() {
-            let b = buf[i];
-            if in_string {
-                match (escaped, b) {
-                    (true, _) => escaped = false,
-                    (false, b'\\') => escaped = true,
-                    (false, b'"') => in_string = false,
-                    _ => {}
-                }
-                continue;
-            }
-            match b {
-                b'"' => in_string = true,
-                b'{' | b'[' => {
-                    if depth == 0 {
-                        start = Some(i);
-                    }
-                    depth += 1;
-                }
-                b'}' | b']' => {
-                    depth = depth.saturating_sub(1);
-                    if depth == 0
-                        && let Some(s) = start.take()
-                    {
-                        each(&buf[s..=i])?;
-                        consumed = i + 1;
-                    }
-                }
-                b if b.is_ascii_whitespace() => {}
-                _ if depth == 0 => {
-                    // A bare scalar at the top level: let serde_json name the problem.
-                    let end = buf[i..]
-                        .iter()
-                        .position(|c| c.is_ascii_whitespace())
-                        .map_or(buf.len(), |p| i + p);
-                    each(&buf[i..end])?;
-                    return Err(SplitError::Unterminated(
-                        "a catalog blob must be a JSON object".into(),
-                    ));
-                }
-                _ => {}
-            }
-        }
-        buf.drain(..consumed);
-        start = start.map(|s| s - consumed);
-        scanned = buf.len();
-    }
-    if depth > 0 || in_string {
-        return Err(SplitError::Unterminated("EOF while parsing a value".into()));
-    }
-    Ok(())
-}
-
-/// Parses one file's text: a stream of JSON values, or YAML documents.
+/// Parses one file's text, exactly as [`load_file`] reads the same bytes from disk.
 pub fn load_str(path: &Path, text: &str) -> Result<DeclarativeConfig, LoadError> {
     load_str_with(path, text, LoadOptions::default())
 }
@@ -204,38 +134,40 @@ pub fn load_str_with(
     text: &str,
     options: LoadOptions,
 ) -> Result<DeclarativeConfig, LoadError> {
+    load_reader(path, text.as_bytes(), options)
+}
+
+/// The one way a catalog file is read, from disk or from memory.
+fn load_reader(
+    path: &Path,
+    reader: impl std::io::BufRead,
+    options: LoadOptions,
+) -> Result<DeclarativeConfig, LoadError> {
     let mut config = DeclarativeConfig::default();
-    for (index, blob) in parse_documents(path, text)?.into_iter().enumerate() {
-        add_blob(&mut config, path, index + 1, blob, options)?;
-    }
+    stream::for_each_document(reader, |document| {
+        add_blob(&mut config, path, document, options)
+    })
+    .map_err(|stop| match stop {
+        Stop::Stream(e) => LoadError::from_stream(path, e),
+        Stop::Callback(e) => e,
+    })?;
     Ok(config)
 }
 
-/// The documents of a JSON stream or a multi-document YAML file; empty documents dropped.
+/// The documents of a JSON stream or a multi-document YAML file, read as catalog files are
+/// (bundle manifests use this); documents with no content dropped.
 pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Value>, LoadError> {
-    let parse_error = |document, format, message: String| LoadError::Parse {
-        path: path.to_path_buf(),
-        document,
-        format,
-        message,
-    };
     let mut docs = Vec::new();
-    if text.trim_start().starts_with('{') {
-        for (i, value) in serde_json::Deserializer::from_str(text)
-            .into_iter::<Value>()
-            .enumerate()
-        {
-            docs.push(value.map_err(|e| parse_error(i + 1, "JSON", e.to_string()))?);
+    stream::for_each_document(text.as_bytes(), |document| {
+        if !document.value.is_null() {
+            docs.push(document.value);
         }
-    } else {
-        for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-            let value = Value::deserialize(document)
-                .map_err(|e| parse_error(i + 1, "YAML", e.to_string()))?;
-            if !value.is_null() {
-                docs.push(value);
-            }
-        }
-    }
+        Ok::<_, LoadError>(())
+    })
+    .map_err(|stop| match stop {
+        Stop::Stream(e) => LoadError::from_stream(path, e),
+        Stop::Callback(e) => e,
+    })?;
     Ok(docs)
 }
 
@@ -262,12 +194,16 @@ fn canonicalize(value: &mut Value, canonical: &[&str]) {
 fn add_blob(
     config: &mut DeclarativeConfig,
     path: &Path,
-    document: usize,
-    mut blob: Value,
+    Document {
+        index: document,
+        line,
+        value: mut blob,
+    }: Document,
     options: LoadOptions,
 ) -> Result<(), LoadError> {
     let missing = || LoadError::MissingSchema {
         path: path.to_path_buf(),
+        line,
         document,
     };
     let map = blob.as_object().ok_or_else(missing)?;
@@ -285,6 +221,7 @@ fn add_blob(
         .to_string();
     let invalid = |message: String| LoadError::InvalidBlob {
         path: path.to_path_buf(),
+        line,
         document,
         schema: schema.clone(),
         name: if name.is_empty() {
@@ -403,12 +340,12 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "cat/p.yaml: document 2: a catalog blob must be an object with a \"schema\" key"
+            "cat/p.yaml:4: document 2: a catalog blob must be an object with a \"schema\" key"
         );
         let err = load_str(Path::new("cat/p.json"), "{\"schema\": \"olm.package\", ").unwrap_err();
         assert!(
             err.to_string()
-                .starts_with("cat/p.json: document 1: malformed JSON"),
+                .starts_with("cat/p.json:1:26: document 1: malformed JSON"),
             "{err}"
         );
         let err = load_str(
@@ -418,7 +355,7 @@ mod tests {
         .unwrap_err();
         assert!(
             err.to_string()
-                .starts_with("cat/p.yaml: document 1: malformed YAML"),
+                .starts_with("cat/p.yaml:3:1: document 1: malformed YAML"),
             "{err}"
         );
         let err = load_str(
@@ -428,8 +365,248 @@ mod tests {
         .unwrap_err();
         assert!(
             err.to_string()
-                .starts_with("p.yaml: document 1: invalid olm.channel \"c\""),
+                .starts_with("p.yaml:1: document 1: invalid olm.channel \"c\""),
             "{err}"
         );
+    }
+}
+
+/// Malformed and edge-case streams, read from a file and from a string: both ways must give
+/// the same result, and it must be opm's verdict (see tests/upstream_opm.rs, which checks
+/// these same inputs against opm itself).
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+
+    const PACKAGE: &str = r#"{"schema":"olm.package","name":"p"}"#;
+    const CHANNEL: &str = r#"{"schema":"olm.channel","package":"p","name":"c","entries":[]}"#;
+
+    /// Loads `bytes` as the file `name` from disk and, when they are UTF-8, from memory;
+    /// checks that both agree and returns the outcome (the error as text).
+    fn load_both(name: &str, bytes: &[u8]) -> Result<DeclarativeConfig, String> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "olm-load-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(name);
+        std::fs::write(&file, bytes).unwrap();
+        let from_file = load_file(&file).map_err(|e| e.to_string());
+        std::fs::remove_dir_all(&dir).unwrap();
+        let from_file = from_file.map_err(|e| e.replace(&dir.display().to_string(), "DIR"));
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            let from_str = load_str(&Path::new("DIR").join(name), text).map_err(|e| e.to_string());
+            assert_eq!(from_file, from_str, "file and string loading disagree");
+        }
+        from_file
+    }
+
+    fn refused(name: &str, bytes: &[u8]) -> String {
+        match load_both(name, bytes) {
+            Ok(config) => panic!(
+                "{:?} was accepted: {config:?}",
+                String::from_utf8_lossy(bytes)
+            ),
+            Err(e) => e,
+        }
+    }
+
+    fn accepted(name: &str, bytes: &[u8]) -> DeclarativeConfig {
+        load_both(name, bytes)
+            .unwrap_or_else(|e| panic!("{:?}: {e}", String::from_utf8_lossy(bytes)))
+    }
+
+    #[test]
+    fn stray_closing_brackets_between_documents() {
+        let text = format!("{PACKAGE}}} ]{CHANNEL}");
+        assert_eq!(
+            refused("c.json", text.as_bytes()),
+            "DIR/c.json:1:36: document 2: malformed JSON: invalid character '}' looking for beginning of value"
+        );
+        let text = format!("{PACKAGE}\n{CHANNEL}\n]\n");
+        assert_eq!(
+            refused("c.json", text.as_bytes()),
+            "DIR/c.json:3:1: document 3: malformed JSON: invalid character ']' looking for beginning of value"
+        );
+        let err = refused("c.json", br#"{"schema":"olm.package","name":"p"]"#);
+        assert!(err.starts_with("DIR/c.json:1:"), "{err}");
+    }
+
+    #[test]
+    fn trailing_garbage() {
+        let text = format!("{PACKAGE}\n{CHANNEL}\ngarbage\n");
+        assert_eq!(
+            refused("c.json", text.as_bytes()),
+            "DIR/c.json:3:1: document 3: malformed JSON: invalid character 'g' looking for beginning of value"
+        );
+        // After one document opm tries the rest as YAML: a bare word is no catalog blob, so
+        // the JSON error stands.
+        let text = format!("{PACKAGE} garbage");
+        assert!(
+            refused("c.json", text.as_bytes())
+                .starts_with("DIR/c.json:1:37: document 2: malformed JSON"),
+        );
+    }
+
+    #[test]
+    fn truncated_documents() {
+        let text = format!("{PACKAGE}\n{}", &CHANNEL[..30]);
+        let err = refused("c.json", text.as_bytes());
+        assert!(err.starts_with("DIR/c.json:2:"), "{err}");
+        assert!(
+            err.contains("document 2: malformed JSON: EOF while parsing"),
+            "{err}"
+        );
+        let err = refused("c.json", b"{\"schema\": \"olm.package\", \"name\": \"p");
+        assert!(
+            err.contains("document 1: malformed JSON: EOF while parsing"),
+            "{err}"
+        );
+        let err = refused("c.yaml", b"schema: olm.package\nname: [p\n");
+        assert!(err.starts_with("DIR/c.yaml:"), "{err}");
+        assert!(err.contains("document 1: malformed YAML"), "{err}");
+    }
+
+    #[test]
+    fn nul_bytes() {
+        let text = format!("{PACKAGE}\0{CHANNEL}");
+        assert_eq!(
+            refused("c.json", text.as_bytes()),
+            "DIR/c.json:1:36: document 2: malformed JSON: invalid character '\\0' looking for beginning of value"
+        );
+        let err = refused("c.json", format!("{PACKAGE}\n{CHANNEL}\n\0").as_bytes());
+        assert!(
+            err.starts_with("DIR/c.json:3:1: document 3: malformed JSON"),
+            "{err}"
+        );
+        let err = refused("c.json", b"{\"schema\":\"olm.package\",\"name\":\"p\0\"}");
+        assert!(err.contains("control character"), "{err}");
+        let err = refused("c.yaml", b"schema: olm.package\nname: p\0\n");
+        assert!(
+            err.starts_with("DIR/c.yaml:1:1: document 1: malformed YAML: control characters"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_and_unpaired_surrogates() {
+        // In YAML, or between JSON documents, bytes that are not UTF-8 are refused…
+        let err = refused("c.yaml", b"schema: olm.package\nname: \xff\n");
+        assert_eq!(
+            err,
+            "DIR/c.yaml:2:7: document 1: malformed YAML: invalid UTF-8"
+        );
+        let text = [PACKAGE.as_bytes(), b"\xff", CHANNEL.as_bytes()].concat();
+        let err = refused("c.json", &text);
+        assert!(
+            err.starts_with("DIR/c.json:1:36: document 2: malformed JSON: invalid character"),
+            "{err}"
+        );
+        // …but in JSON strings Go's decoder (so opm) reads them as U+FFFD, and unpaired
+        // surrogate escapes too.
+        let config = accepted(
+            "c.json",
+            b"{\"schema\":\"olm.package\",\"name\":\"p\",\"description\":\"a\xffb\"}",
+        );
+        assert_eq!(config.packages[0].description, "a\u{fffd}b");
+        let config = accepted(
+            "c.json",
+            br#"{"schema":"olm.package","name":"p","description":"\ud800\\ud800 \udc00\ud83d\ude00"}"#,
+        );
+        assert_eq!(
+            config.packages[0].description,
+            "\u{fffd}\\ud800 \u{fffd}\u{1f600}"
+        );
+    }
+
+    #[test]
+    fn byte_order_mark() {
+        // opm sees no `{` first, so reads the file as YAML: one JSON document is YAML too…
+        let one = accepted("c.json", format!("\u{feff}{PACKAGE}\n").as_bytes());
+        assert_eq!(one.packages[0].name, "p");
+        // …but of a JSON stream, YAML reads only the first document and ignores the rest.
+        let stream = accepted(
+            "c.json",
+            format!("\u{feff}{PACKAGE}\n{CHANNEL}\n").as_bytes(),
+        );
+        assert_eq!((stream.packages.len(), stream.channels.len()), (1, 0));
+        let yaml = accepted(
+            "c.yaml",
+            "\u{feff}schema: olm.package\nname: p\n---\nschema: olm.package\nname: q\n".as_bytes(),
+        );
+        assert_eq!(yaml.packages[1].name, "q");
+    }
+
+    #[test]
+    fn empty_and_blank_files() {
+        assert_eq!(accepted("c.json", b""), DeclarativeConfig::default());
+        assert_eq!(accepted("c.yaml", b""), DeclarativeConfig::default());
+        // A file with nothing but blanks or comments holds one empty document: opm refuses
+        // it as a blob without a schema.
+        for blank in [&b"\n"[..], b"  \n \n", b"# nothing\n", b"---\n"] {
+            for name in ["c.yaml", "c.json"] {
+                let err = refused(name, blank);
+                assert_eq!(
+                    err,
+                    format!(
+                        "DIR/{name}:1: document 1: a catalog blob must be an object with a \"schema\" key"
+                    )
+                );
+            }
+        }
+        // A tab that starts a line is no YAML at all.
+        let err = refused("c.yaml", b"\t\n");
+        assert!(err.contains("malformed YAML"), "{err}");
+    }
+
+    #[test]
+    fn documents_without_separators() {
+        let text = format!("{PACKAGE}{CHANNEL}{PACKAGE}");
+        let config = accepted("c.json", text.as_bytes());
+        assert_eq!((config.packages.len(), config.channels.len()), (2, 1));
+        let text = format!("\n\n  {PACKAGE}\r\n\t{CHANNEL}\n\n");
+        accepted("c.json", text.as_bytes());
+    }
+
+    #[test]
+    fn yaml_multi_document() {
+        let text = "---\nschema: olm.package\nname: p\n---\nschema: olm.channel\npackage: p\nname: c\nentries: []\n--- # trailing\n";
+        let config = accepted("c.yaml", text.as_bytes());
+        assert_eq!((config.packages.len(), config.channels.len()), (1, 1));
+        // A separator line with content after `---` is refused, as opm refuses it.
+        let err = refused("c.yaml", b"schema: olm.package\nname: p\n--- x\n");
+        assert!(err.contains("invalid YAML document separator"), "{err}");
+        // An empty document between separators is a blob without a schema.
+        let err = refused(
+            "c.yaml",
+            b"schema: olm.package\nname: p\n---\n\n---\nschema: olm.package\nname: q\n",
+        );
+        assert!(
+            err.starts_with("DIR/c.yaml:4: document 2: a catalog blob must be"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn one_json_document_then_yaml_is_read_as_opm_reads_it() {
+        let text = format!("{PACKAGE}\nschema: olm.package\nname: q\n");
+        let config = accepted("c.json", text.as_bytes());
+        assert_eq!(config.packages.len(), 2);
+        // JSON that is only YAML (a trailing comma) is YAML.
+        let config = accepted("c.json", br#"{"schema": "olm.package", "name": "p",}"#);
+        assert_eq!(config.packages[0].name, "p");
+        // After two JSON documents it is a JSON stream, and YAML is garbage.
+        let text = format!("{PACKAGE}\n{PACKAGE}\nschema: olm.package\nname: q\n");
+        assert!(refused("c.json", text.as_bytes()).contains("malformed JSON"));
+    }
+
+    #[test]
+    fn json_values_other_than_objects_are_refused() {
+        for text in [r#"["schema"]"#, r#""olm.package""#, "42", "null"] {
+            let text = format!("{PACKAGE}\n{PACKAGE}\n{text}\n");
+            refused("c.json", text.as_bytes());
+        }
     }
 }

@@ -13,6 +13,7 @@ mod ignore;
 pub mod load;
 pub mod render;
 pub mod semver_range;
+pub mod stream;
 pub mod template;
 pub mod upgrade_edges;
 pub mod validate;
