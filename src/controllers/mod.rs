@@ -4,6 +4,7 @@
 //! they meet through the API objects and the snapshots, never through each other's internals.
 
 pub mod backoff;
+pub mod cache_ready;
 pub mod catalogsource;
 pub mod context;
 pub mod csv;

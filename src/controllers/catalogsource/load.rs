@@ -195,7 +195,7 @@ pub async fn sync_config_map(
     };
     // The first round may come before the ConfigMap watch has listed; "not found" must mean
     // not found.
-    let _ = cctx.config_maps.wait_until_ready().await;
+    let _ = crate::controllers::cache_ready::listed(&cctx.config_maps).await;
     let Some(watched) = cctx
         .config_maps
         .get(&ObjectRef::new(name).within(&source_ref.namespace))

@@ -424,7 +424,7 @@ async fn prune_deleted(
     store: Store<DeserializeGuard<CatalogSource>>,
     ctx: Arc<CatalogSourceContext>,
 ) {
-    if store.wait_until_ready().await.is_err() {
+    if !crate::controllers::cache_ready::listed(&store).await {
         return;
     }
     let mut tick = tokio::time::interval(ctx.shared.settings.catalog_check_interval);

@@ -188,12 +188,12 @@ impl CsvContext {
     /// Every cache has been listed once: before that a missing group or Deployment is not
     /// missing, only not yet seen (deciding on it would fail a healthy CSV after a restart).
     async fn caches_ready(&self) -> bool {
-        self.groups.wait_until_ready().await.is_ok()
-            && self.deployments.wait_until_ready().await.is_ok()
-            && self.namespaces.wait_until_ready().await.is_ok()
-            && self.copies.wait_until_ready().await.is_ok()
-            && self.subscriptions.wait_until_ready().await.is_ok()
-            && self.csvs.wait_until_ready().await.is_ok()
+        crate::controllers::cache_ready::listed(&self.groups).await
+            && crate::controllers::cache_ready::listed(&self.deployments).await
+            && crate::controllers::cache_ready::listed(&self.namespaces).await
+            && crate::controllers::cache_ready::listed(&self.copies).await
+            && crate::controllers::cache_ready::listed(&self.subscriptions).await
+            && crate::controllers::cache_ready::listed(&self.csvs).await
     }
 }
 
@@ -1100,7 +1100,9 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
 /// Copies whose source CSV is gone (deleted while OLM was down, or never cleaned up by an
 /// older OLM) are deleted. Only sources in the watched scope are judged.
 async fn prune_orphan_copies(ctx: Arc<CsvContext>) {
-    if ctx.csvs.wait_until_ready().await.is_err() || ctx.copies.wait_until_ready().await.is_err() {
+    if !crate::controllers::cache_ready::listed(&ctx.csvs).await
+        || !crate::controllers::cache_ready::listed(&ctx.copies).await
+    {
         return;
     }
     let scope = ctx.shared.settings.watch_namespace.clone();

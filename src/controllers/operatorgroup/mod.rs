@@ -127,10 +127,10 @@ fn now() -> Timestamp {
 
 async fn sync(group: &OperatorGroup, ctx: &OperatorGroupContext) -> Result<Action, Error> {
     // Until every cache is listed, an absent namespace or CSV is only not yet seen.
-    let ready = ctx.groups.wait_until_ready().await.is_ok()
-        && ctx.namespaces.wait_until_ready().await.is_ok()
-        && ctx.csvs.wait_until_ready().await.is_ok()
-        && ctx.cluster_roles.wait_until_ready().await.is_ok();
+    let ready = crate::controllers::cache_ready::listed(&ctx.groups).await
+        && crate::controllers::cache_ready::listed(&ctx.namespaces).await
+        && crate::controllers::cache_ready::listed(&ctx.csvs).await
+        && crate::controllers::cache_ready::listed(&ctx.cluster_roles).await;
     if !ready {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
@@ -462,8 +462,8 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
 /// Deletes the ClusterRoles of groups that no longer exist (a group has no finalizer, so a
 /// deletion while OLM was down is caught here too). Only groups in the watched scope count.
 async fn prune_group_roles(ctx: Arc<OperatorGroupContext>) {
-    if ctx.groups.wait_until_ready().await.is_err()
-        || ctx.cluster_roles.wait_until_ready().await.is_err()
+    if !crate::controllers::cache_ready::listed(&ctx.groups).await
+        || !crate::controllers::cache_ready::listed(&ctx.cluster_roles).await
     {
         return;
     }

@@ -285,7 +285,7 @@ pub fn group_cluster_roles(group: &OperatorGroup, apis: &[ProvidedApi]) -> Vec<C
     SUFFIXES
         .iter()
         .map(|(suffix, _)| {
-            let selectors = apis
+            let selectors: Vec<LabelSelector> = apis
                 .iter()
                 .map(|api| LabelSelector {
                     match_labels: Some(BTreeMap::from([(
@@ -301,10 +301,12 @@ pub fn group_cluster_roles(group: &OperatorGroup, apis: &[ProvidedApi]) -> Vec<C
                     labels: Some(owner_labels("OperatorGroup", &name, &namespace)),
                     ..ObjectMeta::default()
                 },
-                aggregation_rule: Some(AggregationRule {
+                // The API server refuses an aggregation rule without selectors: a group whose
+                // members provide no API yet gets an empty role instead of a failing write.
+                rules: selectors.is_empty().then(Vec::new),
+                aggregation_rule: (!selectors.is_empty()).then(|| AggregationRule {
                     cluster_role_selectors: Some(selectors),
                 }),
-                rules: None,
             })
         })
         .collect()
@@ -537,5 +539,20 @@ mod tests {
             .as_ref()
             .unwrap()[0];
         assert!(selector_matches(selector, admin_labels));
+    }
+
+    #[test]
+    fn a_group_without_provided_apis_gets_empty_roles_not_an_empty_aggregation() {
+        let group: OperatorGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1",
+            "kind": "OperatorGroup",
+            "metadata": {"name": "empty", "namespace": "ns"},
+            "spec": {}
+        }))
+        .unwrap();
+        for role in group_cluster_roles(&group, &[]) {
+            assert!(role.aggregation_rule.is_none(), "{role:?}");
+            assert_eq!(role.rules, Some(vec![]));
+        }
     }
 }
