@@ -120,6 +120,11 @@ class Bench:
         return self.k("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 
     def start_cluster(self):
+        # The previous part's control plane may still be exiting after `down --clean`.
+        deadline = time.time() + 60
+        while any(ib.port_busy(p) for p in (self.cluster.api_port, self.cluster.etcd_port, self.cluster.peer_port)) \
+                and time.time() < deadline:
+            time.sleep(0.5)
         self.cluster.up()
         for i in range(1, self.nodes):  # hack/cluster/up made kwok-node-0; more for many pods
             node = f"kwok-node-{i}"
@@ -699,7 +704,11 @@ def main():
     ap.add_argument("--olm", default=str(REPO / "target/release/olm"), help="olm binary (default target/release/olm)")
     ap.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
     ap.add_argument("--keep-logs", action="store_true", help="keep olm run's and the control plane's logs")
+    ap.add_argument("--report", metavar="JSON", help="print the tables of a saved --json output and exit")
     args = ap.parse_args()
+    if args.report:
+        report(json.loads(Path(args.report).read_text()), args)
+        return
     parts = {int(p) for p in args.parts.split(",") if p.strip()}
     if not parts <= {1, 2, 3}:
         ap.error("--parts takes 1, 2 and/or 3")
