@@ -304,7 +304,7 @@ pub fn group_cluster_roles(group: &OperatorGroup, apis: &[ProvidedApi]) -> Vec<C
                 // The API server refuses an aggregation rule without selectors: a group whose
                 // members provide no API yet gets an empty role instead of a failing write.
                 rules: selectors.is_empty().then(Vec::new),
-                aggregation_rule: (!selectors.is_empty()).then(|| AggregationRule {
+                aggregation_rule: (!selectors.is_empty()).then_some(AggregationRule {
                     cluster_role_selectors: Some(selectors),
                 }),
             })
