@@ -14,6 +14,7 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::watch;
 
+use super::guard::Panicked;
 use crate::runtime::metrics::Metrics;
 use crate::snapshots::CatalogSnapshots;
 
@@ -129,6 +130,38 @@ impl Context {
         };
         if let Err(error) = self.recorder.publish(&event, regarding).await {
             tracing::warn!(%error, reason, object = ?regarding.name, "could not record an event");
+        }
+    }
+}
+
+impl Context {
+    /// What every controller does with a caught panic: count it, log it with its backtrace,
+    /// and (when there is an object to hang it on) publish a Warning Event on the object.
+    pub async fn report_panic(
+        &self,
+        controller: &'static str,
+        object: &str,
+        regarding: Option<&ObjectReference>,
+        panic: &Panicked,
+    ) {
+        self.metrics.reconcile_panicked(controller);
+        tracing::error!(
+            controller,
+            object,
+            %panic,
+            backtrace = %panic.backtrace,
+            "reconcile panicked; other objects are unaffected"
+        );
+        if let Some(regarding) = regarding {
+            let kind = regarding.kind.as_deref().unwrap_or("object");
+            self.event(
+                regarding,
+                EventType::Warning,
+                "Panicked",
+                "Sync",
+                format!("reconcile {panic}; other {kind}s are unaffected"),
+            )
+            .await;
         }
     }
 }

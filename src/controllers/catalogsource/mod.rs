@@ -183,31 +183,24 @@ pub async fn reconcile(
         }
         Ok(Err(error)) => Err(error),
         Err(panic) => {
-            ctx.shared.metrics.reconcile_panicked(CONTROLLER);
-            tracing::error!(
-                catalogsource = %source_ref,
-                panic = %panic,
-                backtrace = %panic.backtrace,
-                "reconcile panicked; reporting it on the object, other objects are unaffected"
-            );
-            let message = format!("reconcile {panic}; other CatalogSources are unaffected");
-            let status = panicked_status(
-                source.status.as_ref(),
-                message.clone(),
-                source.metadata.generation,
-                now(),
-            );
+            ctx.shared
+                .report_panic(
+                    CONTROLLER,
+                    &source_ref.to_string(),
+                    Some(&source.object_ref(&())),
+                    &panic,
+                )
+                .await;
+            // The object says so too (leader only), until a good round removes it.
             if ctx.shared.is_leader() {
+                let message = format!("reconcile {panic}; other CatalogSources are unaffected");
+                let status = panicked_status(
+                    source.status.as_ref(),
+                    message,
+                    source.metadata.generation,
+                    now(),
+                );
                 write_status(source, &source_ref, &status, &ctx.shared).await?;
-                ctx.shared
-                    .event(
-                        &source.object_ref(&()),
-                        EventType::Warning,
-                        "Panicked",
-                        "Sync",
-                        message,
-                    )
-                    .await;
             }
             Err(Error::Panicked {
                 source_ref,

@@ -118,8 +118,9 @@ pub async fn reconcile(
         }
         Ok(Err(error)) => Err(error),
         Err(panic) => {
-            ctx.shared.metrics.reconcile_panicked(CONTROLLER);
-            tracing::error!(plan = %key, panic = %panic, backtrace = %panic.backtrace, "reconcile panicked; other plans are unaffected");
+            ctx.shared
+                .report_panic(CONTROLLER, &key.to_string(), None, &panic)
+                .await;
             Err(Error::Other {
                 namespace: plan.namespace().unwrap_or_default(),
                 name: plan.name_any(),

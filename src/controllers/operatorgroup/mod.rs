@@ -101,15 +101,12 @@ pub async fn reconcile(
         }
         Ok(Err(error)) => Err(error),
         Err(panic) => {
-            ctx.shared.metrics.reconcile_panicked(CONTROLLER);
-            tracing::error!(%namespace, %name, %panic, backtrace = %panic.backtrace, "reconcile panicked");
             ctx.shared
-                .event(
-                    &group.object_ref(&()),
-                    EventType::Warning,
-                    "Panicked",
-                    "Sync",
-                    format!("reconcile {panic}; other OperatorGroups are unaffected"),
+                .report_panic(
+                    CONTROLLER,
+                    &format!("{namespace}/{name}"),
+                    Some(&group.object_ref(&())),
+                    &panic,
                 )
                 .await;
             Err(Error::Panicked {

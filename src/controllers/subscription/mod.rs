@@ -293,8 +293,9 @@ pub async fn reconcile(
         }
         Ok(Err(error)) => Err(error),
         Err(panic) => {
-            ctx.shared.metrics.reconcile_panicked(CONTROLLER);
-            tracing::error!(%namespace, panic = %panic, backtrace = %panic.backtrace, "resolution panicked; other namespaces are unaffected");
+            ctx.shared
+                .report_panic(CONTROLLER, &namespace, None, &panic)
+                .await;
             Err(Error::Panicked {
                 namespace,
                 panic: panic.to_string(),
