@@ -21,9 +21,10 @@ pub struct RunArgs {
     /// Catalogs in this namespace are visible to every namespace.
     #[arg(long, default_value = "olm", env = "OLM_GLOBAL_CATALOG_NAMESPACE")]
     pub global_catalog_namespace: String,
-    /// Only watch this namespace (default: all namespaces).
-    #[arg(long, env = "OLM_WATCH_NAMESPACE")]
-    pub watch_namespace: Option<String>,
+    /// Only watch these namespaces, comma-separated as upstream's `--watchedNamespaces`
+    /// (default: all namespaces). Include the global catalog namespace for its catalogs.
+    #[arg(long, env = "OLM_WATCH_NAMESPACE", value_delimiter = ',')]
+    pub watch_namespace: Vec<String>,
     /// How often each CatalogSource's server or ConfigMap is checked.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub catalog_check_interval: Duration,
@@ -86,9 +87,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         admin_address: args.admin_address,
         leader_election,
         identity,
+        watch_namespaces: watch_namespaces(args.watch_namespace),
         settings: Settings {
             global_catalog_namespace: args.global_catalog_namespace,
-            watch_namespace: args.watch_namespace,
+            watch_namespace: None,
             catalog_check_interval: args.catalog_check_interval,
             registry_timeout: args.registry_timeout,
             install_plan_retry_timeout: args.install_plan_retry_timeout,
@@ -103,4 +105,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(crate::runtime::run(config))
+}
+
+/// Empty entries (`a,,b`, a trailing comma, an empty variable) mean nothing; duplicates once.
+fn watch_namespaces(given: Vec<String>) -> Vec<String> {
+    let mut namespaces: Vec<String> = given
+        .into_iter()
+        .map(|ns| ns.trim().to_string())
+        .filter(|ns| !ns.is_empty())
+        .collect();
+    namespaces.sort();
+    namespaces.dedup();
+    namespaces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watched_namespaces_ignore_empty_entries_and_duplicates() {
+        let given = ["b", "", " a ", "b"].map(String::from).to_vec();
+        assert_eq!(watch_namespaces(given), ["a", "b"]);
+        assert!(watch_namespaces(vec![String::new()]).is_empty());
+    }
 }

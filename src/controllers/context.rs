@@ -22,7 +22,8 @@ use crate::snapshots::CatalogSnapshots;
 pub struct Settings {
     /// Catalogs here are visible to every namespace (upstream's `olm` by default).
     pub global_catalog_namespace: String,
-    /// Only this namespace is watched (None: all namespaces).
+    /// The namespace this set of controllers watches (None: all namespaces). `olm run
+    /// --watch-namespace a,b` runs one set of controllers per namespace, each scoped to one.
     pub watch_namespace: Option<String>,
     /// How often a CatalogSource's registry server is health-checked.
     pub catalog_check_interval: Duration,
@@ -82,6 +83,22 @@ impl Context {
             snapshots,
             settings,
             leading,
+        }
+    }
+
+    /// The same process-wide parts (one Recorder, metrics, snapshots, leadership) for
+    /// controllers scoped to another namespace.
+    pub fn scoped_to(&self, namespace: Option<String>) -> Context {
+        Context {
+            client: self.client.clone(),
+            recorder: self.recorder.clone(),
+            metrics: Arc::clone(&self.metrics),
+            snapshots: Arc::clone(&self.snapshots),
+            settings: Settings {
+                watch_namespace: namespace,
+                ..self.settings.clone()
+            },
+            leading: self.leading.clone(),
         }
     }
 

@@ -82,18 +82,18 @@ pub enum HostError {
 /// How long in-flight rounds get to finish after SIGTERM.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Runs each controller with its context (one per watched namespace when several are).
 pub async fn run(
-    ctx: Arc<Context>,
-    controllers: Vec<Controller>,
+    controllers: Vec<(Arc<Context>, Controller)>,
     mut leading: watch::Receiver<bool>,
     stop: watch::Receiver<bool>,
 ) -> Result<(), HostError> {
     let mut running = Running::default();
     let mut waiting = Vec::new();
-    for controller in controllers {
+    for (ctx, controller) in controllers {
         match controller.role {
             Role::EveryReplica => running.start(controller, &ctx, &stop),
-            Role::Leader => waiting.push(controller),
+            Role::Leader => waiting.push((ctx, controller)),
         }
     }
     let stop_requested = Shutdown::new(stop.clone()).requested();
@@ -112,10 +112,10 @@ pub async fn run(
     let outcome = match standby {
         Ok(true) => {
             tracing::info!(
-                controllers = ?waiting.iter().map(|c| c.name).collect::<Vec<_>>(),
+                controllers = ?waiting.iter().map(|(_, c)| c.name).collect::<Vec<_>>(),
                 "leading: starting controllers"
             );
-            for controller in waiting {
+            for (ctx, controller) in waiting {
                 running.start(controller, &ctx, &stop);
             }
             tokio::select! {

@@ -33,6 +33,8 @@ pub struct RunConfig {
     /// `None` runs without election (a single replica, or tests).
     pub leader_election: Option<LeaseConfig>,
     pub identity: String,
+    /// Watched namespaces (empty: all). Each gets its own set of controllers.
+    pub watch_namespaces: Vec<String>,
     pub settings: Settings,
 }
 
@@ -40,7 +42,7 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
     let client = Client::try_default()
         .await
         .context("connecting to the API server (KUBECONFIG or in-cluster config)")?;
-    ensure_crds_installed(&client, config.settings.watch_namespace.as_deref()).await?;
+    ensure_crds_installed(&client, config.watch_namespaces.first().map(String::as_str)).await?;
 
     let metrics = Arc::new(Metrics::default());
     let snapshots = Arc::new(CatalogSnapshots::default());
@@ -106,8 +108,20 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
         config.settings.clone(),
         leading_rx.clone(),
     ));
+    let scopes: Vec<Option<String>> = if config.watch_namespaces.is_empty() {
+        vec![None]
+    } else {
+        config.watch_namespaces.iter().cloned().map(Some).collect()
+    };
+    let mut hosted_controllers = Vec::new();
+    for scope in scopes {
+        let scoped = Arc::new(ctx.scoped_to(scope));
+        for controller in controllers::all() {
+            hosted_controllers.push((Arc::clone(&scoped), controller));
+        }
+    }
     ready.store(true, Ordering::Release);
-    let hosted = host::run(ctx, controllers::all(), leading_rx, stop_rx.clone()).await;
+    let hosted = host::run(hosted_controllers, leading_rx, stop_rx.clone()).await;
 
     elector_stop_tx.send_replace(true);
     let election = match elector {

@@ -684,6 +684,148 @@ async fn killing_olm_at_any_phase_leaves_one_plan_and_one_csv() {
 }
 
 #[tokio::test]
+async fn killing_olm_mid_way_through_the_steps_completes_the_plan_once() {
+    let mut s = Setup::new("sub-crash-steps", &our_catalog(), &[]).await;
+    s.olm.process.kill();
+    // The ptemplate plan has five steps (two CSVs, two CRDs, the generated Subscription);
+    // this process stops for good after applying the second.
+    s.olm = OlmRun::start_env(
+        s.name(),
+        &["--leader-elect=false"],
+        &[
+            ("OLM_FAULT_INJECTION", "1"),
+            ("OLM_FAULT_PAUSE_AFTER_STEPS", "2"),
+        ],
+    );
+    s.operator_group("");
+    s.subscribe("ptemplate", "ptemplate", "  channel: alpha\n");
+    eventually("the plan paused after its second step", WAIT, || async {
+        s.olm
+            .process
+            .log_text()
+            .contains("fault injection: pausing mid-way through the steps")
+            .then_some(())
+    })
+    .await;
+    let plans = s.plans();
+    assert_eq!(plans.len(), 1);
+    let plan = plans[0]["metadata"]["name"].as_str().unwrap().to_string();
+    assert_eq!(plans[0]["status"]["plan"].as_array().unwrap().len(), 5);
+    assert_ne!(plans[0]["status"]["phase"], "Complete");
+
+    s.olm.process.kill();
+    s.olm = OlmRun::start(s.name(), &["--leader-elect=false"]);
+    s.plan_phase(&plan, "Complete").await;
+    s.installed("ptemplate", "ptemplate.v0.2.0").await;
+    csv_succeeded(&s, "ptemplate.v0.2.0").await;
+    assert_eq!(s.plans().len(), 1, "one plan after the restart");
+    let mut csvs = names(s.get("csv")["items"].as_array().unwrap(), "/metadata/name");
+    csvs.sort();
+    assert_eq!(
+        csvs,
+        ["kernel-module-management.v2.2.0", "ptemplate.v0.2.0"]
+    );
+    let subs = s.get("subscriptions")["items"].as_array().unwrap().len();
+    assert_eq!(
+        subs, 2,
+        "ptemplate's and the generated one for its dependency"
+    );
+    let service_accounts = names(
+        s.get("serviceaccounts")["items"].as_array().unwrap(),
+        "/metadata/name",
+    );
+    let mut unique = service_accounts.clone();
+    unique.dedup();
+    assert_eq!(service_accounts, unique);
+}
+
+#[tokio::test]
+async fn all_namespaces_operator_from_the_global_catalog_namespace() {
+    install_crds();
+    let client = client().await;
+    let global = TestNamespace::create(&client, "sub-global-catalogs").await;
+    let ns = TestNamespace::create(&client, "sub-global").await;
+    let port = free_port();
+    let _server = olm_serve(&our_catalog(), port);
+    // One process watching both namespaces. Copies are off: an AllNamespaces operator would
+    // otherwise be copied into every namespace of the shared test cluster.
+    let _olm = OlmRun::start(
+        &format!("{},{}", global.name, ns.name),
+        &[
+            "--leader-elect=false",
+            "--global-catalog-namespace",
+            &global.name,
+            "--disable-copied-csvs",
+        ],
+    );
+    apply(&catalog_source_yaml(
+        &global.name,
+        "global-operators",
+        &format!("127.0.0.1:{port}"),
+        "",
+    ));
+    wait_for_state(&global.name, "global-operators", "READY");
+    apply(&format!(
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: global\n  namespace: {}\n",
+        ns.name
+    ));
+    let mut sub = subscription_yaml(
+        &ns.name,
+        "at",
+        "at",
+        "global-operators",
+        "  channel: stable\n",
+    );
+    sub = sub.replace(
+        &format!("sourceNamespace: {}", ns.name),
+        &format!("sourceNamespace: {}", global.name),
+    );
+    apply(&sub);
+    // Whatever the head of `stable` is: the test is about where it comes from.
+    let installed = eventually("at installed for all namespaces", WAIT, || async {
+        let sub = get_json(&ns.name, "subscription/at");
+        let csv = sub["status"]["installedCSV"].as_str()?.to_string();
+        let found = kubectl(&["get", "csv", &csv, "-n", &ns.name, "-o", "json"], None);
+        let found: Value = serde_json::from_str(&found.stdout()).ok()?;
+        (found["status"]["phase"] == "Succeeded" && sub["status"]["state"] == "AtLatestKnown")
+            .then_some(csv)
+    })
+    .await;
+    assert!(installed.starts_with("at.v"), "{installed}");
+    let group = get_json(&ns.name, "operatorgroup/global");
+    assert_eq!(group["status"]["namespaces"], serde_json::json!([""]));
+    let plan = &get_json(&ns.name, "installplans")["items"][0];
+    assert_eq!(
+        plan["status"]["catalogSources"],
+        serde_json::json!(["global-operators"])
+    );
+    // The CSV's namespaced permissions became cluster-wide: its account may act on `At`s in
+    // a namespace that is neither the operator's nor the catalog's.
+    let sa = format!("system:serviceaccount:{}:at-controller-manager", ns.name);
+    let can = |namespace: &str| {
+        kubectl(
+            &[
+                "auth",
+                "can-i",
+                "list",
+                "ats.cnat.d2iq.com",
+                "-n",
+                namespace,
+                "--as",
+                &sa,
+            ],
+            None,
+        )
+        .stdout()
+        .trim()
+            == "yes"
+    };
+    assert!(can("default") && can(&global.name) && can(&ns.name));
+    let refused = kubectl(&["auth", "can-i", "delete", "nodes", "--as", &sa], None).stdout();
+    assert_eq!(refused.trim(), "no");
+}
+
+#[tokio::test]
 async fn concurrent_subscriptions_get_one_plan_each() {
     let s = Setup::new("sub-many", &our_catalog(), &[]).await;
     s.operator_group("");

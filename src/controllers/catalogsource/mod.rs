@@ -437,7 +437,14 @@ async fn prune_deleted(
                 )
             })
             .collect();
-        for gone in ctx.shared.snapshots.retain(|source| live.contains(source)) {
+        // Snapshots of other namespaces belong to the controllers watching those.
+        let scope = ctx.shared.settings.watch_namespace.as_deref();
+        let in_scope = |source: &CatalogRef| scope.is_none_or(|ns| source.namespace == ns);
+        for gone in ctx
+            .shared
+            .snapshots
+            .retain(|source| !in_scope(source) || live.contains(source))
+        {
             tracing::info!(catalogsource = %gone, "CatalogSource deleted; dropped its snapshot");
             load::forget_metrics(&gone, &ctx.shared);
         }

@@ -329,6 +329,30 @@ enum StepError {
     Retry { message: String, forbidden: bool },
 }
 
+/// Lets the cluster tests SIGKILL the process mid-way through a plan's steps: debug builds
+/// only, with `OLM_FAULT_INJECTION=1` and `OLM_FAULT_PAUSE_AFTER_STEPS=N`, the round that
+/// applies a plan's Nth step says so in the log and never ends.
+mod fault_injection {
+    use kube::ResourceExt;
+
+    use crate::api::InstallPlan;
+
+    pub async fn maybe_pause(plan: &InstallPlan, applied: usize) {
+        if !cfg!(debug_assertions)
+            || std::env::var_os("OLM_FAULT_INJECTION").is_none_or(|v| v != "1")
+        {
+            return;
+        }
+        let pause_after = std::env::var("OLM_FAULT_PAUSE_AFTER_STEPS")
+            .ok()
+            .and_then(|n| n.parse::<usize>().ok());
+        if pause_after == Some(applied) {
+            tracing::warn!(plan = %plan.name_any(), applied, "fault injection: pausing mid-way through the steps");
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 async fn execute(
     plan: &InstallPlan,
     mut status: InstallPlanStatus,
@@ -355,6 +379,7 @@ async fn execute(
     })?;
     let before = status.clone();
     let mut csv_uids: BTreeMap<String, String> = BTreeMap::new();
+    let mut applied = 0;
     let mut waiting = false;
     let mut retry: Option<(String, bool)> = None;
     for i in 0..status.plan.len() {
@@ -370,7 +395,11 @@ async fn execute(
             _ => ctx.shared.client.clone(),
         };
         match apply_step(&step, &namespace, &client, &mut csv_uids, ctx).await {
-            Ok(Applied::Done(s)) => status.plan[i].status = s,
+            Ok(Applied::Done(s)) => {
+                status.plan[i].status = s;
+                applied += 1;
+                fault_injection::maybe_pause(plan, applied).await;
+            }
             Ok(Applied::Waiting) => {
                 status.plan[i].status = StepStatus::WaitingForApi;
                 waiting = true;

@@ -273,6 +273,18 @@ fn now() -> Time {
     Time(Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
+impl SubscriptionContext {
+    /// Every cache has been listed once (false only when the process is stopping).
+    async fn caches_listed(&self) -> bool {
+        use crate::controllers::cache_ready::listed;
+        listed(&self.subscriptions).await
+            && listed(&self.csvs).await
+            && listed(&self.plans).await
+            && listed(&self.groups).await
+            && listed(&self.catalogs).await
+    }
+}
+
 pub async fn reconcile(
     guarded: Arc<DeserializeGuard<Subscription>>,
     ctx: Arc<SubscriptionContext>,
@@ -286,6 +298,11 @@ pub async fn reconcile(
         }
     };
     let namespace = meta.namespace.clone().unwrap_or_default();
+    // Before every cache has listed, an absent CSV or plan is only not yet seen: resolving
+    // then could plan an install that exists already.
+    if !ctx.caches_listed().await {
+        return Ok(Action::await_change());
+    }
     match catch_panic(sync_namespace(&namespace, &ctx)).await {
         Ok(Ok(())) => {
             ctx.backoff.reset(&namespace);
