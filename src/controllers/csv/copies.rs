@@ -6,10 +6,16 @@
 use serde_json::{Value, json};
 
 use super::phase::COPIED;
-use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion, NamedInstallStrategy};
+use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion, CsvPhase, NamedInstallStrategy};
 use crate::controllers::ownership::hash_json;
 
 pub const COPIED_HASH_ANNOTATION: &str = "olm.copiedHash";
+
+/// Whether copies follow this phase. The passage through Pending, InstallReady and
+/// Installing is not copied: it would cost two writes per target namespace per phase.
+pub fn settled(phase: Option<CsvPhase>) -> bool {
+    matches!(phase, Some(CsvPhase::Succeeded | CsvPhase::Failed))
+}
 
 /// The namespaces that get a copy: every target but the operator's own; for an
 /// AllNamespaces group every namespace, unless copies are disabled for those.
@@ -77,7 +83,7 @@ pub fn build(source: &ClusterServiceVersion, namespace: &str) -> (Value, Value, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{ClusterServiceVersionStatus, CsvPhase, Icon, StrategyDetailsDeployment};
+    use crate::api::{ClusterServiceVersionStatus, Icon, StrategyDetailsDeployment};
 
     #[test]
     fn copies_go_to_every_target_but_the_own_namespace() {
@@ -100,6 +106,16 @@ mod tests {
             copy_namespaces(&["a".into(), "b".into()], "op", &all, true),
             ["a", "b"]
         );
+    }
+
+    #[test]
+    fn only_settled_phases_are_copied() {
+        assert!(settled(Some(CsvPhase::Succeeded)));
+        assert!(settled(Some(CsvPhase::Failed)));
+        for transient in [CsvPhase::Pending, CsvPhase::InstallReady, CsvPhase::Installing] {
+            assert!(!settled(Some(transient)));
+        }
+        assert!(!settled(None));
     }
 
     #[test]

@@ -328,10 +328,10 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
             step = phase::after_install(step, applied);
         }
     }
+    let written = write_status(&round, &step, judged.statuses).await?;
     if let GroupState::Member { .. } = &group_state {
-        sync_copies(&round, &targets).await?;
+        sync_copies(&round, &targets, &written).await?;
     }
-    write_status(&round, &step, judged.statuses).await?;
     if step.delete {
         match csv_api(&round)
             .delete(&round.name, &DeleteParams::default())
@@ -674,12 +674,18 @@ async fn install(
     Ok(())
 }
 
+/// Copies are written this many at a time: an AllNamespaces operator has one per namespace.
+const COPY_WRITERS: usize = 16;
+
 /// Creates or updates the copies whose source changed; deletes those no longer targeted.
-async fn sync_copies(round: &Round<'_>, targets: &[String]) -> Result<(), Error> {
+/// Copies follow settled phases only (Succeeded, Failed): an install's passage through
+/// Pending, InstallReady and Installing would otherwise cost two writes per namespace each.
+async fn sync_copies(
+    round: &Round<'_>,
+    targets: &[String],
+    status: &ClusterServiceVersionStatus,
+) -> Result<(), Error> {
     let ctx = round.ctx;
-    if round.csv.status.as_ref().and_then(|s| s.phase).is_none() {
-        return Ok(());
-    }
     let all: Vec<String> = ctx
         .namespaces
         .state()
@@ -692,43 +698,31 @@ async fn sync_copies(round: &Round<'_>, targets: &[String]) -> Result<(), Error>
         &all,
         ctx.shared.settings.disable_copied_csvs,
     );
-    let (object, status, hash) = copies::build(round.csv, "");
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    for namespace in &wanted {
-        let existing = ctx
-            .copies
-            .get(&ObjectRef::new(&round.name).within(namespace));
-        if existing
-            .as_ref()
-            .and_then(|c| c.annotations().get(copies::COPIED_HASH_ANNOTATION))
-            == Some(&hash)
-        {
-            continue;
-        }
-        let mut body = object.clone();
-        body["metadata"]["namespace"] = json!(namespace);
-        let api: Api<ClusterServiceVersion> = Api::namespaced(round.client(), namespace);
-        match api.patch(&round.name, &params, &Patch::Apply(&body)).await {
-            Ok(_) => {}
-            // The namespace is going away.
-            Err(kube::Error::Api(s))
-                if s.code == 404
-                    || s.code == 403
-                        && s.reason == "Forbidden"
-                        && s.message.contains("being terminated") =>
-            {
-                continue;
-            }
-            Err(error) => return Err(round.fail("apply_copy")(error)),
-        }
-        let status_body = json!({
-            "apiVersion": ClusterServiceVersion::api_version(&()),
-            "kind": ClusterServiceVersion::kind(&()),
-            "status": status,
-        });
-        api.patch_status(&round.name, &params, &Patch::Apply(&status_body))
-            .await
-            .map_err(round.fail("apply_copy_status"))?;
+    if copies::settled(status.phase) {
+        let mut source = round.csv.clone();
+        source.status = Some(status.clone());
+        let (object, copy_status, hash) = copies::build(&source, "");
+        let stale: Vec<String> = wanted
+            .iter()
+            .filter(|namespace| {
+                ctx.copies
+                    .get(&ObjectRef::new(&round.name).within(namespace))
+                    .as_ref()
+                    .and_then(|c| c.annotations().get(copies::COPIED_HASH_ANNOTATION))
+                    != Some(&hash)
+            })
+            .cloned()
+            .collect();
+        let results: Vec<Result<(), Error>> = futures::stream::iter(stale)
+            .map(|namespace: String| {
+                let mut body = object.clone();
+                body["metadata"]["namespace"] = json!(namespace);
+                write_copy(round, namespace, body, &copy_status)
+            })
+            .buffer_unordered(COPY_WRITERS)
+            .collect()
+            .await;
+        results.into_iter().collect::<Result<(), Error>>()?;
     }
     for copy in ctx.copies.state() {
         let namespace = copy.namespace().unwrap_or_default();
@@ -742,6 +736,37 @@ async fn sync_copies(round: &Round<'_>, targets: &[String]) -> Result<(), Error>
             .await
             .map_err(round.fail("delete_copy"))?;
     }
+    Ok(())
+}
+
+/// One copy: the object, then its status (a subresource: ignored on create).
+async fn write_copy(
+    round: &Round<'_>,
+    namespace: String,
+    body: Value,
+    status: &Value,
+) -> Result<(), Error> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let api: Api<ClusterServiceVersion> = Api::namespaced(round.client(), &namespace);
+    match api.patch(&round.name, &params, &Patch::Apply(&body)).await {
+        Ok(_) => {}
+        // The namespace is going away.
+        Err(kube::Error::Api(s))
+            if s.code == 404
+                || s.code == 403 && s.reason == "Forbidden" && s.message.contains("being terminated") =>
+        {
+            return Ok(());
+        }
+        Err(error) => return Err(round.fail("apply_copy")(error)),
+    }
+    let status_body = json!({
+        "apiVersion": ClusterServiceVersion::api_version(&()),
+        "kind": ClusterServiceVersion::kind(&()),
+        "status": status,
+    });
+    api.patch_status(&round.name, &params, &Patch::Apply(&status_body))
+        .await
+        .map_err(round.fail("apply_copy_status"))?;
     Ok(())
 }
 
@@ -764,15 +789,16 @@ fn owned_fields(status: &ClusterServiceVersionStatus) -> ClusterServiceVersionSt
     }
 }
 
+/// Writes the status `step` leads to (nothing when it is unchanged); returns that status.
 async fn write_status(
     round: &Round<'_>,
     step: &Step,
     requirement_status: Vec<crate::api::RequirementStatus>,
-) -> Result<(), Error> {
+) -> Result<ClusterServiceVersionStatus, Error> {
     let current = round.csv.status.as_ref();
     let desired = phase::next_status(current, step, requirement_status, now());
     if current.map(owned_fields) == Some(owned_fields(&desired)) {
-        return Ok(());
+        return Ok(desired);
     }
     let patch = json!({
         "apiVersion": ClusterServiceVersion::api_version(&()),
@@ -820,6 +846,14 @@ async fn write_status(
                 })
                 .map(|o| o.name_any()),
         );
+        // A `replaces` that was never installed (a fresh install) has nothing to wake.
+        related.retain(|name| {
+            round
+                .ctx
+                .csvs
+                .get(&ObjectRef::new(name).within(&round.namespace))
+                .is_some()
+        });
         for name in related {
             let _ = round
                 .ctx
@@ -827,7 +861,7 @@ async fn write_status(
                 .send(ObjectRef::new(&name).within(&round.namespace));
         }
     }
-    Ok(())
+    Ok(desired)
 }
 
 /// Deletes what owner references cannot: cluster-scoped RBAC, RBAC in other namespaces, and
