@@ -13,6 +13,7 @@ mod control_plane;
 mod crds;
 mod csv_lifecycle;
 mod deploy;
+mod install_modes;
 mod leader_election;
 mod operator_groups;
 mod real_csvs;

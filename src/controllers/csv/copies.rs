@@ -112,7 +112,11 @@ mod tests {
     fn only_settled_phases_are_copied() {
         assert!(settled(Some(CsvPhase::Succeeded)));
         assert!(settled(Some(CsvPhase::Failed)));
-        for transient in [CsvPhase::Pending, CsvPhase::InstallReady, CsvPhase::Installing] {
+        for transient in [
+            CsvPhase::Pending,
+            CsvPhase::InstallReady,
+            CsvPhase::Installing,
+        ] {
             assert!(!settled(Some(transient)));
         }
         assert!(!settled(None));

@@ -753,7 +753,9 @@ async fn write_copy(
         // The namespace is going away.
         Err(kube::Error::Api(s))
             if s.code == 404
-                || s.code == 403 && s.reason == "Forbidden" && s.message.contains("being terminated") =>
+                || s.code == 403
+                    && s.reason == "Forbidden"
+                    && s.message.contains("being terminated") =>
         {
             return Ok(());
         }
