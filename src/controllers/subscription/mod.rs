@@ -16,6 +16,7 @@
 //! and writing the Subscription's status finds the plan and adopts it.
 
 pub mod decide;
+mod triggers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
@@ -824,7 +825,19 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         Some(ns) => Api::namespaced(shared.client.clone(), ns),
         None => Api::all(shared.client.clone()),
     };
-    let (csvs, csv_events) = watch::<ClusterServiceVersion>(&shared);
+    let csv_api: Api<DeserializeGuard<ClusterServiceVersion>> =
+        match &shared.settings.watch_namespace {
+            Some(ns) => Api::namespaced(shared.client.clone(), ns),
+            None => Api::all(shared.client.clone()),
+        };
+    let (csvs, writer) = reflector::store();
+    let csv_events = triggers::phase_changes(
+        reflector::reflector(
+            writer,
+            watcher(csv_api, watcher::Config::default().any_semantic()),
+        )
+        .default_backoff(),
+    );
     let (plans, plan_events) = watch::<InstallPlan>(&shared);
     let (groups, group_events) = watch::<OperatorGroup>(&shared);
     let (catalogs, catalog_events) = watch::<CatalogSource>(&shared);
