@@ -305,8 +305,10 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
         install_check_timeout: ctx.shared.settings.install_check_timeout,
     };
 
-    // Decide, apply.
-    let current = csv.status.as_ref();
+    // Decide (through the phases that wait for nothing), apply.
+    let (passed, from) =
+        phase::pass_through(csv.status.as_ref(), &observed, &judged.statuses, now());
+    let current = from.as_ref().or(csv.status.as_ref());
     let mut step = phase::decide(current, &observed);
     if step.install && strategy_problem.is_none() {
         let first = current.and_then(|s| s.phase) == Some(CsvPhase::InstallReady);
@@ -328,7 +330,7 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
             step = phase::after_install(step, applied);
         }
     }
-    let written = write_status(&round, &step, judged.statuses).await?;
+    let written = write_status(&round, current, &passed, &step, judged.statuses).await?;
     if let GroupState::Member { .. } = &group_state {
         sync_copies(&round, &targets, &written).await?;
     }
@@ -791,15 +793,18 @@ fn owned_fields(status: &ClusterServiceVersionStatus) -> ClusterServiceVersionSt
     }
 }
 
-/// Writes the status `step` leads to (nothing when it is unchanged); returns that status.
+/// Writes the status `step` leads to from `current` (the object's status, or where the
+/// `passed` steps took it this round); nothing when it is unchanged. Returns that status.
 async fn write_status(
     round: &Round<'_>,
+    current: Option<&ClusterServiceVersionStatus>,
+    passed: &[Step],
     step: &Step,
     requirement_status: Vec<crate::api::RequirementStatus>,
 ) -> Result<ClusterServiceVersionStatus, Error> {
-    let current = round.csv.status.as_ref();
     let desired = phase::next_status(current, step, requirement_status, now());
-    if current.map(owned_fields) == Some(owned_fields(&desired)) {
+    let stored = round.csv.status.as_ref();
+    if stored.map(owned_fields) == Some(owned_fields(&desired)) {
         return Ok(desired);
     }
     let patch = json!({
@@ -816,23 +821,11 @@ async fn write_status(
         .await
         .map_err(round.fail("write_status"))?;
     round.ctx.shared.metrics.status_written(CONTROLLER);
+    for passed in passed {
+        transition_event(round, passed).await;
+    }
     if phase::is_transition(current, step) {
-        let type_ = if step.phase == CsvPhase::Failed {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
-        round
-            .ctx
-            .shared
-            .event(
-                &round.csv.object_ref(&()),
-                type_,
-                step.reason,
-                "Sync",
-                format!("{:?}: {}", step.phase, step.message),
-            )
-            .await;
+        transition_event(round, step).await;
         // The CSVs this one replaces or is replaced by wait on its phase.
         let mut related: Vec<String> = round.csv.spec.replaces.iter().cloned().collect();
         related.extend(
@@ -864,6 +857,26 @@ async fn write_status(
         }
     }
     Ok(desired)
+}
+
+/// The Event of one phase transition.
+async fn transition_event(round: &Round<'_>, step: &Step) {
+    let type_ = if step.phase == CsvPhase::Failed {
+        EventType::Warning
+    } else {
+        EventType::Normal
+    };
+    round
+        .ctx
+        .shared
+        .event(
+            &round.csv.object_ref(&()),
+            type_,
+            step.reason,
+            "Sync",
+            format!("{:?}: {}", step.phase, step.message),
+        )
+        .await;
 }
 
 /// Deletes what owner references cannot: cluster-scoped RBAC, RBAC in other namespaces, and

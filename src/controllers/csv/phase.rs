@@ -417,6 +417,42 @@ fn static_reason(reason: &str) -> &'static str {
 }
 
 /// Whether `step` changes the phase or reason of `current` (an Event-worthy transition).
+/// Whether `step` leads to a phase that waits for nothing the round has not observed
+/// already: a new CSV's Pending (requirements not yet checked) and InstallReady (requirements
+/// met, install next). Upstream writes and re-reads each; taking them in the same round
+/// saves two status writes and two watch round trips per install.
+fn passes_through(current: Option<&ClusterServiceVersionStatus>, step: &Step) -> bool {
+    is_transition(current, step)
+        && !step.install
+        && !step.delete
+        && step.requeue_after.is_none()
+        && (step.phase == CsvPhase::InstallReady
+            || step.phase == CsvPhase::Pending && step.reason == REQUIREMENTS_UNKNOWN)
+}
+
+/// The pass-through steps from `current`, and the status they lead to (None when there are
+/// none). Each step keeps its history entry and its Event; only the writes are merged.
+pub fn pass_through(
+    current: Option<&ClusterServiceVersionStatus>,
+    observed: &Observation,
+    requirement_status: &[RequirementStatus],
+    now: Timestamp,
+) -> (Vec<Step>, Option<ClusterServiceVersionStatus>) {
+    let mut passed = Vec::new();
+    let mut status: Option<ClusterServiceVersionStatus> = None;
+    // Pending, then InstallReady: at most two, whatever decide says.
+    for _ in 0..2 {
+        let from = status.as_ref().or(current);
+        let step = decide(from, observed);
+        if !passes_through(from, &step) {
+            break;
+        }
+        status = Some(next_status(from, &step, requirement_status.to_vec(), now));
+        passed.push(step);
+    }
+    (passed, status)
+}
+
 pub fn is_transition(current: Option<&ClusterServiceVersionStatus>, step: &Step) -> bool {
     current.and_then(|s| s.phase) != Some(step.phase)
         || current.and_then(|s| s.reason.as_deref()) != Some(step.reason)
@@ -503,6 +539,54 @@ mod tests {
     }
 
     use CsvPhase::{Deleting, Failed, InstallReady, Installing, Pending, Replacing, Succeeded};
+
+    fn passed(
+        current: Option<ClusterServiceVersionStatus>,
+        o: &Observation,
+    ) -> Vec<(CsvPhase, &'static str)> {
+        let (steps, _) = pass_through(current.as_ref(), o, &[], at(100));
+        steps.iter().map(|s| (s.phase, s.reason)).collect()
+    }
+
+    #[test]
+    fn a_new_csv_passes_through_pending_and_install_ready_in_one_round() {
+        let o = observed();
+        assert_eq!(
+            passed(None, &o),
+            [
+                (Pending, REQUIREMENTS_UNKNOWN),
+                (InstallReady, ALL_REQUIREMENTS_MET)
+            ]
+        );
+        let (_, status) = pass_through(None, &o, &[], at(100));
+        let status = status.unwrap();
+        let history: Vec<_> = status.conditions.iter().map(|c| c.phase).collect();
+        assert_eq!(history, [Some(Pending), Some(InstallReady)]);
+        // The round then installs.
+        let step = decide(Some(&status), &o);
+        assert_eq!((step.phase, step.install), (Installing, true));
+    }
+
+    #[test]
+    fn waiting_phases_are_not_passed_through() {
+        let mut unmet = observed();
+        unmet.unmet = vec!["CRD x".into()];
+        assert_eq!(passed(None, &unmet), [(Pending, REQUIREMENTS_UNKNOWN)]);
+        assert!(passed(Some(status(Pending, REQUIREMENTS_NOT_MET, 0)), &unmet).is_empty());
+        let mut waiting = observed();
+        waiting.group = GroupState::Waiting;
+        assert_eq!(passed(None, &waiting), [(Pending, REQUIREMENTS_UNKNOWN)]);
+        // A steady or installing CSV has nothing to pass.
+        assert!(passed(Some(status(Succeeded, INSTALL_SUCCEEDED, 0)), &observed()).is_empty());
+        assert!(passed(Some(status(Installing, INSTALL_WAITING, 0)), &observed()).is_empty());
+        let mut replacing = observed();
+        replacing.replaces = Some(Related {
+            name: "old".into(),
+            phase: Succeeded,
+        });
+        // Waiting for the old CSV to enter Replacing is not passed through.
+        assert_eq!(passed(None, &replacing), [(Pending, REQUIREMENTS_UNKNOWN)]);
+    }
 
     #[test]
     fn row_first_sync_is_pending_requirements_unknown() {
