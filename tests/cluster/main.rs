@@ -15,6 +15,7 @@ mod csv_lifecycle;
 mod deploy;
 mod leader_election;
 mod operator_groups;
+mod packagemanifests;
 mod real_csvs;
 mod runtime_hardening;
 mod subscriptions;
