@@ -337,7 +337,7 @@ pub fn manifests(
                     deprecation: deprecations.find(&package.name, "olm.bundle", &b.name),
                 })
                 .collect();
-            entries.sort_by(|a, b| version_of(&b.version).cmp(&version_of(&a.version)));
+            entries.sort_by_key(|e| std::cmp::Reverse(version_of(&e.version)));
             status.channels.push(PackageChannel {
                 name: channel.name.clone(),
                 current_csv: csv.name.clone(),

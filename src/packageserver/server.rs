@@ -205,11 +205,11 @@ struct Filter {
 }
 
 impl Filter {
-    fn parse(query: &ListQuery) -> Result<Filter, Response> {
+    /// The selectors of a request, or the message of the 400 that refuses them.
+    fn parse(query: &ListQuery) -> Result<Filter, String> {
         let labels = LabelSelector::parse(query.label_selector.as_deref().unwrap_or_default())
-            .map_err(|e| respond::bad_request(format!("unable to parse requirement: {e}")))?;
-        let name = name_from_field_selector(query.field_selector.as_deref().unwrap_or_default())
-            .map_err(respond::bad_request)?;
+            .map_err(|e| format!("unable to parse requirement: {e}"))?;
+        let name = name_from_field_selector(query.field_selector.as_deref().unwrap_or_default())?;
         Ok(Filter { labels, name })
     }
 
@@ -244,7 +244,7 @@ fn list(
 ) -> Response {
     let filter = match Filter::parse(&query) {
         Ok(f) => f,
-        Err(response) => return response,
+        Err(message) => return respond::bad_request(message),
     };
     let format = Format::of(&headers);
     if matches!(query.watch.as_deref(), Some("true" | "1")) {
