@@ -385,6 +385,20 @@ mod tests {
     }
 
     #[test]
+    fn a_watch_from_before_the_kept_history_is_expired() {
+        let snapshots = CatalogSnapshots::default();
+        let store = Store::new("olm".into());
+        let sources = [(CatalogRef::new("ops", "olm"), info("olm", "ops"))].into();
+        for i in 0..=HISTORY {
+            snapshots.insert(snapshot("olm", "ops", &format!("1.0.{i}")));
+            store.sync(&snapshots, &sources);
+        }
+        assert_eq!(store.revision(), HISTORY as u64 + 1);
+        assert!(matches!(store.resume(0).0, Resume::Expired { oldest: 2 }));
+        assert!(matches!(store.resume(1).0, Resume::Events(e) if e.len() == HISTORY));
+    }
+
+    #[test]
     fn a_namespace_sees_its_own_catalog_before_the_global_one() {
         let snapshots = CatalogSnapshots::default();
         let store = Store::new("olm".into());
