@@ -722,3 +722,111 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// Deletes the APIService when dropped (also on panic): a dangling one breaks discovery.
+struct ApiServiceGuard;
+
+impl Drop for ApiServiceGuard {
+    fn drop(&mut self) {
+        let _ = kubectl(
+            &["delete", "apiservice", API_SERVICE, "--ignore-not-found"],
+            None,
+        );
+    }
+}
+
+#[tokio::test]
+async fn in_a_cluster_the_certificate_lives_in_a_secret_and_the_ca_bundle_follows_it() {
+    let _turn = TURN.lock().await;
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "pm-incluster").await;
+    let _guard = ApiServiceGuard;
+    // As deploy/packages.yaml, with the Service in the test namespace and no caBundle yet.
+    let api_service = std::fs::read_to_string(repo_root().join("deploy/packages.yaml"))
+        .unwrap()
+        .replace("namespace: olm", &format!("namespace: {}", ns.name));
+    kubectl(&["apply", "-f", "-"], Some(&api_service)).ok();
+    let secret_and_bundle = || {
+        let secret = kubectl(
+            &[
+                "get",
+                "secret",
+                "olm-packages-serving-cert",
+                "-n",
+                &ns.name,
+                "-o",
+                "jsonpath={.data.ca\\.crt}|{.data.tls\\.crt}",
+            ],
+            None,
+        );
+        let bundle = kubectl(
+            &[
+                "get",
+                "apiservice",
+                API_SERVICE,
+                "-o",
+                "jsonpath={.spec.caBundle}",
+            ],
+            None,
+        );
+        (secret.stdout(), bundle.stdout())
+    };
+    let start = || {
+        let port = free_port();
+        OlmRun::start(
+            &ns.name,
+            &[
+                "--leader-elect=false",
+                "--lease-namespace",
+                &ns.name,
+                "--packages-address",
+                &format!("0.0.0.0:{port}"),
+            ],
+        )
+    };
+    let mut first = start();
+    let (secret, _) = eventually(
+        "the serving certificate Secret and the caBundle",
+        WAIT,
+        || async {
+            let (secret, bundle) = secret_and_bundle();
+            let ca = secret.split('|').next().unwrap_or_default().to_string();
+            (!ca.is_empty() && ca == bundle).then_some((secret, bundle))
+        },
+    )
+    .await;
+    let ca_pem = String::from_utf8(
+        base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            secret.split('|').next().unwrap(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        ca_pem.starts_with("-----BEGIN CERTIFICATE-----"),
+        "{ca_pem}"
+    );
+    first.process.terminate(Duration::from_secs(20));
+    // A second replica (or a restart) uses the same certificate: nothing is rewritten.
+    let second = start();
+    // It reads the Secret before it listens.
+    eventually("the second process to serve packages", WAIT, || async {
+        second
+            .process
+            .log_text()
+            .contains("packages API (packagemanifests) listening")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        secret_and_bundle().0,
+        secret,
+        "the Secret was replaced although it is valid"
+    );
+    assert!(
+        kubectl(&["get", "apiservice", API_SERVICE], None).success(),
+        "in a cluster the APIService belongs to deploy/, not to the process"
+    );
+}
