@@ -36,7 +36,7 @@ pub enum Command {
     /// What would these Subscriptions install or upgrade, given these catalogs? (no cluster)
     Resolve(resolve::ResolveArgs),
     /// Run OLM's controllers against the cluster (leader-elected; admin server on :8080).
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -45,6 +45,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Catalog(command) => catalog::run_catalog(command),
         Command::Bundle(command) => catalog::run_bundle(command),
         Command::Resolve(args) => resolve::run(args),
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
     }
 }

@@ -61,6 +61,19 @@ pub struct RunArgs {
     /// This replica's name in the Lease (default: $POD_NAME, else <hostname>-<pid>).
     #[arg(long)]
     pub identity: Option<String>,
+    /// Serve the packages.operators.coreos.com API (`kubectl get packagemanifests`) on this
+    /// HOST:PORT (HTTPS). Off by default. On a loopback address `olm run` registers itself
+    /// (an ExternalName Service to localhost in `default` and the APIService) and removes
+    /// the registration on shutdown; elsewhere the Service and APIService come from deploy/.
+    #[arg(long, env = "OLM_PACKAGES_ADDRESS")]
+    pub packages_address: Option<SocketAddr>,
+    /// The Service the APIService points at (default: olm-packages in $POD_NAMESPACE, else
+    /// in the global catalog namespace; on a loopback address, in `default`).
+    #[arg(long, default_value = "olm-packages")]
+    pub packages_service: String,
+    /// The Secret (next to the Service) holding the serving certificate, in a cluster.
+    #[arg(long, default_value = "olm-packages-serving-cert")]
+    pub packages_cert_secret: String,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -83,7 +96,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         renew_interval: args.lease_renew_interval,
         retry_interval: args.lease_retry_interval,
     });
+    let packages = args.packages_address.map(|address| {
+        let namespace = if address.ip().is_loopback() {
+            "default".to_string()
+        } else {
+            args.lease_namespace
+                .clone()
+                .unwrap_or_else(|| args.global_catalog_namespace.clone())
+        };
+        crate::packageserver::PackagesConfig {
+            address,
+            service: crate::packageserver::register::ServiceRef {
+                name: args.packages_service.clone(),
+                namespace,
+            },
+            cert_secret: args.packages_cert_secret.clone(),
+            global_namespace: args.global_catalog_namespace.clone(),
+            watch_namespace: args.watch_namespace.clone(),
+        }
+    });
     let config = RunConfig {
+        packages,
         admin_address: args.admin_address,
         leader_election,
         identity,

@@ -36,6 +36,8 @@ pub struct RunConfig {
     /// Watched namespaces (empty: all). Each gets its own set of controllers.
     pub watch_namespaces: Vec<String>,
     pub settings: Settings,
+    /// The packagemanifests API (`--packages-address`); `None` leaves it off.
+    pub packages: Option<crate::packageserver::PackagesConfig>,
 }
 
 pub async fn run(config: RunConfig) -> anyhow::Result<()> {
@@ -69,6 +71,16 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
         },
         stop_rx.clone(),
     ));
+
+    // Every replica serves packagemanifests from its snapshots; no leadership needed.
+    let packages = config.packages.clone().map(|packages| {
+        tokio::spawn(crate::packageserver::run(
+            client.clone(),
+            Arc::clone(&snapshots),
+            packages,
+            stop_rx.clone(),
+        ))
+    });
 
     // The elector stops only after the controllers have, so the Lease is released last.
     let (elector_stop_tx, elector_stop_rx) = watch::channel(false);
@@ -133,6 +145,13 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
         None => Ok(()),
     };
     admin.abort();
+    // The packages API stops with the same signal and removes a loopback registration.
+    if let Some(packages) = packages {
+        packages
+            .await
+            .context("packages API task")?
+            .context("packages API")?;
+    }
     hosted?;
     election
 }

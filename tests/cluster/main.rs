@@ -16,6 +16,7 @@ mod deploy;
 mod install_modes;
 mod leader_election;
 mod operator_groups;
+mod packagemanifests;
 mod real_csvs;
 mod runtime_hardening;
 mod subscriptions;

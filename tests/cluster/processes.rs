@@ -173,6 +173,25 @@ impl OlmRun {
         Self::launch(kubeconfig, namespace, extra, &[])
     }
 
+    /// `olm run` over every namespace (no `--watch-namespace`), with `extra` flags.
+    pub fn start_cluster_wide(extra: &[&str]) -> OlmRun {
+        let admin_port = free_port();
+        let mut process = Process::spawn(
+            "olm-run",
+            Command::new(olm_bin())
+                .env("KUBECONFIG", kubeconfig_path())
+                .env("RUST_LOG", "info,olm=debug")
+                .args(["run", "--admin-address", &format!("127.0.0.1:{admin_port}")])
+                .args(["--catalog-check-interval", "1s", "--registry-timeout", "2s"])
+                .args(extra),
+        );
+        wait_for_port(&mut process, admin_port, Duration::from_secs(60));
+        OlmRun {
+            process,
+            admin_port,
+        }
+    }
+
     fn launch(kubeconfig: &Path, namespace: &str, extra: &[&str], env: &[(&str, &str)]) -> OlmRun {
         let admin_port = free_port();
         let mut process = Process::spawn(

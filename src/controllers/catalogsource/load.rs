@@ -129,9 +129,10 @@ pub async fn sync_grpc(
     if due {
         // What ListBundles sends is what resolution needs; manifests of image bundles stay
         // on the server (fetched with GetBundle when a bundle is installed), as upstream
-        // keeps them out of the catalog operator. That keeps a snapshot small.
+        // keeps them out of the catalog operator. That keeps a snapshot small. Channel
+        // heads' CSVs are fetched for packagemanifests (their descriptions are kept).
         let options = LoadOptions {
-            manifests: Manifests::AsListed,
+            manifests: Manifests::ChannelHeads,
             ..LoadOptions::default()
         };
         let loaded = client
@@ -315,6 +316,8 @@ async fn accept(
         }
         // The digest covers the manifests; the snapshot does not keep them (see below).
         let digest = content_digest(&content);
+        // What packagemanifests show of the channel heads' CSVs outlives the manifests.
+        crate::packageserver::manifest::keep_channel_heads(&mut content);
         drop_manifests(&mut content);
         Ok((content, digest))
     })

@@ -8,7 +8,7 @@ use futures::StreamExt;
 
 use super::assembly::Assembly;
 use super::{ClientError, LoadOptions, Manifests, RegistryClient, api, bundle_from_api};
-use crate::catalog::fbc::{DeclarativeConfig, PROP_BUNDLE_OBJECT};
+use crate::catalog::fbc::{self, DeclarativeConfig, PROP_BUNDLE_OBJECT};
 
 impl RegistryClient {
     /// The whole catalog, manifests included ([`LoadOptions::default`]).
@@ -77,7 +77,12 @@ impl RegistryClient {
         }
 
         // GetBundle for the manifests ListBundles left out.
-        if options.manifests == Manifests::Fetch {
+        if options.manifests != Manifests::AsListed {
+            let is_head = |b: &fbc::Bundle| {
+                packages
+                    .get(&b.package)
+                    .is_some_and(|p| p.channels.iter().any(|c| c.csv_name == b.name))
+            };
             let wanted: Vec<usize> = assembly
                 .bundles
                 .iter()
@@ -86,6 +91,7 @@ impl RegistryClient {
                     packages.contains_key(&b.bundle.package)
                         && !b.has_objects
                         && !b.bundle.image.is_empty()
+                        && (options.manifests == Manifests::Fetch || is_head(&b.bundle))
                 })
                 .map(|(i, _)| i)
                 .collect();

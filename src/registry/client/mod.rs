@@ -111,6 +111,9 @@ pub enum Manifests {
     /// Only what `ListBundles` sends: bundles with an image carry no `olm.bundle.object`
     /// (enough to resolve; [`RegistryClient::get_bundle`] fetches one bundle's later).
     AsListed,
+    /// As listed, plus the manifests of each channel's head (as `GetPackage` names them):
+    /// what packagemanifests show, as upstream's package-server fetches them.
+    ChannelHeads,
 }
 
 #[derive(Clone, Debug)]

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Benchmark: the packagemanifests API. `olm run --packages-address` (ours) and upstream's
+package-server v0.46.0 (hack/upstream-olm/build), each registered in turn as the APIService
+on the running control plane, serving the same catalogs: our catalog/, the community-operators
+testdata, and that testdata replicated to about 10,000 bundles. Through the kube-apiserver
+(as kubectl reaches them) it prints, per catalog and side: `get packagemanifests -A` latency
+(median of --runs), a single `get` (median), the serving process's RSS, and the time from a
+catalog change (a new CatalogSource display name) to the watch event (ours only: upstream
+implements no watch). Then the ratios upstream/ours.
+
+Usage: hack/bench/packages.py [--side ours|upstream|both] [--runs 20] [--sets ours,testdata,large]
+       (needs the control plane from hack/cluster/up, an `olm` build: target/release/olm, else
+       target/debug/olm; upstream: hack/upstream-olm/build)
+"""
+import argparse, base64, json, os, shutil, ssl, statistics, subprocess, sys, tempfile, time, urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from catalog import REPO, TESTDATA, replicated_catalog  # noqa: E402
+from run import kubectl, rss_mib, wait_port  # noqa: E402
+from serve import free_port  # noqa: E402
+
+KUBECONFIG = os.environ.get("KUBECONFIG", str(REPO / "target/cluster/kubeconfig"))
+ENV = dict(os.environ, KUBECONFIG=KUBECONFIG)
+API = "/apis/packages.operators.coreos.com/v1"
+
+
+def api_client(work):
+    """An SSL context and base URL from the kubeconfig (client certificate credentials)."""
+    cfg = json.loads(subprocess.run(["kubectl", "config", "view", "--raw", "-o", "json"], env=ENV,
+                                    capture_output=True, text=True, check=True).stdout)
+    cluster, user = cfg["clusters"][0]["cluster"], cfg["users"][0]["user"]
+    for name, key in (("ca.crt", cluster["certificate-authority-data"]), ("c.crt", user["client-certificate-data"]),
+                      ("c.key", user["client-key-data"])):
+        (work / name).write_bytes(base64.b64decode(key))
+    ctx = ssl.create_default_context(cafile=str(work / "ca.crt"))
+    ctx.load_cert_chain(str(work / "c.crt"), str(work / "c.key"))
+    return ctx, cluster["server"]
+
+
+def timed_get(ctx, base, path):
+    start = time.perf_counter()
+    with urllib.request.urlopen(urllib.request.Request(base + path, headers={"Accept": "application/json"}),
+                                context=ctx, timeout=300) as r:
+        body = r.read()
+    return time.perf_counter() - start, body
+
+
+def wait_listed(ctx, base, ns, count, timeout=600):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            _, body = timed_get(ctx, base, f"{API}/namespaces/{ns}/packagemanifests")
+            n = len(json.loads(body)["items"])
+            if n >= count:
+                return n
+        except Exception:  # noqa: BLE001 - not registered or not loaded yet
+            pass
+        time.sleep(0.2)
+    sys.exit(f"fewer than {count} packagemanifests in {ns} after {timeout}s")
+
+
+def register_upstream(port):
+    """Upstream serves a self-signed certificate: its APIService skips verification."""
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "upstream-packages", "namespace": "default"},
+         "spec": {"type": "ExternalName", "externalName": "localhost", "ports": [{"port": port}]}},
+        {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+         "metadata": {"name": "v1.packages.operators.coreos.com"},
+         "spec": {"group": "packages.operators.coreos.com", "version": "v1", "groupPriorityMinimum": 2000,
+                  "versionPriority": 15, "insecureSkipTLSVerify": True,
+                  "service": {"name": "upstream-packages", "namespace": "default", "port": port}}}]}))
+
+
+def start_side(side, olm, upstream_bin, ns, work, procs):
+    port = free_port()
+    if side == "ours":
+        admin = free_port()
+        p = subprocess.Popen([olm, "run", "--leader-elect=false", "--watch-namespace", ns,
+                              "--global-catalog-namespace", ns, "--admin-address", f"127.0.0.1:{admin}",
+                              "--packages-address", f"127.0.0.1:{port}"],
+                             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    else:
+        p = subprocess.Popen([upstream_bin, "--kubeconfig", KUBECONFIG, "--authentication-kubeconfig", KUBECONFIG,
+                              "--authorization-kubeconfig", KUBECONFIG, "--secure-port", str(port),
+                              "--cert-dir", str(work / "upstream-certs"), "--global-namespace", ns],
+                             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(p)
+    wait_port(port, p)
+    if side == "upstream":
+        register_upstream(port)
+    return p
+
+
+def stop(p):
+    p.terminate()
+    try:
+        p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+
+
+def watch_latency(ctx, base, ns, name):
+    """Seconds from patching the CatalogSource's display name to the MODIFIED event."""
+    _, body = timed_get(ctx, base, f"{API}/namespaces/{ns}/packagemanifests")
+    rv = json.loads(body)["metadata"]["resourceVersion"]
+    req = urllib.request.Request(base + f"{API}/namespaces/{ns}/packagemanifests?watch=true&resourceVersion={rv}&timeoutSeconds=120")
+    stream = urllib.request.urlopen(req, context=ctx, timeout=130)
+    start = time.perf_counter()
+    kubectl("patch", "catalogsource", name, "-n", ns, "--type", "merge", "-p",
+            json.dumps({"spec": {"displayName": f"changed-{time.time()}"}}))
+    line = stream.readline()
+    took = time.perf_counter() - start
+    stream.close()
+    return took if b'"MODIFIED"' in line else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--side", default="both", choices=["ours", "upstream", "both"])
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--sets", default="ours,testdata,large")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    olm = REPO / "target/release/olm"
+    if not olm.exists():
+        olm = REPO / "target/debug/olm"
+        print("note: target/release/olm missing, measuring the debug build (slower than release)")
+    sides = ["ours", "upstream"] if args.side == "both" else [args.side]
+    upstream_bin = None
+    if "upstream" in sides:
+        bin_dir = subprocess.run([REPO / "hack/upstream-olm/build"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        upstream_bin = str(Path(bin_dir) / "package-server")
+    work = Path(tempfile.mkdtemp(prefix="olm-bench-packages-"))
+    ctx, base = api_client(work)
+    procs, results = [], []
+    try:
+        sets = {}
+        if "ours" in args.sets:
+            sets["ours"] = REPO / "catalog"
+        if "testdata" in args.sets or "large" in args.sets:
+            base_dir = work / "testdata"
+            base_dir.mkdir()
+            packages = [str(p) for p in sorted(TESTDATA.iterdir()) if p.is_dir() and p.name != "kuadrant-operator"]
+            with open(base_dir / "catalog.json", "wb") as f:
+                subprocess.run([olm, "catalog", "render", *packages], stdout=f, check=True)
+            if "testdata" in args.sets:
+                sets["testdata"] = base_dir
+            if "large" in args.sets:
+                one = replicated_catalog(base_dir / "catalog.json", 1, work / "probe")
+                copies = max(1, round(10_000 / max(one, 1)))
+                replicated_catalog(base_dir / "catalog.json", copies, work / "large")
+                sets["large"] = work / "large"
+        for set_name, catalog_dir in sets.items():
+            ns = f"bench-pkg-{set_name}-{os.getpid()}"
+            kubectl("create", "namespace", ns)
+            grpc = free_port()
+            srv = subprocess.Popen([olm, "catalog", "serve", str(catalog_dir), "--address", "127.0.0.1", "--port", str(grpc)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.append(srv)
+            wait_port(grpc, srv, timeout=600)
+            kubectl("apply", "-f", "-", stdin=json.dumps({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                "metadata": {"name": "bench", "namespace": ns},
+                "spec": {"sourceType": "grpc", "address": f"127.0.0.1:{grpc}", "displayName": "Bench"}}))
+            for side in sides:
+                if side == "upstream":
+                    # Upstream connects only to sources whose status names a registry service.
+                    kubectl("patch", "catalogsource", "bench", "-n", ns, "--subresource", "status", "--type", "merge",
+                            "-p", json.dumps({"status": {"registryService": {"protocol": "grpc", "serviceName": "bench",
+                                                                             "serviceNamespace": ns, "port": str(grpc)}}}))
+                p = start_side(side, olm, upstream_bin, ns, work, procs)
+                loaded = wait_listed(ctx, base, ns, 1)
+                time.sleep(2)
+                loaded = wait_listed(ctx, base, ns, loaded)
+                lists = [timed_get(ctx, base, f"{API}/packagemanifests")[0] for _ in range(args.runs)]
+                _, body = timed_get(ctx, base, f"{API}/namespaces/{ns}/packagemanifests")
+                first = json.loads(body)["items"][0]["metadata"]["name"]
+                gets = [timed_get(ctx, base, f"{API}/namespaces/{ns}/packagemanifests/{first}")[0] for _ in range(args.runs)]
+                watch = watch_latency(ctx, base, ns, "bench") if side == "ours" else float("nan")
+                row = {"set": set_name, "side": side, "packages": loaded,
+                       "list_ms": statistics.median(lists) * 1000, "get_ms": statistics.median(gets) * 1000,
+                       "rss_mib": rss_mib(p.pid), "watch_ms": watch * 1000}
+                results.append(row)
+                print(f"{set_name:9} {side:8} {loaded:5} packages  list -A {row['list_ms']:8.1f} ms  get {row['get_ms']:6.1f} ms  "
+                      f"RSS {row['rss_mib']:7.1f} MiB  change→watch event {row['watch_ms']:7.1f} ms", flush=True)
+                stop(p)
+            kubectl("delete", "namespace", ns, "--wait=false")
+        for set_name in sets:
+            by = {r["side"]: r for r in results if r["set"] == set_name}
+            if len(by) == 2:
+                o, u = by["ours"], by["upstream"]
+                print(f"{set_name}: upstream/ours  list {u['list_ms'] / o['list_ms']:.1f}x  get {u['get_ms'] / o['get_ms']:.1f}x  "
+                      f"RSS {u['rss_mib'] / o['rss_mib']:.1f}x")
+        if args.json:
+            print(json.dumps(results))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        subprocess.run(["kubectl", "delete", "apiservice", "v1.packages.operators.coreos.com", "--ignore-not-found"],
+                       env=ENV, capture_output=True)
+        subprocess.run(["kubectl", "delete", "service", "upstream-packages", "-n", "default", "--ignore-not-found"],
+                       env=ENV, capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

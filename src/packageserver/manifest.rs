@@ -1,0 +1,727 @@
+//! PackageManifests from a catalog snapshot, field for field as upstream's package-server
+//! builds them from a registry server (`provider/registry.go`): one per package with at least
+//! one channel whose head has a CSV; channels sorted by name; the default channel's head (or
+//! the first channel's) gives the provider and the CSV labels.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::catalog::csv::bundle_csv;
+use crate::catalog::fbc::{Bundle, DeclarativeConfig, Meta, PROP_CSV_METADATA, PROP_DEPRECATED};
+
+/// The schema of the blobs [`keep_channel_heads`] adds to a snapshot's content.
+pub const SCHEMA_CHANNEL_HEAD: &str = "olm-rs.packagemanifest.head";
+
+/// What a PackageManifest shows of a channel head's CSV.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeadCsv {
+    pub name: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    pub desc: CsvDescription,
+}
+
+impl HeadCsv {
+    fn of(bundle: &Bundle) -> Option<HeadCsv> {
+        let csv = head_csv(bundle)?;
+        let labels = csv["metadata"]["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(HeadCsv {
+            name: str_at(&csv, &["metadata", "name"]),
+            labels,
+            desc: describe(&csv),
+        })
+    }
+}
+
+/// Snapshots drop the bundles' manifests; before they do, this keeps what PackageManifests
+/// need of each channel head's CSV (its description, only the first icon) as blobs of
+/// [`SCHEMA_CHANNEL_HEAD`]: a few KiB per channel instead of every manifest.
+pub fn keep_channel_heads(content: &mut DeclarativeConfig) {
+    let mut heads = std::collections::BTreeSet::new();
+    for channel in &content.channels {
+        if let Ok(head) = UpgradeEdges::new(&channel.entries).head() {
+            heads.insert((channel.package.clone(), head.to_string()));
+        }
+    }
+    let mut kept = Vec::new();
+    for bundle in &content.bundles {
+        if !heads.contains(&(bundle.package.clone(), bundle.name.clone())) {
+            continue;
+        }
+        if let Some(mut head) = HeadCsv::of(bundle) {
+            head.desc.icon.truncate(1);
+            kept.push(Meta {
+                schema: SCHEMA_CHANNEL_HEAD.into(),
+                package: bundle.package.clone(),
+                name: bundle.name.clone(),
+                blob: serde_json::to_value(&head).unwrap_or(Value::Null),
+            });
+        }
+    }
+    content.others.retain(|m| m.schema != SCHEMA_CHANNEL_HEAD);
+    content.others.extend(kept);
+}
+
+/// Channel heads by (package, bundle): from [`keep_channel_heads`] blobs, else decoded from
+/// the bundles (content that still has its manifests).
+fn channel_heads(content: &DeclarativeConfig) -> BTreeMap<(&str, &str), HeadCsv> {
+    let mut heads = BTreeMap::new();
+    for meta in content
+        .others
+        .iter()
+        .filter(|m| m.schema == SCHEMA_CHANNEL_HEAD)
+    {
+        if let Ok(head) = serde_json::from_value::<HeadCsv>(meta.blob.clone()) {
+            heads.insert((meta.package.as_str(), meta.name.as_str()), head);
+        }
+    }
+    heads
+}
+use crate::catalog::upgrade_edges::UpgradeEdges;
+
+pub const GROUP: &str = "packages.operators.coreos.com";
+pub const VERSION: &str = "v1";
+pub const API_VERSION: &str = "packages.operators.coreos.com/v1";
+pub const KIND: &str = "PackageManifest";
+
+const OS_LABEL_PREFIX: &str = "operatorframework.io/os";
+const ARCH_LABEL_PREFIX: &str = "operatorframework.io/arch";
+
+/// What a PackageManifest shows of its CatalogSource.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CatalogInfo {
+    pub name: String,
+    pub namespace: String,
+    pub display_name: String,
+    pub publisher: String,
+    pub labels: BTreeMap<String, String>,
+    /// RFC 3339, as the API server wrote it.
+    pub creation_timestamp: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PackageManifest {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub metadata: Metadata,
+    pub spec: Map<String, Value>,
+    pub status: Status,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    pub name: String,
+    pub namespace: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub catalog_source: String,
+    pub catalog_source_display_name: String,
+    pub catalog_source_publisher: String,
+    pub catalog_source_namespace: String,
+    pub provider: AppLink,
+    pub package_name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deprecation: Option<Deprecation>,
+    pub channels: Vec<PackageChannel>,
+    pub default_channel: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AppLink {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub url: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Deprecation {
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PackageChannel {
+    pub name: String,
+    #[serde(rename = "currentCSV")]
+    pub current_csv: String,
+    #[serde(rename = "currentCSVDesc")]
+    pub current_csv_desc: CsvDescription,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deprecation: Option<Deprecation>,
+    pub entries: Vec<ChannelEntry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ChannelEntry {
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deprecation: Option<Deprecation>,
+}
+
+/// Upstream's `CSVDescription`: the head CSV's catalog-facing fields, CRD and API service
+/// descriptions cut down to names and texts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CsvDescription {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub display_name: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub icon: Vec<Icon>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<Value>,
+    pub provider: AppLink,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keywords: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<AppLink>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub maintainers: Vec<Maintainer>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub maturity: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub install_modes: Vec<Value>,
+    pub customresourcedefinitions: Map<String, Value>,
+    pub apiservicedefinitions: Map<String, Value>,
+    #[serde(rename = "nativeApis", skip_serializing_if = "Vec::is_empty")]
+    pub native_apis: Vec<Value>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub min_kube_version: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub related_images: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Maintainer {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub email: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Icon {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub base64data: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub mediatype: String,
+}
+
+impl PackageManifest {
+    /// The same manifest as a namespace sees it (global catalogs are rewritten into it).
+    pub fn in_namespace(&self, namespace: &str) -> PackageManifest {
+        let mut out = self.clone();
+        out.metadata.namespace = namespace.to_string();
+        out
+    }
+
+    /// Upstream serves neither lists nor gets with icons (only the icon subresource has them).
+    pub fn without_icons(mut self) -> PackageManifest {
+        for channel in &mut self.status.channels {
+            channel.current_csv_desc.icon.clear();
+        }
+        self
+    }
+
+    /// The default channel's head icon: (bytes, media type), as the icon subresource serves it.
+    pub fn default_icon(&self) -> Option<(Vec<u8>, String)> {
+        use base64::Engine;
+        let channel = self
+            .status
+            .channels
+            .iter()
+            .find(|c| c.name == self.status.default_channel)?;
+        let icon = channel.current_csv_desc.icon.first()?;
+        let data: String = icon.base64data.split_whitespace().collect();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .ok()?;
+        Some((bytes, icon.mediatype.clone()))
+    }
+}
+
+/// Every PackageManifest of one catalog, by package name.
+pub fn manifests(
+    content: &DeclarativeConfig,
+    info: &CatalogInfo,
+) -> BTreeMap<String, PackageManifest> {
+    let deprecations = Deprecations::of(content);
+    let mut bundles: BTreeMap<(&str, &str), &Bundle> = BTreeMap::new();
+    for bundle in &content.bundles {
+        bundles.insert((bundle.package.as_str(), bundle.name.as_str()), bundle);
+    }
+    let kept = channel_heads(content);
+    let mut out = BTreeMap::new();
+    for package in &content.packages {
+        let mut channels: Vec<_> = content
+            .channels
+            .iter()
+            .filter(|c| c.package == package.name)
+            .collect();
+        channels.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut status = Status {
+            catalog_source: info.name.clone(),
+            catalog_source_display_name: info.display_name.clone(),
+            catalog_source_publisher: info.publisher.clone(),
+            catalog_source_namespace: info.namespace.clone(),
+            provider: AppLink::default(),
+            package_name: package.name.clone(),
+            deprecation: deprecations.find(&package.name, "olm.package", ""),
+            channels: Vec::new(),
+            default_channel: package.default_channel.clone(),
+        };
+        let mut default_elided = false;
+        let mut default_csv: Option<HeadCsv> = None;
+        let mut provider_set = false;
+        for channel in channels {
+            let head = UpgradeEdges::new(&channel.entries).head().ok();
+            let csv = head.and_then(|head| {
+                kept.get(&(package.name.as_str(), head))
+                    .cloned()
+                    .or_else(|| {
+                        bundles
+                            .get(&(package.name.as_str(), head))
+                            .and_then(|bundle| HeadCsv::of(bundle))
+                    })
+            });
+            let Some(csv) = csv else {
+                default_elided |= channel.name == status.default_channel;
+                continue;
+            };
+            if default_csv.is_none() || channel.name == status.default_channel {
+                default_csv = Some(csv.clone());
+            }
+            let desc = csv.desc.clone();
+            if (!status.default_channel.is_empty() && channel.name == status.default_channel)
+                || !provider_set
+            {
+                status.provider = desc.provider.clone();
+                provider_set = true;
+            }
+            let mut entries: Vec<ChannelEntry> = channel
+                .entries
+                .iter()
+                .filter_map(|e| bundles.get(&(package.name.as_str(), e.name.as_str())))
+                .filter(|b| b.properties_of(PROP_DEPRECATED).next().is_none())
+                .map(|b| ChannelEntry {
+                    name: b.name.clone(),
+                    version: b.version().unwrap_or_default().to_string(),
+                    deprecation: deprecations.find(&package.name, "olm.bundle", &b.name),
+                })
+                .collect();
+            entries.sort_by_key(|e| std::cmp::Reverse(version_of(&e.version)));
+            status.channels.push(PackageChannel {
+                name: channel.name.clone(),
+                current_csv: csv.name.clone(),
+                current_csv_desc: desc,
+                deprecation: deprecations.find(&package.name, "olm.channel", &channel.name),
+                entries,
+            });
+        }
+        let Some(default_csv) = default_csv else {
+            continue;
+        };
+        if default_elided {
+            status.default_channel = status.channels[0].name.clone();
+        }
+        let mut labels = info.labels.clone();
+        labels.insert("catalog".into(), info.name.clone());
+        labels.insert("catalog-namespace".into(), info.namespace.clone());
+        labels.insert("provider".into(), status.provider.name.clone());
+        labels.insert("provider-url".into(), status.provider.url.clone());
+        for (k, v) in &default_csv.labels {
+            labels.insert(k.clone(), v.clone());
+        }
+        set_default_os_arch_labels(&mut labels);
+        out.insert(
+            package.name.clone(),
+            PackageManifest {
+                api_version: API_VERSION,
+                kind: KIND,
+                metadata: Metadata {
+                    name: package.name.clone(),
+                    namespace: info.namespace.clone(),
+                    resource_version: String::new(),
+                    creation_timestamp: info.creation_timestamp.clone(),
+                    labels,
+                },
+                spec: Map::new(),
+                status,
+            },
+        );
+    }
+    out
+}
+
+/// linux/amd64 are supported unless the CSV says which OSes or architectures are.
+fn set_default_os_arch_labels(labels: &mut BTreeMap<String, String>) {
+    if !labels.keys().any(|k| k.starts_with(OS_LABEL_PREFIX)) {
+        labels.insert(format!("{OS_LABEL_PREFIX}.linux"), "supported".into());
+    }
+    if !labels.keys().any(|k| k.starts_with(ARCH_LABEL_PREFIX)) {
+        labels.insert(format!("{ARCH_LABEL_PREFIX}.amd64"), "supported".into());
+    }
+}
+
+/// The CSV a registry server gives for a channel head: the bundle's CSV object, else one
+/// made from its `olm.csv.metadata` (as opm does for bundles stored without objects).
+fn head_csv(bundle: &Bundle) -> Option<Value> {
+    if let Some(csv) = bundle_csv(bundle) {
+        return Some(csv);
+    }
+    let metadata = bundle.properties_of(PROP_CSV_METADATA).next()?;
+    let mut spec = metadata.as_object().cloned().unwrap_or_default();
+    let annotations = spec.remove("annotations").unwrap_or(Value::Null);
+    let labels = spec.remove("labels").unwrap_or(Value::Null);
+    Some(serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {"name": bundle.name, "annotations": annotations, "labels": labels},
+        "spec": spec,
+    }))
+}
+
+fn str_at(value: &Value, path: &[&str]) -> String {
+    let mut v = value;
+    for key in path {
+        v = &v[*key];
+    }
+    v.as_str().unwrap_or_default().to_string()
+}
+
+fn app_link(value: &Value) -> AppLink {
+    AppLink {
+        name: str_at(value, &["name"]),
+        url: str_at(value, &["url"]),
+    }
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Keeps only the listed fields of each description (upstream's `descriptionsFor*`).
+fn cut_descriptions(section: &Value, keep: &[&str], always: &[&str]) -> Map<String, Value> {
+    let mut out = Map::new();
+    for list in ["owned", "required"] {
+        let Some(items) = section[list].as_array() else {
+            continue;
+        };
+        if items.is_empty() {
+            continue;
+        }
+        let cut: Vec<Value> = items
+            .iter()
+            .map(|item| {
+                let mut m = Map::new();
+                for key in keep {
+                    match item.get(*key) {
+                        Some(Value::String(s)) if !s.is_empty() || always.contains(key) => {
+                            m.insert((*key).into(), Value::String(s.clone()));
+                        }
+                        Some(v @ Value::Number(_)) => {
+                            m.insert((*key).into(), v.clone());
+                        }
+                        _ if always.contains(key) => {
+                            m.insert((*key).into(), Value::String(String::new()));
+                        }
+                        _ => {}
+                    }
+                }
+                Value::Object(m)
+            })
+            .collect();
+        out.insert(list.into(), Value::Array(cut));
+    }
+    out
+}
+
+/// Upstream's `CreateCSVDescription`.
+pub fn describe(csv: &Value) -> CsvDescription {
+    let spec = &csv["spec"];
+    let icon = spec["icon"]
+        .as_array()
+        .map(|icons| {
+            icons
+                .iter()
+                .map(|i| Icon {
+                    base64data: str_at(i, &["base64data"]),
+                    mediatype: str_at(i, &["mediatype"]),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let annotations = csv["metadata"]["annotations"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let list = |key: &str| spec[key].as_array().cloned().unwrap_or_default();
+    CsvDescription {
+        display_name: str_at(spec, &["displayName"]),
+        icon,
+        version: spec.get("version").filter(|v| !v.is_null()).cloned(),
+        provider: app_link(&spec["provider"]),
+        annotations,
+        keywords: strings(&spec["keywords"]),
+        links: list("links").iter().map(app_link).collect(),
+        maintainers: list("maintainers")
+            .iter()
+            .map(|m| Maintainer {
+                name: str_at(m, &["name"]),
+                email: str_at(m, &["email"]),
+            })
+            .collect(),
+        maturity: str_at(spec, &["maturity"]),
+        description: str_at(spec, &["description"]),
+        install_modes: list("installModes"),
+        customresourcedefinitions: cut_descriptions(
+            &spec["customresourcedefinitions"],
+            &["name", "version", "kind", "displayName", "description"],
+            &["name", "version", "kind"],
+        ),
+        apiservicedefinitions: cut_descriptions(
+            &spec["apiservicedefinitions"],
+            &[
+                "name",
+                "group",
+                "version",
+                "kind",
+                "displayName",
+                "description",
+            ],
+            &["name", "group", "version", "kind"],
+        ),
+        native_apis: list("nativeAPIs"),
+        min_kube_version: str_at(spec, &["minKubeVersion"]),
+        related_images: related_images(spec),
+    }
+}
+
+/// The operator's container images (deployments' containers and init containers) and
+/// `spec.relatedImages`, each once, sorted (upstream's order is a Go map's: random).
+fn related_images(spec: &Value) -> Vec<String> {
+    let mut images = std::collections::BTreeSet::new();
+    if let Some(deployments) = spec["install"]["spec"]["deployments"].as_array() {
+        for d in deployments {
+            let pod = &d["spec"]["template"]["spec"];
+            for key in ["containers", "initContainers"] {
+                for c in pod[key].as_array().into_iter().flatten() {
+                    if let Some(image) = c["image"].as_str() {
+                        images.insert(image.to_string());
+                    }
+                }
+            }
+        }
+    }
+    for r in spec["relatedImages"].as_array().into_iter().flatten() {
+        if let Some(image) = r["image"].as_str() {
+            images.insert(image.to_string());
+        }
+    }
+    images.into_iter().collect()
+}
+
+/// A version for ordering entries; unparseable versions sort as 0.0.0, as upstream.
+fn version_of(text: &str) -> semver::Version {
+    semver::Version::parse(text).unwrap_or(semver::Version::new(0, 0, 0))
+}
+
+/// The `olm.deprecations` messages of a catalog, by (package, schema, name).
+struct Deprecations<'a>(BTreeMap<(&'a str, &'a str, &'a str), &'a str>);
+
+impl<'a> Deprecations<'a> {
+    fn of(content: &'a DeclarativeConfig) -> Self {
+        let mut map = BTreeMap::new();
+        for d in &content.deprecations {
+            for e in &d.entries {
+                map.insert(
+                    (
+                        d.package.as_str(),
+                        e.reference.schema.as_str(),
+                        e.reference.name.as_str(),
+                    ),
+                    e.message.as_str(),
+                );
+            }
+        }
+        Deprecations(map)
+    }
+
+    fn find(&self, package: &str, schema: &str, name: &str) -> Option<Deprecation> {
+        self.0.get(&(package, schema, name)).map(|m| Deprecation {
+            message: (*m).to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn our_catalog() -> DeclarativeConfig {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
+        crate::catalog::load::load_path(&root).unwrap()
+    }
+
+    fn info() -> CatalogInfo {
+        CatalogInfo {
+            name: "operatorhub".into(),
+            namespace: "olm".into(),
+            display_name: "Community Operators".into(),
+            publisher: "Me".into(),
+            labels: [("team".to_string(), "a".to_string())].into(),
+            creation_timestamp: Some("2026-01-01T00:00:00Z".into()),
+        }
+    }
+
+    #[test]
+    fn every_package_of_our_catalog_has_a_manifest_with_channel_heads() {
+        let all = manifests(&our_catalog(), &info());
+        assert_eq!(
+            all.keys().collect::<Vec<_>>(),
+            [
+                "at",
+                "kernel-module-management",
+                "ptemplate",
+                "reverse-words"
+            ]
+        );
+        let rw = &all["reverse-words"];
+        assert_eq!(rw.status.catalog_source_display_name, "Community Operators");
+        assert_eq!(rw.metadata.labels["catalog"], "operatorhub");
+        assert_eq!(rw.metadata.labels["catalog-namespace"], "olm");
+        assert_eq!(rw.metadata.labels["team"], "a");
+        assert_eq!(
+            rw.metadata.labels["operatorframework.io/arch.amd64"],
+            "supported"
+        );
+        assert_eq!(rw.metadata.labels["provider"], rw.status.provider.name);
+        let names: Vec<&str> = rw.status.channels.iter().map(|c| c.name.as_str()).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted, "channels sorted by name");
+        for channel in &rw.status.channels {
+            assert_eq!(
+                channel.current_csv, channel.entries[0].name,
+                "{}",
+                channel.name
+            );
+            assert!(!channel.current_csv_desc.display_name.is_empty());
+        }
+        let (icon, media_type) = rw.default_icon().expect("reverse-words has an icon");
+        assert!(!icon.is_empty());
+        assert_eq!(media_type, "image/svg+xml");
+        let json = serde_json::to_value(rw.clone().without_icons()).unwrap();
+        assert!(
+            json["status"]["channels"][0]["currentCSVDesc"]
+                .get("icon")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn snapshots_without_manifests_give_the_same_packagemanifests() {
+        let full = our_catalog();
+        let mut slim = full.clone();
+        keep_channel_heads(&mut slim);
+        for bundle in &mut slim.bundles {
+            bundle
+                .properties
+                .retain(|p| p.type_ != crate::catalog::fbc::PROP_BUNDLE_OBJECT);
+        }
+        let from_full = manifests(&full, &info());
+        let from_slim = manifests(&slim, &info());
+        for (name, m) in &from_full {
+            assert_eq!(&from_slim[name], m, "{name}");
+        }
+        assert_eq!(from_full.len(), from_slim.len());
+    }
+
+    #[test]
+    fn deprecations_and_deprecated_bundles_show_as_upstream() {
+        let mut content = our_catalog();
+        let rw_channel = content
+            .channels
+            .iter()
+            .find(|c| c.package == "reverse-words")
+            .unwrap()
+            .clone();
+        let head = UpgradeEdges::new(&rw_channel.entries)
+            .head()
+            .unwrap()
+            .to_string();
+        content.deprecations.push(crate::catalog::fbc::Deprecation {
+            package: "reverse-words".into(),
+            entries: vec![
+                dep("olm.package", "", "package gone"),
+                dep("olm.channel", &rw_channel.name, "channel gone"),
+                dep("olm.bundle", &head, "bundle gone"),
+            ],
+            ..Default::default()
+        });
+        let all = manifests(&content, &info());
+        let rw = &all["reverse-words"];
+        assert_eq!(
+            rw.status.deprecation.as_ref().unwrap().message,
+            "package gone"
+        );
+        let ch = rw
+            .status
+            .channels
+            .iter()
+            .find(|c| c.name == rw_channel.name)
+            .unwrap();
+        assert_eq!(ch.deprecation.as_ref().unwrap().message, "channel gone");
+        let entry = ch.entries.iter().find(|e| e.name == head).unwrap();
+        assert_eq!(entry.deprecation.as_ref().unwrap().message, "bundle gone");
+    }
+
+    fn dep(schema: &str, name: &str, message: &str) -> crate::catalog::fbc::DeprecationEntry {
+        crate::catalog::fbc::DeprecationEntry {
+            reference: crate::catalog::fbc::DeprecationReference {
+                schema: schema.into(),
+                name: name.into(),
+            },
+            message: message.into(),
+        }
+    }
+}

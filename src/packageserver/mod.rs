@@ -1,0 +1,275 @@
+//! The `packages.operators.coreos.com/v1` aggregated API (`kubectl get packagemanifests`),
+//! served by `olm run` itself from the catalog snapshots it already holds: no second copy of
+//! any catalog and no extra process. Every replica serves it (it is read-only).
+//!
+//! - [`manifest`]: PackageManifests from a snapshot (pure), field for field as upstream.
+//! - [`store`]: the served manifests, their resourceVersions and watch events.
+//! - [`selector`], [`respond`], [`openapi`]: selectors, response shapes, discovery/OpenAPI.
+//! - [`auth`]: front-proxy identity and SubjectAccessReviews; [`tls`]: certificates.
+//! - [`server`]: the HTTPS routes; [`register`]: the Service/APIService registration.
+
+pub mod auth;
+pub mod manifest;
+pub mod openapi;
+pub mod register;
+pub mod respond;
+pub mod selector;
+pub mod server;
+pub mod store;
+pub mod tls;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::watcher;
+use tokio::sync::{Notify, watch};
+
+use crate::api::CatalogSource;
+use crate::resolver::input::CatalogRef;
+use crate::snapshots::CatalogSnapshots;
+use manifest::CatalogInfo;
+use register::ServiceRef;
+
+/// How often an in-cluster replica re-reads the serving certificate Secret (rotation by
+/// another replica reaches it within this).
+const CERT_RECHECK: Duration = Duration::from_secs(3600);
+
+#[derive(Clone, Debug)]
+pub struct PackagesConfig {
+    pub address: SocketAddr,
+    /// The Service the APIService points at (in a cluster, from `deploy/`; on loopback, made
+    /// by us as an ExternalName to localhost).
+    pub service: ServiceRef,
+    /// The Secret holding the serving certificate (in a cluster).
+    pub cert_secret: String,
+    pub global_namespace: String,
+    pub watch_namespace: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PackagesError {
+    #[error(transparent)]
+    Auth(#[from] auth::AuthError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error(transparent)]
+    Register(#[from] register::RegisterError),
+    #[error("binding the packages API to {address}: {source}")]
+    Bind {
+        address: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Serves until `stop`; a loopback registration is removed before returning.
+pub async fn run(
+    client: kube::Client,
+    snapshots: Arc<CatalogSnapshots>,
+    config: PackagesConfig,
+    stop: watch::Receiver<bool>,
+) -> Result<(), PackagesError> {
+    let loopback = config.address.ip().is_loopback();
+    let request_header = auth::RequestHeaderConfig::load(&client).await?;
+    let cert = if loopback {
+        tls::generate(&[config.service.dns_name(), "localhost".into()])?
+    } else {
+        register::serving_cert_from_secret(&client, &config.service, &config.cert_secret).await?
+    };
+    let resolver = Arc::new(tls::CertResolver::new(&cert)?);
+    let tls_config = Arc::new(tls::server_config(
+        Arc::clone(&resolver),
+        &request_header.client_ca_pem,
+    )?);
+    let listener = tokio::net::TcpListener::bind(config.address)
+        .await
+        .map_err(|source| PackagesError::Bind {
+            address: config.address,
+            source,
+        })?;
+    let port = listener
+        .local_addr()
+        .map_or(config.address.port(), |a| a.port());
+    tracing::info!(address = %config.address, "packages API (packagemanifests) listening");
+
+    let store = Arc::new(store::Store::new(config.global_namespace.clone()));
+    let sync = tokio::spawn(keep_in_sync(
+        client.clone(),
+        Arc::clone(&snapshots),
+        Arc::clone(&store),
+        config.watch_namespace.clone(),
+    ));
+    let state = server::AppState {
+        store,
+        request_header: Arc::new(request_header),
+        authorizer: Arc::new(auth::Authorizer::new(client.clone())),
+    };
+    let serving = tokio::spawn(server::serve(
+        listener,
+        tls_config,
+        server::router(state),
+        stop.clone(),
+    ));
+
+    if loopback {
+        register::register_loopback(&client, &config.service, port, &cert.ca_pem).await?;
+        tracing::info!(service = %config.service.dns_name(), port, "registered APIService {} (ExternalName to localhost)", register::API_SERVICE);
+    } else {
+        register::sync_ca_bundle(&client, &cert.ca_pem).await?;
+        tokio::spawn(keep_cert_current(
+            client.clone(),
+            config.clone(),
+            resolver,
+            cert.clone(),
+            stop.clone(),
+        ));
+    }
+
+    let _ = serving.await;
+    sync.abort();
+    if loopback {
+        if let Err(error) =
+            register::unregister_loopback(&client, &config.service, &cert.ca_pem).await
+        {
+            tracing::warn!(%error, "removing the loopback APIService registration");
+        } else {
+            tracing::info!("removed APIService {}", register::API_SERVICE);
+        }
+    }
+    Ok(())
+}
+
+/// Re-reads (and, when due, rotates) the serving certificate; swaps it in and keeps the
+/// APIService's caBundle equal to it.
+async fn keep_cert_current(
+    client: kube::Client,
+    config: PackagesConfig,
+    resolver: Arc<tls::CertResolver>,
+    mut current: tls::ServingCert,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tokio::time::sleep(CERT_RECHECK) => {}
+        }
+        match register::serving_cert_from_secret(&client, &config.service, &config.cert_secret)
+            .await
+        {
+            Ok(cert) if cert != current => {
+                if let Err(error) = resolver.replace(&cert) {
+                    tracing::warn!(%error, "loading the rotated serving certificate");
+                    continue;
+                }
+                if let Err(error) = register::sync_ca_bundle(&client, &cert.ca_pem).await {
+                    tracing::warn!(%error, "updating the APIService caBundle");
+                }
+                current = cert;
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "reading the serving certificate Secret"),
+        }
+    }
+}
+
+/// What a PackageManifest shows of a CatalogSource.
+fn catalog_info(object: &DynamicObject) -> Option<(CatalogRef, CatalogInfo)> {
+    let name = object.metadata.name.clone()?;
+    let namespace = object.metadata.namespace.clone()?;
+    let spec = &object.data["spec"];
+    let text = |key: &str| spec[key].as_str().unwrap_or_default().to_string();
+    let info = CatalogInfo {
+        name: name.clone(),
+        namespace: namespace.clone(),
+        display_name: text("displayName"),
+        publisher: text("publisher"),
+        labels: object.metadata.labels.clone().unwrap_or_default(),
+        creation_timestamp: object
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string()),
+    };
+    Some((CatalogRef::new(name, namespace), info))
+}
+
+/// Watches CatalogSources (as untyped objects: one malformed object cannot stop the watch)
+/// and the snapshots, and brings the store up to date on every change.
+async fn keep_in_sync(
+    client: kube::Client,
+    snapshots: Arc<CatalogSnapshots>,
+    store: Arc<store::Store>,
+    watch_namespace: Option<String>,
+) {
+    let resource = ApiResource::erase::<CatalogSource>(&());
+    let api: Api<DynamicObject> = match &watch_namespace {
+        Some(ns) => Api::namespaced_with(client, ns, &resource),
+        None => Api::all_with(client, &resource),
+    };
+    let sources: Arc<Mutex<BTreeMap<CatalogRef, CatalogInfo>>> = Arc::default();
+    let changed = Arc::new(Notify::new());
+    {
+        let sources = Arc::clone(&sources);
+        let changed = Arc::clone(&changed);
+        tokio::spawn(async move {
+            let mut pending: Option<BTreeMap<CatalogRef, CatalogInfo>> = None;
+            let mut events = watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = events.next().await {
+                let event = match event {
+                    Ok(e) => e,
+                    Err(error) => {
+                        tracing::warn!(%error, "watching CatalogSources for the packages API");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        continue;
+                    }
+                };
+                let mut map = sources.lock().unwrap_or_else(|e| e.into_inner());
+                match event {
+                    watcher::Event::Init => pending = Some(BTreeMap::new()),
+                    watcher::Event::InitApply(o) => {
+                        if let (Some(p), Some((k, v))) = (pending.as_mut(), catalog_info(&o)) {
+                            p.insert(k, v);
+                        }
+                    }
+                    watcher::Event::InitDone => {
+                        if let Some(p) = pending.take() {
+                            *map = p;
+                        }
+                    }
+                    watcher::Event::Apply(o) => {
+                        if let Some((k, v)) = catalog_info(&o) {
+                            map.insert(k, v);
+                        }
+                    }
+                    watcher::Event::Delete(o) => {
+                        if let Some((k, _)) = catalog_info(&o) {
+                            map.remove(&k);
+                        }
+                    }
+                }
+                drop(map);
+                changed.notify_one();
+            }
+        });
+    }
+    let mut snapshot_changes = snapshots.changes();
+    loop {
+        let current = sources.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        tracing::debug!(
+            catalog_sources = current.len(),
+            snapshots = snapshots.digests().len(),
+            "syncing packagemanifests"
+        );
+        let (snapshots2, store2) = (Arc::clone(&snapshots), Arc::clone(&store));
+        // Building manifests decodes CSVs: keep it off the async workers.
+        let _ = tokio::task::spawn_blocking(move || store2.sync(&snapshots2, &current)).await;
+        tokio::select! {
+            _ = changed.notified() => {}
+            r = snapshot_changes.changed() => if r.is_err() { return },
+        }
+    }
+}

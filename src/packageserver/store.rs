@@ -1,0 +1,424 @@
+//! The PackageManifests this process serves, kept current from the catalog snapshots and
+//! the CatalogSources: each catalog's manifests are rebuilt only when its content digest or
+//! its CatalogSource's shown fields change, and a manifest's resourceVersion moves only when
+//! its content does. Every change is an event (ADDED/MODIFIED/DELETED) with a revision;
+//! the last [`HISTORY`] are kept so that a watch may resume from a recent resourceVersion.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::broadcast;
+
+use super::manifest::{self, CatalogInfo, PackageManifest};
+use crate::resolver::input::CatalogRef;
+use crate::snapshots::CatalogSnapshots;
+
+/// Events kept for watches that resume from a resourceVersion.
+pub const HISTORY: usize = 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub revision: u64,
+    pub type_: EventType,
+    /// With its resourceVersion set; for DELETED, the last state.
+    pub manifest: Arc<PackageManifest>,
+}
+
+struct Served {
+    manifest: Arc<PackageManifest>,
+    /// The manifest serialized without resourceVersion: equal means unchanged.
+    fingerprint: Vec<u8>,
+}
+
+struct CatalogEntry {
+    digest: String,
+    /// The CatalogSource's priority: higher is listed (and found by `get`) first.
+    priority: i32,
+    info: CatalogInfo,
+    packages: BTreeMap<String, Served>,
+}
+
+#[derive(Default)]
+struct State {
+    revision: u64,
+    catalogs: BTreeMap<CatalogRef, CatalogEntry>,
+    history: VecDeque<Event>,
+}
+
+pub struct Store {
+    state: Mutex<State>,
+    events: broadcast::Sender<Event>,
+    pub global_namespace: String,
+}
+
+/// Where a watch starts: the events after a revision, or (too old) nothing.
+pub enum Resume {
+    Events(Vec<Event>),
+    Expired { oldest: u64 },
+}
+
+impl Store {
+    pub fn new(global_namespace: String) -> Self {
+        Store {
+            state: Mutex::default(),
+            events: broadcast::channel(HISTORY).0,
+            global_namespace,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.lock().revision
+    }
+
+    /// Brings the served manifests up to date with the snapshots and the CatalogSources; a
+    /// catalog shows packages only when both its snapshot and its CatalogSource are known.
+    pub fn sync(&self, snapshots: &CatalogSnapshots, sources: &BTreeMap<CatalogRef, CatalogInfo>) {
+        let digests = snapshots.digests();
+        // Rebuild outside the lock: it decodes CSVs.
+        let mut rebuilt: BTreeMap<
+            CatalogRef,
+            (String, CatalogInfo, BTreeMap<String, PackageManifest>),
+        > = BTreeMap::new();
+        {
+            let state = self.lock();
+            for (source, digest) in &digests {
+                let Some(info) = sources.get(source) else {
+                    continue;
+                };
+                let current = state.catalogs.get(source);
+                if current.is_some_and(|c| &c.digest == digest && &c.info == info) {
+                    continue;
+                }
+                rebuilt.insert(
+                    source.clone(),
+                    (digest.clone(), info.clone(), BTreeMap::new()),
+                );
+            }
+        }
+        for (source, (_, info, manifests)) in &mut rebuilt {
+            if let Some(snapshot) = snapshots.get(source) {
+                *manifests = manifest::manifests(&snapshot.catalog.content, info);
+                tracing::debug!(catalog = %source, packages = manifests.len(), "built packagemanifests");
+            }
+        }
+        let mut state = self.lock();
+        for (source, entry) in state.catalogs.iter_mut() {
+            if let Some(snapshot) = snapshots.get(source) {
+                entry.priority = snapshot.catalog.priority;
+            }
+        }
+        let gone: Vec<CatalogRef> = state
+            .catalogs
+            .keys()
+            .filter(|r| !digests.contains_key(*r) || !sources.contains_key(*r))
+            .cloned()
+            .collect();
+        for source in gone {
+            if let Some(entry) = state.catalogs.remove(&source) {
+                for served in entry.packages.into_values() {
+                    self.emit(&mut state, EventType::Deleted, served.manifest);
+                }
+            }
+        }
+        for (source, (digest, info, manifests)) in rebuilt {
+            let mut old = state
+                .catalogs
+                .remove(&source)
+                .map(|e| e.packages)
+                .unwrap_or_default();
+            let mut packages = BTreeMap::new();
+            for (name, mut manifest) in manifests {
+                let fingerprint = serde_json::to_vec(&manifest).unwrap_or_default();
+                match old.remove(&name) {
+                    Some(previous) if previous.fingerprint == fingerprint => {
+                        packages.insert(name, previous);
+                    }
+                    previous => {
+                        let type_ = if previous.is_some() {
+                            EventType::Modified
+                        } else {
+                            EventType::Added
+                        };
+                        manifest.metadata.resource_version = (state.revision + 1).to_string();
+                        let manifest = Arc::new(manifest);
+                        self.emit(&mut state, type_, Arc::clone(&manifest));
+                        packages.insert(
+                            name,
+                            Served {
+                                manifest,
+                                fingerprint,
+                            },
+                        );
+                    }
+                }
+            }
+            for served in old.into_values() {
+                self.emit(&mut state, EventType::Deleted, served.manifest);
+            }
+            let priority = snapshots.get(&source).map_or(0, |s| s.catalog.priority);
+            state.catalogs.insert(
+                source,
+                CatalogEntry {
+                    digest,
+                    priority,
+                    info,
+                    packages,
+                },
+            );
+        }
+    }
+
+    fn emit(&self, state: &mut State, type_: EventType, mut manifest: Arc<PackageManifest>) {
+        state.revision += 1;
+        if type_ == EventType::Deleted {
+            Arc::make_mut(&mut manifest).metadata.resource_version = state.revision.to_string();
+        }
+        let event = Event {
+            revision: state.revision,
+            type_,
+            manifest,
+        };
+        if state.history.len() == HISTORY {
+            state.history.pop_front();
+        }
+        state.history.push_back(event.clone());
+        // No receivers is fine: nobody watches.
+        let _ = self.events.send(event);
+    }
+
+    /// Every manifest a request in `namespace` (None: all namespaces) sees, in serving order:
+    /// the namespace's own catalogs first, then the global namespace's, each group by
+    /// priority (highest first) then catalog name, packages by name. Global ones are
+    /// rewritten into the namespace.
+    pub fn list(&self, namespace: Option<&str>) -> (u64, Vec<Arc<PackageManifest>>) {
+        let state = self.lock();
+        let mut out = Vec::new();
+        fn by_priority(mut entries: Vec<&CatalogEntry>) -> Vec<&CatalogEntry> {
+            entries.sort_by(|a, b| {
+                b.priority
+                    .cmp(&a.priority)
+                    .then(a.info.name.cmp(&b.info.name))
+            });
+            entries
+        }
+        match namespace {
+            None => {
+                for entry in state.catalogs.values() {
+                    out.extend(entry.packages.values().map(|s| Arc::clone(&s.manifest)));
+                }
+            }
+            Some(ns) => {
+                let own = by_priority(
+                    state
+                        .catalogs
+                        .values()
+                        .filter(|e| e.info.namespace == ns)
+                        .collect(),
+                );
+                let global = by_priority(
+                    state
+                        .catalogs
+                        .values()
+                        .filter(|e| {
+                            ns != self.global_namespace && e.info.namespace == self.global_namespace
+                        })
+                        .collect(),
+                );
+                for entry in own.into_iter().chain(global) {
+                    for served in entry.packages.values() {
+                        out.push(if served.manifest.metadata.namespace == ns {
+                            Arc::clone(&served.manifest)
+                        } else {
+                            Arc::new(served.manifest.in_namespace(ns))
+                        });
+                    }
+                }
+            }
+        }
+        (state.revision, out)
+    }
+
+    /// The manifest `get NAME` returns in a namespace: the namespace's own catalogs first,
+    /// then the global ones (each in catalog-name order).
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<PackageManifest>> {
+        self.list(Some(namespace))
+            .1
+            .into_iter()
+            .find(|m| m.metadata.name == name)
+    }
+
+    /// The events after `revision` and a receiver for those to come, taken together so that
+    /// none is lost or repeated.
+    pub fn resume(&self, revision: u64) -> (Resume, broadcast::Receiver<Event>) {
+        let state = self.lock();
+        let receiver = self.events.subscribe();
+        let oldest = state
+            .history
+            .front()
+            .map_or(state.revision + 1, |e| e.revision);
+        if revision + 1 < oldest {
+            return (Resume::Expired { oldest }, receiver);
+        }
+        let events = state
+            .history
+            .iter()
+            .filter(|e| e.revision > revision)
+            .cloned()
+            .collect();
+        (Resume::Events(events), receiver)
+    }
+
+    /// A snapshot of everything (with the revision it is current at) and a receiver for
+    /// what comes after: a watch without resourceVersion starts with ADDED for each.
+    pub fn snapshot_and_subscribe(
+        &self,
+        namespace: Option<&str>,
+    ) -> (u64, Vec<Arc<PackageManifest>>, broadcast::Receiver<Event>) {
+        // list() takes the lock itself; subscribe first so that nothing between is lost,
+        // and drop events at or below the listed revision when they arrive.
+        let receiver = self.events.subscribe();
+        let (revision, items) = self.list(namespace);
+        (revision, items, receiver)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::fbc::DeclarativeConfig;
+    use crate::resolver::input::Catalog;
+    use crate::snapshots::CatalogSnapshot;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn info(ns: &str, name: &str) -> CatalogInfo {
+        CatalogInfo {
+            name: name.into(),
+            namespace: ns.into(),
+            display_name: format!("{name} catalog"),
+            ..Default::default()
+        }
+    }
+
+    fn catalog_yaml(version: &str) -> DeclarativeConfig {
+        let csv = serde_json::json!({"kind": "ClusterServiceVersion", "metadata": {"name": format!("p.v{version}")},
+            "spec": {"displayName": "P", "provider": {"name": "Acme"}, "version": version}});
+        use base64::Engine;
+        let data = base64::engine::general_purpose::STANDARD.encode(csv.to_string());
+        let text = format!(
+            r#"{{"schema":"olm.package","name":"p","defaultChannel":"stable"}}
+{{"schema":"olm.channel","name":"stable","package":"p","entries":[{{"name":"p.v{version}"}}]}}
+{{"schema":"olm.bundle","name":"p.v{version}","package":"p","image":"x","properties":[{{"type":"olm.package","value":{{"packageName":"p","version":"{version}"}}}},{{"type":"olm.bundle.object","value":{{"data":"{data}"}}}}]}}
+"#
+        );
+        crate::catalog::load::load_str(std::path::Path::new("catalog.json"), &text).unwrap()
+    }
+
+    fn snapshot(ns: &str, name: &str, version: &str) -> CatalogSnapshot {
+        CatalogSnapshot {
+            catalog: Catalog {
+                name: name.into(),
+                namespace: ns.into(),
+                priority: 0,
+                content: catalog_yaml(version),
+            },
+            digest: version.into(),
+            origin: "test".into(),
+            loaded_at: Timestamp::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn changes_become_events_with_rising_resource_versions() {
+        let snapshots = CatalogSnapshots::default();
+        let store = Store::new("olm".into());
+        let mut sources = BTreeMap::new();
+        snapshots.insert(snapshot("olm", "ops", "1.0.0"));
+        // No CatalogSource known yet: nothing served.
+        store.sync(&snapshots, &sources);
+        assert!(store.list(Some("team")).1.is_empty());
+        sources.insert(CatalogRef::new("ops", "olm"), info("olm", "ops"));
+        store.sync(&snapshots, &sources);
+        let (rev, items) = store.list(Some("team"));
+        assert_eq!(rev, 1);
+        assert_eq!(items[0].metadata.namespace, "team");
+        assert_eq!(items[0].metadata.resource_version, "1");
+        assert_eq!(items[0].status.channels[0].current_csv, "p.v1.0.0");
+        // Same content again: no event.
+        store.sync(&snapshots, &sources);
+        assert_eq!(store.revision(), 1);
+        snapshots.insert(snapshot("olm", "ops", "1.1.0"));
+        store.sync(&snapshots, &sources);
+        let Resume::Events(events) = store.resume(1).0 else {
+            panic!("expired")
+        };
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].type_, EventType::Modified);
+        assert_eq!(events[0].manifest.metadata.resource_version, "2");
+        sources.clear();
+        store.sync(&snapshots, &sources);
+        let Resume::Events(events) = store.resume(2).0 else {
+            panic!("expired")
+        };
+        assert_eq!(events[0].type_, EventType::Deleted);
+        assert!(store.get("team", "p").is_none());
+    }
+
+    #[test]
+    fn a_watch_from_before_the_kept_history_is_expired() {
+        let snapshots = CatalogSnapshots::default();
+        let store = Store::new("olm".into());
+        let sources = [(CatalogRef::new("ops", "olm"), info("olm", "ops"))].into();
+        for i in 0..=HISTORY {
+            snapshots.insert(snapshot("olm", "ops", &format!("1.0.{i}")));
+            store.sync(&snapshots, &sources);
+        }
+        assert_eq!(store.revision(), HISTORY as u64 + 1);
+        assert!(matches!(store.resume(0).0, Resume::Expired { oldest: 2 }));
+        assert!(matches!(store.resume(1).0, Resume::Events(e) if e.len() == HISTORY));
+    }
+
+    #[test]
+    fn a_namespace_sees_its_own_catalog_before_the_global_one() {
+        let snapshots = CatalogSnapshots::default();
+        let store = Store::new("olm".into());
+        let mut sources = BTreeMap::new();
+        snapshots.insert(snapshot("olm", "global", "1.0.0"));
+        snapshots.insert(snapshot("team", "mine", "2.0.0"));
+        sources.insert(CatalogRef::new("global", "olm"), info("olm", "global"));
+        sources.insert(CatalogRef::new("mine", "team"), info("team", "mine"));
+        store.sync(&snapshots, &sources);
+        assert_eq!(store.list(Some("team")).1.len(), 2);
+        assert_eq!(store.list(Some("other")).1.len(), 1);
+        assert_eq!(store.list(None).1.len(), 2);
+        assert_eq!(
+            store.get("team", "p").unwrap().status.catalog_source,
+            "mine"
+        );
+        assert_eq!(
+            store.get("other", "p").unwrap().status.catalog_source,
+            "global"
+        );
+        assert!(matches!(store.resume(0).0, Resume::Events(e) if e.len() == 2));
+    }
+}
