@@ -47,7 +47,8 @@ pub struct PackagesConfig {
     /// The Secret holding the serving certificate (in a cluster).
     pub cert_secret: String,
     pub global_namespace: String,
-    pub watch_namespace: Option<String>,
+    /// The namespaces `olm run` watches (empty: all).
+    pub watch_namespaces: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +102,7 @@ pub async fn run(
         client.clone(),
         Arc::clone(&snapshots),
         Arc::clone(&store),
-        config.watch_namespace.clone(),
+        config.watch_namespaces.clone(),
     ));
     let state = server::AppState {
         store,
@@ -198,25 +199,33 @@ fn catalog_info(object: &DynamicObject) -> Option<(CatalogRef, CatalogInfo)> {
 }
 
 /// Watches CatalogSources (as untyped objects: one malformed object cannot stop the watch)
-/// and the snapshots, and brings the store up to date on every change.
+/// in each watched namespace (or all), and the snapshots, and brings the store up to date on
+/// every change.
 async fn keep_in_sync(
     client: kube::Client,
     snapshots: Arc<CatalogSnapshots>,
     store: Arc<store::Store>,
-    watch_namespace: Option<String>,
+    watch_namespaces: Vec<String>,
 ) {
     let resource = ApiResource::erase::<CatalogSource>(&());
-    let api: Api<DynamicObject> = match &watch_namespace {
-        Some(ns) => Api::namespaced_with(client, ns, &resource),
-        None => Api::all_with(client, &resource),
+    let apis: Vec<Api<DynamicObject>> = if watch_namespaces.is_empty() {
+        vec![Api::all_with(client, &resource)]
+    } else {
+        watch_namespaces
+            .iter()
+            .map(|ns| Api::namespaced_with(client.clone(), ns, &resource))
+            .collect()
     };
-    let sources: Arc<Mutex<BTreeMap<CatalogRef, CatalogInfo>>> = Arc::default();
+    // One partition per watch: a relist replaces only its own.
+    type Partition = BTreeMap<CatalogRef, CatalogInfo>;
+    let partitions: Arc<Mutex<Vec<Partition>>> =
+        Arc::new(Mutex::new(vec![Partition::new(); apis.len()]));
     let changed = Arc::new(Notify::new());
-    {
-        let sources = Arc::clone(&sources);
+    for (index, api) in apis.into_iter().enumerate() {
+        let partitions = Arc::clone(&partitions);
         let changed = Arc::clone(&changed);
         tokio::spawn(async move {
-            let mut pending: Option<BTreeMap<CatalogRef, CatalogInfo>> = None;
+            let mut pending: Option<Partition> = None;
             let mut events = watcher(api, watcher::Config::default()).boxed();
             while let Some(event) = events.next().await {
                 let event = match event {
@@ -227,7 +236,8 @@ async fn keep_in_sync(
                         continue;
                     }
                 };
-                let mut map = sources.lock().unwrap_or_else(|e| e.into_inner());
+                let mut all = partitions.lock().unwrap_or_else(|e| e.into_inner());
+                let map = &mut all[index];
                 match event {
                     watcher::Event::Init => pending = Some(BTreeMap::new()),
                     watcher::Event::InitApply(o) => {
@@ -251,14 +261,18 @@ async fn keep_in_sync(
                         }
                     }
                 }
-                drop(map);
+                drop(all);
                 changed.notify_one();
             }
         });
     }
+    let sources = move || -> Partition {
+        let all = partitions.lock().unwrap_or_else(|e| e.into_inner());
+        all.iter().flat_map(|p| p.clone()).collect()
+    };
     let mut snapshot_changes = snapshots.changes();
     loop {
-        let current = sources.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let current = sources();
         tracing::debug!(
             catalog_sources = current.len(),
             snapshots = snapshots.digests().len(),
