@@ -15,6 +15,8 @@ mod csv_lifecycle;
 mod deploy;
 mod leader_election;
 mod operator_groups;
+mod operators;
+mod operators_reverse_words;
 mod real_csvs;
 mod runtime_hardening;
 mod subscriptions;
