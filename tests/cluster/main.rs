@@ -16,6 +16,7 @@ mod deploy;
 mod leader_election;
 mod operator_groups;
 mod operators;
+mod operators_at;
 mod operators_reverse_words;
 mod real_csvs;
 mod runtime_hardening;
