@@ -17,6 +17,7 @@ mod leader_election;
 mod operator_groups;
 mod operators;
 mod operators_at;
+mod operators_ptemplate;
 mod operators_reverse_words;
 mod real_csvs;
 mod runtime_hardening;
