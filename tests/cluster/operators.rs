@@ -15,7 +15,8 @@ use serde_json::Value;
 use super::catalog_sources::{catalog_source_yaml, wait_for_state};
 use super::csv_lifecycle::{get, wait_for_phase};
 use super::harness::{
-    TestNamespace, client, eventually, install_crds, kubectl, olm_bin, repo_root,
+    TestNamespace, client, eventually, install_crds, kubectl, olm_bin, operator_crds_lock,
+    repo_root,
 };
 use super::processes::{OlmRun, Process, free_port, http_get, olm_serve, wait_for_port};
 
@@ -39,12 +40,17 @@ pub struct Installed {
     pub olm: Option<OlmRun>,
     _server: Process,
     pub csv: String,
+    /// The newest CRDs stay in place for the whole test (see `operator_crds_lock`).
+    _crds: Option<std::fs::File>,
 }
 
 impl Installed {
     /// Subscribes to `package` (default channel) from our catalog and waits until `csv`
     /// has Succeeded.
     pub async fn subscribe(test: &str, package: &str, csv: &str) -> Installed {
+        let crds = ["at", "ptemplate"]
+            .contains(&package)
+            .then(operator_crds_lock);
         install_crds();
         let client = client().await;
         let ns = TestNamespace::create(&client, test).await;
@@ -76,6 +82,7 @@ impl Installed {
             olm: Some(olm),
             _server: server,
             csv: csv.to_string(),
+            _crds: crds,
         }
     }
 

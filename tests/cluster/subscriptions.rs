@@ -11,7 +11,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::catalog_sources::{catalog_source_yaml, get_json, wait_for_state};
-use super::harness::{TestNamespace, client, eventually, install_crds, kubectl, repo_root};
+use super::harness::{
+    TestNamespace, client, eventually, install_crds, kubectl, operator_crds_lock, repo_root,
+};
 use super::processes::{OlmRun, Process, free_port, olm_serve, opm_serve};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -22,6 +24,8 @@ struct Setup {
     olm: OlmRun,
     server: Process,
     port: u16,
+    /// Held once the test subscribes to at or ptemplate (see `operator_crds_lock`).
+    crds: std::sync::Mutex<Option<std::fs::File>>,
 }
 
 impl Setup {
@@ -46,6 +50,17 @@ impl Setup {
             olm,
             server,
             port,
+            crds: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Takes the operator CRDs lock before anything installs the at or ptemplate CRDs.
+    fn lock_crds_for(&self, package: &str) {
+        if ["at", "ptemplate"].contains(&package) {
+            let mut held = self.crds.lock().unwrap();
+            if held.is_none() {
+                *held = Some(operator_crds_lock());
+            }
         }
     }
 
@@ -62,6 +77,7 @@ impl Setup {
     }
 
     fn subscribe(&self, name: &str, package: &str, extra_spec: &str) {
+        self.lock_crds_for(package);
         apply(&subscription_yaml(
             self.name(),
             name,
@@ -696,6 +712,7 @@ async fn killing_olm_at_any_phase_leaves_one_plan_and_one_csv() {
 async fn concurrent_subscriptions_get_one_plan_each() {
     let s = Setup::new("sub-many", &our_catalog(), &[]).await;
     s.operator_group("");
+    s.lock_crds_for("at");
     let yaml: String = ["reverse-words", "at", "ptemplate"]
         .iter()
         .map(|p| subscription_yaml(s.name(), p, p, "operators", "") + "---\n")

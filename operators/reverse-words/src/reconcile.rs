@@ -83,14 +83,10 @@ async fn apply(app: &ReverseWordsApp, ctx: &Context) -> Result<Action, Error> {
     let namespace = app.namespace().unwrap_or_default();
     let api: Api<ReverseWordsApp> = Api::namespaced(ctx.client.clone(), &namespace);
     let gathered = gather(app, ctx, &namespace).await;
-    let (deployment, pods) = match &gathered {
-        Ok((deployment, pods)) => (Some(deployment), pods.as_slice()),
-        Err(_) => (None, &[][..]),
-    };
     let failure = gathered.as_ref().err().map(ToString::to_string);
-    let observed = match (deployment, &failure) {
-        (Some(deployment), None) => Observed::Applied { deployment, pods },
-        _ => Observed::Failed(failure.as_deref().unwrap_or_default()),
+    let observed = match &gathered {
+        Ok((deployment, pods)) => Observed::Applied { deployment, pods },
+        Err(_) => Observed::Failed(failure.as_deref().unwrap_or_default()),
     };
     let current = app.status.clone().unwrap_or_default();
     let next = status::desired(&current, app.metadata.generation, observed);

@@ -219,7 +219,7 @@ fn plans_split_per_subscription_unless_a_dependency_ties_them() {
         bundles[0].generated_subscription.as_deref(),
         Some("kernel-module-management-stable-operators-ns")
     );
-    assert_eq!(bundles[0].dependency_of, ["ptemplate.v0.2.0"]);
+    assert_eq!(bundles[0].dependency_of, ["ptemplate.v0.3.0"]);
     assert_eq!(bundles[1].subscription.as_deref(), Some("pt"));
 }
 
