@@ -51,6 +51,20 @@ impl Installed {
         let crds = ["at", "ptemplate"]
             .contains(&package)
             .then(operator_crds_lock);
+        if crds.is_some() {
+            // Other tests apply older schemas of this CRD, some with kubectl (whose fields
+            // OLM's server-side apply then conflicts with): start from none, as a fresh
+            // cluster would. The lock keeps every other user of the CRD away meanwhile.
+            let crd = match package {
+                "at" => "ats.cnat.d2iq.com",
+                _ => "ptemplates.pt.example.com",
+            };
+            kubectl(
+                &["delete", "crd", crd, "--ignore-not-found", "--timeout=120s"],
+                None,
+            )
+            .ok();
+        }
         install_crds();
         let client = client().await;
         let ns = TestNamespace::create(&client, test).await;
