@@ -141,19 +141,28 @@ fn catalog_render_of_a_package_folder_yields_package_channels_and_bundles() {
             "olm.bundle",
             "olm.bundle",
             "olm.bundle",
+            "olm.bundle",
             "olm.bundle"
         ]
     );
     assert_eq!(docs[0]["defaultChannel"], "stable");
     let stable = docs.iter().find(|d| d["name"] == "stable").unwrap();
-    let head = stable["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "reverse-words.v0.4.0")
-        .unwrap();
-    assert_eq!(head["skipRange"], ">=0.2.0 <0.4.0");
-    assert_eq!(head["replaces"], "reverse-words.v0.3.0");
+    let entry = |name: &str| {
+        stable["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let skipper = entry("reverse-words.v0.4.0");
+    assert_eq!(skipper["skipRange"], ">=0.2.0 <0.4.0");
+    assert_eq!(skipper["replaces"], "reverse-words.v0.3.0");
+    assert_eq!(
+        entry("reverse-words.v0.5.0")["replaces"],
+        "reverse-words.v0.4.0"
+    );
 }
 
 #[test]

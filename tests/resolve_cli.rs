@@ -43,12 +43,12 @@ fn text_plan_lists_dependencies_first_with_reasons() {
         "{text}"
     );
     assert!(
-        lines[0].contains("dependency of ptemplate.v0.2.0")
+        lines[0].contains("dependency of ptemplate.v0.3.0")
             && lines[0].contains("kernel-module-management-stable-olm-rs-olm"),
         "{text}"
     );
     assert!(
-        lines[1].starts_with("install ptemplate.v0.2.0")
+        lines[1].starts_with("install ptemplate.v0.3.0")
             && lines[1].contains("subscription ptemplate"),
         "{text}"
     );
@@ -94,12 +94,12 @@ fn at_latest_known_says_so() {
         "--subscribe",
         "at",
         "--installed",
-        "at.v0.2.0,package=at,version=0.2.0",
+        "at.v0.3.0,package=at,version=0.3.0",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         stdout(&out).trim(),
-        "keep at.v0.2.0: subscription at is at the latest known version"
+        "keep at.v0.3.0: subscription at is at the latest known version"
     );
 }
 

@@ -413,6 +413,7 @@ async fn bad_input_is_reported_on_the_csv() {
         })
         .collect();
     apply_crds("reverse-words", "0.3.0");
+    let _crds = super::harness::operator_crds_lock();
     apply_crds("ptemplate", "0.1.0");
 
     operator_group(&missing.name, "og", Some(&[&missing.name]));

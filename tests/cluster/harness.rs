@@ -208,3 +208,22 @@ where
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// CRDs are cluster-wide. Tests that install an older schema of our operators' CRDs (at,
+/// ptemplate) hold this lock, and so do the tests of those operators, which need the newest
+/// schema: neither sees the other's CRD swapped in mid-test. One lock for all (no lock
+/// order to get wrong), on a file, so it holds across the processes of `cargo nextest` too.
+/// Never take it twice in one test: it is not re-entrant.
+pub fn operator_crds_lock() -> std::fs::File {
+    let dir = repo_root().join("target/cluster");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("operator-crds.lock"))
+        .unwrap();
+    file.lock()
+        .expect("locking target/cluster/operator-crds.lock");
+    file
+}

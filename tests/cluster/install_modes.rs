@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::csv_lifecycle::{
     WAIT, apply_crds, apply_json, csv_json, operator_group, wait_for_phase,
 };
-use super::harness::{TestNamespace, client, eventually, install_crds};
+use super::harness::{TestNamespace, client, eventually, install_crds, operator_crds_lock};
 use super::processes::OlmRun;
 
 /// What `kubectl auth can-i VERB RESOURCE [-n NS] --as WHO` asks, as one
@@ -110,6 +110,12 @@ struct Install {
 
 async fn installs_in_every_supported_mode(package: &str, version: &str, needs: &[(&str, &str)]) {
     install_crds();
+    // Older at and ptemplate CRDs must not swap in under the operator tests.
+    let _crds = [package]
+        .iter()
+        .chain(needs.iter().map(|(p, _)| p))
+        .any(|p| ["at", "ptemplate"].contains(p))
+        .then(operator_crds_lock);
     let client = client().await;
     let csv = csv_json(package, version);
     let name = csv["metadata"]["name"].as_str().unwrap().to_string();

@@ -11,7 +11,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::catalog_sources::{catalog_source_yaml, get_json, wait_for_state};
-use super::harness::{TestNamespace, client, eventually, install_crds, kubectl, repo_root};
+use super::harness::{
+    TestNamespace, client, eventually, install_crds, kubectl, operator_crds_lock, repo_root,
+};
 use super::processes::{OlmRun, Process, free_port, olm_serve, opm_serve};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -22,6 +24,8 @@ struct Setup {
     olm: OlmRun,
     server: Process,
     port: u16,
+    /// Held once the test subscribes to at or ptemplate (see `operator_crds_lock`).
+    crds: std::sync::Mutex<Option<std::fs::File>>,
 }
 
 impl Setup {
@@ -46,6 +50,17 @@ impl Setup {
             olm,
             server,
             port,
+            crds: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Takes the operator CRDs lock before anything installs the at or ptemplate CRDs.
+    fn lock_crds_for(&self, package: &str) {
+        if ["at", "ptemplate"].contains(&package) {
+            let mut held = self.crds.lock().unwrap();
+            if held.is_none() {
+                *held = Some(operator_crds_lock());
+            }
         }
     }
 
@@ -62,6 +77,7 @@ impl Setup {
     }
 
     fn subscribe(&self, name: &str, package: &str, extra_spec: &str) {
+        self.lock_crds_for(package);
         apply(&subscription_yaml(
             self.name(),
             name,
@@ -129,14 +145,23 @@ fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
         .find(|c| c["type"] == type_)
 }
 
+/// The bundles of our Rust operators (tests/cluster/operators_*.rs test those); the
+/// Subscription tests below were written against the catalog before them, and keep it.
+const OPERATOR_BUNDLES: [&str; 3] = ["reverse-words.v0.5.0", "at.v0.3.0", "ptemplate.v0.3.0"];
+
+/// Our catalog without [`OPERATOR_BUNDLES`] (written once per test process).
 fn our_catalog() -> PathBuf {
-    repo_root().join("catalog")
+    static CATALOG: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    CATALOG
+        .get_or_init(|| catalog_subset("base", |_| true))
+        .clone()
 }
 
-/// A copy of our catalog with only what `keep` accepts (bundles by name; packages whose
+/// A copy of our catalog (without [`OPERATOR_BUNDLES`]) with only what `keep` accepts (bundles by name; packages whose
 /// bundles all go are dropped), written as JSON into a scratch directory.
 fn catalog_subset(name: &str, keep: impl Fn(&str) -> bool) -> PathBuf {
-    let mut content = olm::catalog::load::load_path(&our_catalog()).unwrap();
+    let keep = |name: &str| keep(name) && !OPERATOR_BUNDLES.contains(&name);
+    let mut content = olm::catalog::load::load_path(&repo_root().join("catalog")).unwrap();
     content.bundles.retain(|b| keep(&b.name));
     for channel in &mut content.channels {
         channel.entries.retain(|e| keep(&e.name));
@@ -742,6 +767,8 @@ async fn killing_olm_mid_way_through_the_steps_completes_the_plan_once() {
 #[tokio::test]
 async fn all_namespaces_operator_from_the_global_catalog_namespace() {
     install_crds();
+    // It installs at's CRD from the catalog these tests use (see `operator_crds_lock`).
+    let _crds = operator_crds_lock();
     let client = client().await;
     let global = TestNamespace::create(&client, "sub-global-catalogs").await;
     let ns = TestNamespace::create(&client, "sub-global").await;
@@ -829,6 +856,7 @@ async fn all_namespaces_operator_from_the_global_catalog_namespace() {
 async fn concurrent_subscriptions_get_one_plan_each() {
     let s = Setup::new("sub-many", &our_catalog(), &[]).await;
     s.operator_group("");
+    s.lock_crds_for("at");
     let yaml: String = ["reverse-words", "at", "ptemplate"]
         .iter()
         .map(|p| subscription_yaml(s.name(), p, p, "operators", "") + "---\n")

@@ -36,10 +36,10 @@ fn ptemplate_pulls_kernel_module_management() {
         steps(&plan),
         vec![
             "kernel-module-management.v2.2.0@olm-rs",
-            "ptemplate.v0.2.0@olm-rs"
+            "ptemplate.v0.3.0@olm-rs"
         ]
     );
-    assert_eq!(plan.steps[0].dependency_of, vec!["ptemplate.v0.2.0"]);
+    assert_eq!(plan.steps[0].dependency_of, vec!["ptemplate.v0.3.0"]);
     assert_eq!(
         plan.steps[0].reason,
         Reason::Dependency {
@@ -74,8 +74,16 @@ fn reverse_words_upgrades_along_replaces_then_the_skip_range() {
             ..from
         };
     }
-    assert_eq!(hops, vec!["reverse-words.v0.2.0", "reverse-words.v0.4.0"]);
-    // The alpha channel has 0.2.1 too, but it is skipped: 0.2.0 still jumps to the head.
+    assert_eq!(
+        hops,
+        vec![
+            "reverse-words.v0.2.0",
+            "reverse-words.v0.4.0",
+            "reverse-words.v0.5.0"
+        ]
+    );
+    // The alpha channel has 0.2.1 too, but it is skipped: 0.2.0 still jumps to 0.4.0, the
+    // newest bundle whose skipRange covers it.
     let mut alpha = subscribe("reverse-words", "olm-rs");
     alpha.channel = "alpha".into();
     let plan = resolve(

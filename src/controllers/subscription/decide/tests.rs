@@ -137,7 +137,7 @@ fn a_failing_subscription_does_not_fail_the_others() {
         namespace(&[&good, &unknown, &channel, &elsewhere], vec![]),
     );
     assert_eq!(r.plan.steps.len(), 1);
-    assert_eq!(r.plan.steps[0].bundle, "reverse-words.v0.4.0");
+    assert_eq!(r.plan.steps[0].bundle, "reverse-words.v0.5.0");
     assert_eq!(r.failures["nope"].reason, REASON_CONSTRAINTS);
     assert!(r.failures["nope"].message.contains("no-such-package"));
     assert!(r.failures["nightly"].message.contains("nightly"));
@@ -201,14 +201,14 @@ fn plans_split_per_subscription_unless_a_dependency_ties_them() {
                 vec!["pt".to_string()],
                 vec![
                     "kernel-module-management.v2.2.0".to_string(),
-                    "ptemplate.v0.2.0".to_string()
+                    "ptemplate.v0.3.0".to_string()
                 ]
             ),
             (
                 vec!["rw".to_string()],
-                vec!["reverse-words.v0.4.0".to_string()]
+                vec!["reverse-words.v0.5.0".to_string()]
             ),
-            (vec!["at".to_string()], vec!["at.v0.2.0".to_string()]),
+            (vec!["at".to_string()], vec!["at.v0.3.0".to_string()]),
         ]
     );
     let subs = [&pt, &rw, &at];
@@ -219,7 +219,7 @@ fn plans_split_per_subscription_unless_a_dependency_ties_them() {
         bundles[0].generated_subscription.as_deref(),
         Some("kernel-module-management-stable-operators-ns")
     );
-    assert_eq!(bundles[0].dependency_of, ["ptemplate.v0.2.0"]);
+    assert_eq!(bundles[0].dependency_of, ["ptemplate.v0.3.0"]);
     assert_eq!(bundles[1].subscription.as_deref(), Some("pt"));
 }
 
