@@ -285,12 +285,26 @@ fn read_metadata(dir: &Path) -> Result<Metadata, BundleError> {
         let document = match parse_documents(&file, text) {
             Ok(docs) => docs.into_iter().next().unwrap_or_default(),
             Err(e) => {
-                let e = e.to_string();
-                let e = e.strip_prefix(&format!("{}", file.display())).unwrap_or(&e);
-                warn(
-                    &mut out,
-                    format!("ignored, as opm ignores it (its declarations are lost){e}"),
-                );
+                // Named as `file:line:column`, the way editors jump to it.
+                let (at, message) = match e {
+                    super::load::LoadError::Parse {
+                        line,
+                        column,
+                        message,
+                        ..
+                    } => (
+                        format!("{}:{line}:{}", file.display(), column.unwrap_or(1)),
+                        message,
+                    ),
+                    other => (file.display().to_string(), other.to_string()),
+                };
+                out.warnings.push(BundleProblem {
+                    file: at.into(),
+                    message: format!(
+                        "malformed YAML ({message}); the file is ignored, as opm ignores it, \
+                         so what it declares (dependencies) is lost"
+                    ),
+                });
                 continue;
             }
         };

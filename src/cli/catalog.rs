@@ -123,6 +123,9 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
                 },
             )?;
             let problems = validate(&config);
+            for w in crate::catalog::validate::warnings(&config) {
+                eprintln!("warning: {w}");
+            }
             match output {
                 ReportFormat::Json => {
                     println!(
