@@ -493,23 +493,35 @@ fn validate_channel(
             return;
         }
     };
-    let on_chain: HashSet<&str> = match edges.replaces_chain(head) {
-        Ok(chain) => chain.into_iter().collect(),
-        Err(cycle) => {
-            report.add(
-                package,
-                ch,
-                None,
-                Rule::ReplacesCycle,
-                format!("cycle in the replaces chain: {}", cycle.join(" -> ")),
-            );
-            return;
+    if let Err(cycle) = edges.replaces_chain(head) {
+        report.add(
+            package,
+            ch,
+            None,
+            Rule::ReplacesCycle,
+            format!("cycle in the replaces chain: {}", cycle.join(" -> ")),
+        );
+        return;
+    }
+    // As opm walks it: down `replaces` from the head, collecting what the entries on the
+    // way skip, and stopping at an entry one of them skipped. Whatever is neither on that
+    // walk nor skipped along it is stranded (skips of entries off the walk do not count).
+    let by_name: HashMap<&str, &ChannelEntry> =
+        c.entries.iter().map(|e| (e.name.as_str(), e)).collect();
+    let mut on_chain: HashSet<&str> = HashSet::new();
+    let mut skipped: HashSet<&str> = HashSet::new();
+    let mut current = by_name.get(head).copied();
+    while let Some(entry) = current {
+        if skipped.contains(entry.name.as_str()) || !on_chain.insert(entry.name.as_str()) {
+            break;
         }
-    };
+        skipped.extend(entry.skips.iter().map(String::as_str));
+        current = by_name.get(entry.replaces.as_str()).copied();
+    }
     let stranded: Vec<&str> = names
         .iter()
         .copied()
-        .filter(|n| !on_chain.contains(n) && !edges.is_skipped(n))
+        .filter(|n| !on_chain.contains(n) && !skipped.contains(n))
         .collect();
     if !stranded.is_empty() {
         report.add(
