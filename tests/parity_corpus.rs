@@ -54,10 +54,7 @@ fn every_version_of_every_shipped_crd_is_provided() {
 /// that holds `dependencies:` (pelorus), a `dependency.yaml` (ndmspc).
 #[test]
 fn dependencies_are_read_from_any_metadata_file() {
-    let b = render(&corpus(
-        "dependencies-by-content",
-        "pelorus-operator-0.0.1",
-    ));
+    let b = render(&corpus("dependencies-by-content", "pelorus-operator-0.0.1"));
     assert!(has(
         &b,
         "olm.package.required",
@@ -82,7 +79,11 @@ fn dependencies_are_read_from_any_metadata_file() {
 fn yaml_merge_keys_are_merged() {
     let b = render(&corpus("merge-keys", "clickhouse-0.26.0"));
     let mut crds = 0;
-    for p in b.properties.iter().filter(|p| p.type_ == PROP_BUNDLE_OBJECT) {
+    for p in b
+        .properties
+        .iter()
+        .filter(|p| p.type_ == PROP_BUNDLE_OBJECT)
+    {
         let object = decode_bundle_object(&p.value).unwrap();
         let text = object.to_string();
         assert!(!text.contains("\"<<\""), "a literal merge key survived");
@@ -143,7 +144,11 @@ fn bundle_objects_are_encoded_as_go_encodes_them() {
         "3scale-community-operator-0.5.1",
     ));
     let mut escaped = false;
-    for p in b.properties.iter().filter(|p| p.type_ == PROP_BUNDLE_OBJECT) {
+    for p in b
+        .properties
+        .iter()
+        .filter(|p| p.type_ == PROP_BUNDLE_OBJECT)
+    {
         let data = p.value["data"].as_str().unwrap();
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(data)

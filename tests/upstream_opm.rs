@@ -672,11 +672,26 @@ fn render_of_the_parity_corpus_matches_opm_byte_for_byte() {
         let d = dir.to_str().unwrap();
         let ours = olm(&["catalog", "render", "--image-template", template, d]);
         let theirs = opm_cmd()
-            .args(["render", "--alpha-image-ref-template", template, "-o", "json", d])
+            .args([
+                "render",
+                "--alpha-image-ref-template",
+                template,
+                "-o",
+                "json",
+                d,
+            ])
             .output()
             .unwrap();
-        assert!(ours.status.success(), "olm render {d}: {}", String::from_utf8_lossy(&ours.stderr));
-        assert!(theirs.status.success(), "opm render {d}: {}", String::from_utf8_lossy(&theirs.stderr));
+        assert!(
+            ours.status.success(),
+            "olm render {d}: {}",
+            String::from_utf8_lossy(&ours.stderr)
+        );
+        assert!(
+            theirs.status.success(),
+            "opm render {d}: {}",
+            String::from_utf8_lossy(&theirs.stderr)
+        );
         let raw_objects = |stdout: &[u8]| {
             let mut data: Vec<String> = json_stream(stdout)
                 .iter()
@@ -691,8 +706,18 @@ fn render_of_the_parity_corpus_matches_opm_byte_for_byte() {
             raw_objects(&ours.stdout) == raw_objects(&theirs.stdout),
             "{d}: olm.bundle.object bytes differ from opm's"
         );
-        let ours: Vec<Value> = json_stream(&ours.stdout).into_iter().map(normalize).collect();
-        let theirs: Vec<Value> = json_stream(&theirs.stdout).into_iter().map(normalize).collect();
-        assert!(ours == theirs, "{d}: {}", describe_difference(&ours, &theirs));
+        let ours: Vec<Value> = json_stream(&ours.stdout)
+            .into_iter()
+            .map(normalize)
+            .collect();
+        let theirs: Vec<Value> = json_stream(&theirs.stdout)
+            .into_iter()
+            .map(normalize)
+            .collect();
+        assert!(
+            ours == theirs,
+            "{d}: {}",
+            describe_difference(&ours, &theirs)
+        );
     }
 }

@@ -251,7 +251,10 @@ fn sort_dedup(values: &mut Vec<Value>) {
 pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle, RenderError> {
     if let Some(first) = dir.warnings.first() {
         if options.strict {
-            return Err(input_error(&first.file, format!("{} (--strict)", first.message)));
+            return Err(input_error(
+                &first.file,
+                format!("{} (--strict)", first.message),
+            ));
         }
         for w in &dir.warnings {
             eprintln!("warning: {w}");

@@ -101,17 +101,21 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
         } => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            render_paths_each(&inputs, &RenderOptions {
+            render_paths_each(
+                &inputs,
+                &RenderOptions {
                     image_template,
                     strict,
-                }, |part| {
-                write_fbc(&part, output, &mut out).map_err(|e| {
-                    crate::catalog::render::RenderError::Input {
-                        path: "<stdout>".into(),
-                        message: e.to_string(),
-                    }
-                })
-            })?;
+                },
+                |part| {
+                    write_fbc(&part, output, &mut out).map_err(|e| {
+                        crate::catalog::render::RenderError::Input {
+                            path: "<stdout>".into(),
+                            message: e.to_string(),
+                        }
+                    })
+                },
+            )?;
             out.flush()?;
             Ok(())
         }
