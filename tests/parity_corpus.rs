@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::repo;
@@ -19,7 +19,7 @@ fn corpus(class: &str, bundle: &str) -> PathBuf {
     repo().join("tests/parity/bundles").join(class).join(bundle)
 }
 
-fn render(dir: &PathBuf) -> Bundle {
+fn render(dir: &Path) -> Bundle {
     let b = read_bundle(dir).unwrap_or_else(|e| panic!("{e}"));
     render_bundle(&b, &RenderOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
