@@ -49,6 +49,11 @@ fn broken_catalogs_are_rejected_with_the_rule_they_break() {
             "channel-unknown-package",
             "channel \"stable\" belongs to unknown package \"ghost\" [unknown-package]",
         ),
+        (
+            // opm's walk down replaces stops at demo.v0.2.0, which the head skips.
+            "stranded-behind-skipped-edge",
+            "not skipped: demo.v0.1.0 [stranded-entries]",
+        ),
     ];
     for (case, expected) in cases {
         let dir = repo().join("tests/catalogs/broken").join(case);

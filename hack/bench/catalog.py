@@ -4,7 +4,12 @@
 the ratio opm/olm. Sizes grow by taking more bundles (render) and by replicating the
 catalog under new package names (validate), to show how cost grows with catalog size.
 
-Usage: hack/bench/catalog.py [--runs N]   (needs target/release/olm and hack/opm/build)
+With --catalog DIR (a catalog repository with an `operators/<package>/<bundle>/` tree, e.g. a
+checkout of the public community catalog), measures instead, once each: rendering all its
+bundle directories, and validating the FBC of its packages (those `olm catalog render`
+renders, as one catalog); a tool that refuses the catalog is still timed.
+
+Usage: hack/bench/catalog.py [--runs N] [--catalog DIR]   (needs target/release/olm and hack/opm/build)
 """
 import argparse, json, os, re, shutil, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -17,7 +22,7 @@ TESTDATA = SHARED / "testdata/community-operators/operators"
 GNU_TIME = "/usr/bin/time"
 
 
-def measure(cmd, stdout_path=None):
+def measure(cmd, stdout_path=None, check=True):
     """Runs cmd; returns (seconds, peak RSS in MiB) of that command alone. GNU time reports
     the RSS, because a forked child's maxrss would also count this Python process's pages."""
     if not os.access(GNU_TIME, os.X_OK):
@@ -30,7 +35,7 @@ def measure(cmd, stdout_path=None):
     if stdout_path:
         out.close()
     stderr = proc.stderr.decode()
-    if proc.returncode != 0:
+    if proc.returncode != 0 and check:
         sys.exit(f"{' '.join(map(str, cmd[:3]))} … failed: {stderr[-2000:]}")
     rss_kib = int(re.findall(r"maxrss=(\d+)", stderr)[-1])
     return elapsed, rss_kib / 1024
@@ -41,9 +46,9 @@ def median_of(runs, cmd, stdout_path=None):
     return statistics.median(s[0] for s in samples), max(s[1] for s in samples)
 
 
-def bundle_dirs():
+def bundle_dirs(root=TESTDATA):
     dirs = []
-    for pkg in sorted(TESTDATA.iterdir()):
+    for pkg in sorted(root.iterdir()):
         if pkg.is_dir():
             dirs += [d for d in sorted(pkg.iterdir()) if (d / "metadata/annotations.yaml").is_file()]
     return dirs
@@ -87,6 +92,7 @@ def split_json_stream(text):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--catalog", type=Path, help="a catalog repository (operators/<package>/<bundle>/)")
     args = ap.parse_args()
     olm = REPO / "target/release/olm"
     if not olm.exists():
@@ -95,6 +101,10 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="olm-bench-"))
     rows = []
     try:
+        if args.catalog:
+            rows = whole_repository(args.catalog / "operators", olm, opm, work)
+            args.runs = 1
+            return report(args, rows)
         dirs = bundle_dirs()
         template = "quay.io/olm-rs/{{.Package}}-bundle:v{{.Version}}"
         for fraction in (4, 2, 1):
@@ -117,7 +127,37 @@ def main():
                 rows.append(("validate catalog", n, tool, t, rss))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    report(args, rows)
 
+
+def whole_repository(root, olm, opm, work):
+    """Render every bundle directory, then validate the packages' FBC, with both tools."""
+    rows = []
+    # Directories without manifests/ are not bundles either tool renders (opm stops at them).
+    dirs = [str(d) for d in bundle_dirs(root) if (d / "manifests").is_dir()]
+    template = "quay.io/olm-rs/{{.Package}}-bundle:v{{.Version}}"
+    for tool, cmd in (("olm", [olm, "catalog", "render", "--image-template", template, *dirs]),
+                      ("opm", [opm, "render", "--alpha-image-ref-template", template, "-o", "json", *dirs])):
+        t, rss = measure(cmd)
+        rows.append(("render bundles", len(dirs), tool, t, rss))
+    fbc = work / "fbc"
+    bundles = 0
+    for pkg in sorted(p for p in root.iterdir() if p.is_dir()):
+        out = fbc / pkg.name
+        out.mkdir(parents=True)
+        with open(out / "catalog.json", "wb") as f:
+            ok = subprocess.run([olm, "catalog", "render", "--image-template", template, pkg], stdout=f, stderr=subprocess.DEVNULL).returncode == 0
+        if ok:
+            bundles += sum(1 for line in open(out / "catalog.json") if '"schema":"olm.bundle"' in line)
+        else:
+            shutil.rmtree(out)
+    for tool, cmd in (("olm", [olm, "catalog", "validate", fbc]), ("opm", [opm, "validate", fbc])):
+        t, rss = measure(cmd, check=False)
+        rows.append(("validate catalog", bundles, tool, t, rss))
+    return rows
+
+
+def report(args, rows):
     print(f"median of {args.runs} runs; peak RSS is the largest seen")
     print(f"{'step':<18}{'bundles':>8}  {'olm s':>8} {'opm s':>8} {'speedup':>8}  {'olm MiB':>8} {'opm MiB':>8} {'mem ratio':>9}")
     by_key = {}

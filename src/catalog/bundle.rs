@@ -1,5 +1,6 @@
 //! registry+v1 bundles on disk: `manifests/` (a CSV, CRDs, other objects) and
-//! `metadata/annotations.yaml` (+ optional `dependencies.yaml`, `properties.yaml`).
+//! `metadata/annotations.yaml` (+ optional `dependencies.yaml`, `properties.yaml`, read by
+//! content as opm reads them).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -63,6 +64,9 @@ pub struct BundleDir {
     pub dependencies: Vec<Property>,
     /// `metadata/properties.yaml` entries, as written.
     pub properties: Vec<Property>,
+    /// Problems opm passes over silently and that do not stop a render (a malformed
+    /// `dependencies.yaml`, whose dependencies are then lost): `--strict` refuses them.
+    pub warnings: Vec<BundleProblem>,
 }
 
 impl BundleDir {
@@ -149,18 +153,6 @@ struct AnnotationsFile {
     annotations: BTreeMap<String, Value>,
 }
 
-#[derive(Deserialize)]
-struct DependenciesFile {
-    #[serde(default)]
-    dependencies: Vec<Property>,
-}
-
-#[derive(Deserialize)]
-struct PropertiesFile {
-    #[serde(default)]
-    properties: Vec<Property>,
-}
-
 fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BundleError> {
     let text = std::fs::read_to_string(path).map_err(|source| BundleError::Io {
         path: path.to_path_buf(),
@@ -235,25 +227,133 @@ pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
             .map(String::as_str)
             .unwrap_or("metadata/"),
     );
-    let dependencies_path = metadata_dir.join("dependencies.yaml");
-    let dependencies = if dependencies_path.is_file() {
-        read_yaml::<DependenciesFile>(&dependencies_path)?.dependencies
-    } else {
-        Vec::new()
-    };
-    let properties_path = metadata_dir.join("properties.yaml");
-    let properties = if properties_path.is_file() {
-        read_yaml::<PropertiesFile>(&properties_path)?.properties
-    } else {
-        Vec::new()
-    };
+    let metadata = read_metadata(&metadata_dir)?;
     Ok(BundleDir {
         path: dir.to_path_buf(),
         annotations,
         manifests,
-        dependencies,
-        properties,
+        dependencies: metadata.dependencies,
+        properties: metadata.properties,
+        warnings: metadata.warnings,
     })
+}
+
+/// What `metadata/` declares besides annotations.
+#[derive(Default)]
+struct Metadata {
+    dependencies: Vec<Property>,
+    properties: Vec<Property>,
+    warnings: Vec<BundleProblem>,
+}
+
+/// Reads `metadata/` as opm does: every file, in path order (subdirectories too), is tried
+/// as YAML; the first that holds a non-empty `dependencies:` list gives the dependencies and
+/// the first with a non-empty `properties:` list the properties, whatever the file is called
+/// (`dependency.yaml`, a `properties.yaml` holding dependencies…). Files that do not parse
+/// are passed over, as opm does, with a warning naming file and line.
+fn read_metadata(dir: &Path) -> Result<Metadata, BundleError> {
+    let mut out = Metadata::default();
+    let mut files = Vec::new();
+    collect_files(dir, &mut files)?;
+    files.sort();
+    let (mut have_dependencies, mut have_properties) = (false, false);
+    for file in files {
+        if have_dependencies && have_properties {
+            break;
+        }
+        let bytes = std::fs::read(&file).map_err(|source| BundleError::Io {
+            path: file.clone(),
+            source,
+        })?;
+        let Ok(text) = std::str::from_utf8(&bytes) else {
+            continue;
+        };
+        // Most metadata files are annotations only: skip parsing them.
+        let (wants_dependencies, wants_properties) = (
+            !have_dependencies && text.contains("dependencies"),
+            !have_properties && text.contains("properties"),
+        );
+        if !wants_dependencies && !wants_properties {
+            continue;
+        }
+        let warn = |out: &mut Metadata, message: String| {
+            out.warnings.push(BundleProblem {
+                file: file.clone(),
+                message,
+            })
+        };
+        let document = match parse_documents(&file, text) {
+            Ok(docs) => docs.into_iter().next().unwrap_or_default(),
+            Err(e) => {
+                // Named as `file:line:column`, the way editors jump to it.
+                let (at, message) = match e {
+                    super::load::LoadError::Parse {
+                        line,
+                        column,
+                        message,
+                        ..
+                    } => (
+                        format!("{}:{line}:{}", file.display(), column.unwrap_or(1)),
+                        message,
+                    ),
+                    other => (file.display().to_string(), other.to_string()),
+                };
+                out.warnings.push(BundleProblem {
+                    file: at.into(),
+                    message: format!(
+                        "malformed YAML ({message}); the file is ignored, as opm ignores it, \
+                         so what it declares (dependencies) is lost"
+                    ),
+                });
+                continue;
+            }
+        };
+        let take = |key: &str, out: &mut Metadata| -> Option<Vec<Property>> {
+            let list = document.get(key)?;
+            match serde_json::from_value::<Vec<Property>>(list.clone()) {
+                Ok(list) if !list.is_empty() => Some(list),
+                Ok(_) => None,
+                Err(e) => {
+                    warn(
+                        out,
+                        format!("{key}: {e}; ignored, as opm ignores it (its {key} are lost)"),
+                    );
+                    None
+                }
+            }
+        };
+        if wants_dependencies && let Some(list) = take("dependencies", &mut out) {
+            out.dependencies = list;
+            have_dependencies = true;
+        }
+        if wants_properties && let Some(list) = take("properties", &mut out) {
+            out.properties = list;
+            have_properties = true;
+        }
+    }
+    Ok(out)
+}
+
+fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), BundleError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(BundleError::Io {
+                path: dir.to_path_buf(),
+                source,
+            });
+        }
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => collect_files(&path, out)?,
+            Ok(_) if path.is_file() => out.push(path),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// One problem with a bundle, naming the file it is in.

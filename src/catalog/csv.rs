@@ -40,7 +40,7 @@ pub fn bundle_csv(bundle: &Bundle) -> Option<Value> {
 
 /// A package's icon and description from its head CSV, as upstream's conversion of a
 /// registry database to a file-based catalog takes them (`populatePackageIcons`): the
-/// first icon, when its data decodes as base64 (stray spaces tolerated) to something,
+/// first icon, when its data decodes as base64 (white space tolerated) to something,
 /// re-encoded; the description as it is.
 pub fn package_display(csv: &Value) -> (Option<Icon>, String) {
     let spec = &csv["spec"];
@@ -49,14 +49,14 @@ pub fn package_display(csv: &Value) -> (Option<Icon>, String) {
         .and_then(|icons| icons.first())
         .and_then(|icon| {
             let data = icon["base64data"].as_str()?;
-            let engine = base64::engine::general_purpose::STANDARD;
-            let bytes = engine
-                .decode(data.trim())
-                .or_else(|_| engine.decode(data.replace(' ', "").trim()))
+            // White space anywhere (line breaks, a trailing space) is dropped and the data
+            // re-encoded, so that Go's strict decoder (opm serve) reads what we write.
+            let cleaned: String = data.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+            let bytes = go_json::decode_bytes(&cleaned)
                 .ok()
                 .filter(|b| !b.is_empty())?;
             Some(Icon {
-                base64data: engine.encode(bytes),
+                base64data: base64::engine::general_purpose::STANDARD.encode(bytes),
                 mediatype: icon["mediatype"].as_str().unwrap_or_default().to_string(),
             })
         });

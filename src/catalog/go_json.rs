@@ -37,6 +37,93 @@ pub fn decode_bytes(s: &str) -> Result<Vec<u8>, base64::DecodeError> {
     GO_STD.decode(cleaned)
 }
 
+/// `value` encoded as Go's `json.Marshal` encodes the same data (what opm writes into an
+/// `olm.bundle.object`): object keys sorted, `<`, `>`, `&`, U+2028 and U+2029 escaped, and
+/// floats in Go's format (`1` for 1.0, `1e+21`), so the bytes, and with them the content
+/// digests, match upstream's.
+pub fn to_vec(value: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4096);
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, GoFormatter);
+    serde::Serialize::serialize(&SortedKeys(value), &mut ser).expect("JSON value serializes");
+    out
+}
+
+/// Serializes a value with object keys in sorted order, whatever order the map keeps.
+struct SortedKeys<'a>(&'a Value);
+
+impl serde::Serialize for SortedKeys<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.0 {
+            Value::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&SortedKeys(item))?;
+                }
+                seq.end()
+            }
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort_unstable();
+                let mut m = s.serialize_map(Some(keys.len()))?;
+                for k in keys {
+                    m.serialize_entry(k, &SortedKeys(&map[k]))?;
+                }
+                m.end()
+            }
+            other => other.serialize(s),
+        }
+    }
+}
+
+struct GoFormatter;
+
+impl serde_json::ser::Formatter for GoFormatter {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            let escaped = match c {
+                '<' => "\\u003c",
+                '>' => "\\u003e",
+                '&' => "\\u0026",
+                '\u{2028}' => "\\u2028",
+                '\u{2029}' => "\\u2029",
+                _ => continue,
+            };
+            writer.write_all(&fragment.as_bytes()[start..i])?;
+            writer.write_all(escaped.as_bytes())?;
+            start = i + c.len_utf8();
+        }
+        writer.write_all(&fragment.as_bytes()[start..])
+    }
+
+    fn write_f64<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        value: f64,
+    ) -> std::io::Result<()> {
+        writer.write_all(go_float(value).as_bytes())
+    }
+}
+
+/// Go's encoding of a float64: shortest digits, exponent form only below 1e-6 or from 1e21.
+fn go_float(value: f64) -> String {
+    let abs = value.abs();
+    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
+        let s = format!("{value:e}");
+        match s.split_once('e') {
+            Some((mantissa, exp)) if !exp.starts_with('-') => format!("{mantissa}e+{exp:0>2}"),
+            _ => s,
+        }
+    } else {
+        format!("{value}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,6 +142,15 @@ mod tests {
         assert_eq!(field_name(&names, "NAME"), Some("name"));
         assert_eq!(field_name(&names, "SKIPRANGE"), Some("skipRange"));
         assert_eq!(field_name(&names, "skips"), None);
+    }
+
+    #[test]
+    fn encodes_as_go_marshal_does() {
+        let value = json!({"b": [1.0, 2.5, 1e21, 1.5e-7, -3], "a": "<x> & \u{2028}\n\"q\""});
+        assert_eq!(
+            String::from_utf8(to_vec(&value)).unwrap(),
+            r#"{"a":"\u003cx\u003e \u0026 \u2028\n\"q\"","b":[1,2.5,1e+21,1.5e-7,-3]}"#
+        );
     }
 
     #[test]

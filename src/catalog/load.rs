@@ -124,6 +124,30 @@ pub fn load_file_with(path: &Path, options: LoadOptions) -> Result<DeclarativeCo
     )
 }
 
+/// Reads one catalog file blob by blob, handing each to `each` as a catalog of that one blob:
+/// only one document is decoded at a time, so a caller that keeps only what it needs (an
+/// index) loads a catalog of any size in little memory.
+pub fn for_each_blob<E: From<LoadError>>(
+    path: &Path,
+    options: LoadOptions,
+    mut each: impl FnMut(DeclarativeConfig) -> Result<(), E>,
+) -> Result<(), E> {
+    let file = std::fs::File::open(path).map_err(|source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let reader = std::io::BufReader::with_capacity(1 << 20, file);
+    stream::for_each_document(reader, |document| {
+        let mut one = DeclarativeConfig::default();
+        add_blob(&mut one, path, document, options)?;
+        each(one)
+    })
+    .map_err(|stop| match stop {
+        Stop::Stream(e) => LoadError::from_stream(path, e).into(),
+        Stop::Callback(e) => e,
+    })
+}
+
 /// Parses one file's text, exactly as [`load_file`] reads the same bytes from disk.
 pub fn load_str(path: &Path, text: &str) -> Result<DeclarativeConfig, LoadError> {
     load_str_with(path, text, LoadOptions::default())

@@ -59,6 +59,9 @@ pub struct RenderOptions {
     /// Fills each bundle's `image` (`{{.Package}}`, `{{.Name}}`, `{{.Version}}`), like opm's
     /// `--alpha-image-ref-template`.
     pub image_template: Option<String>,
+    /// Refuse bundles with problems opm passes over silently (see
+    /// [`BundleDir::warnings`]) instead of rendering them with a warning.
+    pub strict: bool,
 }
 
 impl RenderOptions {
@@ -201,18 +204,42 @@ fn csv_apis(csv: &Value, which: &str) -> Vec<Value> {
             crd["kind"].as_str().unwrap_or_default(),
         ));
     }
-    for api in csv["spec"]["apiservicedefinitions"][which]
+    out.extend(api_services(csv, which));
+    out
+}
+
+/// Every version of every CRD shipped in the bundle, as opm provides them (whatever the
+/// CSV's `owned` list says): `spec.versions[].name`, and v1beta1's single `spec.version`.
+fn crd_apis(dir: &BundleDir) -> Vec<Value> {
+    let mut out = Vec::new();
+    for crd in dir.crds() {
+        let spec = &crd.object["spec"];
+        let group = spec["group"].as_str().unwrap_or_default();
+        let kind = spec["names"]["kind"].as_str().unwrap_or_default();
+        let versions = spec["versions"].as_array().into_iter().flatten();
+        for version in versions.map(|v| &v["name"]).chain([&spec["version"]]) {
+            if let Some(version) = version.as_str().filter(|v| !v.is_empty()) {
+                out.push(gvk_value(group, version, kind));
+            }
+        }
+    }
+    out
+}
+
+/// The CSV's `apiservicedefinitions` (`owned` or `required`) as `olm.gvk` values.
+fn api_services(csv: &Value, which: &str) -> Vec<Value> {
+    csv["spec"]["apiservicedefinitions"][which]
         .as_array()
         .into_iter()
         .flatten()
-    {
-        out.push(gvk_value(
-            api["group"].as_str().unwrap_or_default(),
-            api["version"].as_str().unwrap_or_default(),
-            api["kind"].as_str().unwrap_or_default(),
-        ));
-    }
-    out
+        .map(|api| {
+            gvk_value(
+                api["group"].as_str().unwrap_or_default(),
+                api["version"].as_str().unwrap_or_default(),
+                api["kind"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect()
 }
 
 fn sort_dedup(values: &mut Vec<Value>) {
@@ -222,6 +249,17 @@ fn sort_dedup(values: &mut Vec<Value>) {
 
 /// One bundle directory → `olm.bundle`.
 pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle, RenderError> {
+    if let Some(first) = dir.warnings.first() {
+        if options.strict {
+            return Err(input_error(
+                &first.file,
+                format!("{} (--strict)", first.message),
+            ));
+        }
+        for w in &dir.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
     let csv = dir.csv().ok_or_else(|| {
         input_error(
             &dir.path,
@@ -242,7 +280,8 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
         json!({ "packageName": package, "version": version }),
     )];
 
-    let mut provided = csv_apis(&csv.object, "owned");
+    let mut provided = crd_apis(dir);
+    provided.extend(api_services(&csv.object, "owned"));
     sort_dedup(&mut provided);
     properties.extend(provided.into_iter().map(|v| Property::new(PROP_GVK, v)));
 
@@ -291,7 +330,7 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
     }
     for manifest in &dir.manifests {
         let data = base64::engine::general_purpose::STANDARD
-            .encode(serde_json::to_vec(&manifest.object).expect("JSON value serializes"));
+            .encode(super::go_json::to_vec(&manifest.object));
         properties.push(Property::new(PROP_BUNDLE_OBJECT, json!({ "data": data })));
     }
 
@@ -310,8 +349,9 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
 /// image itself; each image once.
 pub(crate) fn related_images(csv: &Value, bundle_image: &str) -> Vec<RelatedImage> {
     let mut out: Vec<RelatedImage> = Vec::new();
-    let mut push = |name: &str, image: &str| {
-        if !image.is_empty()
+    // An entry of the CSV's own list is kept even with an empty image, as opm keeps it.
+    let mut push = |name: &str, image: &str, from_list: bool| {
+        if (from_list || !image.is_empty())
             && !out
                 .iter()
                 .any(|r| r.image == image && (r.name == name || name.is_empty()))
@@ -330,6 +370,7 @@ pub(crate) fn related_images(csv: &Value, bundle_image: &str) -> Vec<RelatedImag
         push(
             r["name"].as_str().unwrap_or_default(),
             r["image"].as_str().unwrap_or_default(),
+            true,
         );
     }
     for d in csv["spec"]["install"]["spec"]["deployments"]
@@ -343,11 +384,11 @@ pub(crate) fn related_images(csv: &Value, bundle_image: &str) -> Vec<RelatedImag
                 .into_iter()
                 .flatten()
             {
-                push("", c["image"].as_str().unwrap_or_default());
+                push("", c["image"].as_str().unwrap_or_default(), false);
             }
         }
     }
-    push("", bundle_image);
+    push("", bundle_image, false);
     out
 }
 

@@ -604,9 +604,46 @@ fn parse_yaml_document(doc: &[u8], line: usize, index: usize) -> Result<Value, S
     };
     // Each document is its own YAML stream to opm, so a byte order mark may open any.
     let doc = doc.strip_prefix('\u{feff}').unwrap_or(doc);
-    match serde_yaml::Deserializer::from_str(doc).next() {
-        None => Ok(Value::Null),
-        Some(document) => Value::deserialize(document).map_err(malformed),
+    let Some(document) = serde_yaml::Deserializer::from_str(doc).next() else {
+        return Ok(Value::Null);
+    };
+    if !doc.contains("<<") {
+        return Value::deserialize(document).map_err(malformed);
+    }
+    // Merge keys (`<<: *anchor`) are merged, as Go's YAML library merges them.
+    let mut value = serde_yaml::Value::deserialize(document).map_err(malformed)?;
+    value.apply_merge().map_err(malformed)?;
+    Ok(yaml_to_json(value))
+}
+
+/// A YAML value as JSON; keys that are not strings become their YAML text, as Go's
+/// YAML-to-JSON conversion makes them.
+fn yaml_to_json(value: serde_yaml::Value) -> Value {
+    use serde_yaml::Value as Y;
+    match value {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => serde_json::to_value(&n).unwrap_or(Value::Null),
+        Y::String(s) => Value::String(s),
+        Y::Sequence(items) => Value::Array(items.into_iter().map(yaml_to_json).collect()),
+        Y::Mapping(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| {
+                    let key = match k {
+                        Y::String(s) => s,
+                        Y::Bool(b) => b.to_string(),
+                        Y::Number(n) => n.to_string(),
+                        Y::Null => "null".into(),
+                        other => serde_yaml::to_string(&other)
+                            .unwrap_or_default()
+                            .trim_end()
+                            .to_string(),
+                    };
+                    (key, yaml_to_json(v))
+                })
+                .collect(),
+        ),
+        Y::Tagged(tagged) => yaml_to_json(tagged.value),
     }
 }
 

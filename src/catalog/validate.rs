@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 
-use base64::Engine;
 use serde::Serialize;
 
 use super::fbc::*;
@@ -166,7 +165,7 @@ pub fn validate(config: &DeclarativeConfig) -> Vec<Problem> {
             );
         }
         if let Some(icon) = &p.icon
-            && let Err(message) = check_icon(icon)
+            && let Err(message) = check_icon_data(icon)
         {
             report.add(&p.name, None, None, Rule::Icon, message);
         }
@@ -494,23 +493,35 @@ fn validate_channel(
             return;
         }
     };
-    let on_chain: HashSet<&str> = match edges.replaces_chain(head) {
-        Ok(chain) => chain.into_iter().collect(),
-        Err(cycle) => {
-            report.add(
-                package,
-                ch,
-                None,
-                Rule::ReplacesCycle,
-                format!("cycle in the replaces chain: {}", cycle.join(" -> ")),
-            );
-            return;
+    if let Err(cycle) = edges.replaces_chain(head) {
+        report.add(
+            package,
+            ch,
+            None,
+            Rule::ReplacesCycle,
+            format!("cycle in the replaces chain: {}", cycle.join(" -> ")),
+        );
+        return;
+    }
+    // As opm walks it: down `replaces` from the head, collecting what the entries on the
+    // way skip, and stopping at an entry one of them skipped. Whatever is neither on that
+    // walk nor skipped along it is stranded (skips of entries off the walk do not count).
+    let by_name: HashMap<&str, &ChannelEntry> =
+        c.entries.iter().map(|e| (e.name.as_str(), e)).collect();
+    let mut on_chain: HashSet<&str> = HashSet::new();
+    let mut skipped: HashSet<&str> = HashSet::new();
+    let mut current = by_name.get(head).copied();
+    while let Some(entry) = current {
+        if skipped.contains(entry.name.as_str()) || !on_chain.insert(entry.name.as_str()) {
+            break;
         }
-    };
+        skipped.extend(entry.skips.iter().map(String::as_str));
+        current = by_name.get(entry.replaces.as_str()).copied();
+    }
     let stranded: Vec<&str> = names
         .iter()
         .copied()
-        .filter(|n| !on_chain.contains(n) && !edges.is_skipped(n))
+        .filter(|n| !on_chain.contains(n) && !skipped.contains(n))
         .collect();
     if !stranded.is_empty() {
         report.add(
@@ -611,13 +622,38 @@ fn validate_deprecations(
     }
 }
 
-fn check_icon(icon: &Icon) -> Result<(), String> {
+/// What opm checks of an icon: its data decodes as Go decodes `[]byte` (padded standard
+/// base64; line breaks skipped, nothing else).
+fn check_icon_data(icon: &Icon) -> Result<(), String> {
+    super::go_json::decode_bytes(&icon.base64data)
+        .map(drop)
+        .map_err(|e| format!("icon data is not base64: {e}"))
+}
+
+/// Checks opm does not make (its icon checks are disabled upstream, as production catalogs
+/// fail them), reported as warnings so authors still learn about them: an icon whose data
+/// is not an image of a known type, or whose mediatype does not match the data.
+pub fn warnings(config: &DeclarativeConfig) -> Vec<Problem> {
+    let mut report = Report {
+        problems: Vec::new(),
+    };
+    for p in &config.packages {
+        if let Some(icon) = &p.icon
+            && let Err(message) = check_icon_type(icon)
+        {
+            report.add(&p.name, None, None, Rule::Icon, message);
+        }
+    }
+    report.problems
+}
+
+fn check_icon_type(icon: &Icon) -> Result<(), String> {
     if icon.base64data.is_empty() && icon.mediatype.is_empty() {
         return Ok(());
     }
-    let data = base64::engine::general_purpose::STANDARD
-        .decode(icon.base64data.trim())
-        .map_err(|e| format!("icon data is not base64: {e}"))?;
+    let Ok(data) = super::go_json::decode_bytes(&icon.base64data) else {
+        return Ok(()); // an error, reported by validate
+    };
     let sniffed = if data.starts_with(b"\x89PNG\r\n\x1a\n") {
         "image/png"
     } else if data.starts_with(b"\xff\xd8\xff") {

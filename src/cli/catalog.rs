@@ -38,6 +38,10 @@ pub enum CatalogCommand {
         /// Fill each bundle's image, e.g. `quay.io/org/{{.Package}}-bundle:v{{.Version}}`.
         #[arg(long = "image-template", alias = "alpha-image-ref-template")]
         image_template: Option<String>,
+        /// Refuse bundles with problems opm passes over silently (a malformed
+        /// `metadata/dependencies.yaml`) instead of rendering them with a warning.
+        #[arg(long)]
+        strict: bool,
     },
     /// Validate a file-based catalog; exit status 1 when it is invalid.
     Validate {
@@ -93,17 +97,25 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
             inputs,
             output,
             image_template,
+            strict,
         } => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            render_paths_each(&inputs, &RenderOptions { image_template }, |part| {
-                write_fbc(&part, output, &mut out).map_err(|e| {
-                    crate::catalog::render::RenderError::Input {
-                        path: "<stdout>".into(),
-                        message: e.to_string(),
-                    }
-                })
-            })?;
+            render_paths_each(
+                &inputs,
+                &RenderOptions {
+                    image_template,
+                    strict,
+                },
+                |part| {
+                    write_fbc(&part, output, &mut out).map_err(|e| {
+                        crate::catalog::render::RenderError::Input {
+                            path: "<stdout>".into(),
+                            message: e.to_string(),
+                        }
+                    })
+                },
+            )?;
             out.flush()?;
             Ok(())
         }
@@ -115,6 +127,9 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
                 },
             )?;
             let problems = validate(&config);
+            for w in crate::catalog::validate::warnings(&config) {
+                eprintln!("warning: {w}");
+            }
             match output {
                 ReportFormat::Json => {
                     println!(
@@ -239,6 +254,7 @@ pub fn write_fbc(
 pub fn generate(bundles: &Path, out: &Path) -> anyhow::Result<()> {
     let options = RenderOptions {
         image_template: Some(BUNDLE_IMAGE_TEMPLATE.into()),
+        strict: false,
     };
     let mut packages: Vec<PathBuf> = std::fs::read_dir(bundles)
         .with_context(|| format!("reading {}", bundles.display()))?

@@ -31,6 +31,7 @@ impl Csv {
             manifests,
             dependencies: Vec::new(),
             properties: Vec::new(),
+            warnings: Vec::new(),
         };
         let mut bundle = render_bundle(&dir, &RenderOptions::default()).map_err(|e| {
             let message = match e {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::{BundleIdx, ChannelIdx, EntryIdx, Index, PackageIdx, Span, api, offset, q};
 use crate::catalog::fbc::{self, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
 use crate::catalog::files::catalog_files;
-use crate::catalog::load::{LoadOptions, load_file_with};
+use crate::catalog::load::{LoadError, LoadOptions, for_each_blob};
 use crate::catalog::upgrade_edges::{HeadError, UpgradeEdges};
 use crate::registry::convert::{convert_bundle, csv_from_metadata};
 use crate::registry::store::{Loc, StoreWriter};
@@ -378,6 +378,18 @@ impl Builder {
     }
 }
 
+/// Why loading stopped: the file, or what the builder made of a blob.
+enum BuildStop {
+    Load(LoadError),
+    Build(anyhow::Error),
+}
+
+impl From<LoadError> for BuildStop {
+    fn from(e: LoadError) -> Self {
+        BuildStop::Load(e)
+    }
+}
+
 impl Index {
     /// Loads the catalog at `root` (a directory or one file).
     ///
@@ -405,8 +417,15 @@ impl Index {
         use anyhow::Context;
         let mut store = StoreWriter::new().context("creating the spill file")?;
         let mut builder = Builder::default();
+        // Blob by blob: one document and the index in memory, never a whole file.
         for file in catalog_files(root)? {
-            builder.add(load_file_with(&file, LoadOptions::default())?, &mut store)?;
+            for_each_blob(&file, LoadOptions::default(), |blob| {
+                builder.add(blob, &mut store).map_err(BuildStop::Build)
+            })
+            .map_err(|stop| match stop {
+                BuildStop::Load(e) => anyhow::Error::from(e),
+                BuildStop::Build(e) => e,
+            })?;
         }
         builder.finish(store)
     }

@@ -1,0 +1,161 @@
+//! One real bundle (or package) from the public community catalog per class of difference
+//! `hack/parity` found between `olm catalog render` and `opm render`, each checked for the
+//! fact that made it differ. tests/upstream_opm.rs renders the same corpus with opm itself.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::repo;
+use serde_json::{Value, json};
+
+use olm::catalog::bundle::read_bundle;
+use olm::catalog::csv::decode_bundle_object;
+use olm::catalog::render::{RenderOptions, render_bundle};
+use olm::catalog::{Bundle, PROP_BUNDLE_OBJECT};
+
+fn corpus(class: &str, bundle: &str) -> PathBuf {
+    repo().join("tests/parity/bundles").join(class).join(bundle)
+}
+
+fn render(dir: &Path) -> Bundle {
+    let b = read_bundle(dir).unwrap_or_else(|e| panic!("{e}"));
+    render_bundle(&b, &RenderOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn has(bundle: &Bundle, type_: &str, value: Value) -> bool {
+    bundle
+        .properties
+        .iter()
+        .any(|p| p.type_ == type_ && p.value == value)
+}
+
+fn olm_cli(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_olm"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// camel-k 1.0.0 ships CRDs with versions its CSV's `owned` list does not name: every
+/// version of every CRD is provided, as opm provides them.
+#[test]
+fn every_version_of_every_shipped_crd_is_provided() {
+    let b = render(&corpus("provided-apis", "camel-k-1.0.0"));
+    assert!(has(
+        &b,
+        "olm.gvk",
+        json!({"group": "camel.apache.org", "kind": "Build", "version": "v1alpha1"})
+    ));
+}
+
+/// Dependencies are read from whatever metadata file declares them: a `properties.yaml`
+/// that holds `dependencies:` (pelorus), a `dependency.yaml` (ndmspc).
+#[test]
+fn dependencies_are_read_from_any_metadata_file() {
+    let b = render(&corpus("dependencies-by-content", "pelorus-operator-0.0.1"));
+    assert!(has(
+        &b,
+        "olm.package.required",
+        json!({"packageName": "prometheus", "versionRange": "0.47.0"})
+    ));
+    let b = render(&corpus(
+        "dependencies-by-content",
+        "ndmspc-operator-0.20250209.0",
+    ));
+    assert!(
+        b.properties
+            .iter()
+            .any(|p| p.type_.ends_with(".required") || p.type_ == "olm.constraint"),
+        "{:?}",
+        b.properties.iter().map(|p| &p.type_).collect::<Vec<_>>()
+    );
+}
+
+/// clickhouse's CRDs use YAML merge keys (`<<: *anchor`): they are merged, never kept as a
+/// literal `<<` key.
+#[test]
+fn yaml_merge_keys_are_merged() {
+    let b = render(&corpus("merge-keys", "clickhouse-0.26.0"));
+    let mut crds = 0;
+    for p in b
+        .properties
+        .iter()
+        .filter(|p| p.type_ == PROP_BUNDLE_OBJECT)
+    {
+        let object = decode_bundle_object(&p.value).unwrap();
+        let text = object.to_string();
+        assert!(!text.contains("\"<<\""), "a literal merge key survived");
+        crds += usize::from(object["kind"] == "CustomResourceDefinition");
+    }
+    assert_eq!(crds, 1);
+}
+
+/// 3scale 0.5.1 lists related images without an image: they are kept, as opm keeps them.
+#[test]
+fn related_images_with_an_empty_image_are_kept() {
+    let b = render(&corpus(
+        "empty-related-images",
+        "3scale-community-operator-0.5.1",
+    ));
+    assert!(
+        b.related_images
+            .iter()
+            .any(|r| r.name == "mysql-57-rhel7" && r.image.is_empty())
+    );
+}
+
+/// eventing-kogito 1.1.0's `dependencies.yaml` is malformed at line 22: the bundle renders
+/// without its dependencies (as opm renders it) with a warning naming file and line, and
+/// `--strict` refuses it.
+#[test]
+fn a_malformed_dependencies_file_warns_and_strict_refuses() {
+    let dir = corpus("malformed-dependencies", "eventing-kogito-1.1.0");
+    let d = dir.to_str().unwrap();
+    let out = olm_cli(&["catalog", "render", d]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("metadata/dependencies.yaml:22"),
+        "warning should name file and line: {stderr}"
+    );
+    let rendered: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        !rendered["properties"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["type"] == "olm.gvk.required")
+    );
+    let strict = olm_cli(&["catalog", "render", "--strict", d]);
+    assert!(!strict.status.success());
+    let stderr = String::from_utf8_lossy(&strict.stderr);
+    assert!(stderr.contains("dependencies.yaml"), "{stderr}");
+}
+
+/// Bundle objects are encoded as Go's `json.Marshal` encodes them: sorted keys, `<`, `>`
+/// and `&` escaped.
+#[test]
+fn bundle_objects_are_encoded_as_go_encodes_them() {
+    use base64::Engine;
+    let b = render(&corpus(
+        "empty-related-images",
+        "3scale-community-operator-0.5.1",
+    ));
+    let mut escaped = false;
+    for p in b
+        .properties
+        .iter()
+        .filter(|p| p.type_ == PROP_BUNDLE_OBJECT)
+    {
+        let data = p.value["data"].as_str().unwrap();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(!text.contains(['<', '>']), "unescaped HTML characters");
+        escaped |= text.contains("\\u003c") || text.contains("\\u0026");
+    }
+    assert!(escaped, "the corpus bundle should exercise the escaping");
+}
