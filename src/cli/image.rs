@@ -280,7 +280,7 @@ pub fn render_image(
     let session = Session::for_user(&reference, &registry.options())?;
     let cache = std::env::temp_dir().join(format!("olm-render-{}", std::process::id()));
     let pulled: anyhow::Result<PulledImage> = runtime()?
-        .block_on(session.pull(&reference, &cache, None, None))
+        .block_on(session.pull(&reference, &cache, &crate::oci::registry::select_all, None))
         .map_err(Into::into);
     let result = pulled.and_then(|image| render_pulled(text, &image));
     let _ = std::fs::remove_dir_all(&cache);

@@ -124,6 +124,9 @@ fn choose_platform(entries: &[ImageIndexEntry]) -> Option<String> {
 pub struct Session {
     client: Client,
     auth: RegistryAuth,
+    /// For anonymous digest checks: oci-client re-does its `/v2/` handshake on every
+    /// request when there is no token to cache, so a poll would cost two requests.
+    plain_head: Option<(reqwest::Client, &'static str)>,
 }
 
 impl Session {
@@ -142,9 +145,19 @@ impl Session {
             connect_timeout: Some(options.timeout.unwrap_or(Duration::from_secs(10))),
             ..ClientConfig::default()
         };
+        let plain_head = (auth == RegistryAuth::Anonymous)
+            .then(|| {
+                reqwest::Client::builder()
+                    .timeout(options.timeout.unwrap_or(Duration::from_secs(30)))
+                    .build()
+                    .ok()
+            })
+            .flatten()
+            .map(|c| (c, if plain { "http" } else { "https" }));
         Session {
             client: Client::new(config),
             auth,
+            plain_head,
         }
     }
 
@@ -157,9 +170,45 @@ impl Session {
     /// The digest `reference` points at now: one manifest HEAD (GET when the registry
     /// sends no digest header). For an index, the index's digest.
     pub async fn resolve_digest(&self, reference: &Reference) -> Result<String, RegistryError> {
+        if let Some(digest) = self.anonymous_head(reference).await {
+            return Ok(digest);
+        }
         retrying(|| self.client.fetch_manifest_digest(reference, &self.auth))
             .await
             .map_err(|e| request_error(reference, "resolving the manifest digest", e))
+    }
+
+    /// One anonymous manifest HEAD; None when it does not give a digest (auth needed, an
+    /// error, no header), and oci-client's full path decides.
+    async fn anonymous_head(&self, reference: &Reference) -> Option<String> {
+        let (http, scheme) = self.plain_head.as_ref()?;
+        let target = reference.digest().or(reference.tag()).unwrap_or("latest");
+        let url = format!(
+            "{scheme}://{}/v2/{}/manifests/{target}",
+            reference.resolve_registry(),
+            reference.repository()
+        );
+        let accept = [
+            super::MEDIA_OCI_INDEX,
+            super::MEDIA_OCI_MANIFEST,
+            "application/vnd.docker.distribution.manifest.list.v2+json",
+            "application/vnd.docker.distribution.manifest.v2+json",
+        ]
+        .join(", ");
+        let response = http.head(&url).header("Accept", accept).send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let digest = response
+            .headers()
+            .get("Docker-Content-Digest")?
+            .to_str()
+            .ok()?
+            .to_string();
+        match reference.digest() {
+            Some(pinned) if pinned != digest => None,
+            _ => super::digest_hex(&digest).is_some().then_some(digest),
+        }
     }
 
     /// Pushes the image `manifest` of `layout` as `reference`.
@@ -266,13 +315,14 @@ impl Session {
     }
 
     /// Pulls `reference` into `cache/<digest>/` (once per digest: a complete entry is
-    /// reused), extracting only what is under `only` (all when None). `expected_digest`,
-    /// when the caller already resolved it, saves the HEAD.
+    /// reused). `select` sees the config labels before any layer is fetched: it refuses the
+    /// image (a message) or names the only path to extract (all when None).
+    /// `expected_digest`, when the caller already resolved it, saves the HEAD.
     pub async fn pull(
         &self,
         reference: &Reference,
         cache: &Path,
-        only: Option<&Path>,
+        select: &Select,
         expected_digest: Option<&str>,
     ) -> Result<PulledImage, RegistryError> {
         let digest = match expected_digest {
@@ -290,7 +340,12 @@ impl Session {
         };
         if dir.join("complete").is_file() {
             let config = std::fs::read(dir.join("config.json")).map_err(|e| io_err(&dir, e))?;
-            return PulledImage::new(reference, digest, dir, &config);
+            let image = PulledImage::new(reference, digest, dir, &config)?;
+            select(&image.labels).map_err(|message| RegistryError::Image {
+                reference: reference.whole(),
+                message,
+            })?;
+            return Ok(image);
         }
         let pinned = reference.clone_with_digest(digest.clone());
         let (manifest, _) = retrying(|| self.client.pull_image_manifest(&pinned, &self.auth))
@@ -305,6 +360,12 @@ impl Session {
         })
         .await
         .map_err(|e| request_error(reference, "pulling the image config", e))?;
+        let labels = PulledImage::new(reference, digest.clone(), PathBuf::new(), &config)?.labels;
+        let only = select(&labels).map_err(|message| RegistryError::Image {
+            reference: reference.whole(),
+            message,
+        })?;
+        let only = only.as_deref();
 
         std::fs::create_dir_all(cache).map_err(|e| io_err(cache, e))?;
         let temp = cache.join(format!(".partial-{hex}-{}", std::process::id()));
@@ -364,6 +425,31 @@ impl Session {
             let _ = std::fs::remove_file(&blob);
         }
         Ok(())
+    }
+}
+
+/// What to extract of an image, decided from its labels (see [`Session::pull`]).
+pub type Select = dyn Fn(&std::collections::BTreeMap<String, String>) -> Result<Option<PathBuf>, String>
+    + Send
+    + Sync;
+
+/// Everything.
+pub fn select_all(
+    _: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<PathBuf>, String> {
+    Ok(None)
+}
+
+/// The catalog label's directory; an image without the label is not a catalog image.
+pub fn select_catalog(
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<PathBuf>, String> {
+    match labels.get(super::LABEL_CATALOG_CONFIGS) {
+        Some(path) => Ok(Some(PathBuf::from(path))),
+        None => Err(format!(
+            "not a catalog image: its config has no {} label",
+            super::LABEL_CATALOG_CONFIGS
+        )),
     }
 }
 

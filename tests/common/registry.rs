@@ -22,7 +22,7 @@ pub struct TestRegistry {
 }
 
 fn binary() -> PathBuf {
-    let out = Command::new(super::repo().join("hack/registry/install"))
+    let out = Command::new(crate::common::repo().join("hack/registry/install"))
         .output()
         .expect("hack/registry/install runs");
     assert!(
@@ -37,7 +37,7 @@ fn binary() -> PathBuf {
 impl TestRegistry {
     pub fn start(name: &str, with_auth: bool) -> TestRegistry {
         Self::start_in(
-            &super::scratch(&format!("registry-{name}")),
+            &crate::common::scratch(&format!("registry-{name}")),
             with_auth,
             None,
         )
