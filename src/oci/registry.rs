@@ -133,7 +133,7 @@ impl Session {
     pub fn new(reference: &Reference, auth: RegistryAuth, options: &Options) -> Session {
         ensure_crypto_provider();
         let registry = reference.resolve_registry().to_string();
-        let plain = is_loopback(&registry) || options.insecure.iter().any(|h| *h == registry);
+        let plain = is_loopback(&registry) || options.insecure.contains(&registry);
         let config = ClientConfig {
             protocol: if plain {
                 ClientProtocol::HttpsExcept(vec![registry])
