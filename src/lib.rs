@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod cli;
 pub mod controllers;
 pub mod memory;
+pub mod oci;
 pub mod packageserver;
 pub mod registry;
 pub mod resolver;

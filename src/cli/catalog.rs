@@ -42,6 +42,9 @@ pub enum CatalogCommand {
         /// `metadata/dependencies.yaml`) instead of rendering them with a warning.
         #[arg(long)]
         strict: bool,
+        /// For inputs that are image references (pulled, then rendered as opm does).
+        #[command(flatten)]
+        registry: super::image::RegistryArgs,
     },
     /// Validate a file-based catalog; exit status 1 when it is invalid.
     Validate {
@@ -69,6 +72,11 @@ pub enum CatalogCommand {
         #[arg(long, default_value = "127.0.0.1")]
         address: std::net::IpAddr,
     },
+    /// Build a catalog image (the FBC under /configs) into an OCI layout; --push to push it.
+    Build(super::image::CatalogBuildArgs),
+    /// Push every bundle of a bundles directory as an image, then a catalog image that
+    /// refers to them by digest.
+    Publish(super::image::PublishArgs),
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -89,6 +97,9 @@ pub enum TemplateCommand {
 pub enum BundleCommand {
     /// Check a registry+v1 bundle directory: layout, annotations, CSV sanity.
     Validate { dirs: Vec<PathBuf> },
+    /// Build a bundle image (manifests/, metadata/, bundle labels) into an OCI layout;
+    /// --push to push it.
+    Build(super::image::BuildArgs),
 }
 
 pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
@@ -98,24 +109,32 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
             output,
             image_template,
             strict,
+            registry,
         } => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            render_paths_each(
-                &inputs,
-                &RenderOptions {
-                    image_template,
-                    strict,
-                },
-                |part| {
+            let options = RenderOptions {
+                image_template,
+                strict,
+            };
+            // Image references are pulled and rendered as opm does; directories and files
+            // are rendered in order, each as it is read.
+            for input in &inputs {
+                if super::image::is_image_reference(input) {
+                    let text = input.to_string_lossy();
+                    let config = super::image::render_image(&text, &registry)?;
+                    write_fbc(&config, output, &mut out)?;
+                    continue;
+                }
+                render_paths_each(std::slice::from_ref(input), &options, |part| {
                     write_fbc(&part, output, &mut out).map_err(|e| {
                         crate::catalog::render::RenderError::Input {
                             path: "<stdout>".into(),
                             message: e.to_string(),
                         }
                     })
-                },
-            )?;
+                })?;
+            }
             out.flush()?;
             Ok(())
         }
@@ -155,6 +174,8 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
             Ok(())
         }
         CatalogCommand::Generate { bundles, out } => generate(&bundles, &out),
+        CatalogCommand::Build(args) => super::image::catalog_build(args),
+        CatalogCommand::Publish(args) => super::image::publish(args),
         CatalogCommand::Serve { dir, port, address } => {
             crate::registry::run(&dir, std::net::SocketAddr::new(address, port))
         }
@@ -208,6 +229,7 @@ fn resolve_image_to_dir(image: &str, base: &Path, bundles: &Path) -> Option<Path
 
 pub fn run_bundle(command: BundleCommand) -> anyhow::Result<()> {
     match command {
+        BundleCommand::Build(args) => super::image::bundle_build(args),
         BundleCommand::Validate { dirs } => {
             let mut failed = 0;
             for dir in &dirs {

@@ -2,6 +2,7 @@
 
 mod catalog;
 mod crds;
+mod image;
 mod resolve;
 mod run;
 
@@ -33,10 +34,19 @@ pub enum Command {
     /// registry+v1 bundles.
     #[command(subcommand)]
     Bundle(catalog::BundleCommand),
+    /// Container images in OCI layouts and registries.
+    #[command(subcommand)]
+    Image(ImageCommand),
     /// What would these Subscriptions install or upgrade, given these catalogs? (no cluster)
     Resolve(resolve::ResolveArgs),
     /// Run OLM's controllers against the cluster (leader-elected; admin server on :8080).
     Run(Box<run::RunArgs>),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ImageCommand {
+    /// Push an image from an OCI image layout (`LAYOUT` or `LAYOUT:TAG`) to a registry.
+    Push(image::PushArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -44,6 +54,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Crds(args) => crds::run(args),
         Command::Catalog(command) => catalog::run_catalog(command),
         Command::Bundle(command) => catalog::run_bundle(command),
+        Command::Image(ImageCommand::Push(args)) => image::push(args),
         Command::Resolve(args) => resolve::run(args),
         Command::Run(args) => run::run(*args),
     }

@@ -42,6 +42,13 @@ pub struct RunArgs {
     /// namespaces they cost more than they give (upstream #2701).
     #[arg(long, env = "OLM_DISABLE_COPIED_CSVS")]
     pub disable_copied_csvs: bool,
+    /// Where image catalogs are pulled to (one directory per image digest; kept across
+    /// restarts, so an unchanged image is not pulled again).
+    #[arg(long, env = "OLM_IMAGE_CACHE_DIR", default_value_os_t = std::env::temp_dir().join("olm-rs-images"))]
+    pub image_cache_dir: std::path::PathBuf,
+    /// A registry (`host:port`) reached over plain HTTP; loopback addresses always are.
+    #[arg(long = "insecure-registry", value_name = "HOST:PORT")]
+    pub insecure_registries: Vec<String>,
     /// Elect a leader on a coordination.k8s.io Lease, so that replicas never act at once.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "OLM_LEADER_ELECT")]
     pub leader_elect: bool,
@@ -129,6 +136,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             install_plan_retry_timeout: args.install_plan_retry_timeout,
             install_check_timeout: args.install_check_timeout,
             disable_copied_csvs: args.disable_copied_csvs,
+            image_cache_dir: args.image_cache_dir,
+            insecure_registries: args.insecure_registries,
         },
     };
     // Catalog loads free large buffers; have glibc hand them back rather than keep them.

@@ -38,6 +38,10 @@ pub struct Settings {
     /// No copied CSVs for AllNamespaces operators (upstream's OLMConfig
     /// `spec.features.disableCopiedCSVs`); existing ones are deleted.
     pub disable_copied_csvs: bool,
+    /// Where image catalogs (and bundle images) are pulled to, one directory per digest.
+    pub image_cache_dir: std::path::PathBuf,
+    /// Registries (`host:port`) reached over plain HTTP; loopback always is.
+    pub insecure_registries: Vec<String>,
 }
 
 impl Default for Settings {
@@ -50,6 +54,8 @@ impl Default for Settings {
             install_plan_retry_timeout: Duration::from_secs(60),
             install_check_timeout: Duration::from_secs(300),
             disable_copied_csvs: false,
+            image_cache_dir: std::env::temp_dir().join("olm-rs-images"),
+            insecure_registries: Vec::new(),
         }
     }
 }

@@ -6,6 +6,8 @@ mod common;
 mod harness;
 mod processes;
 mod proxy;
+#[path = "../common/registry.rs"]
+mod registry;
 
 mod catalog_sources;
 mod config_map_catalogs;
@@ -13,6 +15,7 @@ mod control_plane;
 mod crds;
 mod csv_lifecycle;
 mod deploy;
+mod image_catalogs;
 mod install_modes;
 mod leader_election;
 mod operator_groups;

@@ -37,7 +37,7 @@ pub struct Round {
 
 /// `spec.updateStrategy.registryPoll.interval`, if set; a value that cannot be used falls
 /// back to upstream's 15m, and the problem is reported on the object.
-fn poll_interval(source: &CatalogSource) -> (Option<Duration>, Option<String>) {
+pub(super) fn poll_interval(source: &CatalogSource) -> (Option<Duration>, Option<String>) {
     let Some(text) = source
         .spec
         .update_strategy
@@ -60,7 +60,7 @@ fn poll_interval(source: &CatalogSource) -> (Option<Duration>, Option<String>) {
 }
 
 /// How long a failed load waits before the next try when nothing else changed.
-fn retry_after_failure(ctx: &Context) -> Duration {
+pub(super) fn retry_after_failure(ctx: &Context) -> Duration {
     ctx.settings.catalog_check_interval.saturating_mul(6)
 }
 
@@ -80,12 +80,8 @@ pub async fn sync_grpc(
     };
     let address = match (source.spec.address.as_deref().map(str::trim), &source.spec.image) {
         (Some(address), _) if !address.is_empty() => address.to_string(),
-        (_, Some(image)) => {
-            return invalid(format!(
-                "spec.image {image:?}: this OLM does not run catalog pods; serve the catalog \
-                 (`olm catalog serve` or `opm serve`) and set spec.address to its host:port"
-            ));
-        }
+        // No catalog pod: the image is pulled and served in-process.
+        (_, Some(image)) => return super::image::sync_image(source, source_ref, cctx, image).await,
         _ => return invalid("spec.address (host:port of a registry server) is required when spec.sourceType is grpc".into()),
     };
     let client = match cctx
@@ -290,7 +286,7 @@ fn config_map_origin(name: &str, resource_version: &str) -> String {
 /// Validates freshly read content and makes it the snapshot if it differs from the one in
 /// use; a failure is recorded and the last good snapshot stays. Validation and the digest
 /// are CPU work: they run on the blocking pool, away from the threads that renew the Lease.
-async fn accept(
+pub(super) async fn accept(
     source: &CatalogSource,
     source_ref: &CatalogRef,
     cctx: &CatalogSourceContext,

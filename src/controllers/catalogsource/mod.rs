@@ -7,6 +7,7 @@
 //! interval), and a load that finds the same digest changes nothing. Status is written only
 //! when it differs, so a steady state costs no etcd writes (upstream writes on every poll).
 
+mod image;
 mod load;
 pub mod status;
 
@@ -110,6 +111,13 @@ pub struct CatalogSourceState {
 #[derive(Default)]
 struct SourceState {
     client: Option<Arc<RegistryClient>>,
+    /// Image catalogs: the registry session (its auth handshake done once), while the
+    /// registry and credentials stay the same.
+    image_session: Option<(
+        String,
+        oci_client::secrets::RegistryAuth,
+        Arc<crate::oci::registry::Session>,
+    )>,
     last_load: Option<LoadRecord>,
 }
 
@@ -146,6 +154,33 @@ impl CatalogSourceState {
                 Arc::new(RegistryClient::new(address, timeout).map_err(|e| e.to_string())?);
             state.client = Some(Arc::clone(&client));
             Ok(client)
+        })
+    }
+
+    /// The registry session for an image catalog, reused while the registry and the
+    /// credentials stay the same (a new session would redo the `/v2/` handshake every poll).
+    fn image_session(
+        &self,
+        source: &CatalogRef,
+        reference: &oci_client::Reference,
+        auth: oci_client::secrets::RegistryAuth,
+        options: &crate::oci::registry::Options,
+    ) -> Arc<crate::oci::registry::Session> {
+        let registry = reference.resolve_registry().to_string();
+        self.with(source, |state| {
+            if let Some((r, a, session)) = &state.image_session
+                && *r == registry
+                && *a == auth
+            {
+                return Arc::clone(session);
+            }
+            let session = Arc::new(crate::oci::registry::Session::new(
+                reference,
+                auth.clone(),
+                options,
+            ));
+            state.image_session = Some((registry, auth, Arc::clone(&session)));
+            session
         })
     }
 
@@ -239,6 +274,12 @@ async fn sync(
         spec_problem: round.spec_problem,
         generation: source.metadata.generation,
         now,
+        image_pulled_at: ctx
+            .shared
+            .snapshots
+            .get(source_ref)
+            .filter(|s| crate::oci::catalog::parse_origin(&s.origin).is_some())
+            .map(|s| s.loaded_at),
     };
     let desired = desired_status(source.status.as_ref(), &observed);
     let current = source.status.as_ref().map(owned_fields);

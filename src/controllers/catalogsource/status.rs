@@ -77,6 +77,9 @@ pub struct Observation {
     pub spec_problem: Option<String>,
     pub generation: Option<i64>,
     pub now: Timestamp,
+    /// Image catalogs: when the image in use was pulled (`status.latestImageRegistryPoll`;
+    /// it moves only with the digest, so a steady poll writes nothing).
+    pub image_pulled_at: Option<Timestamp>,
 }
 
 /// An Event to publish on the CatalogSource.
@@ -253,6 +256,10 @@ pub fn desired_status(
     status.reason = first_failure.map(|c| c.reason.clone());
     status.message = first_failure.map(|c| c.message.clone());
     status.config_map_reference = observed.config_map.clone().or(status.config_map_reference);
+    if let Some(at) = observed.image_pulled_at {
+        let seconds = Timestamp::from_second(at.as_second()).unwrap_or(at);
+        status.latest_image_registry_poll = Some(Time(seconds));
+    }
     // Conditions of other types (set by someone else) are kept; ours are replaced in place,
     // and ours that no longer apply (a fixed interval, a past panic) are removed.
     let mut ours = vec![connected, loaded];
@@ -395,6 +402,7 @@ mod tests {
             config_map: None,
             spec_problem: None,
             generation: Some(1),
+            image_pulled_at: None,
             now: at(now),
         }
     }
@@ -410,6 +418,7 @@ mod tests {
             config_map: None,
             spec_problem: None,
             generation: Some(1),
+            image_pulled_at: None,
             now: at(now),
         }
     }
@@ -524,6 +533,7 @@ mod tests {
             spec_problem: None,
             generation: Some(2),
             now: at(100),
+            image_pulled_at: None,
         };
         let status = desired_status(None, &observed);
         assert!(status.connection_state.is_none());

@@ -33,6 +33,16 @@ pub async fn fetch(bundle: &PlannedBundle, ctx: &Context) -> Result<Fetched, Str
         .map_err(|e| format!("reading the CatalogSource: {e}"))?
         .ok_or_else(|| "the CatalogSource does not exist".to_string())?;
     let found = match source.spec.source_type {
+        SourceType::Grpc if is_image_catalog(&source) => {
+            crate::oci::catalog::bundle_from_snapshot(
+                &ctx.snapshots,
+                &ctx.settings.image_cache_dir,
+                &CatalogRef::new(&bundle.catalog, &bundle.catalog_namespace),
+                &bundle.package,
+                &bundle.name,
+            )
+            .await?
+        }
         SourceType::Grpc => {
             let address = source
                 .spec
@@ -81,6 +91,16 @@ pub async fn fetch(bundle: &PlannedBundle, ctx: &Context) -> Result<Fetched, Str
         }
     };
     objects_of(&found)
+}
+
+/// `spec.image` and no address: the catalog is served in-process from the pulled image.
+fn is_image_catalog(source: &CatalogSource) -> bool {
+    source
+        .spec
+        .address
+        .as_deref()
+        .is_none_or(|a| a.trim().is_empty())
+        && source.spec.image.is_some()
 }
 
 /// The objects of an FBC bundle (base64 JSON or YAML in `olm.bundle.object`).

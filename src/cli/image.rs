@@ -1,0 +1,313 @@
+//! `olm bundle build`, `olm catalog build`, `olm catalog publish`, `olm image push`: images
+//! built without a container engine (see `crate::oci`), pushed with the user's registry
+//! credentials.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+use crate::catalog::bundle::read_bundle;
+use crate::catalog::load::load_path;
+use crate::catalog::render::{RenderOptions, render_bundle, render_package_dir};
+use crate::catalog::validate::validate;
+use crate::oci::build::{ImageInput, build_into, bundle_image, catalog_image};
+use crate::oci::layout::Layout;
+use crate::oci::registry::{Options, PulledImage, Session, parse_reference};
+
+/// Where and how to push.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RegistryArgs {
+    /// A registry (`host:port`) reached over plain HTTP; loopback addresses always are.
+    #[arg(long = "insecure-registry", value_name = "HOST:PORT")]
+    pub insecure: Vec<String>,
+}
+
+impl RegistryArgs {
+    fn options(&self) -> Options {
+        Options {
+            insecure: self.insecure.clone(),
+            timeout: Some(std::time::Duration::from_secs(60)),
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BuildArgs {
+    /// The bundle directory (manifests/, metadata/) or catalog directory (FBC).
+    pub dir: PathBuf,
+    /// The image reference, e.g. `registry.example.com/org/pkg-bundle:v1.0.0`.
+    #[arg(short = 't', long = "tag")]
+    pub reference: String,
+    /// Push to the registry after building.
+    #[arg(long)]
+    pub push: bool,
+    /// The OCI image layout directory to write (default: `oci-layout` under the
+    /// current directory); images are tagged in it by their reference.
+    #[arg(long, default_value = "oci-layout")]
+    pub layout: PathBuf,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CatalogBuildArgs {
+    #[command(flatten)]
+    pub build: BuildArgs,
+    /// Also put this registry server binary (`olm-registry`, static) in the image as its
+    /// entrypoint, so upstream OLM v0 can run the image as a catalog pod.
+    #[arg(long, value_name = "BINARY")]
+    pub with_server: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PushArgs {
+    /// An OCI image layout directory, optionally `:TAG` to pick one of its images.
+    pub layout: String,
+    pub reference: String,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PublishArgs {
+    /// Where the images go: `host[:port][/path]`; bundles become
+    /// `<registry>/<package>-bundle:v<version>`.
+    #[arg(long)]
+    pub registry: String,
+    /// Package folders of bundle directories.
+    #[arg(long, default_value = "bundles")]
+    pub bundles: PathBuf,
+    /// The catalog image's name and tag under the registry.
+    #[arg(long, default_value = "catalog:latest")]
+    pub catalog_image: String,
+    /// Where the catalog that refers to the pushed bundles is written.
+    #[arg(long, default_value = "oci-layout/catalog")]
+    pub catalog_dir: PathBuf,
+    #[arg(long, default_value = "oci-layout")]
+    pub layout: PathBuf,
+    #[command(flatten)]
+    pub registry_args: RegistryArgs,
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn progress(line: &str) {
+    eprintln!("  {line}");
+}
+
+/// Builds into the layout, pushes when asked; prints the digest on stdout.
+fn build_and_maybe_push(
+    input: &ImageInput,
+    args: &BuildArgs,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<String> {
+    let reference = parse_reference(&args.reference)?;
+    let layout = Layout::create(&args.layout)?;
+    let built = build_into(input, &layout, &reference.whole())
+        .with_context(|| format!("building {}", args.dir.display()))?;
+    eprintln!(
+        "built {} {} in {}",
+        reference.whole(),
+        built.manifest.digest,
+        args.layout.display()
+    );
+    if args.push {
+        let session = Session::for_user(&reference, &args.registry.options())?;
+        runtime.block_on(session.push(&layout, &built.manifest, &reference, &mut progress))?;
+    }
+    Ok(built.manifest.digest)
+}
+
+pub fn bundle_build(args: BuildArgs) -> anyhow::Result<()> {
+    let bundle = read_bundle(&args.dir)?;
+    let problems = crate::catalog::bundle::validate_bundle(&bundle);
+    if !problems.is_empty() {
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        bail!(
+            "{}: not a valid bundle: {}",
+            args.dir.display(),
+            text.join("; ")
+        );
+    }
+    let input = bundle_image(&args.dir)?;
+    let digest = build_and_maybe_push(&input, &args, &runtime()?)?;
+    println!("{digest}");
+    Ok(())
+}
+
+pub fn catalog_build(args: CatalogBuildArgs) -> anyhow::Result<()> {
+    check_catalog(&args.build.dir)?;
+    let input = catalog_image(&args.build.dir, args.with_server.as_deref())?;
+    let digest = build_and_maybe_push(&input, &args.build, &runtime()?)?;
+    println!("{digest}");
+    Ok(())
+}
+
+fn check_catalog(dir: &Path) -> anyhow::Result<()> {
+    let config = load_path(dir)?;
+    let problems = validate(&config);
+    if !problems.is_empty() {
+        let text: Vec<String> = problems.iter().take(5).map(ToString::to_string).collect();
+        bail!(
+            "{}: the catalog is invalid: {}",
+            dir.display(),
+            text.join("; ")
+        );
+    }
+    Ok(())
+}
+
+pub fn push(args: PushArgs) -> anyhow::Result<()> {
+    // LAYOUT:TAG, where the tag (a reference) may hold colons of its own.
+    let (dir, tag) = args
+        .layout
+        .match_indices(':')
+        .map(|(at, _)| (&args.layout[..at], Some(&args.layout[at + 1..])))
+        .find(|(dir, _)| Path::new(dir).join("oci-layout").is_file())
+        .unwrap_or((args.layout.as_str(), None));
+    let layout = Layout::open(Path::new(dir))?;
+    let manifest = layout.resolve(tag)?;
+    let reference = parse_reference(&args.reference)?;
+    let session = Session::for_user(&reference, &args.registry.options())?;
+    let report =
+        runtime()?.block_on(session.push(&layout, &manifest, &reference, &mut progress))?;
+    println!("{}", report.digest);
+    Ok(())
+}
+
+/// Every bundle of `bundles/` as `<registry>/<package>-bundle:v<version>`, then a catalog
+/// that refers to them by digest, as `<registry>/<catalog-image>`.
+pub fn publish(args: PublishArgs) -> anyhow::Result<()> {
+    let runtime = runtime()?;
+    let registry = args.registry.trim_end_matches('/');
+    let template = format!("{registry}/{{{{.Package}}}}-bundle:v{{{{.Version}}}}");
+    let options = RenderOptions {
+        image_template: Some(template),
+        strict: false,
+    };
+    let mut packages: Vec<PathBuf> = std::fs::read_dir(&args.bundles)
+        .with_context(|| format!("reading {}", args.bundles.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    packages.sort();
+    let _ = std::fs::remove_dir_all(&args.catalog_dir);
+    for package_dir in &packages {
+        let mut config = render_package_dir(package_dir, &options)?;
+        for bundle in &mut config.bundles {
+            let dir = package_dir.join(bundle_dir_name(package_dir, &bundle.name)?);
+            let build = BuildArgs {
+                dir: dir.clone(),
+                reference: bundle.image.clone(),
+                push: true,
+                layout: args.layout.clone(),
+                registry: args.registry_args.clone(),
+            };
+            let digest = build_and_maybe_push(&bundle_image(&dir)?, &build, &runtime)?;
+            let reference = parse_reference(&bundle.image)?;
+            let pinned = format!(
+                "{}/{}@{digest}",
+                reference.registry(),
+                reference.repository()
+            );
+            for related in &mut bundle.related_images {
+                if related.image == bundle.image {
+                    related.image = pinned.clone();
+                }
+            }
+            bundle.image = pinned;
+        }
+        let name = package_dir.file_name().unwrap_or_default();
+        let out = args.catalog_dir.join(name);
+        std::fs::create_dir_all(&out)?;
+        let mut text = Vec::new();
+        super::catalog::write_fbc(&config, super::catalog::FbcFormat::Json, &mut text)?;
+        std::fs::write(out.join("catalog.json"), text)?;
+    }
+    let build = BuildArgs {
+        dir: args.catalog_dir.clone(),
+        reference: format!("{registry}/{}", args.catalog_image),
+        push: true,
+        layout: args.layout.clone(),
+        registry: args.registry_args.clone(),
+    };
+    check_catalog(&build.dir)?;
+    let digest = build_and_maybe_push(&catalog_image(&build.dir, None)?, &build, &runtime)?;
+    println!("{}@{digest}", build.reference);
+    Ok(())
+}
+
+/// The folder of the bundle `csv_name` under a package folder (folders are versions).
+fn bundle_dir_name(package_dir: &Path, csv_name: &str) -> anyhow::Result<PathBuf> {
+    for entry in std::fs::read_dir(package_dir)? {
+        let dir = entry?.path();
+        if dir.join("metadata/annotations.yaml").is_file()
+            && read_bundle(&dir).is_ok_and(|b| b.csv_name() == csv_name)
+        {
+            return Ok(PathBuf::from(dir.file_name().unwrap_or_default()));
+        }
+    }
+    bail!(
+        "{}: no bundle directory holds {csv_name}",
+        package_dir.display()
+    )
+}
+
+/// Does `input` name an image rather than a local path?
+pub fn is_image_reference(input: &Path) -> bool {
+    let Some(text) = input.to_str() else {
+        return false;
+    };
+    !input.exists()
+        && text.contains('/')
+        && text
+            .split('/')
+            .next()
+            .is_some_and(|host| host.contains('.') || host.contains(':') || host == "localhost")
+        && parse_reference(text).is_ok()
+}
+
+/// `olm catalog render IMAGE`: a bundle image renders as its directory does (with the
+/// reference as its image), a catalog image as the FBC under its label's path.
+pub fn render_image(
+    text: &str,
+    registry: &RegistryArgs,
+) -> anyhow::Result<crate::catalog::DeclarativeConfig> {
+    let reference = parse_reference(text)?;
+    let session = Session::for_user(&reference, &registry.options())?;
+    let cache = std::env::temp_dir().join(format!("olm-render-{}", std::process::id()));
+    let pulled: anyhow::Result<PulledImage> = runtime()?
+        .block_on(session.pull(&reference, &cache, &crate::oci::registry::select_all, None))
+        .map_err(Into::into);
+    let result = pulled.and_then(|image| render_pulled(text, &image));
+    let _ = std::fs::remove_dir_all(&cache);
+    result
+}
+
+fn render_pulled(
+    text: &str,
+    image: &PulledImage,
+) -> anyhow::Result<crate::catalog::DeclarativeConfig> {
+    if image.labels.contains_key(crate::oci::LABEL_BUNDLE_PACKAGE) {
+        let bundle_dir = read_bundle(&image.rootfs)?;
+        // As opm renders an image: the reference as given is the bundle's image.
+        let options = RenderOptions {
+            image_template: Some(text.to_string()),
+            strict: false,
+        };
+        let bundle = render_bundle(&bundle_dir, &options)?;
+        return Ok(crate::catalog::DeclarativeConfig {
+            bundles: vec![bundle],
+            ..Default::default()
+        });
+    }
+    if let Some(configs) = image.labels.get(crate::oci::LABEL_CATALOG_CONFIGS) {
+        let dir = image.rootfs.join(configs.trim_start_matches('/'));
+        return Ok(load_path(&dir)?);
+    }
+    bail!("{text}: image type could not be determined (no bundle or catalog label)")
+}

@@ -1,0 +1,582 @@
+//! Registry access: push an image from an OCI layout (blobs the registry has are not sent
+//! again, blobs stream from disk), resolve a tag to its digest with one HEAD, and pull an
+//! image into an on-disk cache keyed by digest. Plain HTTP only for loopback hosts and
+//! those the caller names; retries with backoff on 5xx and connection errors.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use backon::{ExponentialBuilder, Retryable};
+use futures::StreamExt;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::OciDistributionError;
+use oci_client::manifest::{ImageIndexEntry, OciDescriptor};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use tokio::io::AsyncReadExt;
+
+use super::auth::AuthError;
+use super::layout::{Descriptor, Layout, LayoutError};
+use super::unpack::UnpackError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("{reference:?} is not an image reference: {message}")]
+    Reference { reference: String, message: String },
+    #[error("{reference}: {what}: {message}")]
+    Request {
+        reference: String,
+        what: String,
+        message: String,
+    },
+    #[error("{reference}: {message}")]
+    Image { reference: String, message: String },
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error("{reference}: {source}")]
+    Unpack {
+        reference: String,
+        #[source]
+        source: UnpackError,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl RegistryError {
+    /// A short cause for conditions and logs: unauthorized, not found, unreachable, ….
+    pub fn cause(&self) -> &'static str {
+        match self {
+            RegistryError::Request { message, .. } => {
+                let m = message.to_ascii_lowercase();
+                if m.contains("not authorized") || m.contains("401") || m.contains("unauthorized") {
+                    "Unauthorized"
+                } else if m.contains("not found") || m.contains("404") || m.contains("unknown") {
+                    "NotFound"
+                } else if m.contains("connect") || m.contains("dns") || m.contains("timed out") {
+                    "Unreachable"
+                } else {
+                    "RegistryError"
+                }
+            }
+            RegistryError::Auth(_) => "InvalidCredentials",
+            RegistryError::Reference { .. } => "InvalidReference",
+            RegistryError::Image { .. } | RegistryError::Unpack { .. } => "InvalidImage",
+            RegistryError::Layout(_) | RegistryError::Io { .. } => "LocalError",
+        }
+    }
+}
+
+/// How to reach registries.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// `host[:port]` reached over plain HTTP (loopback always is).
+    pub insecure: Vec<String>,
+    /// Per-request read timeout.
+    pub timeout: Option<Duration>,
+}
+
+pub fn parse_reference(text: &str) -> Result<Reference, RegistryError> {
+    text.trim()
+        .parse::<Reference>()
+        .map_err(|e| RegistryError::Reference {
+            reference: text.into(),
+            message: e.to_string(),
+        })
+}
+
+/// Whether a registry host is on this machine (plain HTTP is safe there).
+pub fn is_loopback(registry: &str) -> bool {
+    let host = match registry.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => registry.rsplit_once(':').map_or(registry, |(h, _)| h),
+    };
+    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The process-wide TLS provider: ring, which kube already uses (no aws-lc build).
+fn ensure_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Platform choice in an index: linux on this architecture, else the only entry.
+fn choose_platform(entries: &[ImageIndexEntry]) -> Option<String> {
+    use oci_client::manifest::Platform;
+    let linux_here = |p: &Platform| {
+        p.os == oci_spec::image::Os::Linux && p.architecture == oci_spec::image::Arch::default()
+    };
+    entries
+        .iter()
+        .find(|e| e.platform.as_ref().is_some_and(linux_here))
+        .or_else(|| (entries.len() == 1).then(|| &entries[0]))
+        .map(|e| e.digest.clone())
+}
+
+/// One client for one registry and one set of credentials (oci-client keeps credentials
+/// per host per client).
+pub struct Session {
+    client: Client,
+    auth: RegistryAuth,
+    /// For anonymous digest checks: oci-client re-does its `/v2/` handshake on every
+    /// request when there is no token to cache, so a poll would cost two requests.
+    plain_head: Option<(reqwest::Client, &'static str)>,
+}
+
+impl Session {
+    pub fn new(reference: &Reference, auth: RegistryAuth, options: &Options) -> Session {
+        ensure_crypto_provider();
+        let registry = reference.resolve_registry().to_string();
+        let plain = is_loopback(&registry) || options.insecure.contains(&registry);
+        let config = ClientConfig {
+            protocol: if plain {
+                ClientProtocol::HttpsExcept(vec![registry])
+            } else {
+                ClientProtocol::Https
+            },
+            platform_resolver: Some(Box::new(choose_platform)),
+            read_timeout: options.timeout,
+            connect_timeout: Some(options.timeout.unwrap_or(Duration::from_secs(10))),
+            ..ClientConfig::default()
+        };
+        let plain_head = (auth == RegistryAuth::Anonymous)
+            .then(|| {
+                reqwest::Client::builder()
+                    .timeout(options.timeout.unwrap_or(Duration::from_secs(30)))
+                    .build()
+                    .ok()
+            })
+            .flatten()
+            .map(|c| (c, if plain { "http" } else { "https" }));
+        Session {
+            client: Client::new(config),
+            auth,
+            plain_head,
+        }
+    }
+
+    /// A session with the user's own credentials (docker config.json / REGISTRY_AUTH_FILE).
+    pub fn for_user(reference: &Reference, options: &Options) -> Result<Session, RegistryError> {
+        let auth = super::auth::from_user_config(reference.resolve_registry())?;
+        Ok(Session::new(reference, auth, options))
+    }
+
+    /// The digest `reference` points at now: one manifest HEAD (GET when the registry
+    /// sends no digest header). For an index, the index's digest.
+    pub async fn resolve_digest(&self, reference: &Reference) -> Result<String, RegistryError> {
+        if let Some(digest) = self.anonymous_head(reference).await {
+            return Ok(digest);
+        }
+        retrying(|| self.client.fetch_manifest_digest(reference, &self.auth))
+            .await
+            .map_err(|e| request_error(reference, "resolving the manifest digest", e))
+    }
+
+    /// One anonymous manifest HEAD; None when it does not give a digest (auth needed, an
+    /// error, no header), and oci-client's full path decides.
+    async fn anonymous_head(&self, reference: &Reference) -> Option<String> {
+        let (http, scheme) = self.plain_head.as_ref()?;
+        let target = reference.digest().or(reference.tag()).unwrap_or("latest");
+        let url = format!(
+            "{scheme}://{}/v2/{}/manifests/{target}",
+            reference.resolve_registry(),
+            reference.repository()
+        );
+        let accept = [
+            super::MEDIA_OCI_INDEX,
+            super::MEDIA_OCI_MANIFEST,
+            "application/vnd.docker.distribution.manifest.list.v2+json",
+            "application/vnd.docker.distribution.manifest.v2+json",
+        ]
+        .join(", ");
+        let response = http.head(&url).header("Accept", accept).send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let digest = response
+            .headers()
+            .get("Docker-Content-Digest")?
+            .to_str()
+            .ok()?
+            .to_string();
+        match reference.digest() {
+            Some(pinned) if pinned != digest => None,
+            _ => super::digest_hex(&digest).is_some().then_some(digest),
+        }
+    }
+
+    /// Pushes the image `manifest` of `layout` as `reference`.
+    pub async fn push(
+        &self,
+        layout: &Layout,
+        manifest: &Descriptor,
+        reference: &Reference,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<PushReport, RegistryError> {
+        self.client
+            .auth(reference, &self.auth, oci_client::RegistryOperation::Push)
+            .await
+            .map_err(|e| request_error(reference, "authenticating for push", e))?;
+        let image = layout.manifest(manifest)?;
+        let mut report = PushReport::default();
+        for blob in image.layers.iter().chain(std::iter::once(&image.config)) {
+            let exists = retrying(|| self.client.blob_exists(reference, &blob.digest))
+                .await
+                .map_err(|e| {
+                    request_error(reference, &format!("checking blob {}", blob.digest), e)
+                })?;
+            if exists {
+                progress(&format!(
+                    "{} exists ({})",
+                    short(&blob.digest),
+                    human_bytes(blob.size)
+                ));
+                report.skipped.push(blob.digest.clone());
+                continue;
+            }
+            let started = Instant::now();
+            let path = layout.blob_path(&blob.digest)?;
+            retrying(|| self.push_blob_file(reference, &path, blob))
+                .await
+                .map_err(|e| {
+                    request_error(reference, &format!("uploading blob {}", blob.digest), e)
+                })?;
+            let seconds = started.elapsed().as_secs_f64().max(1e-3);
+            progress(&format!(
+                "{} uploaded ({} in {:.2}s, {}/s)",
+                short(&blob.digest),
+                human_bytes(blob.size),
+                seconds,
+                human_bytes((blob.size as f64 / seconds) as u64)
+            ));
+            report.uploaded.push(blob.digest.clone());
+        }
+        let bytes = layout.read_blob(&manifest.digest)?;
+        let content_type = manifest
+            .media_type
+            .parse::<http::HeaderValue>()
+            .map_err(|e| RegistryError::Image {
+                reference: reference.whole(),
+                message: format!("manifest media type {:?}: {e}", manifest.media_type),
+            })?;
+        retrying(|| {
+            self.client
+                .push_manifest_raw(reference, bytes.clone(), content_type.clone())
+        })
+        .await
+        .map_err(|e| request_error(reference, "pushing the manifest", e))?;
+        progress(&format!(
+            "{} manifest pushed as {}",
+            short(&manifest.digest),
+            reference.whole()
+        ));
+        report.digest = manifest.digest.clone();
+        Ok(report)
+    }
+
+    /// Streams one blob from disk (4 MiB chunks); small blobs go in one request.
+    async fn push_blob_file(
+        &self,
+        reference: &Reference,
+        path: &Path,
+        blob: &Descriptor,
+    ) -> Result<String, OciDistributionError> {
+        const CHUNK: usize = 4 << 20;
+        if blob.size as usize <= CHUNK {
+            let bytes = tokio::fs::read(path).await?;
+            return self.client.push_blob(reference, bytes, &blob.digest).await;
+        }
+        let file = tokio::fs::File::open(path).await?;
+        let stream = futures::stream::try_unfold(file, |mut file| async move {
+            let mut buffer = vec![0u8; CHUNK];
+            let mut filled = 0;
+            while filled < CHUNK {
+                let n = file.read(&mut buffer[filled..]).await?;
+                if n == 0 {
+                    break;
+                }
+                filled += n;
+            }
+            if filled == 0 {
+                return Ok(None);
+            }
+            buffer.truncate(filled);
+            Ok::<_, OciDistributionError>(Some((bytes::Bytes::from(buffer), file)))
+        });
+        self.client
+            .push_blob_stream(reference, stream.boxed(), &blob.digest, Some(blob.size))
+            .await
+    }
+
+    /// Pulls `reference` into `cache/<digest>/` (once per digest: a complete entry is
+    /// reused). `select` sees the config labels before any layer is fetched: it refuses the
+    /// image (a message) or names the only path to extract (all when None).
+    /// `expected_digest`, when the caller already resolved it, saves the HEAD.
+    pub async fn pull(
+        &self,
+        reference: &Reference,
+        cache: &Path,
+        select: &Select,
+        expected_digest: Option<&str>,
+    ) -> Result<PulledImage, RegistryError> {
+        let digest = match expected_digest {
+            Some(d) => d.to_string(),
+            None => self.resolve_digest(reference).await?,
+        };
+        let hex = super::digest_hex(&digest).ok_or_else(|| RegistryError::Image {
+            reference: reference.whole(),
+            message: format!("unsupported digest {digest:?}"),
+        })?;
+        let dir = cache.join(hex);
+        let io_err = |path: &Path, source| RegistryError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if dir.join("complete").is_file() {
+            let config = std::fs::read(dir.join("config.json")).map_err(|e| io_err(&dir, e))?;
+            let image = PulledImage::new(reference, digest, dir, &config)?;
+            select(&image.labels).map_err(|message| RegistryError::Image {
+                reference: reference.whole(),
+                message,
+            })?;
+            return Ok(image);
+        }
+        let pinned = reference.clone_with_digest(digest.clone());
+        let (manifest, _) = retrying(|| self.client.pull_image_manifest(&pinned, &self.auth))
+            .await
+            .map_err(|e| request_error(reference, "pulling the manifest", e))?;
+        let config = retrying(|| async {
+            let mut config = Vec::new();
+            self.client
+                .pull_blob(&pinned, &manifest.config, &mut config)
+                .await?;
+            Ok(config)
+        })
+        .await
+        .map_err(|e| request_error(reference, "pulling the image config", e))?;
+        let labels = PulledImage::new(reference, digest.clone(), PathBuf::new(), &config)?.labels;
+        let only = select(&labels).map_err(|message| RegistryError::Image {
+            reference: reference.whole(),
+            message,
+        })?;
+        let only = only.as_deref();
+
+        std::fs::create_dir_all(cache).map_err(|e| io_err(cache, e))?;
+        let temp = cache.join(format!(".partial-{hex}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&temp);
+        std::fs::create_dir_all(temp.join("rootfs")).map_err(|e| io_err(&temp, e))?;
+        let result = self
+            .pull_layers(&pinned, &manifest.layers, &temp, only)
+            .await;
+        if let Err(error) = result {
+            let _ = std::fs::remove_dir_all(&temp);
+            return Err(error);
+        }
+        std::fs::write(temp.join("config.json"), &config).map_err(|e| io_err(&temp, e))?;
+        std::fs::write(temp.join("complete"), b"").map_err(|e| io_err(&temp, e))?;
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(&temp, &dir).map_err(|e| io_err(&dir, e))?;
+        PulledImage::new(reference, digest, dir, &config)
+    }
+
+    /// Each layer goes to a temp file (digest checked while it streams), then is applied.
+    async fn pull_layers(
+        &self,
+        pinned: &Reference,
+        layers: &[OciDescriptor],
+        temp: &Path,
+        only: Option<&Path>,
+    ) -> Result<(), RegistryError> {
+        for (i, layer) in layers.iter().enumerate() {
+            let blob = temp.join(format!("layer-{i}"));
+            retrying(|| async {
+                let file = tokio::fs::File::create(&blob).await?;
+                self.client.pull_blob(pinned, layer, file).await
+            })
+            .await
+            .map_err(|e| request_error(pinned, &format!("pulling layer {}", layer.digest), e))?;
+            let rootfs = temp.join("rootfs");
+            let name = layer.digest.clone();
+            let only = only.map(Path::to_path_buf);
+            let blob_path = blob.clone();
+            tokio::task::spawn_blocking(move || {
+                let file = std::fs::File::open(&blob_path).map_err(|e| UnpackError::Write {
+                    layer: name.clone(),
+                    path: blob_path.clone(),
+                    source: e,
+                })?;
+                super::unpack::apply_layer(file, &name, &rootfs, only.as_deref())
+            })
+            .await
+            .map_err(|e| RegistryError::Image {
+                reference: pinned.whole(),
+                message: format!("unpacking stopped: {e}"),
+            })?
+            .map_err(|source| RegistryError::Unpack {
+                reference: pinned.whole(),
+                source,
+            })?;
+            let _ = std::fs::remove_file(&blob);
+        }
+        Ok(())
+    }
+}
+
+/// What to extract of an image, decided from its labels (see [`Session::pull`]).
+pub type Select = dyn Fn(&std::collections::BTreeMap<String, String>) -> Result<Option<PathBuf>, String>
+    + Send
+    + Sync;
+
+/// Everything.
+pub fn select_all(
+    _: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<PathBuf>, String> {
+    Ok(None)
+}
+
+/// The catalog label's directory; an image without the label is not a catalog image.
+pub fn select_catalog(
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<PathBuf>, String> {
+    match labels.get(super::LABEL_CATALOG_CONFIGS) {
+        Some(path) => Ok(Some(PathBuf::from(path))),
+        None => Err(format!(
+            "not a catalog image: its config has no {} label",
+            super::LABEL_CATALOG_CONFIGS
+        )),
+    }
+}
+
+/// An image in the pull cache.
+#[derive(Clone, Debug)]
+pub struct PulledImage {
+    pub digest: String,
+    /// The image config's `config.Labels`.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The extracted files.
+    pub rootfs: PathBuf,
+}
+
+impl PulledImage {
+    fn new(
+        reference: &Reference,
+        digest: String,
+        dir: PathBuf,
+        config: &[u8],
+    ) -> Result<PulledImage, RegistryError> {
+        let value: serde_json::Value =
+            serde_json::from_slice(config).map_err(|e| RegistryError::Image {
+                reference: reference.whole(),
+                message: format!("the image config is not JSON: {e}"),
+            })?;
+        let labels = value["config"]["Labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(PulledImage {
+            digest,
+            labels,
+            rootfs: dir.join("rootfs"),
+        })
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct PushReport {
+    pub digest: String,
+    pub uploaded: Vec<String>,
+    pub skipped: Vec<String>,
+}
+
+fn request_error(reference: &Reference, what: &str, error: OciDistributionError) -> RegistryError {
+    let message = match &error {
+        OciDistributionError::RequestError(e) => {
+            // reqwest's Display hides the cause (connection refused, …).
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            text
+        }
+        other => other.to_string(),
+    };
+    RegistryError::Request {
+        reference: reference.whole(),
+        what: what.into(),
+        message,
+    }
+}
+
+/// 5xx and transport failures are worth another try; 4xx and bad content are not.
+fn retryable(error: &OciDistributionError) -> bool {
+    match error {
+        OciDistributionError::RequestError(e) => {
+            e.is_connect() || e.is_timeout() || e.status().is_some_and(|s| s.is_server_error())
+        }
+        OciDistributionError::ServerError { code, .. } => *code >= 500,
+        OciDistributionError::IoError(_) => true,
+        _ => false,
+    }
+}
+
+async fn retrying<T, F, Fut>(operation: F) -> Result<T, OciDistributionError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, OciDistributionError>>,
+{
+    operation
+        .retry(
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(200))
+                .with_max_delay(Duration::from_secs(5))
+                .with_max_times(retry_times()),
+        )
+        .when(retryable)
+        .await
+}
+
+/// `OLM_REGISTRY_RETRIES` (default 3): tests of a registry that is down set 0.
+fn retry_times() -> usize {
+    std::env::var("OLM_REGISTRY_RETRIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+}
+
+fn short(digest: &str) -> &str {
+    &digest[..digest.len().min(19)]
+}
+
+pub fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_is_plain_http_by_default() {
+        assert!(is_loopback("127.0.0.1:5000"));
+        assert!(is_loopback("localhost:5000"));
+        assert!(is_loopback("[::1]:5000"));
+        assert!(!is_loopback("quay.io"));
+        assert!(!is_loopback("10.0.0.1:5000"));
+    }
+}
