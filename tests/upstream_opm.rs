@@ -687,6 +687,17 @@ fn render_of_the_parity_corpus_matches_opm_byte_for_byte() {
             "olm render {d}: {}",
             String::from_utf8_lossy(&ours.stderr)
         );
+        // The merge-keys bundle is kept to its CSV and the one CRD with merge keys (the
+        // others are megabytes): opm refuses it for the owned CRDs left out, so it is
+        // compared in tests/parity_corpus.rs only. Anything else opm refuses fails here.
+        if d.contains("/merge-keys/") {
+            let stderr = String::from_utf8_lossy(&theirs.stderr);
+            assert!(
+                !theirs.status.success() && stderr.contains("error checking provided apis"),
+                "opm render {d}: {stderr}"
+            );
+            continue;
+        }
         assert!(
             theirs.status.success(),
             "opm render {d}: {}",
