@@ -155,17 +155,7 @@ fn render_of_every_bundle_directory_matches_opm() {
                     for dir in chunk {
                         let d = dir.to_str().unwrap();
                         let ours = olm(&["catalog", "render", "--image-template", template, d]);
-                        let theirs = opm_cmd()
-                            .args([
-                                "render",
-                                "--alpha-image-ref-template",
-                                template,
-                                "-o",
-                                "json",
-                                d,
-                            ])
-                            .output()
-                            .unwrap();
+                        let theirs = opm_render(template, d);
                         assert!(
                             theirs.status.success(),
                             "opm render {d}: {}",
@@ -660,6 +650,21 @@ fn loading_agrees_with_opm_on_malformed_and_unusual_streams() {
     assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
 }
 
+/// `opm render --alpha-image-ref-template TEMPLATE -o json DIR`.
+fn opm_render(template: &str, dir: &str) -> std::process::Output {
+    opm_cmd()
+        .args([
+            "render",
+            "--alpha-image-ref-template",
+            template,
+            "-o",
+            "json",
+            dir,
+        ])
+        .output()
+        .unwrap()
+}
+
 /// The parity corpus (one real bundle per class of difference hack/parity found on the
 /// public community catalog): equal to opm's render as data, and every `olm.bundle.object`
 /// byte for byte (Go's JSON encoding), so catalogs rendered by both share content digests.
@@ -671,17 +676,7 @@ fn render_of_the_parity_corpus_matches_opm_byte_for_byte() {
     for dir in &dirs {
         let d = dir.to_str().unwrap();
         let ours = olm(&["catalog", "render", "--image-template", template, d]);
-        let theirs = opm_cmd()
-            .args([
-                "render",
-                "--alpha-image-ref-template",
-                template,
-                "-o",
-                "json",
-                d,
-            ])
-            .output()
-            .unwrap();
+        let theirs = opm_render(template, d);
         assert!(
             ours.status.success(),
             "olm render {d}: {}",

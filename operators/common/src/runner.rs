@@ -143,3 +143,14 @@ where
         }
     }
 }
+
+/// The process exit of an operator: success, or the error logged and a failure code.
+pub fn exit_code(operator: &str, result: Result<(), Error>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(%error, "{operator} stopped");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

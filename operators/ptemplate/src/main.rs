@@ -50,13 +50,7 @@ struct Args {
 async fn main() -> ExitCode {
     let args = Args::parse();
     cli::init_logs(args.common.log_format);
-    match run(args).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!(%error, "{OPERATOR} stopped");
-            ExitCode::FAILURE
-        }
-    }
+    runner::exit_code(OPERATOR, run(args).await)
 }
 
 fn modules(client: &kube::Client, scope: &Option<String>) -> Api<DynamicObject> {

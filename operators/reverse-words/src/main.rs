@@ -36,13 +36,7 @@ struct Args {
 async fn main() -> ExitCode {
     let args = Args::parse();
     cli::init_logs(args.common.log_format);
-    match run(args).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!(%error, "{OPERATOR} stopped");
-            ExitCode::FAILURE
-        }
-    }
+    runner::exit_code(OPERATOR, run(args).await)
 }
 
 async fn run(args: Args) -> Result<(), runner::Error> {
