@@ -2,6 +2,9 @@
 //! repeated events into series, so there must be only one), metrics, the catalog snapshots,
 //! the process-wide settings, and whether this replica leads.
 //!
+//! Events are published in the background, in order, by one task (as client-go's
+//! broadcaster does): a reconcile never waits for an Event to be written.
+//!
 //! A controller's own state lives in its own module, in a context of its own that holds an
 //! `Arc<Context>`; nothing controller-specific belongs here.
 
@@ -12,7 +15,7 @@ use futures::Stream;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use super::guard::Panicked;
 use crate::runtime::metrics::Metrics;
@@ -62,7 +65,7 @@ impl Default for Settings {
 
 pub struct Context {
     pub client: Client,
-    pub recorder: Recorder,
+    events: mpsc::UnboundedSender<(Event, ObjectReference)>,
     pub metrics: Arc<Metrics>,
     pub snapshots: Arc<CatalogSnapshots>,
     pub settings: Settings,
@@ -82,8 +85,11 @@ impl Context {
             controller: "olm".into(),
             instance: Some(instance),
         };
+        let recorder = Recorder::new(client.clone(), reporter);
+        let (events, queue) = mpsc::unbounded_channel();
+        tokio::spawn(publish_events(recorder, queue));
         Context {
-            recorder: Recorder::new(client.clone(), reporter),
+            events,
             client,
             metrics,
             snapshots,
@@ -97,7 +103,7 @@ impl Context {
     pub fn scoped_to(&self, namespace: Option<String>) -> Context {
         Context {
             client: self.client.clone(),
-            recorder: self.recorder.clone(),
+            events: self.events.clone(),
             metrics: Arc::clone(&self.metrics),
             snapshots: Arc::clone(&self.snapshots),
             settings: Settings {
@@ -132,7 +138,8 @@ impl Context {
         )
     }
 
-    /// Publishes an Event (leader only); a failure to record one is logged, never fatal.
+    /// Queues an Event for publishing (leader only); a failure to record one is logged,
+    /// never fatal.
     pub async fn event(
         &self,
         regarding: &ObjectReference,
@@ -151,8 +158,19 @@ impl Context {
             action: action.into(),
             secondary: None,
         };
-        if let Err(error) = self.recorder.publish(&event, regarding).await {
-            tracing::warn!(%error, reason, object = ?regarding.name, "could not record an event");
+        // Fails only when the publisher is gone, at shutdown.
+        let _ = self.events.send((event, regarding.clone()));
+    }
+}
+
+/// Publishes queued Events one at a time, in the order they were queued.
+async fn publish_events(
+    recorder: Recorder,
+    mut queue: mpsc::UnboundedReceiver<(Event, ObjectReference)>,
+) {
+    while let Some((event, regarding)) = queue.recv().await {
+        if let Err(error) = recorder.publish(&event, &regarding).await {
+            tracing::warn!(%error, reason = event.reason, object = ?regarding.name, "could not record an event");
         }
     }
 }

@@ -1084,6 +1084,48 @@ async fn failing_steps_retry_until_the_timeout_and_unknown_kinds_fail_at_once() 
     );
 }
 
+/// A CRD someone else last applied server-side (as `kubectl apply --server-side` does) is
+/// still updated by the plan: the catalog's manifest wins, as upstream's updates do.
+#[tokio::test]
+async fn a_crd_applied_by_someone_else_server_side_is_updated_without_conflict() {
+    const CRD: &str = "reversewordsapps.apps.linuxera.org";
+    const MARK: &str = "last applied server-side by another manager";
+    let s = Setup::new("sub-crd-owner", &our_catalog(), &[]).await;
+    s.operator_group("");
+    let manifest = repo_root()
+        .join("bundles/reverse-words/0.4.0/manifests/apps.linuxera.org_reversewordsapps.yaml");
+    let mut crd: Value = serde_yaml::from_str(&std::fs::read_to_string(manifest).unwrap()).unwrap();
+    // Only a description differs: harmless for the tests that share this CRD.
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = MARK.into();
+    kubectl(
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=someone-else",
+            "-f",
+            "-",
+        ],
+        Some(&serde_json::to_string(&crd).unwrap()),
+    )
+    .ok();
+    s.subscribe("reverse-words", "reverse-words", "  channel: stable\n");
+    let plan = s
+        .sub_status("reverse-words", "an InstallPlan", |st| {
+            st["installPlanRef"]["name"].is_string()
+        })
+        .await["status"]["installPlanRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.plan_phase(&plan, "Complete").await;
+    let found = get_json("default", &format!("crd/{CRD}"));
+    assert_ne!(
+        found["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"],
+        MARK
+    );
+}
+
 #[tokio::test]
 async fn crd_upgrades_that_lose_data_are_refused() {
     let old = catalog_subset("crd-old", |b| b == "at.v0.1.0");

@@ -8,6 +8,7 @@
 //! (server-side apply under `olm-csv`; Deployments and RBAC only on install or drift,
 //! copies only when their source changed, status only when it differs).
 
+pub mod copier;
 pub mod copies;
 pub mod deployment;
 pub mod phase;
@@ -85,6 +86,7 @@ impl Error {
 pub struct CsvContext {
     pub shared: Arc<Context>,
     backoff: Backoff<(String, String)>,
+    copy_backoff: Backoff<(String, String)>,
     csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
     groups: Store<DeserializeGuard<OperatorGroup>>,
     deployments: Store<Deployment>,
@@ -94,6 +96,8 @@ pub struct CsvContext {
     server_version: OnceCell<String>,
     /// CSVs to look at again because a related one (replaced or replacing) moved.
     related: mpsc::UnboundedSender<ObjectRef<DeserializeGuard<ClusterServiceVersion>>>,
+    /// Source CSVs whose copies the copier looks at (after each round of a group member).
+    copy_requests: mpsc::UnboundedSender<CsvRef>,
 }
 
 fn key(csv: &ClusterServiceVersion) -> (String, String) {
@@ -330,9 +334,12 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
             step = phase::after_install(step, applied);
         }
     }
-    let written = write_status(&round, current, &passed, &step, judged.statuses).await?;
+    write_status(&round, current, &passed, &step, judged.statuses).await?;
     if let GroupState::Member { .. } = &group_state {
-        sync_copies(&round, &targets, &written).await?;
+        // The copier reads the status back from the cache once the watch delivers it.
+        let _ = ctx
+            .copy_requests
+            .send(ObjectRef::new(&round.name).within(&round.namespace));
     }
     if step.delete {
         match csv_api(&round)
@@ -677,112 +684,6 @@ async fn install(
 }
 
 /// Copies are written this many at a time: an AllNamespaces operator has one per namespace.
-const COPY_WRITERS: usize = 16;
-
-/// Creates or updates the copies whose source changed; deletes those no longer targeted.
-/// Copies follow settled phases only (Succeeded, Failed): an install's passage through
-/// Pending, InstallReady and Installing would otherwise cost two writes per namespace each.
-async fn sync_copies(
-    round: &Round<'_>,
-    targets: &[String],
-    status: &ClusterServiceVersionStatus,
-) -> Result<(), Error> {
-    let ctx = round.ctx;
-    let all: Vec<String> = ctx
-        .namespaces
-        .state()
-        .iter()
-        .map(|n| n.name_any())
-        .collect();
-    let wanted = copies::copy_namespaces(
-        targets,
-        &round.namespace,
-        &all,
-        ctx.shared.settings.disable_copied_csvs,
-    );
-    if copies::settled(status.phase) {
-        let mut source = round.csv.clone();
-        source.status = Some(status.clone());
-        let (object, copy_status, hash) = copies::build(&source, "");
-        let stale: Vec<String> = wanted
-            .iter()
-            .filter(|namespace| {
-                ctx.copies
-                    .get(&ObjectRef::new(&round.name).within(namespace))
-                    .as_ref()
-                    .and_then(|c| c.annotations().get(copies::COPIED_HASH_ANNOTATION))
-                    != Some(&hash)
-            })
-            .cloned()
-            .collect();
-        let results: Vec<Result<(), Error>> = futures::stream::iter(stale)
-            .map(|namespace: String| {
-                let mut body = object.clone();
-                body["metadata"]["namespace"] = json!(namespace);
-                write_copy(round, namespace, body, &copy_status)
-            })
-            .buffer_unordered(COPY_WRITERS)
-            .collect()
-            .await;
-        results.into_iter().collect::<Result<(), Error>>()?;
-    }
-    for copy in ctx.copies.state() {
-        let namespace = copy.namespace().unwrap_or_default();
-        if copy.name_any() != round.name
-            || copy.labels().get(COPIED_FROM_LABEL) != Some(&round.namespace)
-            || wanted.contains(&namespace)
-        {
-            continue;
-        }
-        delete_copy(round.client(), &namespace, &round.name)
-            .await
-            .map_err(round.fail("delete_copy"))?;
-    }
-    Ok(())
-}
-
-/// One copy: the object, then its status (a subresource: ignored on create).
-async fn write_copy(
-    round: &Round<'_>,
-    namespace: String,
-    body: Value,
-    status: &Value,
-) -> Result<(), Error> {
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let api: Api<ClusterServiceVersion> = Api::namespaced(round.client(), &namespace);
-    match api.patch(&round.name, &params, &Patch::Apply(&body)).await {
-        Ok(_) => {}
-        // The namespace is going away.
-        Err(kube::Error::Api(s))
-            if s.code == 404
-                || s.code == 403
-                    && s.reason == "Forbidden"
-                    && s.message.contains("being terminated") =>
-        {
-            return Ok(());
-        }
-        Err(error) => return Err(round.fail("apply_copy")(error)),
-    }
-    let status_body = json!({
-        "apiVersion": ClusterServiceVersion::api_version(&()),
-        "kind": ClusterServiceVersion::kind(&()),
-        "status": status,
-    });
-    api.patch_status(&round.name, &params, &Patch::Apply(&status_body))
-        .await
-        .map_err(round.fail("apply_copy_status"))?;
-    Ok(())
-}
-
-async fn delete_copy(client: kube::Client, namespace: &str, name: &str) -> Result<(), kube::Error> {
-    let api: Api<ClusterServiceVersion> = Api::namespaced(client, namespace);
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(error) => Err(error),
-    }
-}
-
 /// The status fields this controller writes (certificates and cleanup are not its own).
 fn owned_fields(status: &ClusterServiceVersionStatus) -> ClusterServiceVersionStatus {
     ClusterServiceVersionStatus {
@@ -908,7 +809,7 @@ async fn cleanup(round: &Round<'_>) -> Result<(), Error> {
         if copy.name_any() == round.name
             && copy.labels().get(COPIED_FROM_LABEL) == Some(&round.namespace)
         {
-            delete_copy(
+            copier::delete_copy(
                 client.clone(),
                 &copy.namespace().unwrap_or_default(),
                 &round.name,
@@ -1045,9 +946,11 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let controller = Controller::new(csv_api, config().labels(&format!("!{COPIED_FROM_LABEL}")));
     let csvs = controller.store();
     let (related_tx, related_rx) = mpsc::unbounded_channel();
+    let (copy_tx, copy_rx) = mpsc::unbounded_channel();
     let ctx = Arc::new(CsvContext {
         shared: Arc::clone(&shared),
         backoff: Backoff::default(),
+        copy_backoff: Backoff::default(),
         csvs: csvs.clone(),
         groups: groups.clone(),
         deployments,
@@ -1056,11 +959,56 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         subscriptions,
         server_version: OnceCell::new(),
         related: related_tx,
+        copy_requests: copy_tx,
     });
-    let pruner = tokio::spawn(prune_orphan_copies(Arc::clone(&ctx)));
+    let pruner = tokio::spawn(copier::prune_orphans(Arc::clone(&ctx)));
+
+    // The copier's queue: the phase machine's rounds, changes to copies, namespaces that
+    // come or go (they change the copies of AllNamespaces operators).
     let (for_groups, for_crds, for_subs, for_ns) =
         (csvs.clone(), csvs.clone(), csvs.clone(), csvs.clone());
     let groups_for_ns = groups.clone();
+    let changed_copies = copy_events.filter_map(|copy| {
+        let source = match copy {
+            Ok(copy) => copy
+                .labels()
+                .get(COPIED_FROM_LABEL)
+                .map(|ns| ObjectRef::new(&copy.name_any()).within(ns)),
+            Err(_) => None,
+        };
+        futures::future::ready(source)
+    });
+    let namespace_changes = namespace_events
+        .filter_map(|ns| futures::future::ready(ns.ok()))
+        .flat_map(move |_ns: PartialObjectMeta<Namespace>| {
+            let global: HashSet<String> = groups_for_ns
+                .state()
+                .iter()
+                .filter_map(|g| g.0.as_ref().ok())
+                .filter(|g| {
+                    g.status
+                        .as_ref()
+                        .is_some_and(|s| s.namespaces.len() == 1 && s.namespaces[0].is_empty())
+                })
+                .filter_map(|g| g.metadata.namespace.clone())
+                .collect();
+            futures::stream::iter(csvs_where(&for_ns, |csv| {
+                csv.metadata
+                    .namespace
+                    .as_ref()
+                    .is_some_and(|ns| global.contains(ns))
+            }))
+        });
+    let copy_requests = futures::stream::select(
+        tokio_stream::wrappers::UnboundedReceiverStream::new(copy_rx),
+        futures::stream::select(changed_copies, namespace_changes),
+    );
+    let copier = tokio::spawn(copier::run(
+        Arc::clone(&ctx),
+        copy_requests,
+        shutdown.clone(),
+    ));
+
     controller
         .watches_stream(
             group_events,
@@ -1076,16 +1024,6 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
                 _ => vec![],
             }
         })
-        .watches_stream(
-            copy_events,
-            |copy: PartialObjectMeta<ClusterServiceVersion>| match copy
-                .labels()
-                .get(COPIED_FROM_LABEL)
-            {
-                Some(ns) => vec![ObjectRef::new(&copy.name_any()).within(ns)],
-                None => vec![],
-            },
-        )
         .watches_stream(
             subscription_events,
             move |sub: DeserializeGuard<Subscription>| {
@@ -1105,29 +1043,6 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
                 })
             },
         )
-        .watches_stream(
-            namespace_events,
-            move |_ns: PartialObjectMeta<Namespace>| {
-                // New or removed namespaces change the copies of AllNamespaces operators.
-                let global: HashSet<String> = groups_for_ns
-                    .state()
-                    .iter()
-                    .filter_map(|g| g.0.as_ref().ok())
-                    .filter(|g| {
-                        g.status
-                            .as_ref()
-                            .is_some_and(|s| s.namespaces.len() == 1 && s.namespaces[0].is_empty())
-                    })
-                    .filter_map(|g| g.metadata.namespace.clone())
-                    .collect();
-                csvs_where(&for_ns, |csv| {
-                    csv.metadata
-                        .namespace
-                        .as_ref()
-                        .is_some_and(|ns| global.contains(ns))
-                })
-            },
-        )
         .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(
             related_rx,
         ))
@@ -1140,47 +1055,6 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
             }
         })
         .await;
+    let _ = copier.await;
     pruner.abort();
-}
-
-/// Copies whose source CSV is gone (deleted while OLM was down, or never cleaned up by an
-/// older OLM) are deleted. Only sources in the watched scope are judged.
-async fn prune_orphan_copies(ctx: Arc<CsvContext>) {
-    if !crate::controllers::cache_ready::listed(&ctx.csvs).await
-        || !crate::controllers::cache_ready::listed(&ctx.copies).await
-    {
-        return;
-    }
-    let scope = ctx.shared.settings.watch_namespace.clone();
-    let mut tick = tokio::time::interval(Duration::from_secs(30));
-    loop {
-        tick.tick().await;
-        let live: HashSet<(String, String)> = ctx
-            .csvs
-            .state()
-            .iter()
-            .map(|g| {
-                (
-                    g.meta().namespace.clone().unwrap_or_default(),
-                    g.meta().name.clone().unwrap_or_default(),
-                )
-            })
-            .collect();
-        for copy in ctx.copies.state() {
-            let Some(source_ns) = copy.labels().get(COPIED_FROM_LABEL) else {
-                continue;
-            };
-            if scope.as_ref().is_some_and(|s| s != source_ns)
-                || live.contains(&(source_ns.clone(), copy.name_any()))
-            {
-                continue;
-            }
-            let namespace = copy.namespace().unwrap_or_default();
-            if let Err(error) =
-                delete_copy(ctx.shared.client.clone(), &namespace, &copy.name_any()).await
-            {
-                tracing::warn!(%error, copy = %copy.name_any(), %namespace, "could not delete an orphaned copied CSV");
-            }
-        }
-    }
 }

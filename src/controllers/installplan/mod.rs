@@ -24,16 +24,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
-use kube::core::DeserializeGuard;
+use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::discovery::{ApiCapabilities, Scope};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -585,10 +587,12 @@ async fn apply_step(
     {
         check_crd_upgrade(&object, existing, ctx).await?;
     }
+    // Forced: the bundle's manifest wins over whoever applied the object last (a CRD
+    // applied with `kubectl apply --server-side`, say), as upstream's updates do.
     let applied = api
         .patch(
             &r.name,
-            &PatchParams::apply(FIELD_MANAGER),
+            &PatchParams::apply(FIELD_MANAGER).force(),
             &Patch::Apply(&object),
         )
         .await
@@ -760,6 +764,29 @@ async fn event(
         .await;
 }
 
+/// The plans with a step waiting for the CRD `name` to be established.
+fn waiting_for_crd(
+    plans: &Store<DeserializeGuard<InstallPlan>>,
+    name: &str,
+) -> Vec<ObjectRef<DeserializeGuard<InstallPlan>>> {
+    plans
+        .state()
+        .iter()
+        .filter(|guarded| {
+            guarded.0.as_ref().is_ok_and(|plan| {
+                plan.status.as_ref().is_some_and(|status| {
+                    status.plan.iter().any(|step| {
+                        step.status == StepStatus::WaitingForApi
+                            && step.resource.kind == KIND_CRD
+                            && step.resource.name == name
+                    })
+                })
+            })
+        })
+        .map(|guarded| ObjectRef::from_obj(guarded.as_ref()))
+        .collect()
+}
+
 /// Runs the controller until `shutdown` (leader only).
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let api: Api<DeserializeGuard<InstallPlan>> = match &shared.settings.watch_namespace {
@@ -772,7 +799,22 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         discovered: Mutex::default(),
         impersonating: Mutex::default(),
     });
-    Controller::new(api, watcher::Config::default().any_semantic())
+    let crds = watcher(
+        Api::<PartialObjectMeta<CustomResourceDefinition>>::all(shared.client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .touched_objects();
+    let controller = Controller::new(api, watcher::Config::default().any_semantic());
+    let plans = controller.store();
+    controller
+        // A plan waiting for a CRD to be established goes on as soon as it is.
+        .watches_stream(
+            crds,
+            move |crd: PartialObjectMeta<CustomResourceDefinition>| {
+                waiting_for_crd(&plans, &crd.name_any())
+            },
+        )
         .graceful_shutdown_on(shutdown.requested())
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

@@ -1,0 +1,248 @@
+//! The copier: writes the copied CSVs of settled source CSVs, off the install path.
+//!
+//! Copies cost two writes per target namespace (the object, then its status): for an
+//! AllNamespaces operator on a large cluster that is hundreds of writes. Done inside the
+//! phase machine's round they delayed every other install behind them; here they run on
+//! their own queue, a few sources at a time, fed by the phase machine's rounds, by changes
+//! to the copies themselves and by namespaces coming and going.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::{self, Action, applier};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::phase::GroupState;
+use super::{CsvContext, CsvRef, Error, FIELD_MANAGER, Round, copies, group_of};
+use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion};
+use crate::runtime::host::Shutdown;
+
+/// Source CSVs whose copies are written at the same time.
+const SOURCES_AT_ONCE: u16 = 4;
+/// Copy writes in flight for one source.
+const COPY_WRITERS: usize = 16;
+
+/// Runs until shutdown: one round per source CSV asked for on `requests`.
+pub(super) async fn run(
+    ctx: Arc<CsvContext>,
+    requests: impl Stream<Item = CsvRef> + Send + 'static,
+    shutdown: Shutdown,
+) {
+    let queue = requests
+        .map(Ok::<_, std::convert::Infallible>)
+        .take_until(shutdown.requested());
+    applier(
+        |source, ctx| Box::pin(reconcile(source, ctx)),
+        error_policy,
+        Arc::clone(&ctx),
+        ctx.csvs.clone(),
+        queue,
+        controller::Config::default().concurrency(SOURCES_AT_ONCE),
+    )
+    .for_each(|result| async move {
+        if let Err(error) = result {
+            match error {
+                // A source deleted before its turn: nothing to copy.
+                controller::Error::ObjectNotFound(_) => {}
+                error => tracing::warn!(%error, "copied CSVs"),
+            }
+        }
+    })
+    .await;
+}
+
+async fn reconcile(
+    guarded: Arc<DeserializeGuard<ClusterServiceVersion>>,
+    ctx: Arc<CsvContext>,
+) -> Result<Action, Error> {
+    let Ok(csv) = &guarded.0 else {
+        return Ok(Action::await_change());
+    };
+    if csv.metadata.deletion_timestamp.is_some() {
+        // The phase machine's cleanup deletes the copies.
+        return Ok(Action::await_change());
+    }
+    // Until every cache is listed, a namespace or copy not seen is not missing.
+    if !ctx.caches_ready().await {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    let round = Round {
+        csv,
+        ctx: &ctx,
+        namespace: csv.namespace().unwrap_or_default(),
+        name: csv.name_any(),
+    };
+    if let (_, GroupState::Member { targets, .. }) = group_of(&round) {
+        sync(&round, &targets).await?;
+    }
+    Ok(Action::await_change())
+}
+
+fn error_policy(
+    guarded: Arc<DeserializeGuard<ClusterServiceVersion>>,
+    error: &Error,
+    ctx: Arc<CsvContext>,
+) -> Action {
+    ctx.shared
+        .metrics
+        .reconcile_failed("csv-copies", error.metric_label());
+    let meta = guarded.meta();
+    let key = (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    );
+    let delay = ctx.copy_backoff.next_delay(&key);
+    tracing::warn!(%error, retry_in = ?delay, "writing copied CSVs failed");
+    Action::requeue(delay)
+}
+
+/// Creates or updates the copies whose source changed; deletes those no longer targeted.
+/// Copies follow settled phases only (Succeeded, Failed): an install's passage through
+/// Pending, InstallReady and Installing would otherwise cost two writes per namespace each.
+async fn sync(round: &Round<'_>, targets: &[String]) -> Result<(), Error> {
+    let ctx = round.ctx;
+    let all: Vec<String> = ctx
+        .namespaces
+        .state()
+        .iter()
+        .map(|n| n.name_any())
+        .collect();
+    let wanted = copies::copy_namespaces(
+        targets,
+        &round.namespace,
+        &all,
+        ctx.shared.settings.disable_copied_csvs,
+    );
+    let phase = round.csv.status.as_ref().and_then(|s| s.phase);
+    if copies::settled(phase) {
+        let (object, copy_status, hash) = copies::build(round.csv, "");
+        let stale: Vec<String> = wanted
+            .iter()
+            .filter(|namespace| {
+                ctx.copies
+                    .get(&ObjectRef::new(&round.name).within(namespace))
+                    .as_ref()
+                    .and_then(|c| c.annotations().get(copies::COPIED_HASH_ANNOTATION))
+                    != Some(&hash)
+            })
+            .cloned()
+            .collect();
+        let results: Vec<Result<(), Error>> = futures::stream::iter(stale)
+            .map(|namespace: String| {
+                let mut body = object.clone();
+                body["metadata"]["namespace"] = json!(namespace);
+                write_copy(round, namespace, body, &copy_status)
+            })
+            .buffer_unordered(COPY_WRITERS)
+            .collect()
+            .await;
+        results.into_iter().collect::<Result<(), Error>>()?;
+    }
+    for copy in ctx.copies.state() {
+        let namespace = copy.namespace().unwrap_or_default();
+        if copy.name_any() != round.name
+            || copy.labels().get(COPIED_FROM_LABEL) != Some(&round.namespace)
+            || wanted.contains(&namespace)
+        {
+            continue;
+        }
+        delete_copy(round.client(), &namespace, &round.name)
+            .await
+            .map_err(round.fail("delete_copy"))?;
+    }
+    Ok(())
+}
+
+/// One copy: the object, then its status (a subresource: ignored on create).
+async fn write_copy(
+    round: &Round<'_>,
+    namespace: String,
+    body: Value,
+    status: &Value,
+) -> Result<(), Error> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let api: Api<ClusterServiceVersion> = Api::namespaced(round.client(), &namespace);
+    match api.patch(&round.name, &params, &Patch::Apply(&body)).await {
+        Ok(_) => {}
+        // The namespace is going away.
+        Err(kube::Error::Api(s))
+            if s.code == 404
+                || s.code == 403
+                    && s.reason == "Forbidden"
+                    && s.message.contains("being terminated") =>
+        {
+            return Ok(());
+        }
+        Err(error) => return Err(round.fail("apply_copy")(error)),
+    }
+    let status_body = json!({
+        "apiVersion": ClusterServiceVersion::api_version(&()),
+        "kind": ClusterServiceVersion::kind(&()),
+        "status": status,
+    });
+    api.patch_status(&round.name, &params, &Patch::Apply(&status_body))
+        .await
+        .map_err(round.fail("apply_copy_status"))?;
+    Ok(())
+}
+
+pub(super) async fn delete_copy(
+    client: kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<ClusterServiceVersion> = Api::namespaced(client, namespace);
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+/// Copies whose source CSV is gone (deleted while OLM was down, or never cleaned up by an
+/// older OLM) are deleted. Only sources in the watched scope are judged.
+pub(super) async fn prune_orphans(ctx: Arc<CsvContext>) {
+    if !crate::controllers::cache_ready::listed(&ctx.csvs).await
+        || !crate::controllers::cache_ready::listed(&ctx.copies).await
+    {
+        return;
+    }
+    let scope = ctx.shared.settings.watch_namespace.clone();
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        tick.tick().await;
+        let live: HashSet<(String, String)> = ctx
+            .csvs
+            .state()
+            .iter()
+            .map(|g| {
+                (
+                    g.meta().namespace.clone().unwrap_or_default(),
+                    g.meta().name.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        for copy in ctx.copies.state() {
+            let Some(source_ns) = copy.labels().get(COPIED_FROM_LABEL) else {
+                continue;
+            };
+            if scope.as_ref().is_some_and(|s| s != source_ns)
+                || live.contains(&(source_ns.clone(), copy.name_any()))
+            {
+                continue;
+            }
+            let namespace = copy.namespace().unwrap_or_default();
+            if let Err(error) =
+                delete_copy(ctx.shared.client.clone(), &namespace, &copy.name_any()).await
+            {
+                tracing::warn!(%error, copy = %copy.name_any(), %namespace, "could not delete an orphaned copied CSV");
+            }
+        }
+    }
+}
