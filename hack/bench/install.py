@@ -30,7 +30,7 @@ retries that fail with 409 count). RSS is VmRSS from /proc/PID/status of each OL
 (upstream: olm + catalog; ours: olm run), after the last install and after the idle window;
 the catalog servers' RSS is shown apart.
 
-Usage: hack/bench/install.py [--runs 10] [--side both|upstream|ours] [--idle 60] [--settle 15] [--json]
+Usage: hack/bench/install.py [--runs 10] [--side both|upstream|ours] [--idle 60] [--settle 15] [--json] [--timeline]
        (needs hack/upstream-olm/build, hack/opm/build and, for our side,
         `cargo build --release --bin olm`; the control planes are started and removed here)
 """
@@ -552,6 +552,10 @@ class Side:
         if created is None:
             raise BenchError(f"the Subscription create in {ns} is not in the audit log")
         install = summarize(self.audit.window(created, succeeded_at))
+        if self.args.timeline:
+            for r in sorted(self.audit.window(created, succeeded_at)):
+                print(f"  +{(r[0] - created) * 1000:7.1f} ms  {short_ua(r[2])[:30]:30} {r[1]:6} {r[3]} "
+                      f"{r[4]}/{r[5]} → {r[6]}", file=sys.stderr)
         run = {"namespace": ns, "csv": csv_name, "seconds": succeeded_at - created,
                "seconds_from_kubectl": succeeded_at - launched, "kubectl_apply_seconds": applied - launched,
                "phases": {p: round(t - created, 4) for p, (t, _) in watch.phases.items()},
@@ -773,6 +777,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=60, help="seconds an install may take (default 60)")
     ap.add_argument("--olm", default=str(REPO / "target/release/olm"), help="our binary (default target/release/olm)")
     ap.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    ap.add_argument("--timeline", action="store_true",
+                    help="print every API request of each install (all clients), with its time after the create")
     ap.add_argument("--keep-logs", action="store_true", help="keep the processes' logs (their directory is printed)")
     args = ap.parse_args()
     if args.runs < 1:

@@ -11,6 +11,7 @@ pub mod csv;
 pub mod guard;
 pub mod installplan;
 pub mod operatorgroup;
+pub mod own_writes;
 pub mod ownership;
 pub mod subscription;
 

@@ -38,6 +38,7 @@ use tokio::sync::{OnceCell, mpsc};
 use super::backoff::Backoff;
 use super::context::Context;
 use super::guard::catch_panic;
+use super::own_writes::OwnWrites;
 use super::ownership::{
     DEPLOYMENT_SPEC_HASH_LABEL, OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL,
     owner_selector,
@@ -86,6 +87,8 @@ impl Error {
 pub struct CsvContext {
     pub shared: Arc<Context>,
     backoff: Backoff<(String, String)>,
+    /// What this controller last wrote to each CSV, to see when the cache is behind.
+    own_writes: OwnWrites<(String, String)>,
     copy_backoff: Backoff<(String, String)>,
     csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
     groups: Store<DeserializeGuard<OperatorGroup>>,
@@ -203,6 +206,14 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let (namespace, name) = key(csv);
+    let written_key = (namespace.clone(), name.clone());
+    // The watch event of our last write is on its way and brings a round of its own.
+    if ctx
+        .own_writes
+        .is_behind(&written_key, csv.metadata.resource_version.as_deref())
+    {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let round = Round {
         csv,
         ctx,
@@ -211,6 +222,7 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
     };
     if csv.metadata.deletion_timestamp.is_some() {
         cleanup(&round).await?;
+        ctx.own_writes.forget(&written_key);
         return Ok(Action::await_change());
     }
     if !csv.finalizers().iter().any(|f| f == FINALIZER) {
@@ -219,7 +231,7 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
             "kind": ClusterServiceVersion::kind(&()),
             "metadata": { "name": round.name, "finalizers": [FINALIZER] },
         });
-        csv_api(&round)
+        let written = csv_api(&round)
             .patch(
                 &round.name,
                 &PatchParams::apply(FIELD_MANAGER),
@@ -227,6 +239,10 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
             )
             .await
             .map_err(round.fail("add_finalizer"))?;
+        ctx.own_writes.wrote(
+            written_key.clone(),
+            written.metadata.resource_version.as_deref(),
+        );
     }
 
     // Gather.
@@ -601,7 +617,9 @@ fn api_message(error: &kube::Error) -> String {
 }
 
 /// Applies the RBAC, then the Deployments, then deletes what this CSV made before and no
-/// longer lists. `Err` carries the API server's message for the CSV.
+/// longer lists. Each group's requests go out together: they do not depend on each other
+/// (a binding may name a Role that is still being written). `Err` carries the API server's
+/// message for the CSV.
 async fn install(
     round: &Round<'_>,
     rbac: &[rbac::Planned],
@@ -610,49 +628,61 @@ async fn install(
     let client = round.client();
     // Objects OLM made from the CSV are the CSV's: take fields over from anyone else.
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    let mut desired: HashSet<(String, Option<String>, String)> = HashSet::new();
-    for planned in rbac {
-        dynamic_api(client.clone(), planned.kind, planned.namespace.as_deref())
-            .patch(&planned.name, &params, &Patch::Apply(&planned.body))
-            .await
-            .map_err(|e| format!("{} {}: {}", planned.kind, planned.name, api_message(&e)))?;
-        desired.insert((
-            planned.kind.into(),
-            planned.namespace.clone(),
-            planned.name.clone(),
-        ));
-    }
-    for (name, body) in deployments {
-        dynamic_api(client.clone(), "Deployment", Some(&round.namespace))
-            .patch(name, &params, &Patch::Apply(body))
-            .await
-            .map_err(|e| format!("Deployment {name}: {}", api_message(&e)))?;
-        desired.insert((
+    futures::future::try_join_all(rbac.iter().map(|planned| {
+        let api = dynamic_api(client.clone(), planned.kind, planned.namespace.as_deref());
+        let params = &params;
+        async move {
+            api.patch(&planned.name, params, &Patch::Apply(&planned.body))
+                .await
+                .map_err(|e| format!("{} {}: {}", planned.kind, planned.name, api_message(&e)))
+        }
+    }))
+    .await?;
+    futures::future::try_join_all(deployments.iter().map(|(name, body)| {
+        let api = dynamic_api(client.clone(), "Deployment", Some(&round.namespace));
+        let params = &params;
+        async move {
+            api.patch(name, params, &Patch::Apply(body))
+                .await
+                .map_err(|e| format!("Deployment {name}: {}", api_message(&e)))
+        }
+    }))
+    .await?;
+    let mut desired: HashSet<(String, Option<String>, String)> = rbac
+        .iter()
+        .map(|p| (p.kind.into(), p.namespace.clone(), p.name.clone()))
+        .collect();
+    desired.extend(deployments.iter().map(|(name, _)| {
+        (
             "Deployment".into(),
             Some(round.namespace.clone()),
             name.clone(),
-        ));
-    }
+        )
+    }));
+
     // Garbage: what carries this CSV's owner labels but is no longer planned.
     let selector = owner_selector("ClusterServiceVersion", &round.name, &round.namespace);
-    for kind in [
+    let kinds = [
         "Role",
         "RoleBinding",
         "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
-    ] {
-        let scope = match kind {
-            "ClusterRole" | "ClusterRoleBinding" => None,
-            "Deployment" => Some(round.namespace.as_str()),
-            _ => None,
-        };
+    ];
+    let listed = futures::future::try_join_all(kinds.iter().map(|&kind| {
+        let scope = (kind == "Deployment").then_some(round.namespace.as_str());
         let api = dynamic_api(client.clone(), kind, scope);
-        let listed = api
-            .list_metadata(&ListParams::default().labels(&selector))
-            .await
-            .map_err(|e| format!("listing {kind}s: {}", api_message(&e)))?;
-        for object in listed.items {
+        let params = ListParams::default().labels(&selector);
+        async move {
+            api.list_metadata(&params)
+                .await
+                .map(|list| (kind, list.items))
+                .map_err(|e| format!("listing {kind}s: {}", api_message(&e)))
+        }
+    }))
+    .await?;
+    for (kind, items) in listed {
+        for object in items {
             let key = (
                 kind.to_string(),
                 object.metadata.namespace.clone(),
@@ -683,7 +713,6 @@ async fn install(
     Ok(())
 }
 
-/// Copies are written this many at a time: an AllNamespaces operator has one per namespace.
 /// The status fields this controller writes (certificates and cleanup are not its own).
 fn owned_fields(status: &ClusterServiceVersionStatus) -> ClusterServiceVersionStatus {
     ClusterServiceVersionStatus {
@@ -713,7 +742,7 @@ async fn write_status(
         "kind": ClusterServiceVersion::kind(&()),
         "status": owned_fields(&desired),
     });
-    csv_api(round)
+    let written = csv_api(round)
         .patch_status(
             &round.name,
             &PatchParams::apply(FIELD_MANAGER),
@@ -721,6 +750,10 @@ async fn write_status(
         )
         .await
         .map_err(round.fail("write_status"))?;
+    round.ctx.own_writes.wrote(
+        (round.namespace.clone(), round.name.clone()),
+        written.metadata.resource_version.as_deref(),
+    );
     round.ctx.shared.metrics.status_written(CONTROLLER);
     for passed in passed {
         transition_event(round, passed).await;
@@ -950,6 +983,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let ctx = Arc::new(CsvContext {
         shared: Arc::clone(&shared),
         backoff: Backoff::default(),
+        own_writes: OwnWrites::default(),
         copy_backoff: Backoff::default(),
         csvs: csvs.clone(),
         groups: groups.clone(),
