@@ -42,6 +42,7 @@ use serde_json::{Value, json};
 use super::backoff::Backoff;
 use super::context::Context;
 use super::guard::catch_panic;
+use super::own_writes::OwnWrites;
 use crate::api::{
     Approval, ClusterServiceVersion, InstallPlan, InstallPlanCondition, InstallPlanPhase,
     InstallPlanStatus, OperatorGroup, Step, StepStatus,
@@ -90,6 +91,8 @@ pub struct InstallPlanContext {
     discovered: Mutex<HashMap<GroupVersionKind, (ApiResource, ApiCapabilities)>>,
     /// Clients that impersonate an OperatorGroup's service account, per account.
     impersonating: Mutex<HashMap<String, Client>>,
+    /// The status this controller last wrote to each plan, to see when the cache is behind.
+    own_writes: OwnWrites<(String, String)>,
 }
 
 fn now() -> Timestamp {
@@ -155,9 +158,21 @@ pub fn error_policy(
 }
 
 async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Error> {
+    let key = (plan.namespace().unwrap_or_default(), plan.name_any());
+    // The watch event of our last status write is on its way and brings a round of its own.
+    if ctx
+        .own_writes
+        .is_behind(&key, plan.metadata.resource_version.as_deref())
+    {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let status = plan.status.clone().unwrap_or_default();
     match status.phase {
-        InstallPlanPhase::Complete | InstallPlanPhase::Failed => Ok(Action::await_change()),
+        InstallPlanPhase::Complete | InstallPlanPhase::Failed => {
+            // Final, and the cache has caught up with it: nothing more to compare against.
+            ctx.own_writes.forget(&key);
+            Ok(Action::await_change())
+        }
         _ if status.plan.is_empty() => prepare(plan, ctx).await,
         InstallPlanPhase::RequiresApproval => {
             if plan.spec.approved {
@@ -283,14 +298,16 @@ async fn prepare(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action,
         start_time: (!waits).then(|| Time(now())),
         ..InstallPlanStatus::default()
     };
-    write_status(plan, &status, ctx).await?;
+    let written = write_status(plan, &status, ctx).await?;
     if waits {
         event(plan, ctx, EventType::Normal, "RequiresApproval", format!(
             "InstallPlan for {} waits for approval: kubectl patch installplan {} -n {namespace} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'",
             plan.spec.cluster_service_version_names.join(", "), plan.name_any()
         )).await;
+        return Ok(Action::await_change());
     }
-    Ok(Action::await_change())
+    // Automatic: on with the steps in this round, from the status just written.
+    execute(&written, status, ctx).await
 }
 
 async fn fail(
@@ -724,11 +741,12 @@ async fn scoped_client(
     Ok(Some(client))
 }
 
+/// Writes `status`; returns the plan as written.
 async fn write_status(
     plan: &InstallPlan,
     status: &InstallPlanStatus,
     ctx: &InstallPlanContext,
-) -> Result<(), Error> {
+) -> Result<InstallPlan, Error> {
     let namespace = plan.namespace().unwrap_or_default();
     let api: Api<InstallPlan> = Api::namespaced(ctx.shared.client.clone(), &namespace);
     let patch = json!({
@@ -736,20 +754,25 @@ async fn write_status(
         "kind": InstallPlan::kind(&()),
         "status": status,
     });
-    api.patch_status(
-        &plan.name_any(),
-        &PatchParams::apply(FIELD_MANAGER),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(|error| Error::Kube {
-        namespace,
-        name: plan.name_any(),
-        action: "writing status".into(),
-        error,
-    })?;
+    let written = api
+        .patch_status(
+            &plan.name_any(),
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(|error| Error::Kube {
+            namespace: namespace.clone(),
+            name: plan.name_any(),
+            action: "writing status".into(),
+            error,
+        })?;
+    ctx.own_writes.wrote(
+        (namespace, plan.name_any()),
+        written.metadata.resource_version.as_deref(),
+    );
     ctx.shared.metrics.status_written(CONTROLLER);
-    Ok(())
+    Ok(written)
 }
 
 async fn event(
@@ -798,6 +821,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         backoff: Backoff::default(),
         discovered: Mutex::default(),
         impersonating: Mutex::default(),
+        own_writes: OwnWrites::default(),
     });
     let crds = watcher(
         Api::<PartialObjectMeta<CustomResourceDefinition>>::all(shared.client.clone()),
