@@ -3,12 +3,15 @@
 //! reads a catalog.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use futures::StreamExt;
+use prost::Message;
 
 use super::assembly::Assembly;
 use super::{ClientError, LoadOptions, Manifests, RegistryClient, api, bundle_from_api};
 use crate::catalog::fbc::{self, DeclarativeConfig, PROP_BUNDLE_OBJECT};
+use crate::registry::limits::{MAX_LIST_BYTES, MAX_LIST_ENTRIES, mib};
 
 impl RegistryClient {
     /// The whole catalog, manifests included ([`LoadOptions::default`]).
@@ -16,17 +19,40 @@ impl RegistryClient {
         self.load_catalog_with(&LoadOptions::default()).await
     }
 
-    /// The whole catalog, with the manifests and concurrency `options` ask for.
+    /// The whole catalog, with the manifests, concurrency and deadline `options` ask for.
+    /// A load that passes `options.timeout` or a limit of [`crate::registry::limits`]
+    /// fails, naming the RPC it was in.
     pub async fn load_catalog_with(
         &self,
         options: &LoadOptions,
     ) -> Result<DeclarativeConfig, ClientError> {
+        let phase = Mutex::new("ListBundles");
+        match tokio::time::timeout(options.timeout, self.load_phases(options, &phase)).await {
+            Ok(result) => result,
+            Err(_) => {
+                let rpc = *phase.lock().unwrap_or_else(|e| e.into_inner());
+                Err(ClientError::Timeout {
+                    address: self.address.clone(),
+                    rpc: format!("{rpc} (the whole catalog load)"),
+                    timeout: options.timeout,
+                })
+            }
+        }
+    }
+
+    async fn load_phases(
+        &self,
+        options: &LoadOptions,
+        phase: &Mutex<&'static str>,
+    ) -> Result<DeclarativeConfig, ClientError> {
+        let enter = |name: &'static str| *phase.lock().unwrap_or_else(|e| e.into_inner()) = name;
         let concurrency = options.concurrency.max(1);
         let timeout = self.load_timeout();
         let mut assembly = Assembly::default();
 
-        // ListBundles, one message at a time.
+        // ListBundles, one message at a time, within the entry and byte limits.
         let rpc = "ListBundles";
+        let (mut entries, mut bytes) = (0usize, 0usize);
         let mut stream = self
             .unary(
                 rpc,
@@ -39,11 +65,33 @@ impl RegistryClient {
                 Err(_) => return Err(self.timeout_error(rpc, timeout)),
                 Ok(Err(status)) => return Err(self.rpc_error(rpc, &status)),
                 Ok(Ok(None)) => break,
-                Ok(Ok(Some(message))) => assembly.add(message),
+                Ok(Ok(Some(message))) => {
+                    entries += 1;
+                    bytes = bytes.saturating_add(message.encoded_len());
+                    let over = if entries > MAX_LIST_ENTRIES {
+                        Some(format!("more than {MAX_LIST_ENTRIES} channel entries"))
+                    } else if bytes > MAX_LIST_BYTES {
+                        Some(format!("more than {} of bundles", mib(MAX_LIST_BYTES)))
+                    } else {
+                        None
+                    };
+                    if let Some(over) = over {
+                        return Err(ClientError::LimitExceeded {
+                            address: self.address.clone(),
+                            rpc: rpc.to_string(),
+                            what: format!(
+                                "the server sent {over}, the limit of one catalog load; \
+                                 the load was stopped there"
+                            ),
+                        });
+                    }
+                    assembly.add(message);
+                }
             }
         }
 
         // GetPackage for every package with bundles.
+        enter("GetPackage");
         let names: Vec<String> = assembly.package_names();
         let answers: Vec<(String, Result<api::Package, ClientError>)> =
             futures::stream::iter(names)
@@ -78,6 +126,7 @@ impl RegistryClient {
 
         // GetBundle for the manifests ListBundles left out.
         if options.manifests != Manifests::AsListed {
+            enter("GetBundle");
             let is_head = |b: &fbc::Bundle| {
                 packages
                     .get(&b.package)

@@ -94,6 +94,7 @@ async fn loads_our_catalog_as_the_files_have_it() {
         .load_catalog_with(&LoadOptions {
             manifests: Manifests::AsListed,
             concurrency: 1,
+            ..LoadOptions::default()
         })
         .await
         .unwrap();

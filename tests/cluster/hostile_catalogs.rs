@@ -1,0 +1,527 @@
+//! Hostile catalogs against a running `olm run` (issue 14 §3): a registry server that
+//! answers slowly, never answers, cuts `ListBundles` half-way, sends a 100 MB bundle or a
+//! million bundles; a ConfigMap catalog at the API server's size limit full of garbage; and
+//! 100 CatalogSources of which half are broken. In each, `olm run` stays ready (`/readyz`
+//! answers within 1 s throughout), a healthy CatalogSource's new content still lands, the
+//! hostile one says what happened in a condition and keeps its last good snapshot, and the
+//! process's peak RSS stays under [`RSS_BOUND_MIB`].
+//!
+//! `hack/bench/hostile.py` runs these with `OLM_HOSTILE_FIGURES` set to collect the figures
+//! (peak RSS per case, update latency among broken sources) that it prints.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::catalog_sources::{catalog_source_yaml, condition, get_json};
+use super::harness::{TestNamespace, client, eventually, install_crds, kubectl, repo_root};
+use super::hostile_registry::{Behaviour, HostileRegistry, catalog_index};
+use super::processes::{OlmRun, free_port};
+
+const WAIT: Duration = Duration::from_secs(90);
+/// The peak RSS `olm run` must stay under in every hostile case (debug build; a healthy
+/// `olm run` with these catalogs peaks near 40 MiB).
+const RSS_BOUND_MIB: f64 = 256.0;
+/// `/readyz` must answer within this, every time it is asked.
+const READYZ_BOUND: Duration = Duration::from_secs(1);
+const POLL_1S: &str = "  updateStrategy:\n    registryPoll:\n      interval: 1s\n";
+
+/// A figure for the bench script (a JSON line in `$OLM_HOSTILE_FIGURES`), also logged.
+fn record_figure(case: &str, figure: &str, value: f64) {
+    eprintln!("figure: {case} {figure} = {value:.1}");
+    if let Some(path) = std::env::var_os("OLM_HOSTILE_FIGURES") {
+        let line = json!({"case": case, "figure": figure, "value": value}).to_string();
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        writeln!(file, "{line}").unwrap();
+    }
+}
+
+/// A `/proc/PID/status` field in MiB (VmHWM: peak RSS; VmRSS: RSS now).
+fn proc_status_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+        .map(|kib| kib / 1024.0)
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// Asks `/readyz` over and over from a thread of its own, each time with a deadline of
+/// [`READYZ_BOUND`], until stopped: the slowest answer and every failure are kept.
+struct ReadyzWatch {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<(Duration, Vec<String>, usize)>>,
+}
+
+impl ReadyzWatch {
+    fn start(admin_port: u16) -> ReadyzWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let (mut slowest, mut failures, mut asked) = (Duration::ZERO, Vec::new(), 0);
+            while !stopped.load(Ordering::Acquire) {
+                let started = Instant::now();
+                let answer = readyz(admin_port);
+                let took = started.elapsed();
+                slowest = slowest.max(took);
+                asked += 1;
+                match answer {
+                    Ok(200) if took < READYZ_BOUND => {}
+                    other => failures.push(format!("{other:?} after {took:?}")),
+                }
+                // Ask about ten times a second.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            (slowest, failures, asked)
+        });
+        ReadyzWatch {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops asking; panics if any answer was late or not 200. Returns the slowest.
+    fn finish(mut self) -> Duration {
+        self.stop.store(true, Ordering::Release);
+        let (slowest, failures, asked) = self.thread.take().unwrap().join().unwrap();
+        assert!(asked > 0, "/readyz was never asked");
+        assert!(
+            failures.is_empty(),
+            "/readyz failed or was slower than {READYZ_BOUND:?} {} times of {asked}: {failures:?}",
+            failures.len()
+        );
+        slowest
+    }
+}
+
+impl Drop for ReadyzWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+/// The status code of `GET /readyz`, within [`READYZ_BOUND`].
+fn readyz(port: u16) -> std::io::Result<u16> {
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = TcpStream::connect_timeout(&address, READYZ_BOUND)?;
+    stream.set_read_timeout(Some(READYZ_BOUND))?;
+    stream.set_write_timeout(Some(READYZ_BOUND))?;
+    write!(stream, "GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not HTTP: {response:?}")))
+}
+
+fn apply(yaml: &str) {
+    kubectl(&["apply", "-f", "-"], Some(yaml)).ok();
+}
+
+/// Waits until the CatalogSource's `type_` condition is False with `reason` and a message
+/// containing `part`; returns the message.
+async fn wait_for_failure(namespace: &str, name: &str, type_: &str, reason: &str, part: &str) -> String {
+    eventually(
+        &format!("{name}: {type_}=False/{reason} saying {part:?}"),
+        WAIT,
+        || async {
+            let catsrc = get_json(namespace, &format!("catalogsource/{name}"));
+            let found = catsrc["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == type_)?
+                .clone();
+            (found["status"] == "False" && found["reason"] == reason)
+                .then(|| found["message"].as_str().unwrap_or_default().to_string())
+                .filter(|message| message.contains(part))
+        },
+    )
+    .await
+}
+
+async fn snapshot_digest(olm: &OlmRun, namespace: &str, name: &str) -> String {
+    eventually(&format!("a snapshot of {name}"), WAIT, || async {
+        olm.snapshot(namespace, name)
+            .and_then(|s| s["digest"].as_str().map(str::to_string))
+    })
+    .await
+}
+
+/// One hostile case: a healthy and a hostile registry server, both first serving our
+/// catalog; then the hostile one turns `behaviour` while the healthy one gets new content.
+async fn hostile_case(behaviour: Behaviour, type_: &str, reason: &str, says: &str) {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, &format!("hostile-{}", behaviour.name())).await;
+    let catalog = repo_root().join("catalog");
+    let hostile = HostileRegistry::start(catalog_index(&catalog, None), Behaviour::Good, 0);
+    let healthy = HostileRegistry::start(catalog_index(&catalog, None), Behaviour::Good, 0);
+    let olm = OlmRun::start(
+        &ns.name,
+        &["--leader-elect=false", "--catalog-load-timeout", "5s"],
+    );
+    for (name, server) in [("hostile", &hostile), ("healthy", &healthy)] {
+        apply(&catalog_source_yaml(
+            &ns.name,
+            name,
+            &server.address.to_string(),
+            POLL_1S,
+        ));
+    }
+    let good = snapshot_digest(&olm, &ns.name, "hostile").await;
+    let healthy_before = snapshot_digest(&olm, &ns.name, "healthy").await;
+    let watch = ReadyzWatch::start(olm.admin_port);
+
+    hostile.set(behaviour);
+    let loads_before = hostile.list_bundles_calls();
+    healthy.serve(catalog_index(&catalog, Some("at")));
+    let message = wait_for_failure(&ns.name, "hostile", type_, reason, says).await;
+    eprintln!("{}: {type_}: {message}", behaviour.name());
+
+    // The healthy catalog's new content lands meanwhile.
+    eventually("the healthy catalog's new content", WAIT, || async {
+        olm.snapshot(&ns.name, "healthy")
+            .filter(|s| s["digest"] != healthy_before.as_str())
+    })
+    .await;
+    // The hostile source keeps its last good snapshot, and says so.
+    let snapshot = olm.snapshot(&ns.name, "hostile").expect("the last good snapshot");
+    assert_eq!(snapshot["digest"], good.as_str());
+    if type_ == "CatalogLoaded" {
+        assert!(message.contains("still using the last good content"), "{message}");
+        assert!(hostile.list_bundles_calls() > loads_before);
+    }
+    let catsrc = get_json(&ns.name, "catalogsource/healthy");
+    assert_eq!(condition(&catsrc, "CatalogLoaded")["status"], "True");
+
+    let slowest = watch.finish();
+    let mut olm = olm;
+    assert!(olm.process.exited().is_none(), "olm run exited");
+    let peak = proc_status_mib(olm.process.pid(), "VmHWM");
+    record_figure(behaviour.name(), "peak_rss_mib", peak);
+    record_figure(behaviour.name(), "readyz_slowest_ms", slowest.as_secs_f64() * 1e3);
+    assert!(
+        peak < RSS_BOUND_MIB,
+        "olm run peaked at {peak:.0} MiB (bound {RSS_BOUND_MIB} MiB)"
+    );
+}
+
+#[tokio::test]
+async fn hostile_registry_that_answers_slowly() {
+    hostile_case(
+        Behaviour::Slow,
+        "CatalogLoaded",
+        "LoadFailed",
+        "ListBundles (the whole catalog load): no answer within 5s",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn hostile_registry_that_never_answers_a_load() {
+    hostile_case(
+        Behaviour::Silent,
+        "CatalogLoaded",
+        "LoadFailed",
+        "ListBundles (the whole catalog load): no answer within 5s",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn hostile_registry_that_never_answers_at_all() {
+    hostile_case(
+        Behaviour::Unresponsive,
+        "Connected",
+        "ConnectionFailed",
+        "Health/Check: no answer within 2s",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn hostile_registry_that_cuts_list_bundles_half_way() {
+    hostile_case(
+        Behaviour::CutHalfway,
+        "CatalogLoaded",
+        "LoadFailed",
+        "ListBundles",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn hostile_registry_that_sends_a_100_mb_bundle() {
+    hostile_case(
+        Behaviour::HugeBundle,
+        "CatalogLoaded",
+        "LoadFailed",
+        "the limit on one message is 32 MiB",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn hostile_registry_that_sends_a_million_bundles() {
+    hostile_case(
+        Behaviour::Flood,
+        "CatalogLoaded",
+        "LoadFailed",
+        "more than 100000 channel entries",
+    )
+    .await;
+}
+
+/// Pseudo-random text (a fixed LCG: the same garbage every run), any char but NUL.
+fn garbage(len: usize, seed: u64) -> String {
+    let mut state = seed;
+    let mut text = String::with_capacity(len + 4);
+    while text.len() < len {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let pick = (state >> 33) as u32;
+        let c = match pick % 8 {
+            // YAML and JSON structure, the most likely to reach deep into a parser.
+            0..=2 => ['[', '{', ':', '-', '&', '*', '!', '"', '\'', '\n', ' ', ','][(pick as usize / 8) % 12],
+            3 => char::from_u32(0x80 + (pick / 8) % 0xD000).unwrap_or('?'),
+            _ => char::from(b' ' + ((pick / 8) % 95) as u8),
+        };
+        if text.len() + c.len_utf8() <= len {
+            text.push(c);
+        } else {
+            text.push('x');
+        }
+    }
+    text
+}
+
+/// ConfigMap data of exactly `total` bytes (keys and values, as the API server counts it),
+/// garbage in every key: random text, nesting deeper than any parser allows, and an alias
+/// bomb, in the three keys upstream's format reads and in two more.
+fn garbage_data(total: usize) -> serde_json::Map<String, Value> {
+    let keys = [
+        "customResourceDefinitions",
+        "clusterServiceVersions",
+        "packages",
+        "extra",
+        "more",
+    ];
+    let key_bytes: usize = keys.iter().map(|k| k.len()).sum();
+    let share = (total - key_bytes) / keys.len();
+    let mut bomb = String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+    for level in 1..9 {
+        let previous = (b'a' + level - 1) as char;
+        let this = (b'a' + level) as char;
+        bomb.push_str(&format!(
+            "{this}: &{this} [*{previous},*{previous},*{previous},*{previous},*{previous},*{previous},*{previous},*{previous},*{previous}]\n"
+        ));
+    }
+    let values = [
+        garbage(share, 1),
+        "[".repeat(share),
+        format!("{bomb}{}", "#".repeat(share - bomb.len())),
+        garbage(share, 2),
+        "{a: ".repeat(share / 4),
+    ];
+    let mut data = serde_json::Map::new();
+    for (key, value) in keys.iter().zip(values) {
+        data.insert(key.to_string(), Value::String(value));
+    }
+    // Top up the first key to land exactly on `total`.
+    let used: usize = data.iter().map(|(k, v)| k.len() + v.as_str().unwrap().len()).sum();
+    let first = data.get_mut(keys[0]).unwrap();
+    let mut text = first.as_str().unwrap().to_string();
+    text.push_str(&"x".repeat(total - used));
+    *first = Value::String(text);
+    data
+}
+
+fn config_map_json(namespace: &str, name: &str, data: serde_json::Map<String, Value>) -> String {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": data,
+    })
+    .to_string()
+}
+
+/// The API server takes at most 1 MiB of ConfigMap data (keys and values). A ConfigMap
+/// catalog of exactly that, garbage in every key, is refused with a condition naming it;
+/// `olm run` stays ready and its memory stays bounded.
+#[tokio::test]
+async fn config_map_catalog_at_the_size_limit_full_of_garbage() {
+    const LIMIT: usize = 1 << 20;
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "hostile-configmap").await;
+
+    // One byte over is refused by the API server: the limit is where we think it is.
+    let over = kubectl(
+        &["create", "-f", "-"],
+        Some(&config_map_json(&ns.name, "over", garbage_data(LIMIT + 1))),
+    );
+    assert!(!over.success(), "a ConfigMap over 1 MiB was accepted");
+    assert!(over.stderr().contains("1048576"), "{}", over.stderr());
+    // `create`, not `apply`: apply would copy the data into an annotation (256 KiB at most).
+    kubectl(
+        &["create", "-f", "-"],
+        Some(&config_map_json(&ns.name, "garbage", garbage_data(LIMIT))),
+    )
+    .ok();
+
+    let olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    let watch = ReadyzWatch::start(olm.admin_port);
+    apply(&format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: garbage\n  namespace: {}\nspec:\n  sourceType: configmap\n  configMap: garbage\n",
+        ns.name
+    ));
+    let message = wait_for_failure(
+        &ns.name,
+        "garbage",
+        "CatalogLoaded",
+        "InvalidConfigMap",
+        &format!("ConfigMap {}/garbage", ns.name),
+    )
+    .await;
+    eprintln!("garbage ConfigMap: {message}");
+    assert!(olm.snapshot(&ns.name, "garbage").is_none());
+
+    let slowest = watch.finish();
+    let mut olm = olm;
+    assert!(olm.process.exited().is_none(), "olm run exited");
+    let peak = proc_status_mib(olm.process.pid(), "VmHWM");
+    record_figure("configmap-garbage", "peak_rss_mib", peak);
+    record_figure("configmap-garbage", "readyz_slowest_ms", slowest.as_secs_f64() * 1e3);
+    assert!(
+        peak < RSS_BOUND_MIB,
+        "olm run peaked at {peak:.0} MiB (bound {RSS_BOUND_MIB} MiB)"
+    );
+}
+
+/// 100 CatalogSources, 50 of them broken in every way above (and one with nothing
+/// listening): each broken one says so, and new content of the healthy server reaches all
+/// 50 healthy ones. The time that takes is a figure for the bench.
+#[tokio::test]
+async fn a_hundred_catalog_sources_half_of_them_broken() {
+    const HEALTHY: usize = 50;
+    const BROKEN: usize = 50;
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "hostile-many").await;
+    let catalog = repo_root().join("catalog");
+    let healthy = HostileRegistry::start(catalog_index(&catalog, None), Behaviour::Good, 0);
+    let kinds = [
+        Behaviour::Slow,
+        Behaviour::Silent,
+        Behaviour::Unresponsive,
+        Behaviour::CutHalfway,
+        Behaviour::HugeBundle,
+        Behaviour::Flood,
+    ];
+    let broken: Vec<HostileRegistry> = kinds
+        .iter()
+        .map(|&b| HostileRegistry::start(catalog_index(&catalog, None), b, 0))
+        .collect();
+    let refused = format!("127.0.0.1:{}", free_port());
+
+    let olm = OlmRun::start(
+        &ns.name,
+        &["--leader-elect=false", "--catalog-load-timeout", "5s"],
+    );
+    let watch = ReadyzWatch::start(olm.admin_port);
+    let mut yaml = String::new();
+    for i in 0..HEALTHY {
+        let address = healthy.address.to_string();
+        yaml.push_str(&catalog_source_yaml(&ns.name, &format!("healthy-{i}"), &address, POLL_1S));
+        yaml.push_str("---\n");
+    }
+    for i in 0..BROKEN {
+        let address = match broken.get(i % (kinds.len() + 1)) {
+            Some(server) => server.address.to_string(),
+            None => refused.clone(),
+        };
+        yaml.push_str(&catalog_source_yaml(&ns.name, &format!("broken-{i}"), &address, POLL_1S));
+        yaml.push_str("---\n");
+    }
+    apply(&yaml);
+
+    // Every healthy one loads; every broken one says why not.
+    let first = snapshot_digest(&olm, &ns.name, "healthy-0").await;
+    eventually("all healthy catalogs loaded", WAIT, || async {
+        let catalogs = olm.catalogs();
+        let loaded = catalogs
+            .as_array()?
+            .iter()
+            .filter(|s| s["digest"] == first.as_str())
+            .count();
+        (loaded == HEALTHY).then_some(())
+    })
+    .await;
+    eventually("every broken catalog reports a failure", WAIT, || async {
+        let list = get_json(&ns.name, "catalogsources");
+        let failing = list["items"]
+            .as_array()?
+            .iter()
+            .filter(|c| c["metadata"]["name"].as_str().is_some_and(|n| n.starts_with("broken-")))
+            .filter(|c| {
+                c["status"]["conditions"].as_array().is_some_and(|conditions| {
+                    conditions.iter().any(|x| {
+                        (x["type"] == "Connected" || x["type"] == "CatalogLoaded")
+                            && x["status"] == "False"
+                    })
+                })
+            })
+            .count();
+        (failing == BROKEN).then_some(())
+    })
+    .await;
+
+    // New content: the time until the first and the last healthy source use it.
+    let started = Instant::now();
+    healthy.serve(catalog_index(&catalog, Some("at")));
+    let first_update = eventually("a healthy catalog updated", WAIT, || async {
+        olm.snapshot(&ns.name, "healthy-0")
+            .filter(|s| s["digest"] != first.as_str())
+            .map(|_| started.elapsed())
+    })
+    .await;
+    let all_updated = eventually("all healthy catalogs updated", WAIT, || async {
+        let catalogs = olm.catalogs();
+        let stale = catalogs
+            .as_array()?
+            .iter()
+            .filter(|s| s["name"].as_str().is_some_and(|n| n.starts_with("healthy-")))
+            .filter(|s| s["digest"] == first.as_str())
+            .count();
+        (stale == 0).then(|| started.elapsed())
+    })
+    .await;
+
+    let slowest = watch.finish();
+    let mut olm = olm;
+    assert!(olm.process.exited().is_none(), "olm run exited");
+    let peak = proc_status_mib(olm.process.pid(), "VmHWM");
+    let case = "100-sources-50-broken";
+    record_figure(case, "peak_rss_mib", peak);
+    record_figure(case, "rss_now_mib", proc_status_mib(olm.process.pid(), "VmRSS"));
+    record_figure(case, "readyz_slowest_ms", slowest.as_secs_f64() * 1e3);
+    record_figure(case, "first_healthy_update_ms", first_update.as_secs_f64() * 1e3);
+    record_figure(case, "all_healthy_updated_ms", all_updated.as_secs_f64() * 1e3);
+    assert!(
+        peak < RSS_BOUND_MIB,
+        "olm run peaked at {peak:.0} MiB (bound {RSS_BOUND_MIB} MiB)"
+    );
+}
