@@ -16,10 +16,19 @@ pub const MAX_MESSAGE_BYTES: usize = 32 << 20;
 pub const MAX_REQUEST_BYTES: usize = 64 << 10;
 
 /// `ListBundles` messages (one per channel entry) a client reads in one catalog load.
-pub const MAX_LIST_ENTRIES: usize = 100_000;
+pub const MAX_LIST_ENTRIES: usize = 50_000;
 
 /// Bytes of `ListBundles` messages (as encoded) a client reads in one catalog load.
 pub const MAX_LIST_BYTES: usize = 256 << 20;
+
+/// What one decoded channel entry costs beyond its encoded size (its strings and
+/// properties as separate allocations, and the maps that index it), as measured.
+pub const ENTRY_OVERHEAD_BYTES: usize = 2 << 10;
+
+/// The estimated memory (encoded bytes plus [`ENTRY_OVERHEAD_BYTES`] per entry) of all the
+/// catalog loads one process runs at once. A load that would pass it fails at once (and is
+/// retried later) rather than waiting: many hostile servers cannot add up past it.
+pub const MAX_LOADING_BYTES: usize = 384 << 20;
 
 /// Calls in flight at once on one client's connection (whatever the callers ask for); the
 /// rest wait their turn in the client.

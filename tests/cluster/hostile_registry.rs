@@ -70,6 +70,7 @@ impl Behaviour {
         }
     }
 
+    #[allow(dead_code)] // used by examples/hostile_registry.rs
     pub fn parse(name: &str) -> Option<Behaviour> {
         Self::ALL.into_iter().find(|b| b.name() == name)
     }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::StreamExt;
 use prost::Message;
@@ -11,7 +12,47 @@ use prost::Message;
 use super::assembly::Assembly;
 use super::{ClientError, LoadOptions, Manifests, RegistryClient, api, bundle_from_api};
 use crate::catalog::fbc::{self, DeclarativeConfig, PROP_BUNDLE_OBJECT};
-use crate::registry::limits::{MAX_LIST_BYTES, MAX_LIST_ENTRIES, mib};
+use crate::registry::limits::{
+    ENTRY_OVERHEAD_BYTES, MAX_LIST_BYTES, MAX_LIST_ENTRIES, MAX_LOADING_BYTES, mib,
+};
+
+/// Estimated memory of the catalog loads in flight in this process.
+static LOADING_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// One load's share of [`LOADING_BYTES`], given back when the load ends, however it ends.
+#[derive(Default)]
+struct Reservation(usize);
+
+impl Reservation {
+    /// Adds `bytes`, unless that would take all loads past [`MAX_LOADING_BYTES`].
+    fn grow(&mut self, bytes: usize) -> Result<(), usize> {
+        let mut current = LOADING_BYTES.load(Ordering::Relaxed);
+        loop {
+            let next = current.saturating_add(bytes);
+            if next > MAX_LOADING_BYTES {
+                return Err(current);
+            }
+            match LOADING_BYTES.compare_exchange_weak(
+                current,
+                next,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.0 += bytes;
+                    return Ok(());
+                }
+                Err(actual) => current = actual,
+            }
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        LOADING_BYTES.fetch_sub(self.0, Ordering::AcqRel);
+    }
+}
 
 impl RegistryClient {
     /// The whole catalog, manifests included ([`LoadOptions::default`]).
@@ -53,6 +94,7 @@ impl RegistryClient {
         // ListBundles, one message at a time, within the entry and byte limits.
         let rpc = "ListBundles";
         let (mut entries, mut bytes) = (0usize, 0usize);
+        let mut reservation = Reservation::default();
         let mut stream = self
             .unary(
                 rpc,
@@ -67,7 +109,8 @@ impl RegistryClient {
                 Ok(Ok(None)) => break,
                 Ok(Ok(Some(message))) => {
                     entries += 1;
-                    bytes = bytes.saturating_add(message.encoded_len());
+                    let size = message.encoded_len();
+                    bytes = bytes.saturating_add(size);
                     let over = if entries > MAX_LIST_ENTRIES {
                         Some(format!("more than {MAX_LIST_ENTRIES} channel entries"))
                     } else if bytes > MAX_LIST_BYTES {
@@ -85,7 +128,15 @@ impl RegistryClient {
                             ),
                         });
                     }
+                    if let Err(others) = reservation.grow(size + ENTRY_OVERHEAD_BYTES) {
+                        return Err(self.over_budget(rpc, others, &reservation));
+                    }
                     assembly.add(message);
+                    // Decoding a long stream of buffered messages never waits: let the
+                    // other tasks on this thread (the admin server, other loads) run.
+                    if entries.is_multiple_of(64) {
+                        tokio::task::yield_now().await;
+                    }
                 }
             }
         }
@@ -144,39 +195,41 @@ impl RegistryClient {
                 })
                 .map(|(i, _)| i)
                 .collect();
-            let fetched: Vec<(usize, Result<api::Bundle, ClientError>)> =
-                futures::stream::iter(wanted)
-                    .map(|i| {
-                        let b = &assembly.bundles[i];
-                        let request = api::GetBundleRequest {
-                            pkg_name: b.bundle.package.clone(),
-                            channel_name: b.channel.clone(),
-                            csv_name: b.bundle.name.clone(),
-                        };
-                        async move {
-                            let rpc = format!(
-                                "GetBundle({}/{}/{})",
-                                request.pkg_name, request.channel_name, request.csv_name
-                            );
-                            let answer = self
-                                .unary(&rpc, timeout, self.grpc().get_bundle(request))
-                                .await;
-                            (i, answer)
-                        }
-                    })
-                    .buffer_unordered(concurrency)
-                    .collect()
-                    .await;
-            for (i, answer) in fetched {
+            let requests: Vec<(usize, api::GetBundleRequest)> = wanted
+                .into_iter()
+                .map(|i| {
+                    let b = &assembly.bundles[i];
+                    let request = api::GetBundleRequest {
+                        pkg_name: b.bundle.package.clone(),
+                        channel_name: b.channel.clone(),
+                        csv_name: b.bundle.name.clone(),
+                    };
+                    (i, request)
+                })
+                .collect();
+            // Each answer is counted against the budget as it comes, not all at the end.
+            let mut fetched = futures::stream::iter(requests)
+                .map(|(i, request)| async move {
+                    let rpc = format!(
+                        "GetBundle({}/{}/{})",
+                        request.pkg_name, request.channel_name, request.csv_name
+                    );
+                    let answer = self
+                        .unary(&rpc, timeout, self.grpc().get_bundle(request))
+                        .await;
+                    (i, rpc, answer)
+                })
+                .buffer_unordered(concurrency);
+            while let Some((i, rpc, answer)) = fetched.next().await {
                 let full = answer?;
+                if let Err(others) = reservation.grow(full.encoded_len()) {
+                    return Err(self.over_budget(&rpc, others, &reservation));
+                }
                 let pending = &mut assembly.bundles[i];
                 let bundle =
                     bundle_from_api(&full).map_err(|reason| ClientError::InvalidBundle {
                         address: self.address.clone(),
-                        rpc: format!(
-                            "GetBundle({}/{}/{})",
-                            pending.bundle.package, pending.channel, pending.bundle.name
-                        ),
+                        rpc,
                         package: pending.bundle.package.clone(),
                         bundle: pending.bundle.name.clone(),
                         reason,
@@ -195,4 +248,24 @@ impl RegistryClient {
         }
         Ok(assembly.finish(&packages))
     }
+}
+
+impl RegistryClient {
+    fn over_budget(&self, rpc: &str, total: usize, reservation: &Reservation) -> ClientError {
+        ClientError::LimitExceeded {
+            address: self.address.clone(),
+            rpc: rpc.to_string(),
+            what: format!(
+                "catalog loads in flight in this process would pass {} (others hold {}, \
+                 this one {}); the load is retried later",
+                mib(MAX_LOADING_BYTES),
+                mib_rounded(total.saturating_sub(reservation.0)),
+                mib_rounded(reservation.0)
+            ),
+        }
+    }
+}
+
+fn mib_rounded(bytes: usize) -> String {
+    format!("{} MiB", bytes.div_ceil(1 << 20))
 }
