@@ -312,11 +312,25 @@ fn garbage(len: usize, seed: u64) -> String {
     text
 }
 
+/// Kinds of garbage, each in every key of one ConfigMap.
+const GARBAGE_KINDS: [&str; 3] = ["random", "nesting", "aliases"];
+
+/// An alias bomb ("billion laughs"): nine levels of nine references each.
+fn alias_bomb() -> String {
+    let mut bomb = String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+    for level in 1..9u8 {
+        let previous = (b'a' + level - 1) as char;
+        let this = (b'a' + level) as char;
+        let refs = vec![format!("*{previous}"); 9].join(",");
+        bomb.push_str(&format!("{this}: &{this} [{refs}]\n"));
+    }
+    bomb
+}
+
 /// ConfigMap data whose values add up to exactly `total` bytes (the API server counts the
-/// values, not the keys),
-/// garbage in every key: random text, nesting deeper than any parser allows, and an alias
-/// bomb, in the three keys upstream's format reads and in two more.
-fn garbage_data(total: usize) -> serde_json::Map<String, Value> {
+/// values, not the keys), `kind` garbage in the three keys upstream's format reads and in
+/// two more.
+fn garbage_data(total: usize, kind: &str) -> serde_json::Map<String, Value> {
     let keys = [
         "customResourceDefinitions",
         "clusterServiceVersions",
@@ -325,31 +339,26 @@ fn garbage_data(total: usize) -> serde_json::Map<String, Value> {
         "more",
     ];
     let share = total / keys.len();
-    let mut bomb = String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
-    for level in 1..9 {
-        let previous = (b'a' + level - 1) as char;
-        let this = (b'a' + level) as char;
-        bomb.push_str(&format!(
-            "{this}: &{this} [*{previous},*{previous},*{previous},*{previous},*{previous},*{previous},*{previous},*{previous},*{previous}]\n"
-        ));
-    }
-    let values = [
-        garbage(share, 1),
-        "[".repeat(share),
-        format!("{bomb}{}", "#".repeat(share - bomb.len())),
-        garbage(share, 2),
-        "{a: ".repeat(share / 4),
-    ];
     let mut data = serde_json::Map::new();
-    for (key, value) in keys.iter().zip(values) {
+    for (i, key) in keys.iter().enumerate() {
+        let mut value = match kind {
+            "random" => garbage(share, i as u64 + 1),
+            "nesting" => "[".repeat(share / 2) + &"{a: ".repeat(share / 8),
+            _ => alias_bomb(),
+        };
+        // Pad (a comment) or cut to the share; the first key takes the remainder.
+        let want = if i == 0 { total - share * (keys.len() - 1) } else { share };
+        if value.len() < want {
+            value.push('\n');
+            while value.len() < want {
+                value.push('#');
+            }
+        }
+        while value.len() > want {
+            value.pop();
+        }
         data.insert(key.to_string(), Value::String(value));
     }
-    // Top up the first key to land exactly on `total`.
-    let used: usize = data.values().map(|v| v.as_str().unwrap().len()).sum();
-    let first = data.get_mut(keys[0]).unwrap();
-    let mut text = first.as_str().unwrap().to_string();
-    text.push_str(&"x".repeat(total - used));
-    *first = Value::String(text);
     data
 }
 
@@ -363,11 +372,12 @@ fn config_map_json(namespace: &str, name: &str, data: serde_json::Map<String, Va
     .to_string()
 }
 
-/// The API server takes at most 1 MiB of ConfigMap values (keys are not counted). A ConfigMap
-/// catalog of exactly that, garbage in every key, is refused with a condition naming it;
+/// The API server takes at most 1 MiB of ConfigMap values (keys are not counted). ConfigMap
+/// catalogs of exactly that, garbage in every key (random text, nesting deeper than any
+/// parser allows, an alias bomb), are refused with a condition naming the ConfigMap;
 /// `olm run` stays ready and its memory stays bounded.
 #[tokio::test]
-async fn config_map_catalog_at_the_size_limit_full_of_garbage() {
+async fn config_map_catalogs_at_the_size_limit_full_of_garbage() {
     const LIMIT: usize = 1 << 20;
     install_crds();
     let client = client().await;
@@ -376,33 +386,39 @@ async fn config_map_catalog_at_the_size_limit_full_of_garbage() {
     // One byte over is refused by the API server: the limit is where we think it is.
     let over = kubectl(
         &["create", "-f", "-"],
-        Some(&config_map_json(&ns.name, "over", garbage_data(LIMIT + 1))),
+        Some(&config_map_json(&ns.name, "over", garbage_data(LIMIT + 1, "random"))),
     );
     assert!(!over.success(), "a ConfigMap over 1 MiB was accepted");
     assert!(over.stderr().contains("1048576"), "{}", over.stderr());
-    // `create`, not `apply`: apply would copy the data into an annotation (256 KiB at most).
-    kubectl(
-        &["create", "-f", "-"],
-        Some(&config_map_json(&ns.name, "garbage", garbage_data(LIMIT))),
-    )
-    .ok();
+    for kind in GARBAGE_KINDS {
+        // `create`, not `apply`: apply would copy the data into an annotation (256 KiB).
+        kubectl(
+            &["create", "-f", "-"],
+            Some(&config_map_json(&ns.name, kind, garbage_data(LIMIT, kind))),
+        )
+        .ok();
+    }
 
     let olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
     let watch = ReadyzWatch::start(olm.admin_port);
-    apply(&format!(
-        "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: garbage\n  namespace: {}\nspec:\n  sourceType: configmap\n  configMap: garbage\n",
-        ns.name
-    ));
-    let message = wait_for_failure(
-        &ns.name,
-        "garbage",
-        "CatalogLoaded",
-        "InvalidConfigMap",
-        &format!("ConfigMap {}/garbage", ns.name),
-    )
-    .await;
-    eprintln!("garbage ConfigMap: {message}");
-    assert!(olm.snapshot(&ns.name, "garbage").is_none());
+    for kind in GARBAGE_KINDS {
+        apply(&format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: {kind}\n  namespace: {}\nspec:\n  sourceType: configmap\n  configMap: {kind}\n",
+            ns.name
+        ));
+    }
+    for kind in GARBAGE_KINDS {
+        let message = wait_for_failure(
+            &ns.name,
+            kind,
+            "CatalogLoaded",
+            "InvalidConfigMap",
+            &format!("ConfigMap {}/{kind}", ns.name),
+        )
+        .await;
+        eprintln!("{kind} ConfigMap: {message}");
+        assert!(olm.snapshot(&ns.name, kind).is_none());
+    }
 
     let slowest = watch.finish();
     let mut olm = olm;
