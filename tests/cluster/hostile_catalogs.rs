@@ -134,7 +134,13 @@ fn apply(yaml: &str) {
 
 /// Waits until the CatalogSource's `type_` condition is False with `reason` and a message
 /// containing `part`; returns the message.
-async fn wait_for_failure(namespace: &str, name: &str, type_: &str, reason: &str, part: &str) -> String {
+async fn wait_for_failure(
+    namespace: &str,
+    name: &str,
+    type_: &str,
+    reason: &str,
+    part: &str,
+) -> String {
     eventually(
         &format!("{name}: {type_}=False/{reason} saying {part:?}"),
         WAIT,
@@ -165,7 +171,11 @@ async fn snapshot_digest(olm: &OlmRun, namespace: &str, name: &str) -> String {
 /// catalog; then the hostile one turns `behaviour` while the healthy one gets new content.
 async fn hostile_case(behaviour: Behaviour, type_: &str, reason: &str, says: &str) {
     // Long enough for a flood to reach its limit on a busy machine, short for the rest.
-    let load_timeout = if behaviour == Behaviour::Flood { "60s" } else { "5s" };
+    let load_timeout = if behaviour == Behaviour::Flood {
+        "60s"
+    } else {
+        "5s"
+    };
     install_crds();
     let client = client().await;
     let ns = TestNamespace::create(&client, &format!("hostile-{}", behaviour.name())).await;
@@ -174,7 +184,11 @@ async fn hostile_case(behaviour: Behaviour, type_: &str, reason: &str, says: &st
     let healthy = HostileRegistry::start(catalog_index(&catalog, None), Behaviour::Good, 0);
     let olm = OlmRun::start(
         &ns.name,
-        &["--leader-elect=false", "--catalog-load-timeout", load_timeout],
+        &[
+            "--leader-elect=false",
+            "--catalog-load-timeout",
+            load_timeout,
+        ],
     );
     for (name, server) in [("hostile", &hostile), ("healthy", &healthy)] {
         apply(&catalog_source_yaml(
@@ -201,10 +215,15 @@ async fn hostile_case(behaviour: Behaviour, type_: &str, reason: &str, says: &st
     })
     .await;
     // The hostile source keeps its last good snapshot, and says so.
-    let snapshot = olm.snapshot(&ns.name, "hostile").expect("the last good snapshot");
+    let snapshot = olm
+        .snapshot(&ns.name, "hostile")
+        .expect("the last good snapshot");
     assert_eq!(snapshot["digest"], good.as_str());
     if type_ == "CatalogLoaded" {
-        assert!(message.contains("still using the last good content"), "{message}");
+        assert!(
+            message.contains("still using the last good content"),
+            "{message}"
+        );
         assert!(hostile.list_bundles_calls() > loads_before);
     }
     let catsrc = get_json(&ns.name, "catalogsource/healthy");
@@ -215,7 +234,11 @@ async fn hostile_case(behaviour: Behaviour, type_: &str, reason: &str, says: &st
     assert!(olm.process.exited().is_none(), "olm run exited");
     let peak = proc_status_mib(olm.process.pid(), "VmHWM");
     record_figure(behaviour.name(), "peak_rss_mib", peak);
-    record_figure(behaviour.name(), "readyz_slowest_ms", slowest.as_secs_f64() * 1e3);
+    record_figure(
+        behaviour.name(),
+        "readyz_slowest_ms",
+        slowest.as_secs_f64() * 1e3,
+    );
     assert!(
         peak < RSS_BOUND_MIB,
         "olm run peaked at {peak:.0} MiB (bound {RSS_BOUND_MIB} MiB)"
@@ -299,7 +322,8 @@ fn garbage(len: usize, seed: u64) -> String {
         let pick = (state >> 33) as u32;
         let c = match pick % 8 {
             // YAML and JSON structure, the most likely to reach deep into a parser.
-            0..=2 => ['[', '{', ':', '-', '&', '*', '!', '"', '\'', '\n', ' ', ','][(pick as usize / 8) % 12],
+            0..=2 => ['[', '{', ':', '-', '&', '*', '!', '"', '\'', '\n', ' ', ',']
+                [(pick as usize / 8) % 12],
             3 => char::from_u32(0x80 + (pick / 8) % 0xD000).unwrap_or('?'),
             _ => char::from(b' ' + ((pick / 8) % 95) as u8),
         };
@@ -317,7 +341,9 @@ const GARBAGE_KINDS: [&str; 3] = ["random", "nesting", "aliases"];
 
 /// An alias bomb ("billion laughs"): nine levels of nine references each.
 fn alias_bomb() -> String {
-    let mut bomb = String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+    let mut bomb = String::from(
+        "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+    );
     for level in 1..9u8 {
         let previous = (b'a' + level - 1) as char;
         let this = (b'a' + level) as char;
@@ -347,7 +373,11 @@ fn garbage_data(total: usize, kind: &str) -> serde_json::Map<String, Value> {
             _ => alias_bomb(),
         };
         // Pad (a comment) or cut to the share; the first key takes the remainder.
-        let want = if i == 0 { total - share * (keys.len() - 1) } else { share };
+        let want = if i == 0 {
+            total - share * (keys.len() - 1)
+        } else {
+            share
+        };
         if value.len() < want {
             value.push('\n');
             while value.len() < want {
@@ -386,7 +416,11 @@ async fn config_map_catalogs_at_the_size_limit_full_of_garbage() {
     // One byte over is refused by the API server: the limit is where we think it is.
     let over = kubectl(
         &["create", "-f", "-"],
-        Some(&config_map_json(&ns.name, "over", garbage_data(LIMIT + 1, "random"))),
+        Some(&config_map_json(
+            &ns.name,
+            "over",
+            garbage_data(LIMIT + 1, "random"),
+        )),
     );
     assert!(!over.success(), "a ConfigMap over 1 MiB was accepted");
     assert!(over.stderr().contains("1048576"), "{}", over.stderr());
@@ -425,7 +459,11 @@ async fn config_map_catalogs_at_the_size_limit_full_of_garbage() {
     assert!(olm.process.exited().is_none(), "olm run exited");
     let peak = proc_status_mib(olm.process.pid(), "VmHWM");
     record_figure("configmap-garbage", "peak_rss_mib", peak);
-    record_figure("configmap-garbage", "readyz_slowest_ms", slowest.as_secs_f64() * 1e3);
+    record_figure(
+        "configmap-garbage",
+        "readyz_slowest_ms",
+        slowest.as_secs_f64() * 1e3,
+    );
     assert!(
         peak < RSS_BOUND_MIB,
         "olm run peaked at {peak:.0} MiB (bound {RSS_BOUND_MIB} MiB)"
@@ -467,7 +505,12 @@ async fn a_hundred_catalog_sources_half_of_them_broken() {
     let mut yaml = String::new();
     for i in 0..HEALTHY {
         let address = healthy.address.to_string();
-        yaml.push_str(&catalog_source_yaml(&ns.name, &format!("healthy-{i}"), &address, POLL_1S));
+        yaml.push_str(&catalog_source_yaml(
+            &ns.name,
+            &format!("healthy-{i}"),
+            &address,
+            POLL_1S,
+        ));
         yaml.push_str("---\n");
     }
     for i in 0..BROKEN {
@@ -476,7 +519,12 @@ async fn a_hundred_catalog_sources_half_of_them_broken() {
             None => refused.clone(),
         };
         // Retried after each failure (every 6 check intervals), not polled every second.
-        yaml.push_str(&catalog_source_yaml(&ns.name, &format!("broken-{i}"), &address, ""));
+        yaml.push_str(&catalog_source_yaml(
+            &ns.name,
+            &format!("broken-{i}"),
+            &address,
+            "",
+        ));
         yaml.push_str("---\n");
     }
     apply(&yaml);
@@ -498,14 +546,20 @@ async fn a_hundred_catalog_sources_half_of_them_broken() {
         let failing = list["items"]
             .as_array()?
             .iter()
-            .filter(|c| c["metadata"]["name"].as_str().is_some_and(|n| n.starts_with("broken-")))
             .filter(|c| {
-                c["status"]["conditions"].as_array().is_some_and(|conditions| {
-                    conditions.iter().any(|x| {
-                        (x["type"] == "Connected" || x["type"] == "CatalogLoaded")
-                            && x["status"] == "False"
+                c["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("broken-"))
+            })
+            .filter(|c| {
+                c["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|conditions| {
+                        conditions.iter().any(|x| {
+                            (x["type"] == "Connected" || x["type"] == "CatalogLoaded")
+                                && x["status"] == "False"
+                        })
                     })
-                })
             })
             .count();
         (failing == BROKEN).then_some(())
@@ -526,7 +580,11 @@ async fn a_hundred_catalog_sources_half_of_them_broken() {
         let stale = catalogs
             .as_array()?
             .iter()
-            .filter(|s| s["name"].as_str().is_some_and(|n| n.starts_with("healthy-")))
+            .filter(|s| {
+                s["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("healthy-"))
+            })
             .filter(|s| s["digest"] == first.as_str())
             .count();
         (stale == 0).then(|| started.elapsed())
@@ -539,10 +597,22 @@ async fn a_hundred_catalog_sources_half_of_them_broken() {
     let peak = proc_status_mib(olm.process.pid(), "VmHWM");
     let case = "100-sources-50-broken";
     record_figure(case, "peak_rss_mib", peak);
-    record_figure(case, "rss_now_mib", proc_status_mib(olm.process.pid(), "VmRSS"));
+    record_figure(
+        case,
+        "rss_now_mib",
+        proc_status_mib(olm.process.pid(), "VmRSS"),
+    );
     record_figure(case, "readyz_slowest_ms", slowest.as_secs_f64() * 1e3);
-    record_figure(case, "first_healthy_update_ms", first_update.as_secs_f64() * 1e3);
-    record_figure(case, "all_healthy_updated_ms", all_updated.as_secs_f64() * 1e3);
+    record_figure(
+        case,
+        "first_healthy_update_ms",
+        first_update.as_secs_f64() * 1e3,
+    );
+    record_figure(
+        case,
+        "all_healthy_updated_ms",
+        all_updated.as_secs_f64() * 1e3,
+    );
     assert!(
         peak < MANY_RSS_BOUND_MIB,
         "olm run peaked at {peak:.0} MiB (bound {MANY_RSS_BOUND_MIB} MiB)"

@@ -55,7 +55,10 @@ impl Behaviour {
     ];
 
     fn from_u8(v: u8) -> Behaviour {
-        Self::ALL.get(usize::from(v)).copied().unwrap_or(Behaviour::Good)
+        Self::ALL
+            .get(usize::from(v))
+            .copied()
+            .unwrap_or(Behaviour::Good)
     }
 
     pub fn name(self) -> &'static str {
@@ -228,7 +231,10 @@ impl Connection {
 }
 
 fn reset() -> io::Error {
-    io::Error::new(io::ErrorKind::ConnectionReset, "cut by the hostile registry")
+    io::Error::new(
+        io::ErrorKind::ConnectionReset,
+        "cut by the hostile registry",
+    )
 }
 
 impl AsyncRead for Connection {
@@ -272,8 +278,7 @@ impl tonic::transport::server::Connected for Connection {
     fn connect_info(&self) {}
 }
 
-type Stream<T> =
-    Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 'static>>;
+type Stream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 struct Hostile {
     shared: Arc<Shared>,
@@ -303,8 +308,7 @@ fn extra_bundle(package: &str, i: usize, csv_json: String) -> api::Bundle {
 }
 
 fn entries(index: Arc<Index>) -> impl Iterator<Item = Result<api::Bundle, Status>> {
-    (0..index.entry_count())
-        .map(move |i| index.list_bundle(i).map_err(|e| Status::unknown(e.0)))
+    (0..index.entry_count()).map(move |i| index.list_bundle(i).map_err(|e| Status::unknown(e.0)))
 }
 
 #[tonic::async_trait]
@@ -325,7 +329,9 @@ impl Registry for Hostile {
         let index = self.shared.index();
         let n = index.entry_count();
         let stream: Self::ListBundlesStream = match self.shared.behaviour() {
-            Behaviour::Good | Behaviour::Unresponsive => Box::pin(futures::stream::iter(entries(index))),
+            Behaviour::Good | Behaviour::Unresponsive => {
+                Box::pin(futures::stream::iter(entries(index)))
+            }
             Behaviour::Slow => Box::pin(futures::stream::unfold(0usize, move |i| {
                 let index = Arc::clone(&index);
                 async move {
@@ -348,14 +354,13 @@ impl Registry for Hostile {
                     },
                 )))
             }
-            Behaviour::HugeBundle => Box::pin(futures::stream::iter(
-                entries(index).chain(std::iter::once_with(|| {
-                    Ok(extra_bundle("huge", 1, "x".repeat(HUGE_BUNDLE_BYTES)))
-                })),
-            )),
-            Behaviour::Flood => Box::pin(futures::stream::iter(entries(index).chain(
-                (0..FLOOD_BUNDLES).map(|i| Ok(extra_bundle("flood", i, String::new()))),
+            Behaviour::HugeBundle => Box::pin(futures::stream::iter(entries(index).chain(
+                std::iter::once_with(|| Ok(extra_bundle("huge", 1, "x".repeat(HUGE_BUNDLE_BYTES)))),
             ))),
+            Behaviour::Flood => Box::pin(futures::stream::iter(
+                entries(index)
+                    .chain((0..FLOOD_BUNDLES).map(|i| Ok(extra_bundle("flood", i, String::new())))),
+            )),
         };
         Ok(Response::new(stream))
     }
@@ -397,7 +402,10 @@ impl Registry for Hostile {
         r: Request<api::GetAllReplacementsRequest>,
     ) -> Result<Response<Self::GetChannelEntriesThatReplaceStream>, Status> {
         self.stall().await;
-        self.shared.service().get_channel_entries_that_replace(r).await
+        self.shared
+            .service()
+            .get_channel_entries_that_replace(r)
+            .await
     }
 
     async fn get_bundle_that_replaces(
@@ -413,7 +421,10 @@ impl Registry for Hostile {
         r: Request<api::GetAllProvidersRequest>,
     ) -> Result<Response<Self::GetChannelEntriesThatProvideStream>, Status> {
         self.stall().await;
-        self.shared.service().get_channel_entries_that_provide(r).await
+        self.shared
+            .service()
+            .get_channel_entries_that_provide(r)
+            .await
     }
 
     async fn get_latest_channel_entries_that_provide(
@@ -432,7 +443,10 @@ impl Registry for Hostile {
         r: Request<api::GetDefaultProviderRequest>,
     ) -> Result<Response<api::Bundle>, Status> {
         self.stall().await;
-        self.shared.service().get_default_bundle_that_provides(r).await
+        self.shared
+            .service()
+            .get_default_bundle_that_provides(r)
+            .await
     }
 }
 

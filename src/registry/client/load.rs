@@ -111,13 +111,7 @@ impl RegistryClient {
                     entries += 1;
                     let size = message.encoded_len();
                     bytes = bytes.saturating_add(size);
-                    let over = if entries > MAX_LIST_ENTRIES {
-                        Some(format!("more than {MAX_LIST_ENTRIES} channel entries"))
-                    } else if bytes > MAX_LIST_BYTES {
-                        Some(format!("more than {} of bundles", mib(MAX_LIST_BYTES)))
-                    } else {
-                        None
-                    };
+                    let over = list_limit_passed(entries, bytes);
                     if let Some(over) = over {
                         return Err(ClientError::LimitExceeded {
                             address: self.address.clone(),
@@ -266,6 +260,45 @@ impl RegistryClient {
     }
 }
 
+/// Which limit of one `ListBundles` read `entries` messages of `bytes` have passed.
+fn list_limit_passed(entries: usize, bytes: usize) -> Option<String> {
+    if entries > MAX_LIST_ENTRIES {
+        Some(format!("more than {MAX_LIST_ENTRIES} channel entries"))
+    } else if bytes > MAX_LIST_BYTES {
+        Some(format!("more than {} of bundles", mib(MAX_LIST_BYTES)))
+    } else {
+        None
+    }
+}
+
 fn mib_rounded(bytes: usize) -> String {
     format!("{} MiB", bytes.div_ceil(1 << 20))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_limits_pass_just_over_not_at() {
+        assert_eq!(list_limit_passed(MAX_LIST_ENTRIES, MAX_LIST_BYTES), None);
+        let over = list_limit_passed(MAX_LIST_ENTRIES + 1, 0).unwrap();
+        assert_eq!(over, "more than 50000 channel entries");
+        let over = list_limit_passed(1, MAX_LIST_BYTES + 1).unwrap();
+        assert_eq!(over, "more than 256 MiB of bundles");
+    }
+
+    #[test]
+    fn the_load_budget_refuses_past_its_limit_and_is_given_back() {
+        let mut refused = Reservation::default();
+        assert!(refused.grow(MAX_LOADING_BYTES + 1).is_err());
+        assert_eq!(refused.0, 0);
+        let before = LOADING_BYTES.load(Ordering::Acquire);
+        let mut held = Reservation::default();
+        held.grow(1 << 20).unwrap();
+        assert!(LOADING_BYTES.load(Ordering::Acquire) >= 1 << 20);
+        drop(held);
+        // Other tests' loads may run meanwhile; this one's share is gone.
+        assert!(LOADING_BYTES.load(Ordering::Acquire) < before + (1 << 20));
+    }
 }
