@@ -1,11 +1,10 @@
-//! A registry server that misbehaves on request, for the hostile-catalog tests and
-//! `hack/bench/hostile.py` (through `examples/hostile_registry.rs`). It speaks `api.Registry`
+//! A registry server that misbehaves on request, for the hostile-catalog tests (which
+//! `hack/bench/hostile.py` runs for its figures). It speaks `api.Registry`
 //! with the same generated code as `olm catalog serve`, over a real catalog index, and
 //! answers correctly until told to do otherwise: answer slowly, never answer, cut the
 //! connection in the middle of `ListBundles`, send a 100 MB bundle or a million bundles.
 //!
 //! It runs on a thread and runtime of its own (tests block their thread in many places).
-//! Self-contained (only the `olm` library and its dependencies), so the bench can build it.
 
 use std::io;
 use std::net::SocketAddr;
@@ -71,11 +70,6 @@ impl Behaviour {
             Behaviour::HugeBundle => "huge-bundle",
             Behaviour::Flood => "flood",
         }
-    }
-
-    #[allow(dead_code)] // used by examples/hostile_registry.rs
-    pub fn parse(name: &str) -> Option<Behaviour> {
-        Self::ALL.into_iter().find(|b| b.name() == name)
     }
 }
 
