@@ -31,6 +31,10 @@ pub struct RunArgs {
     /// Deadline of one registry health check.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub registry_timeout: Duration,
+    /// Deadline of one whole catalog load from a registry server (a slower load fails and
+    /// the last good content stays in use).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub catalog_load_timeout: Duration,
     /// How long a failing InstallPlan step is retried before the plan is Failed.
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     pub install_plan_retry_timeout: Duration,
@@ -133,6 +137,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             watch_namespace: None,
             catalog_check_interval: args.catalog_check_interval,
             registry_timeout: args.registry_timeout,
+            catalog_load_timeout: args.catalog_load_timeout,
             install_plan_retry_timeout: args.install_plan_retry_timeout,
             install_check_timeout: args.install_check_timeout,
             disable_copied_csvs: args.disable_copied_csvs,

@@ -30,8 +30,10 @@ pub struct Settings {
     pub watch_namespace: Option<String>,
     /// How often a CatalogSource's registry server is health-checked.
     pub catalog_check_interval: Duration,
-    /// Deadline for one registry health check or catalog load.
+    /// Deadline for one registry health check (a load waits at least 30 s per answer).
     pub registry_timeout: Duration,
+    /// Deadline for one whole catalog load from a registry server.
+    pub catalog_load_timeout: Duration,
     /// How long an InstallPlan step keeps being retried before the plan fails (upstream's
     /// `--install-plan-retry-timeout`).
     pub install_plan_retry_timeout: Duration,
@@ -54,6 +56,7 @@ impl Default for Settings {
             watch_namespace: None,
             catalog_check_interval: Duration::from_secs(10),
             registry_timeout: Duration::from_secs(5),
+            catalog_load_timeout: crate::registry::limits::DEFAULT_LOAD_TIMEOUT,
             install_plan_retry_timeout: Duration::from_secs(60),
             install_check_timeout: Duration::from_secs(300),
             disable_copied_csvs: false,

@@ -9,6 +9,7 @@ pub mod client;
 pub mod convert;
 pub mod generated;
 pub mod index;
+pub mod limits;
 pub mod server;
 mod store;
 
@@ -74,13 +75,19 @@ pub fn router(index: Arc<Index>) -> anyhow::Result<tonic::service::Routes> {
         .context("building the reflection service")?;
     let mut routes = tonic::service::RoutesBuilder::default();
     routes
-        .add_service(generated::registry_server::RegistryServer::new(
-            server::RegistryService::new(Arc::clone(&index)),
-        ))
+        .add_service(
+            generated::registry_server::RegistryServer::new(server::RegistryService::new(
+                Arc::clone(&index),
+            ))
+            .max_decoding_message_size(limits::MAX_REQUEST_BYTES)
+            .max_encoding_message_size(limits::MAX_MESSAGE_BYTES),
+        )
         .add_service(
             generated::experimental_registry_server::ExperimentalRegistryServer::new(
                 server::ExperimentalService::new(index),
-            ),
+            )
+            .max_decoding_message_size(limits::MAX_REQUEST_BYTES)
+            .max_encoding_message_size(limits::MAX_MESSAGE_BYTES),
         )
         .add_service(HealthServer::new(AlwaysServing))
         .add_service(reflection_v1)
@@ -130,7 +137,11 @@ pub async fn serve_index(
     // TCP_NODELAY, as grpc-go (opm) sets it: otherwise the last frame of an answer can
     // wait for the client's delayed ACK (40 ms). tonic sets it only on listeners it binds.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    // Deliberate limits (see `limits`): streams per connection, and dead clients dropped.
     tonic::transport::Server::builder()
+        .max_concurrent_streams(limits::MAX_SERVER_STREAMS)
+        .http2_keepalive_interval(Some(limits::SERVER_KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(limits::SERVER_KEEPALIVE_TIMEOUT))
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await

@@ -105,3 +105,29 @@ pub async fn serve(
         })
         .await
 }
+
+/// Serves on a thread with a runtime of its own until `shutdown` turns true: `/readyz` and
+/// `/healthz` then answer within milliseconds even while hundreds of reconciles keep the
+/// main runtime's threads busy (a probe that times out gets a busy process restarted).
+pub fn serve_on_own_thread(
+    listener: tokio::net::TcpListener,
+    state: AdminState,
+    shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let listener = listener.into_std()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("admin-server".into())
+        .spawn(move || {
+            let served = runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                serve(listener, state, shutdown).await
+            });
+            if let Err(error) = served {
+                tracing::error!(%error, "admin server failed");
+            }
+        })?;
+    Ok(())
+}

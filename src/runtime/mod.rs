@@ -60,7 +60,8 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
     let listener = admin::bind(config.admin_address)
         .await
         .with_context(|| format!("binding the admin server to {}", config.admin_address))?;
-    let admin = tokio::spawn(admin::serve(
+    // On a thread of its own: probes answer however busy the controllers keep the runtime.
+    admin::serve_on_own_thread(
         listener,
         admin::AdminState {
             metrics: Arc::clone(&metrics),
@@ -70,7 +71,8 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
             global_catalog_namespace: config.settings.global_catalog_namespace.clone(),
         },
         stop_rx.clone(),
-    ));
+    )
+    .context("starting the admin server thread")?;
 
     // Every replica serves packagemanifests from its snapshots; no leadership needed.
     let packages = config.packages.clone().map(|packages| {
@@ -144,7 +146,6 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
             .map_err(anyhow::Error::from),
         None => Ok(()),
     };
-    admin.abort();
     // The packages API stops with the same signal and removes a loopback registration.
     if let Some(packages) = packages {
         packages

@@ -15,6 +15,8 @@ mod control_plane;
 mod crds;
 mod csv_lifecycle;
 mod deploy;
+mod hostile_catalogs;
+mod hostile_registry;
 mod image_catalogs;
 mod install_modes;
 mod leader_election;

@@ -129,6 +129,7 @@ pub async fn sync_grpc(
         // heads' CSVs are fetched for packagemanifests (their descriptions are kept).
         let options = LoadOptions {
             manifests: Manifests::ChannelHeads,
+            timeout: ctx.settings.catalog_load_timeout,
             ..LoadOptions::default()
         };
         let loaded = client

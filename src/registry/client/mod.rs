@@ -33,6 +33,7 @@ use tonic_health::pb::health_client::HealthClient;
 
 use super::generated as api;
 use super::generated::registry_client::RegistryClient as GrpcClient;
+use super::limits::{self, MAX_CLIENT_STREAMS, MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES};
 use crate::catalog::fbc;
 
 pub use from_api::bundle_from_api;
@@ -45,8 +46,6 @@ mod tests;
 
 /// Concurrent `GetPackage`/`GetBundle` calls during a load.
 pub const DEFAULT_CONCURRENCY: usize = 8;
-/// The largest message accepted (a bundle with many large CRDs can pass gRPC's 4 MiB default).
-const MAX_MESSAGE_BYTES: usize = 256 << 20;
 /// The least time a load waits for any one answer or stream message, whatever the
 /// (health-check) timeout the client was made with.
 const MIN_LOAD_TIMEOUT: Duration = Duration::from_secs(30);
@@ -78,6 +77,13 @@ pub enum ClientError {
         address: String,
         rpc: &'static str,
         status: String,
+    },
+    /// The server sent more than a limit of [`super::limits`] allows.
+    #[error("registry {address}: {rpc}: {what}")]
+    LimitExceeded {
+        address: String,
+        rpc: String,
+        what: String,
     },
     #[error("registry {address}: {rpc}: package {package:?}, bundle {bundle:?}: {reason}")]
     InvalidBundle {
@@ -119,8 +125,12 @@ pub enum Manifests {
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
     pub manifests: Manifests,
-    /// Concurrent `GetPackage`/`GetBundle` calls (at least 1).
+    /// Concurrent `GetPackage`/`GetBundle` calls (at least 1; at most
+    /// [`limits::MAX_CLIENT_STREAMS`] run at once on the connection).
     pub concurrency: usize,
+    /// The longest the whole load may take: a server that trickles answers fails the load
+    /// rather than holding it (and the memory it has read so far) forever.
+    pub timeout: Duration,
 }
 
 impl Default for LoadOptions {
@@ -128,6 +138,7 @@ impl Default for LoadOptions {
         LoadOptions {
             manifests: Manifests::Fetch,
             concurrency: DEFAULT_CONCURRENCY,
+            timeout: limits::DEFAULT_LOAD_TIMEOUT,
         }
     }
 }
@@ -179,7 +190,8 @@ impl RegistryClient {
             .connect_timeout(timeout)
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(30))
-            .keep_alive_timeout(timeout.max(Duration::from_secs(10)));
+            .keep_alive_timeout(timeout.max(Duration::from_secs(10)))
+            .concurrency_limit(MAX_CLIENT_STREAMS);
         Ok(RegistryClient {
             address: address.to_string(),
             endpoint,
@@ -201,7 +213,7 @@ impl RegistryClient {
     fn grpc(&self) -> GrpcClient<Channel> {
         GrpcClient::new(self.channel())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_REQUEST_BYTES)
     }
 
     fn load_timeout(&self) -> Duration {
@@ -209,6 +221,18 @@ impl RegistryClient {
     }
 
     fn rpc_error(&self, rpc: &str, status: &tonic::Status) -> ClientError {
+        // tonic refuses a message over the decoding limit from its length prefix.
+        if status.code() == tonic::Code::OutOfRange && status.message().contains("too large") {
+            return ClientError::LimitExceeded {
+                address: self.address.clone(),
+                rpc: rpc.to_string(),
+                what: format!(
+                    "{} (the limit on one message is {})",
+                    status.message(),
+                    limits::mib(MAX_MESSAGE_BYTES)
+                ),
+            };
+        }
         ClientError::Rpc {
             address: self.address.clone(),
             rpc: rpc.to_string(),

@@ -94,6 +94,7 @@ async fn loads_our_catalog_as_the_files_have_it() {
         .load_catalog_with(&LoadOptions {
             manifests: Manifests::AsListed,
             concurrency: 1,
+            ..LoadOptions::default()
         })
         .await
         .unwrap();
@@ -382,4 +383,60 @@ fn legacy_bundles_get_properties_from_apis_and_dependencies() {
             .unwrap_err()
             .starts_with("olm.maxOpenShiftVersion value \"4.1{\" is not JSON")
     );
+}
+
+/// A bundle whose `GetBundle` answer is just under the message limit is read; one just over
+/// it is refused (by our server, which will not encode it, and the client says so).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_just_under_the_message_limit_is_read_and_one_just_over_is_refused() {
+    use crate::registry::limits::MAX_MESSAGE_BYTES;
+    for (padding, fits) in [
+        (MAX_MESSAGE_BYTES - (256 << 10), true),
+        (MAX_MESSAGE_BYTES + 1, false),
+    ] {
+        let mut config = load_path(&repo().join("catalog")).unwrap();
+        let channel = config.channels[0].clone();
+        let name = channel.entries[0].name.clone();
+        let bundle = config
+            .bundles
+            .iter_mut()
+            .find(|b| b.package == channel.package && b.name == name)
+            .unwrap();
+        let object = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "padding"},
+            "data": {"padding": "x".repeat(padding)},
+        });
+        let data =
+            base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&object).unwrap());
+        bundle.properties.push(Property {
+            type_: PROP_BUNDLE_OBJECT.into(),
+            value: json!({ "data": data }),
+        });
+        let (address, server) = serve(Index::from_config(config).unwrap()).await;
+        let client = RegistryClient::new(&address, Duration::from_secs(10)).unwrap();
+        let answer = client
+            .get_bundle(&channel.package, &channel.name, &name)
+            .await;
+        server.abort();
+        match answer {
+            Ok(bundle) => assert!(fits, "{} was read", bundle.name),
+            Err(error) => {
+                assert!(!fits, "{error}");
+                let text = error.to_string();
+                assert!(
+                    text.contains("the limit on one message is 32 MiB"),
+                    "{text}"
+                );
+                assert!(
+                    text.contains(&format!(
+                        "GetBundle({}/{}/{name})",
+                        channel.package, channel.name
+                    )),
+                    "{text}"
+                );
+            }
+        }
+    }
 }
