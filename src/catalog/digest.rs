@@ -37,7 +37,8 @@ impl ContentDigest {
             .extend(config.packages.iter().map(package_digest));
         self.channels
             .extend(config.channels.iter().map(channel_digest));
-        self.bundles.extend(config.bundles.iter().map(bundle_digest));
+        self.bundles
+            .extend(config.bundles.iter().map(bundle_digest));
         self.deprecations
             .extend(config.deprecations.iter().map(deprecation_digest));
         self.others.extend(config.others.iter().map(|m| {

@@ -136,7 +136,14 @@ pub async fn sync_grpc(
             .load_catalog_with(&options)
             .await
             .map_err(|e| ("LoadFailed", e.to_string()));
-        accept(source, source_ref, cctx, address.clone(), loaded.map(Loaded::Whole)).await;
+        accept(
+            source,
+            source_ref,
+            cctx,
+            address.clone(),
+            loaded.map(Loaded::Whole),
+        )
+        .await;
     }
     let mut requeue_after = check_every;
     if let (Some(poll), Some(record)) = (poll, cctx.state.last_load(source_ref)) {
