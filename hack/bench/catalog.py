@@ -148,7 +148,7 @@ def whole_repository(root, olm, opm, work):
         with open(out / "catalog.json", "wb") as f:
             ok = subprocess.run([olm, "catalog", "render", "--image-template", template, pkg], stdout=f, stderr=subprocess.DEVNULL).returncode == 0
         if ok:
-            bundles += sum(1 for line in open(out / "catalog.json") if '"schema":"olm.bundle"' in line)
+            bundles += sum(1 for line in open(out / "catalog.json") if line.strip().replace(" ", "") in ('"schema":"olm.bundle"', '"schema":"olm.bundle",'))
         else:
             shutil.rmtree(out)
     for tool, cmd in (("olm", [olm, "catalog", "validate", fbc]), ("opm", [opm, "validate", fbc])):

@@ -15,40 +15,51 @@ use super::fbc::*;
 
 /// The hex SHA-256 of the catalog's canonical content.
 pub fn content_digest(config: &DeclarativeConfig) -> String {
-    let mut sections = Sha256::new();
-    section(
-        &mut sections,
-        "packages",
-        config.packages.iter().map(package_digest),
-    );
-    section(
-        &mut sections,
-        "channels",
-        config.channels.iter().map(channel_digest),
-    );
-    section(
-        &mut sections,
-        "bundles",
-        config.bundles.iter().map(bundle_digest),
-    );
-    section(
-        &mut sections,
-        "deprecations",
-        config.deprecations.iter().map(deprecation_digest),
-    );
-    section(
-        &mut sections,
-        "others",
-        config.others.iter().map(|m| {
+    let mut digest = ContentDigest::default();
+    digest.add(config);
+    digest.finish()
+}
+
+/// [`content_digest`] of a catalog read piece by piece: what each added piece contributes is
+/// its items' digests (32 bytes each), so the pieces need not be kept.
+#[derive(Clone, Debug, Default)]
+pub struct ContentDigest {
+    packages: Vec<[u8; 32]>,
+    channels: Vec<[u8; 32]>,
+    bundles: Vec<[u8; 32]>,
+    deprecations: Vec<[u8; 32]>,
+    others: Vec<[u8; 32]>,
+}
+
+impl ContentDigest {
+    pub fn add(&mut self, config: &DeclarativeConfig) {
+        self.packages
+            .extend(config.packages.iter().map(package_digest));
+        self.channels
+            .extend(config.channels.iter().map(channel_digest));
+        self.bundles
+            .extend(config.bundles.iter().map(bundle_digest));
+        self.deprecations
+            .extend(config.deprecations.iter().map(deprecation_digest));
+        self.others.extend(config.others.iter().map(|m| {
             let mut h = Sha256::new();
             h.string(&m.schema);
             h.string(&m.package);
             h.string(&m.name);
             h.value(&m.blob);
             h.finish()
-        }),
-    );
-    hex(&sections.finish())
+        }));
+    }
+
+    pub fn finish(self) -> String {
+        let mut sections = Sha256::new();
+        section(&mut sections, "packages", self.packages.into_iter());
+        section(&mut sections, "channels", self.channels.into_iter());
+        section(&mut sections, "bundles", self.bundles.into_iter());
+        section(&mut sections, "deprecations", self.deprecations.into_iter());
+        section(&mut sections, "others", self.others.into_iter());
+        hex(&sections.finish())
+    }
 }
 
 /// Hashes a sorted multiset of item digests under a label.
@@ -335,6 +346,23 @@ mod tests {
             }],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn digest_of_pieces_is_the_digest_of_the_whole() {
+        let whole = catalog();
+        let mut pieces = ContentDigest::default();
+        for bundle in whole.bundles.iter().rev() {
+            pieces.add(&DeclarativeConfig {
+                bundles: vec![bundle.clone()],
+                ..Default::default()
+            });
+        }
+        pieces.add(&DeclarativeConfig {
+            bundles: vec![],
+            ..whole.clone()
+        });
+        assert_eq!(pieces.finish(), content_digest(&whole));
     }
 
     #[test]

@@ -18,6 +18,28 @@ pub const PROP_CSV_METADATA: &str = "olm.csv.metadata";
 pub const PROP_CONSTRAINT: &str = "olm.constraint";
 pub const PROP_DEPRECATED: &str = "olm.deprecated";
 
+/// One blob of a catalog, borrowed, to write it without copying it into a `Value` first.
+#[derive(Clone, Copy, Debug)]
+pub enum BlobRef<'a> {
+    Package(&'a Package),
+    Channel(&'a Channel),
+    Bundle(&'a Bundle),
+    Deprecation(&'a Deprecation),
+    Other(&'a Value),
+}
+
+impl Serialize for BlobRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            BlobRef::Package(p) => p.serialize(s),
+            BlobRef::Channel(c) => c.serialize(s),
+            BlobRef::Bundle(b) => b.serialize(s),
+            BlobRef::Deprecation(d) => d.serialize(s),
+            BlobRef::Other(v) => v.serialize(s),
+        }
+    }
+}
+
 /// A whole catalog, in load order within each kind.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DeclarativeConfig {
@@ -46,9 +68,9 @@ impl DeclarativeConfig {
             && self.others.is_empty()
     }
 
-    /// Every blob as JSON, packages first, each package followed by its channels, bundles
+    /// Every blob, packages first, each package followed by its channels, bundles
     /// and deprecations (the order `opm render` writes).
-    pub fn to_blobs(&self) -> Vec<Value> {
+    pub fn blobs(&self) -> Vec<BlobRef<'_>> {
         let mut out = Vec::new();
         let mut package_names: Vec<&str> = self.packages.iter().map(|p| p.name.as_str()).collect();
         for name in self
@@ -63,16 +85,16 @@ impl DeclarativeConfig {
         }
         for name in package_names {
             for p in self.packages.iter().filter(|p| p.name == name) {
-                out.push(serde_json::to_value(p).expect("package serializes"));
+                out.push(BlobRef::Package(p));
             }
             for c in self.channels.iter().filter(|c| c.package == name) {
-                out.push(serde_json::to_value(c).expect("channel serializes"));
+                out.push(BlobRef::Channel(c));
             }
             for b in self.bundles.iter().filter(|b| b.package == name) {
-                out.push(serde_json::to_value(b).expect("bundle serializes"));
+                out.push(BlobRef::Bundle(b));
             }
             for d in self.deprecations.iter().filter(|d| d.package == name) {
-                out.push(serde_json::to_value(d).expect("deprecation serializes"));
+                out.push(BlobRef::Deprecation(d));
             }
         }
         for d in self
@@ -83,11 +105,19 @@ impl DeclarativeConfig {
             if !self.channels.iter().any(|c| c.package == d.package)
                 && !self.bundles.iter().any(|b| b.package == d.package)
             {
-                out.push(serde_json::to_value(d).expect("deprecation serializes"));
+                out.push(BlobRef::Deprecation(d));
             }
         }
-        out.extend(self.others.iter().map(|m| m.blob.clone()));
+        out.extend(self.others.iter().map(|m| BlobRef::Other(&m.blob)));
         out
+    }
+
+    /// Every blob as JSON, in the order of [`Self::blobs`].
+    pub fn to_blobs(&self) -> Vec<Value> {
+        self.blobs()
+            .iter()
+            .map(|b| serde_json::to_value(b).expect("blob serializes"))
+            .collect()
     }
 }
 

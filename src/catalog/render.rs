@@ -96,7 +96,7 @@ pub fn render_paths(
 
 /// Like [`render_paths`], handing each piece to `sink` as soon as it is rendered, in input
 /// order, so a caller can write output without holding the whole catalog. Runs of bundle
-/// directories are rendered in parallel, a batch at a time.
+/// directories are rendered in parallel while `sink` writes the ones already done.
 pub fn render_paths_each(
     inputs: &[PathBuf],
     options: &RenderOptions,
@@ -113,14 +113,13 @@ pub fn render_paths_each(
             let run = inputs[index..]
                 .iter()
                 .take_while(|p| is_bundle_dir(p))
-                .take(64)
                 .count();
-            for bundle in render_bundle_dirs(&inputs[index..index + run], options, threads) {
+            render_bundle_dirs(&inputs[index..index + run], options, threads, |bundle| {
                 sink(DeclarativeConfig {
                     bundles: vec![bundle?],
                     ..Default::default()
-                })?;
-            }
+                })
+            })?;
             index += run;
             continue;
         }
@@ -134,43 +133,90 @@ pub fn render_paths_each(
     Ok(())
 }
 
-/// Reads and renders bundle directories on `threads` threads; results in input order.
-/// Threads take the next directory as they finish one, since bundle sizes vary a lot.
+/// Reads and renders bundle directories on `threads` threads, handing each result to
+/// `sink` in input order on the calling thread, which writes while the workers go on.
+/// Threads take the next directory as they finish one, since bundle sizes vary a lot; at
+/// most a few bundles per thread wait for their turn, so memory stays bounded.
 fn render_bundle_dirs(
     dirs: &[PathBuf],
     options: &RenderOptions,
     threads: usize,
-) -> Vec<Result<Bundle, RenderError>> {
+    mut sink: impl FnMut(Result<Bundle, RenderError>) -> Result<(), RenderError>,
+) -> Result<(), RenderError> {
+    use std::sync::{Condvar, Mutex, PoisonError};
     let render_one = |dir: &PathBuf| {
         read_bundle(dir)
             .map_err(RenderError::from)
             .and_then(|b| render_bundle(&b, options))
     };
     if threads <= 1 || dirs.len() <= 1 {
-        return dirs.iter().map(render_one).collect();
+        return dirs.iter().try_for_each(|dir| sink(render_one(dir)));
     }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut done: Vec<(usize, Result<Bundle, RenderError>)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads.min(dirs.len()))
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(dir) = dirs.get(i) else { break };
-                        mine.push((i, render_one(dir)));
-                    }
-                    mine
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("render thread panicked"))
-            .collect()
+    let window = threads * 3;
+    struct Queue {
+        /// The next directory a worker takes.
+        next: usize,
+        /// How many results `sink` has had.
+        handed: usize,
+        done: BTreeMap<usize, Result<Bundle, RenderError>>,
+        stop: bool,
+    }
+    let queue = Mutex::new(Queue {
+        next: 0,
+        handed: 0,
+        done: BTreeMap::new(),
+        stop: false,
     });
-    done.sort_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, r)| r).collect()
+    let changed = Condvar::new();
+    let lock = || queue.lock().unwrap_or_else(PoisonError::into_inner);
+    let wait = |guard| changed.wait(guard).unwrap_or_else(PoisonError::into_inner);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(dirs.len()) {
+            scope.spawn(|| {
+                loop {
+                    let i = {
+                        let mut q = lock();
+                        while !q.stop && q.next < dirs.len() && q.next >= q.handed + window {
+                            q = wait(q);
+                        }
+                        if q.stop || q.next >= dirs.len() {
+                            return;
+                        }
+                        q.next += 1;
+                        q.next - 1
+                    };
+                    // A panic would leave the writer waiting for this result forever.
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        render_one(&dirs[i])
+                    }))
+                    .unwrap_or_else(|_| Err(input_error(&dirs[i], "rendering panicked")));
+                    lock().done.insert(i, result);
+                    changed.notify_all();
+                }
+            });
+        }
+        let mut outcome = Ok(());
+        for i in 0..dirs.len() {
+            let result = {
+                let mut q = lock();
+                loop {
+                    if let Some(result) = q.done.remove(&i) {
+                        q.handed = i + 1;
+                        break result;
+                    }
+                    q = wait(q);
+                }
+            };
+            changed.notify_all();
+            outcome = sink(result);
+            if outcome.is_err() {
+                break;
+            }
+        }
+        lock().stop = true;
+        changed.notify_all();
+        outcome
+    })
 }
 
 fn has_bundle_subdirs(dir: &Path) -> bool {

@@ -118,15 +118,22 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
                 strict,
             };
             // Image references are pulled and rendered as opm does; directories and files
-            // are rendered in order, each as it is read.
-            for input in &inputs {
-                if super::image::is_image_reference(input) {
-                    let text = input.to_string_lossy();
+            // are rendered in order, each as it is read (runs of bundle directories in
+            // parallel).
+            let mut rest = inputs.as_slice();
+            while let Some(first) = rest.first() {
+                if super::image::is_image_reference(first) {
+                    let text = first.to_string_lossy();
                     let config = super::image::render_image(&text, &registry)?;
                     write_fbc(&config, output, &mut out)?;
+                    rest = &rest[1..];
                     continue;
                 }
-                render_paths_each(std::slice::from_ref(input), &options, |part| {
+                let local = rest
+                    .iter()
+                    .take_while(|p| !super::image::is_image_reference(p))
+                    .count();
+                render_paths_each(&rest[..local], &options, |part| {
                     write_fbc(&part, output, &mut out).map_err(|e| {
                         crate::catalog::render::RenderError::Input {
                             path: "<stdout>".into(),
@@ -134,6 +141,7 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
                         }
                     })
                 })?;
+                rest = &rest[local..];
             }
             out.flush()?;
             Ok(())
@@ -263,10 +271,18 @@ pub fn write_fbc(
     format: FbcFormat,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    for blob in config.to_blobs() {
-        match format {
-            FbcFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&blob)?)?,
-            FbcFormat::Yaml => write!(out, "---\n{}", serde_yaml::to_string(&blob)?)?,
+    match format {
+        // Straight into the writer: a bundle's objects are most of the output.
+        FbcFormat::Json => {
+            for blob in config.blobs() {
+                serde_json::to_writer_pretty(&mut *out, &blob)?;
+                out.write_all(b"\n")?;
+            }
+        }
+        FbcFormat::Yaml => {
+            for blob in config.to_blobs() {
+                write!(out, "---\n{}", serde_yaml::to_string(&blob)?)?;
+            }
         }
     }
     Ok(())

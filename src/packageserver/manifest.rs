@@ -71,6 +71,59 @@ pub fn keep_channel_heads(content: &mut DeclarativeConfig) {
     content.others.extend(kept);
 }
 
+/// [`keep_channel_heads`] for a catalog read blob by blob, so that manifests can be dropped
+/// as each bundle goes by: a bundle's head CSV is kept when it heads a channel seen so far,
+/// or is in none seen yet (its channels may come later); [`Self::finish`] keeps the heads.
+/// A bundle that a later channel makes head after an earlier channel of its package listed
+/// it lower down is missed (catalogs write a package's channels together).
+#[derive(Debug, Default)]
+pub struct ChannelHeadsKeeper {
+    heads: std::collections::BTreeSet<(String, String)>,
+    in_channels: std::collections::BTreeSet<(String, String)>,
+    kept: Vec<Meta>,
+}
+
+impl ChannelHeadsKeeper {
+    /// Takes note of `piece`'s channels and keeps its bundles' head CSVs that may be needed.
+    pub fn add(&mut self, piece: &DeclarativeConfig) {
+        for channel in &piece.channels {
+            if let Ok(head) = UpgradeEdges::new(&channel.entries).head() {
+                self.heads
+                    .insert((channel.package.clone(), head.to_string()));
+            }
+            for entry in &channel.entries {
+                self.in_channels
+                    .insert((channel.package.clone(), entry.name.clone()));
+            }
+        }
+        for bundle in &piece.bundles {
+            let key = (bundle.package.clone(), bundle.name.clone());
+            if (self.heads.contains(&key) || !self.in_channels.contains(&key))
+                && let Some(mut head) = HeadCsv::of(bundle)
+            {
+                head.desc.icon.truncate(1);
+                self.kept.push(Meta {
+                    schema: SCHEMA_CHANNEL_HEAD.into(),
+                    package: bundle.package.clone(),
+                    name: bundle.name.clone(),
+                    blob: serde_json::to_value(&head).unwrap_or(Value::Null),
+                });
+            }
+        }
+    }
+
+    /// Adds the head CSVs to `content`, as [`keep_channel_heads`] does.
+    pub fn finish(self, content: &mut DeclarativeConfig) {
+        let heads = self.heads;
+        content.others.retain(|m| m.schema != SCHEMA_CHANNEL_HEAD);
+        content.others.extend(
+            self.kept
+                .into_iter()
+                .filter(|m| heads.contains(&(m.package.clone(), m.name.clone()))),
+        );
+    }
+}
+
 /// Channel heads by (package, bundle): from [`keep_channel_heads`] blobs, else decoded from
 /// the bundles (content that still has its manifests).
 fn channel_heads(content: &DeclarativeConfig) -> BTreeMap<(&str, &str), HeadCsv> {
@@ -674,6 +727,39 @@ mod tests {
             assert_eq!(&from_slim[name], m, "{name}");
         }
         assert_eq!(from_full.len(), from_slim.len());
+    }
+
+    #[test]
+    fn heads_kept_blob_by_blob_are_the_heads_kept_of_the_whole() {
+        let full = our_catalog();
+        let mut whole = full.clone();
+        keep_channel_heads(&mut whole);
+        // Bundles before their channels, one blob at a time, as a file may order them.
+        let mut keeper = ChannelHeadsKeeper::default();
+        let mut streamed = DeclarativeConfig::default();
+        for bundle in &full.bundles {
+            keeper.add(&DeclarativeConfig {
+                bundles: vec![bundle.clone()],
+                ..Default::default()
+            });
+        }
+        keeper.add(&DeclarativeConfig {
+            bundles: vec![],
+            ..full.clone()
+        });
+        keeper.finish(&mut streamed);
+        let names = |c: &DeclarativeConfig| {
+            let mut kept: Vec<(String, String, Value)> = c
+                .others
+                .iter()
+                .filter(|m| m.schema == SCHEMA_CHANNEL_HEAD)
+                .map(|m| (m.package.clone(), m.name.clone(), m.blob.clone()))
+                .collect();
+            kept.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+            kept
+        };
+        assert!(!names(&whole).is_empty());
+        assert_eq!(names(&streamed), names(&whole));
     }
 
     #[test]

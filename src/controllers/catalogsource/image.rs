@@ -10,11 +10,10 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use oci_client::secrets::RegistryAuth;
 
-use super::load::{Round, accept, poll_interval, retry_after_failure};
+use super::load::{Round, accept, poll_interval, read_streaming, retry_after_failure};
 use super::status::Connection;
 use super::{CatalogSourceContext, LoadRecord};
 use crate::api::CatalogSource;
-use crate::catalog::load::load_path;
 use crate::oci::catalog::{origin, parse_origin};
 use crate::oci::registry::{Options, parse_reference, select_catalog};
 use crate::resolver::input::CatalogRef;
@@ -180,7 +179,7 @@ async fn poll_once(
         .join(configs.strip_prefix("/").unwrap_or(&configs));
     let described = format!("image {image}@{digest}");
     let loaded = tokio::task::spawn_blocking(move || {
-        load_path(&dir).map_err(|e| ("InvalidCatalog", format!("{described}: {e}")))
+        read_streaming(&dir).map_err(|e| ("InvalidCatalog", format!("{described}: {e}")))
     })
     .await
     .unwrap_or_else(|join| Err(("LoadFailed", format!("loading the catalog failed: {join}"))));

@@ -16,6 +16,7 @@ use crate::api::{CatalogSource, ConfigMapResourceReference};
 use crate::catalog::configmap::from_configmap_data;
 use crate::catalog::content_digest;
 use crate::catalog::fbc::{DeclarativeConfig, PROP_BUNDLE_OBJECT};
+use crate::catalog::load::LoadError;
 use crate::catalog::validate::validate;
 use crate::controllers::context::Context;
 use crate::registry::client::{LoadOptions, Manifests};
@@ -136,7 +137,14 @@ pub async fn sync_grpc(
             .load_catalog_with(&options)
             .await
             .map_err(|e| ("LoadFailed", e.to_string()));
-        accept(source, source_ref, cctx, address.clone(), loaded).await;
+        accept(
+            source,
+            source_ref,
+            cctx,
+            address.clone(),
+            loaded.map(Loaded::Whole),
+        )
+        .await;
     }
     let mut requeue_after = check_every;
     if let (Some(poll), Some(record)) = (poll, cctx.state.last_load(source_ref)) {
@@ -243,7 +251,7 @@ pub async fn sync_config_map(
             ))
         });
         let origin = config_map_origin(name, &read_version);
-        accept(source, source_ref, cctx, origin, loaded).await;
+        accept(source, source_ref, cctx, origin, loaded.map(Loaded::Whole)).await;
     }
     // The reference moves (with its update time) only when a new version was read.
     let loaded_version = cctx
@@ -284,6 +292,53 @@ fn config_map_origin(name: &str, resource_version: &str) -> String {
     format!("configmap {name}@{resource_version}")
 }
 
+/// Content as read from a source.
+pub(super) enum Loaded {
+    /// The whole catalog, manifests and all (from a registry server or a ConfigMap).
+    Whole(DeclarativeConfig),
+    /// Read blob by blob ([`read_streaming`]): digest taken, channel heads kept, manifest
+    /// data already dropped.
+    Streamed {
+        content: DeclarativeConfig,
+        digest: String,
+    },
+}
+
+/// Reads the file-based catalog at `root` one blob at a time, keeping what a snapshot keeps:
+/// each blob's digest is taken and its channel heads' CSVs kept before its manifests are
+/// dropped (their data made `null`, as `olm catalog validate` reads them), so a catalog of
+/// any size passes through in the memory of its largest blob plus what the snapshot holds.
+pub(super) fn read_streaming(root: &std::path::Path) -> Result<Loaded, LoadError> {
+    use crate::catalog::digest::ContentDigest;
+    use crate::catalog::load::{LoadOptions as FileOptions, for_each_blob};
+    use crate::packageserver::manifest::ChannelHeadsKeeper;
+    let mut digest = ContentDigest::default();
+    let mut heads = ChannelHeadsKeeper::default();
+    let mut content = DeclarativeConfig::default();
+    for file in crate::catalog::files::catalog_files(root)? {
+        for_each_blob(&file, FileOptions::default(), |mut blob| {
+            digest.add(&blob);
+            heads.add(&blob);
+            for bundle in &mut blob.bundles {
+                for p in bundle
+                    .properties
+                    .iter_mut()
+                    .filter(|p| p.type_ == PROP_BUNDLE_OBJECT)
+                {
+                    p.value = serde_json::Value::Null;
+                }
+            }
+            content.merge(blob);
+            Ok::<_, LoadError>(())
+        })?;
+    }
+    heads.finish(&mut content);
+    Ok(Loaded::Streamed {
+        content,
+        digest: digest.finish(),
+    })
+}
+
 /// Validates freshly read content and makes it the snapshot if it differs from the one in
 /// use; a failure is recorded and the last good snapshot stays. Validation and the digest
 /// are CPU work: they run on the blocking pool, away from the threads that renew the Lease.
@@ -292,7 +347,7 @@ pub(super) async fn accept(
     source_ref: &CatalogRef,
     cctx: &CatalogSourceContext,
     origin: String,
-    loaded: Result<DeclarativeConfig, (&'static str, String)>,
+    loaded: Result<Loaded, (&'static str, String)>,
 ) {
     let ctx = &cctx.shared;
     ctx.metrics
@@ -300,7 +355,10 @@ pub(super) async fn accept(
         .get_or_create(&labels(source_ref))
         .inc();
     let checked = tokio::task::spawn_blocking(move || {
-        let mut content = loaded?;
+        let (mut content, digest) = match loaded? {
+            Loaded::Whole(content) => (content, None),
+            Loaded::Streamed { content, digest } => (content, Some(digest)),
+        };
         let problems = validate(&content);
         if !problems.is_empty() {
             let shown: Vec<String> = problems.iter().take(5).map(ToString::to_string).collect();
@@ -311,10 +369,16 @@ pub(super) async fn accept(
             }
             return Err(("InvalidCatalog", message));
         }
-        // The digest covers the manifests; the snapshot does not keep them (see below).
-        let digest = content_digest(&content);
-        // What packagemanifests show of the channel heads' CSVs outlives the manifests.
-        crate::packageserver::manifest::keep_channel_heads(&mut content);
+        let digest = match digest {
+            Some(digest) => digest,
+            None => {
+                // The digest covers the manifests; the snapshot does not keep them (see below).
+                let digest = content_digest(&content);
+                // What packagemanifests show of the channel heads' CSVs outlives the manifests.
+                crate::packageserver::manifest::keep_channel_heads(&mut content);
+                digest
+            }
+        };
         drop_manifests(&mut content);
         Ok((content, digest))
     })
