@@ -72,6 +72,13 @@ def register_upstream(port):
                   "service": {"name": "upstream-packages", "namespace": "default", "port": port}}}]}))
 
 
+def unregister_upstream():
+    subprocess.run(["kubectl", "delete", "apiservice", "v1.packages.operators.coreos.com", "--ignore-not-found"],
+                   env=ENV, capture_output=True)
+    subprocess.run(["kubectl", "delete", "service", "upstream-packages", "-n", "default", "--ignore-not-found"],
+                   env=ENV, capture_output=True)
+
+
 def start_side(side, olm, ns, procs):
     port = free_port()
     if side == "ours":
@@ -147,12 +154,14 @@ def main():
     ap.add_argument("--sets", default="ours,testdata,large")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--olm", type=Path, help="the olm binary (default: target/release/olm, else target/debug/olm)")
+    ap.add_argument("--serve-olm", type=Path, help="another olm for `catalog render/serve` only (e.g. a release build)")
     args = ap.parse_args()
     olm = args.olm or REPO / "target/release/olm"
     if not olm.exists():
         olm = REPO / "target/debug/olm"
         print("note: target/release/olm missing, measuring the debug build (slower than release)")
-    print(f"olm: {olm}")
+    serve_olm = args.serve_olm or olm
+    print(f"olm run: {olm}; catalog render/serve: {serve_olm}")
     sides = ["ours", "upstream"] if args.side == "both" else [args.side]
     if "upstream" in sides:
         subprocess.run([REPO / "hack/upstream-olm/build", "package-server"], capture_output=True, check=True)
@@ -162,25 +171,25 @@ def main():
     try:
         sets = {}
         if "ours" in args.sets:
-            sets["ours"] = (REPO / "catalog", packages_in(olm, REPO / "catalog"))
+            sets["ours"] = (REPO / "catalog", packages_in(serve_olm, REPO / "catalog"))
         if "testdata" in args.sets or "large" in args.sets:
             base_dir = work / "testdata"
             base_dir.mkdir()
             packages = [str(p) for p in sorted(TESTDATA.iterdir()) if p.is_dir() and p.name != "kuadrant-operator"]
             with open(base_dir / "catalog.json", "wb") as f:
-                subprocess.run([olm, "catalog", "render", *packages], stdout=f, check=True)
+                subprocess.run([serve_olm, "catalog", "render", *packages], stdout=f, check=True)
             if "testdata" in args.sets:
-                sets["testdata"] = (base_dir, packages_in(olm, base_dir))
+                sets["testdata"] = (base_dir, packages_in(serve_olm, base_dir))
             if "large" in args.sets:
                 one = replicated_catalog(base_dir / "catalog.json", 1, work / "probe")
                 copies = max(1, round(10_000 / max(one, 1)))
                 replicated_catalog(base_dir / "catalog.json", copies, work / "large")
-                sets["large"] = (work / "large", packages_in(olm, base_dir) * copies)
+                sets["large"] = (work / "large", packages_in(serve_olm, base_dir) * copies)
         for set_name, (catalog_dir, expected) in sets.items():
             ns = f"bench-pkg-{set_name}-{os.getpid()}"
             kubectl("create", "namespace", ns)
             grpc = free_port()
-            srv = subprocess.Popen([olm, "catalog", "serve", str(catalog_dir), "--address", "127.0.0.1", "--port", str(grpc)],
+            srv = subprocess.Popen([serve_olm, "catalog", "serve", str(catalog_dir), "--address", "127.0.0.1", "--port", str(grpc)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             procs.append(srv)
             wait_port(grpc, srv, timeout=600)
@@ -211,6 +220,10 @@ def main():
                 print(f"{set_name:9} {side:8} {loaded:5} packages  start→listed {load_s:6.1f} s  list -A {row['list_ms']:8.1f} ms  "
                       f"get {row['get_ms']:6.1f} ms  RSS {row['rss_mib']:7.1f} MiB  change→watch event {watch_text}", flush=True)
                 stop(p)
+                if side == "upstream":
+                    # Its APIService skips TLS verification, which the next `olm run` (a CA
+                    # bundle) cannot apply over: remove it as ours removes its own on exit.
+                    unregister_upstream()
             kubectl("delete", "namespace", ns, "--wait=false")
         print_table(results, sets)
         if args.json:
@@ -219,10 +232,7 @@ def main():
         for p in procs:
             if p.poll() is None:
                 p.kill()
-        subprocess.run(["kubectl", "delete", "apiservice", "v1.packages.operators.coreos.com", "--ignore-not-found"],
-                       env=ENV, capture_output=True)
-        subprocess.run(["kubectl", "delete", "service", "upstream-packages", "-n", "default", "--ignore-not-found"],
-                       env=ENV, capture_output=True)
+        unregister_upstream()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -104,7 +104,13 @@ fn now_micro() -> String {
         .to_string()
 }
 
-fn source(namespace: &str, name: &str, port: u16, display: &str, labels: &str) -> String {
+pub(super) fn source(
+    namespace: &str,
+    name: &str,
+    port: u16,
+    display: &str,
+    labels: &str,
+) -> String {
     catalog_source_yaml(namespace, name, &format!("127.0.0.1:{port}"), "")
         .replace(
             "displayName: Test Operators",

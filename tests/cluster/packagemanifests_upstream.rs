@@ -13,11 +13,10 @@ use std::time::Duration;
 use kube::Client;
 use serde_json::Value;
 
-use super::catalog_sources::catalog_source_yaml;
 use super::harness::{
     TestNamespace, client, eventually, install_crds, kubeconfig_path, kubectl, repo_root,
 };
-use super::packagemanifests::{PackagesServer, TURN};
+use super::packagemanifests::{PackagesServer, TURN, source};
 use super::processes::{Process, free_port, olm_serve, opm_serve, wait_for_port};
 
 const API: &str = "/apis/packages.operators.coreos.com/v1";
@@ -176,18 +175,6 @@ fn differences(path: &str, upstream: &Value, ours: &Value, out: &mut Vec<String>
     }
 }
 
-fn catalog_source(namespace: &str, name: &str, port: u16, display: &str) -> String {
-    catalog_source_yaml(namespace, name, &format!("127.0.0.1:{port}"), "")
-        .replace(
-            "displayName: Test Operators",
-            &format!("displayName: {display}"),
-        )
-        .replace(
-            &format!("  namespace: {namespace}\n"),
-            &format!("  namespace: {namespace}\n  labels: {{source: {name}}}\n"),
-        )
-}
-
 #[tokio::test]
 async fn packagemanifests_equal_those_of_upstream_package_server() {
     let _turn = TURN.lock().await;
@@ -206,11 +193,21 @@ async fn packagemanifests_equal_those_of_upstream_package_server() {
     let mut expected = Vec::new();
     for ((name, display), port, dir) in [
         (("testdata", "Community Operators"), ports[0], &testdata),
-        (("ours", "OLM-rs Operators"), ports[1], &repo_root().join("catalog")),
+        (
+            ("ours", "OLM-rs Operators"),
+            ports[1],
+            &repo_root().join("catalog"),
+        ),
     ] {
         kubectl(
             &["apply", "-f", "-"],
-            Some(&catalog_source(&ns.name, name, port, display)),
+            Some(&source(
+                &ns.name,
+                name,
+                port,
+                display,
+                &format!("source: {name}"),
+            )),
         )
         .ok();
         // Upstream connects only to CatalogSources whose status has a registry service, as
