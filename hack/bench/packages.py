@@ -16,7 +16,7 @@ import argparse, base64, json, os, shutil, ssl, statistics, subprocess, sys, tem
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from catalog import REPO, TESTDATA, replicated_catalog  # noqa: E402
+from catalog import REPO, TESTDATA, replicated_catalog, split_json_stream  # noqa: E402
 from run import kubectl, rss_mib, wait_port  # noqa: E402
 from serve import free_port  # noqa: E402
 
@@ -72,7 +72,14 @@ def register_upstream(port):
                   "service": {"name": "upstream-packages", "namespace": "default", "port": port}}}]}))
 
 
-def start_side(side, olm, upstream_bin, ns, work, procs):
+def unregister_upstream():
+    subprocess.run(["kubectl", "delete", "apiservice", "v1.packages.operators.coreos.com", "--ignore-not-found"],
+                   env=ENV, capture_output=True)
+    subprocess.run(["kubectl", "delete", "service", "upstream-packages", "-n", "default", "--ignore-not-found"],
+                   env=ENV, capture_output=True)
+
+
+def start_side(side, olm, ns, procs):
     port = free_port()
     if side == "ours":
         admin = free_port()
@@ -81,12 +88,11 @@ def start_side(side, olm, upstream_bin, ns, work, procs):
                               "--packages-address", f"127.0.0.1:{port}"],
                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     else:
-        p = subprocess.Popen([upstream_bin, "--kubeconfig", KUBECONFIG, "--authentication-kubeconfig", KUBECONFIG,
-                              "--authorization-kubeconfig", KUBECONFIG, "--secure-port", str(port),
-                              "--cert-dir", str(work / "upstream-certs"), "--global-namespace", ns],
+        # Out of a cluster it needs the in-cluster files for its authorization (see the script).
+        p = subprocess.Popen([str(REPO / "hack/upstream-olm/package-server"), str(port), ns],
                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     procs.append(p)
-    wait_port(port, p)
+    wait_port(port, p, timeout=600)
     if side == "upstream":
         register_upstream(port)
     return p
@@ -115,47 +121,75 @@ def watch_latency(ctx, base, ns, name):
     return took if b'"MODIFIED"' in line else float("nan")
 
 
+def packages_in(olm, catalog_dir):
+    """How many packages the FBC directory declares (what a full list shows)."""
+    out = subprocess.run([olm, "catalog", "render", str(catalog_dir)], capture_output=True, text=True, check=True).stdout
+    return sum(1 for b in split_json_stream(out) if json.loads(b)["schema"] == "olm.package")
+
+
+def print_table(results, sets):
+    """One row per catalog: each side's figures and upstream/ours (higher is better for us)."""
+    head = (f"{'catalog':9} {'pkgs':>5} | {'list -A ms':>21} {'x':>6} | {'get ms':>17} {'x':>6} | "
+            f"{'RSS MiB':>17} {'x':>6} | {'watch ms':>14}")
+    print("\n" + head + "\n" + "-" * len(head))
+    for set_name in sets:
+        by = {r["side"]: r for r in results if r["set"] == set_name}
+        o, u = by.get("ours"), by.get("upstream")
+        def pair(key, fmt):
+            return f"{(fmt.format(o[key]) if o else '-'):>8} / {(fmt.format(u[key]) if u else '-'):>8}"
+        def ratio(key):
+            return f"{u[key] / o[key]:5.1f}x" if o and u and o[key] > 0 else "     -"
+        pkgs = (o or u)["packages"]
+        watch = f"{o['watch_ms']:.1f} / n/a" if o else "- / n/a"
+        print(f"{set_name:9} {pkgs:5} | {pair('list_ms', '{:.1f}'):>21} {ratio('list_ms')} | "
+              f"{pair('get_ms', '{:.1f}'):>17} {ratio('get_ms')} | {pair('rss_mib', '{:.0f}'):>17} {ratio('rss_mib')} | "
+              f"{watch:>14}")
+    print("(ours / upstream; x = upstream/ours, higher is better for ours; upstream implements no watch)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--side", default="both", choices=["ours", "upstream", "both"])
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--sets", default="ours,testdata,large")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--olm", type=Path, help="the olm binary (default: target/release/olm, else target/debug/olm)")
+    ap.add_argument("--serve-olm", type=Path, help="another olm for `catalog render/serve` only (e.g. a release build)")
     args = ap.parse_args()
-    olm = REPO / "target/release/olm"
+    olm = args.olm or REPO / "target/release/olm"
     if not olm.exists():
         olm = REPO / "target/debug/olm"
         print("note: target/release/olm missing, measuring the debug build (slower than release)")
+    serve_olm = args.serve_olm or olm
+    print(f"olm run: {olm}; catalog render/serve: {serve_olm}")
     sides = ["ours", "upstream"] if args.side == "both" else [args.side]
-    upstream_bin = None
     if "upstream" in sides:
-        bin_dir = subprocess.run([REPO / "hack/upstream-olm/build"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-        upstream_bin = str(Path(bin_dir) / "package-server")
+        subprocess.run([REPO / "hack/upstream-olm/build", "package-server"], capture_output=True, check=True)
     work = Path(tempfile.mkdtemp(prefix="olm-bench-packages-"))
     ctx, base = api_client(work)
     procs, results = [], []
     try:
         sets = {}
         if "ours" in args.sets:
-            sets["ours"] = REPO / "catalog"
+            sets["ours"] = (REPO / "catalog", packages_in(serve_olm, REPO / "catalog"))
         if "testdata" in args.sets or "large" in args.sets:
             base_dir = work / "testdata"
             base_dir.mkdir()
             packages = [str(p) for p in sorted(TESTDATA.iterdir()) if p.is_dir() and p.name != "kuadrant-operator"]
             with open(base_dir / "catalog.json", "wb") as f:
-                subprocess.run([olm, "catalog", "render", *packages], stdout=f, check=True)
+                subprocess.run([serve_olm, "catalog", "render", *packages], stdout=f, check=True)
             if "testdata" in args.sets:
-                sets["testdata"] = base_dir
+                sets["testdata"] = (base_dir, packages_in(serve_olm, base_dir))
             if "large" in args.sets:
                 one = replicated_catalog(base_dir / "catalog.json", 1, work / "probe")
                 copies = max(1, round(10_000 / max(one, 1)))
                 replicated_catalog(base_dir / "catalog.json", copies, work / "large")
-                sets["large"] = work / "large"
-        for set_name, catalog_dir in sets.items():
+                sets["large"] = (work / "large", packages_in(serve_olm, base_dir) * copies)
+        for set_name, (catalog_dir, expected) in sets.items():
             ns = f"bench-pkg-{set_name}-{os.getpid()}"
             kubectl("create", "namespace", ns)
             grpc = free_port()
-            srv = subprocess.Popen([olm, "catalog", "serve", str(catalog_dir), "--address", "127.0.0.1", "--port", str(grpc)],
+            srv = subprocess.Popen([serve_olm, "catalog", "serve", str(catalog_dir), "--address", "127.0.0.1", "--port", str(grpc)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             procs.append(srv)
             wait_port(grpc, srv, timeout=600)
@@ -169,10 +203,10 @@ def main():
                     kubectl("patch", "catalogsource", "bench", "-n", ns, "--subresource", "status", "--type", "merge",
                             "-p", json.dumps({"status": {"registryService": {"protocol": "grpc", "serviceName": "bench",
                                                                              "serviceNamespace": ns, "port": str(grpc)}}}))
-                p = start_side(side, olm, upstream_bin, ns, work, procs)
-                loaded = wait_listed(ctx, base, ns, 1)
-                time.sleep(2)
-                loaded = wait_listed(ctx, base, ns, loaded)
+                started = time.perf_counter()
+                p = start_side(side, olm, ns, procs)
+                loaded = wait_listed(ctx, base, ns, expected)
+                load_s = time.perf_counter() - started
                 lists = [timed_get(ctx, base, f"{API}/packagemanifests")[0] for _ in range(args.runs)]
                 _, body = timed_get(ctx, base, f"{API}/namespaces/{ns}/packagemanifests")
                 first = json.loads(body)["items"][0]["metadata"]["name"]
@@ -180,28 +214,25 @@ def main():
                 watch = watch_latency(ctx, base, ns, "bench") if side == "ours" else float("nan")
                 row = {"set": set_name, "side": side, "packages": loaded,
                        "list_ms": statistics.median(lists) * 1000, "get_ms": statistics.median(gets) * 1000,
-                       "rss_mib": rss_mib(p.pid), "watch_ms": watch * 1000}
+                       "rss_mib": rss_mib(p.pid), "watch_ms": watch * 1000, "load_s": load_s}
                 results.append(row)
-                print(f"{set_name:9} {side:8} {loaded:5} packages  list -A {row['list_ms']:8.1f} ms  get {row['get_ms']:6.1f} ms  "
-                      f"RSS {row['rss_mib']:7.1f} MiB  change→watch event {row['watch_ms']:7.1f} ms", flush=True)
+                watch_text = "n/a" if side == "upstream" else f"{row['watch_ms']:.1f} ms"
+                print(f"{set_name:9} {side:8} {loaded:5} packages  start→listed {load_s:6.1f} s  list -A {row['list_ms']:8.1f} ms  "
+                      f"get {row['get_ms']:6.1f} ms  RSS {row['rss_mib']:7.1f} MiB  change→watch event {watch_text}", flush=True)
                 stop(p)
+                if side == "upstream":
+                    # Its APIService skips TLS verification, which the next `olm run` (a CA
+                    # bundle) cannot apply over: remove it as ours removes its own on exit.
+                    unregister_upstream()
             kubectl("delete", "namespace", ns, "--wait=false")
-        for set_name in sets:
-            by = {r["side"]: r for r in results if r["set"] == set_name}
-            if len(by) == 2:
-                o, u = by["ours"], by["upstream"]
-                print(f"{set_name}: upstream/ours  list {u['list_ms'] / o['list_ms']:.1f}x  get {u['get_ms'] / o['get_ms']:.1f}x  "
-                      f"RSS {u['rss_mib'] / o['rss_mib']:.1f}x")
+        print_table(results, sets)
         if args.json:
             print(json.dumps(results))
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-        subprocess.run(["kubectl", "delete", "apiservice", "v1.packages.operators.coreos.com", "--ignore-not-found"],
-                       env=ENV, capture_output=True)
-        subprocess.run(["kubectl", "delete", "service", "upstream-packages", "-n", "default", "--ignore-not-found"],
-                       env=ENV, capture_output=True)
+        unregister_upstream()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -512,6 +512,11 @@ pub async fn serve(
                 continue;
             }
         };
+        // Small HTTP/2 frames must not wait for the peer's delayed ACK (Nagle): that costs
+        // the aggregator about 40 ms a request. Go servers set this by default.
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, %peer, "TCP_NODELAY");
+        }
         let acceptor = acceptor.clone();
         let router = router.clone();
         tokio::spawn(async move {

@@ -26,6 +26,8 @@ mod operators_at;
 mod operators_ptemplate;
 mod operators_reverse_words;
 mod packagemanifests;
+#[cfg(feature = "upstream-tests")]
+mod packagemanifests_upstream;
 mod real_csvs;
 mod runtime_hardening;
 mod subscriptions;

@@ -21,7 +21,7 @@ use super::harness::{
 };
 use super::processes::{OlmRun, free_port, olm_serve};
 
-static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(super) static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const WAIT: Duration = Duration::from_secs(60);
 const API_SERVICE: &str = "v1.packages.operators.coreos.com";
 const OUR_PACKAGES: [&str; 4] = [
@@ -33,14 +33,14 @@ const OUR_PACKAGES: [&str; 4] = [
 
 /// `olm run --packages-address 127.0.0.1:PORT`, stopped with SIGTERM when dropped so that it
 /// removes its registration.
-struct PackagesServer {
+pub(super) struct PackagesServer {
     olm: OlmRun,
     port: u16,
 }
 
 impl PackagesServer {
     /// Serves with `global` as the global catalog namespace; standby on a Lease in `global`.
-    async fn start(global: &str) -> PackagesServer {
+    pub(super) async fn start(global: &str) -> PackagesServer {
         let lease = serde_json::json!({
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -104,7 +104,13 @@ fn now_micro() -> String {
         .to_string()
 }
 
-fn source(namespace: &str, name: &str, port: u16, display: &str, labels: &str) -> String {
+pub(super) fn source(
+    namespace: &str,
+    name: &str,
+    port: u16,
+    display: &str,
+    labels: &str,
+) -> String {
     catalog_source_yaml(namespace, name, &format!("127.0.0.1:{port}"), "")
         .replace(
             "displayName: Test Operators",
