@@ -1,9 +1,11 @@
-//! Versions and ranges: blang-style ranges (`olm.package.required`, `olm.skipRange`), the
-//! version parsers, and the semver template (parsed, then rendered with bundles whose
-//! versions come from the image tags). The first byte picks the parser.
+//! The small parsers: blang-style ranges (`olm.package.required`, `olm.skipRange`), the
+//! version parsers, the semver template (parsed, then rendered with bundles whose versions
+//! come from the image tags), and Go durations (`registryPoll.interval`). The first byte
+//! picks the parser.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use olm::api::duration::parse_go_duration;
 use olm::catalog::fbc::{Bundle, PROP_PACKAGE, Property};
 use olm::catalog::semver_range::{VersionRange, parse_version};
 use olm::catalog::template::semver::{parse, render};
@@ -32,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(rest) else {
         return;
     };
-    match mode % 3 {
+    match mode % 4 {
         0 => {
             if let Ok(range) = VersionRange::parse(text) {
                 for probe in PROBES {
@@ -45,6 +47,9 @@ fuzz_target!(|data: &[u8]| {
             if let Ok(v) = parse_version(text) {
                 let _ = VersionRange::parse(&format!(">={v}")).map(|r| r.contains(&v));
             }
+        }
+        3 => {
+            let _ = parse_go_duration(text);
         }
         _ => {
             if let Ok(template) = parse(text) {

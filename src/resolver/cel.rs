@@ -24,8 +24,9 @@ pub const MAX_CEL_TOKENS: usize = 512;
 pub const MAX_CEL_NESTING: usize = 8;
 /// Depth of the parsed expression (`a + b + c` is 3 deep): evaluation recurses this deep.
 pub const MAX_CEL_DEPTH: usize = 32;
-/// Estimated evaluation steps: expression nodes × (properties + 1) ^ (comprehensions nested
-/// inside each other). One rule is evaluated once per candidate bundle.
+/// Estimated evaluation steps: expression nodes × (n + 1) ^ (comprehensions nested inside each
+/// other), where n is the number of properties or the length of the longest list or map in
+/// them, whichever is more. One rule is evaluated once per candidate bundle.
 pub const MAX_CEL_COST: u64 = 1_000_000;
 
 pub struct CelRule {
@@ -77,9 +78,11 @@ impl CelRule {
         })
     }
 
-    /// The estimated evaluation steps over `properties` (see [`MAX_CEL_COST`]).
-    pub fn cost(&self, properties: usize) -> u64 {
-        let per_loop = properties as u64 + 1;
+    /// The estimated evaluation steps over `properties` (see [`MAX_CEL_COST`]). A loop may
+    /// run over `properties` or over any list or map inside them: each is counted as long as
+    /// the longest of them.
+    pub fn cost(&self, properties: &[Property]) -> u64 {
+        let per_loop = iterable_bound(properties) + 1;
         per_loop
             .checked_pow(self.comprehension_depth)
             .and_then(|loops| loops.checked_mul(self.nodes))
@@ -97,7 +100,7 @@ impl CelRule {
     }
 
     pub fn evaluate(&self, properties: &[Property]) -> Result<bool, String> {
-        let cost = self.cost(properties.len());
+        let cost = self.cost(properties);
         if cost > MAX_CEL_COST {
             return Err(format!(
                 "CEL rule {} would take an estimated {cost} steps over {} properties, more than \
@@ -130,6 +133,28 @@ fn semver_compare(a: Arc<String>, b: Arc<String>) -> Result<Value, ExecutionErro
     };
     let ordering = parse(&a)?.cmp_precedence(&parse(&b)?);
     Ok(Value::Int(ordering as i64))
+}
+
+/// The most items a loop can run over: `properties` itself, or the longest list or map
+/// inside them.
+fn iterable_bound(properties: &[Property]) -> u64 {
+    use serde_json::Value as Json;
+    let mut longest = properties.len();
+    let mut stack: Vec<&Json> = properties.iter().map(|p| &p.value).collect();
+    while let Some(v) = stack.pop() {
+        match v {
+            Json::Array(list) => {
+                longest = longest.max(list.len());
+                stack.extend(list);
+            }
+            Json::Object(map) => {
+                longest = longest.max(map.len());
+                stack.extend(map.values());
+            }
+            _ => {}
+        }
+    }
+    longest as u64
 }
 
 /// The rule in a message: whole when short, else its start and its length.

@@ -71,9 +71,20 @@ fn cost_just_under_the_limit_evaluates_and_just_over_is_refused() {
         CelRule::compile("properties.all(p, properties.exists(q, p.type == q.type))").unwrap();
     assert_eq!(rule.comprehension_depth, 2);
     let most = (0..10_000)
-        .take_while(|n| rule.cost(*n) <= MAX_CEL_COST)
+        .take_while(|n| rule.cost(&props(*n)) <= MAX_CEL_COST)
         .last()
         .unwrap();
+    assert_eq!(
+        rule.cost(&props(most)),
+        rule.nodes * (most as u64 + 1).pow(2)
+    );
+    // A long list inside one property counts as much as that many properties.
+    let long_list = vec![Property::new("olm.label", json!(vec![0; most + 1]))];
+    assert!(
+        rule.evaluate(&long_list)
+            .unwrap_err()
+            .contains("more than the limit")
+    );
     assert!(rule.evaluate(&props(most)).unwrap());
     let e = rule.evaluate(&props(most + 1)).unwrap_err();
     assert!(
