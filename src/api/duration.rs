@@ -12,6 +12,9 @@ use std::time::Duration;
 /// The longest interval any setting or field accepts: 8760h (365 days).
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// The longest duration text accepted (`2562047h47m16.854775807s` is 24 bytes).
+pub const MAX_DURATION_TEXT: usize = 64;
+
 /// The pattern the CRDs put on Go duration fields: the API server refuses what is not even
 /// shaped like a duration; range and overflow are checked here.
 pub const GO_DURATION_PATTERN: &str =
@@ -25,10 +28,20 @@ pub enum DurationError {
     NotPositive(String),
     #[error("{text:?} is longer than the maximum of {}", HumanDuration(*.max))]
     TooLong { text: String, max: Duration },
+    #[error(
+        "{text:?}… is {len} bytes, longer than the limit of {MAX_DURATION_TEXT} for a duration"
+    )]
+    TextTooLong { text: String, len: usize },
 }
 
 /// Parses a positive Go duration of at most [`MAX_DURATION`].
 pub fn parse_go_duration(text: &str) -> Result<Duration, DurationError> {
+    if text.len() > MAX_DURATION_TEXT {
+        return Err(DurationError::TextTooLong {
+            text: text.chars().take(MAX_DURATION_TEXT).collect(),
+            len: text.len(),
+        });
+    }
     let syntax = || DurationError::Syntax(text.to_string());
     let too_long = || DurationError::TooLong {
         text: text.to_string(),

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::fbc::Property;
+use super::limits::{MAX_BUNDLE_FILES, MAX_DOCUMENT_BYTES, human_bytes};
 use super::load::parse_documents;
 
 pub const ANNOTATION_MEDIATYPE: &str = "operators.operatorframework.io.bundle.mediatype.v1";
@@ -154,11 +155,60 @@ struct AnnotationsFile {
 }
 
 fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BundleError> {
-    let text = std::fs::read_to_string(path).map_err(|source| BundleError::Io {
+    let text = read_text(path)?;
+    serde_yaml::from_str(&text).map_err(|e| invalid(path, format!("malformed YAML: {e}")))
+}
+
+/// A bundle file's bytes, refusing files over [`MAX_DOCUMENT_BYTES`] before reading them.
+fn read_bytes(path: &Path) -> Result<Vec<u8>, BundleError> {
+    let io = |source| BundleError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
-    serde_yaml::from_str(&text).map_err(|e| invalid(path, format!("malformed YAML: {e}")))
+    };
+    let size = std::fs::metadata(path).map_err(io)?.len();
+    if size > MAX_DOCUMENT_BYTES as u64 {
+        return Err(invalid(
+            path,
+            format!(
+                "{size} bytes, larger than the limit of {} for one bundle file",
+                human_bytes(MAX_DOCUMENT_BYTES)
+            ),
+        ));
+    }
+    std::fs::read(path).map_err(io)
+}
+
+fn read_text(path: &Path) -> Result<String, BundleError> {
+    String::from_utf8(read_bytes(path)?).map_err(|e| {
+        invalid(
+            path,
+            format!("not UTF-8 (at byte {})", e.utf8_error().valid_up_to()),
+        )
+    })
+}
+
+/// The directory an annotation (`…manifests.v1`, `…metadata.v1`) names, inside the bundle:
+/// a leading `/` means the bundle's root (as in the image), and `..` may not leave it.
+fn bundle_subdir(
+    dir: &Path,
+    annotation: &str,
+    value: Option<&String>,
+    default: &str,
+) -> Result<PathBuf, BundleError> {
+    let value = value.map(String::as_str).unwrap_or(default);
+    let relative = Path::new(value.trim_start_matches('/'));
+    if relative.components().any(|c| {
+        !matches!(
+            c,
+            std::path::Component::Normal(_) | std::path::Component::CurDir
+        )
+    }) {
+        return Err(invalid(
+            &dir.join("metadata/annotations.yaml"),
+            format!("{annotation}: {value:?} is not a directory inside the bundle"),
+        ));
+    }
+    Ok(dir.join(relative))
 }
 
 /// Whether `dir` looks like a bundle (has `metadata/annotations.yaml`).
@@ -189,12 +239,12 @@ pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
             (k, v)
         })
         .collect();
-    let manifests_dir = dir.join(
-        annotations
-            .get(ANNOTATION_MANIFESTS)
-            .map(String::as_str)
-            .unwrap_or("manifests/"),
-    );
+    let manifests_dir = bundle_subdir(
+        dir,
+        ANNOTATION_MANIFESTS,
+        annotations.get(ANNOTATION_MANIFESTS),
+        "manifests/",
+    )?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(&manifests_dir)
         .map_err(|source| BundleError::Io {
             path: manifests_dir.clone(),
@@ -202,14 +252,15 @@ pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
         })?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_file())
+        .take(MAX_BUNDLE_FILES + 1)
         .collect();
+    if files.len() > MAX_BUNDLE_FILES {
+        return Err(too_many_files(&manifests_dir));
+    }
     files.sort();
     let mut manifests = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|source| BundleError::Io {
-            path: file.clone(),
-            source,
-        })?;
+        let text = read_text(&file)?;
         let docs = parse_documents(&file, &text).map_err(|e| invalid(&file, e.to_string()))?;
         for object in docs {
             if !object.is_object() {
@@ -221,12 +272,12 @@ pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
             });
         }
     }
-    let metadata_dir = dir.join(
-        annotations
-            .get(ANNOTATION_METADATA)
-            .map(String::as_str)
-            .unwrap_or("metadata/"),
-    );
+    let metadata_dir = bundle_subdir(
+        dir,
+        ANNOTATION_METADATA,
+        annotations.get(ANNOTATION_METADATA),
+        "metadata/",
+    )?;
     let metadata = read_metadata(&metadata_dir)?;
     Ok(BundleDir {
         path: dir.to_path_buf(),
@@ -261,10 +312,7 @@ fn read_metadata(dir: &Path) -> Result<Metadata, BundleError> {
         if have_dependencies && have_properties {
             break;
         }
-        let bytes = std::fs::read(&file).map_err(|source| BundleError::Io {
-            path: file.clone(),
-            source,
-        })?;
+        let bytes = read_bytes(&file)?;
         let Ok(text) = std::str::from_utf8(&bytes) else {
             continue;
         };
@@ -352,8 +400,18 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), BundleError> 
             Ok(_) if path.is_file() => out.push(path),
             _ => {}
         }
+        if out.len() > MAX_BUNDLE_FILES {
+            return Err(too_many_files(dir));
+        }
     }
     Ok(())
+}
+
+fn too_many_files(dir: &Path) -> BundleError {
+    invalid(
+        dir,
+        format!("more than the limit of {MAX_BUNDLE_FILES} files in one bundle directory"),
+    )
 }
 
 /// One problem with a bundle, naming the file it is in.

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::fbc::*;
 use super::files::catalog_files;
 use super::go_json;
+use super::limits::{MAX_BLOBS, MAX_BUNDLES, MAX_PROPERTIES};
 use super::stream::{self, Document, Stop, StreamError};
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +46,22 @@ pub enum LoadError {
         name: String,
         message: String,
     },
+    /// A document or YAML file past [`super::limits::MAX_DOCUMENT_BYTES`].
+    #[error("{path}:{line}: document {document}: larger than the limit of {} for one {what}", super::limits::human_bytes(*.limit))]
+    TooLarge {
+        path: PathBuf,
+        what: &'static str,
+        line: usize,
+        document: usize,
+        limit: usize,
+    },
+    /// More blobs (of one kind) in a catalog than its limit allows.
+    #[error("{path}: more than the limit of {limit} {what} in one catalog")]
+    TooMany {
+        path: PathBuf,
+        what: &'static str,
+        limit: usize,
+    },
 }
 
 fn column_suffix(column: Option<usize>) -> String {
@@ -71,6 +88,18 @@ impl LoadError {
                 document,
                 format,
                 message,
+            },
+            StreamError::TooLarge {
+                what,
+                document,
+                line,
+                limit,
+            } => LoadError::TooLarge {
+                path: path.to_path_buf(),
+                what,
+                line,
+                document,
+                limit,
             },
         }
     }
@@ -102,6 +131,7 @@ pub fn load_path_with(root: &Path, options: LoadOptions) -> Result<DeclarativeCo
     let mut config = DeclarativeConfig::default();
     for file in catalog_files(root)? {
         config.merge(load_file_with(&file, options)?);
+        check_counts(&config, &file)?;
     }
     Ok(config)
 }
@@ -169,7 +199,8 @@ fn load_reader(
 ) -> Result<DeclarativeConfig, LoadError> {
     let mut config = DeclarativeConfig::default();
     stream::for_each_document(reader, |document| {
-        add_blob(&mut config, path, document, options)
+        add_blob(&mut config, path, document, options)?;
+        check_counts(&config, path)
     })
     .map_err(|stop| match stop {
         Stop::Stream(e) => LoadError::from_stream(path, e),
@@ -215,6 +246,28 @@ fn canonicalize(value: &mut Value, canonical: &[&str]) {
     }
 }
 
+/// Blobs in a catalog (so far): at most [`MAX_BUNDLES`] bundles and [`MAX_BLOBS`] in all.
+/// `path` is the file that brought the catalog past a limit.
+pub fn check_counts(config: &DeclarativeConfig, path: &Path) -> Result<(), LoadError> {
+    let too_many = |what, limit| LoadError::TooMany {
+        path: path.to_path_buf(),
+        what,
+        limit,
+    };
+    if config.bundles.len() > MAX_BUNDLES {
+        return Err(too_many("bundles", MAX_BUNDLES));
+    }
+    let blobs = config.packages.len()
+        + config.channels.len()
+        + config.bundles.len()
+        + config.deprecations.len()
+        + config.others.len();
+    if blobs > MAX_BLOBS {
+        return Err(too_many("blobs", MAX_BLOBS));
+    }
+    Ok(())
+}
+
 fn add_blob(
     config: &mut DeclarativeConfig,
     path: &Path,
@@ -255,6 +308,14 @@ fn add_blob(
         },
         message,
     };
+    if let Some(Value::Array(props)) = go_json::get(map, "properties")
+        && props.len() > MAX_PROPERTIES
+    {
+        return Err(invalid(format!(
+            "{} properties, more than the limit of {MAX_PROPERTIES}",
+            props.len()
+        )));
+    }
     let properties_keys = ["type", "value"];
     let fix_properties = |blob: &mut Value| {
         if let Some(Value::Array(props)) = blob.get_mut("properties") {

@@ -10,6 +10,7 @@ pub mod fbc;
 pub mod files;
 pub mod go_json;
 mod ignore;
+pub mod limits;
 pub mod load;
 pub mod render;
 pub mod semver_range;

@@ -66,9 +66,23 @@ pub struct RangeError {
     pub problem: String,
 }
 
+/// The longest range text accepted (`olm.skipRange`, `versionRange`); real ones are tens
+/// of bytes.
+pub const MAX_RANGE_BYTES: usize = 4096;
+
 impl VersionRange {
     /// Parses a range the way blang's `ParseRange` does.
     pub fn parse(s: &str) -> Result<VersionRange, RangeError> {
+        if s.len() > MAX_RANGE_BYTES {
+            let shown: String = s.chars().take(40).collect();
+            return Err(RangeError {
+                range: format!("{shown}…"),
+                problem: format!(
+                    "{} bytes, longer than the limit of {MAX_RANGE_BYTES}",
+                    s.len()
+                ),
+            });
+        }
         let fail = |problem: String| RangeError {
             range: s.to_string(),
             problem,

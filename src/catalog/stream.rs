@@ -26,6 +26,8 @@ use std::io::BufRead;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::limits::{MAX_DOCUMENT_BYTES, MAX_NESTING, human_bytes};
+
 /// How far into a stream the JSON-or-YAML guess looks (opm's buffer size).
 const SNIFF_LEN: usize = 4096;
 
@@ -54,6 +56,17 @@ pub enum StreamError {
         line: usize,
         column: Option<usize>,
         message: String,
+    },
+    /// A document (or a YAML stream, read whole) past [`MAX_DOCUMENT_BYTES`].
+    #[error(
+        "line {line}: document {document}: larger than the limit of {} for one {what}",
+        human_bytes(*.limit)
+    )]
+    TooLarge {
+        what: &'static str,
+        document: usize,
+        line: usize,
+        limit: usize,
     },
 }
 
@@ -92,9 +105,34 @@ pub fn for_each_document<E>(
     if looks_like_json(&buf[..buf.len().min(SNIFF_LEN)]) {
         read_json(reader, buf, &mut each)
     } else {
-        reader.read_to_end(&mut buf).map_err(StreamError::Io)?;
+        read_rest(reader, &mut buf, 1, 1)?;
         read_yaml(&buf, Position::START, 0, None, &mut each)
     }
+}
+
+/// Reads the rest of the stream into `buf`, as YAML is read (whole), refusing more than
+/// [`MAX_DOCUMENT_BYTES`] in all; `document` and `line` say where the YAML starts.
+fn read_rest(
+    reader: impl BufRead,
+    buf: &mut Vec<u8>,
+    document: usize,
+    line: usize,
+) -> Result<(), StreamError> {
+    use std::io::Read;
+    let room = (MAX_DOCUMENT_BYTES + 1).saturating_sub(buf.len()) as u64;
+    reader
+        .take(room)
+        .read_to_end(buf)
+        .map_err(StreamError::Io)?;
+    if buf.len() > MAX_DOCUMENT_BYTES {
+        return Err(StreamError::TooLarge {
+            what: "YAML file",
+            document,
+            line,
+            limit: MAX_DOCUMENT_BYTES,
+        });
+    }
+    Ok(())
 }
 
 /// Whether the first non-whitespace character (Unicode whitespace, as Go's
@@ -160,6 +198,15 @@ fn read_json<E>(
         let failure = match scanner.scan(&buf, at_eof) {
             Scan::Value { range, start } => {
                 let document = count + 1;
+                if range.len() > MAX_DOCUMENT_BYTES {
+                    return Err(StreamError::TooLarge {
+                        what: "JSON document",
+                        document,
+                        line: start.line,
+                        limit: MAX_DOCUMENT_BYTES,
+                    }
+                    .into());
+                }
                 match parse_json(&buf[range.clone()]) {
                     Ok(value) => {
                         count = document;
@@ -181,6 +228,17 @@ fn read_json<E>(
                 if at_eof {
                     return Ok(());
                 }
+                if let Some((begin, start)) = scanner.start
+                    && buf.len() - begin > MAX_DOCUMENT_BYTES
+                {
+                    return Err(StreamError::TooLarge {
+                        what: "JSON document",
+                        document: count + 1,
+                        line: start.line,
+                        limit: MAX_DOCUMENT_BYTES,
+                    }
+                    .into());
+                }
                 let available = reader.fill_buf().map_err(StreamError::Io)?;
                 if available.is_empty() {
                     at_eof = true;
@@ -199,7 +257,7 @@ fn read_json<E>(
         if count >= 2 {
             return Err(failure.into());
         }
-        reader.read_to_end(&mut buf).map_err(StreamError::Io)?;
+        read_rest(reader, &mut buf, count + 1, at.line)?;
         let rest = &buf[done..];
         let Some(blank) = trailing_blanks(rest) else {
             return Err(failure.into());
@@ -448,11 +506,19 @@ fn json_malformed(document: usize, at: Position, message: String) -> StreamError
     }
 }
 
+/// serde_json's and serde_yaml's "recursion limit exceeded", saying which limit.
+fn name_nesting_limit(message: &str) -> String {
+    match message.strip_prefix("recursion limit exceeded") {
+        Some(rest) => format!("nested more than the limit of {MAX_NESTING} levels{rest}"),
+        None => message.to_string(),
+    }
+}
+
 /// serde_json's error for a value that starts at `start`, placed in the stream.
 fn json_error(document: usize, start: Position, e: &serde_json::Error) -> StreamError {
     let text = e.to_string();
     let suffix = format!(" at line {} column {}", e.line(), e.column());
-    let message = text.strip_suffix(&suffix).unwrap_or(&text).to_string();
+    let message = name_nesting_limit(text.strip_suffix(&suffix).unwrap_or(&text));
     let (line, column) = if e.line() <= 1 {
         (start.line, start.column() + e.column().saturating_sub(1))
     } else {
@@ -599,7 +665,7 @@ fn parse_yaml_document(doc: &[u8], line: usize, index: usize) -> Result<Value, S
             document: index,
             line: at_line,
             column,
-            message: shift_lines(&e.to_string(), line - 1),
+            message: name_nesting_limit(&shift_lines(&e.to_string(), line - 1)),
         }
     };
     // Each document is its own YAML stream to opm, so a byte order mark may open any.

@@ -16,7 +16,9 @@ use crate::catalog::fbc::{
 use crate::catalog::semver_range::VersionRange;
 
 /// Upstream refuses `olm.constraint` values larger than this.
-const MAX_CONSTRAINT_BYTES: usize = 128 << 10;
+pub const MAX_CONSTRAINT_BYTES: usize = 128 << 10;
+/// `all`/`any`/`not` nested inside each other (upstream has no limit; real catalogs use 2).
+pub const MAX_CONSTRAINT_NESTING: usize = 16;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Gvk {
@@ -241,9 +243,10 @@ fn package_and_range(v: &Value) -> Result<(String, VersionRange), String> {
 }
 
 fn constraint(v: &Value) -> Result<Dependency, String> {
-    if serde_json::to_string(v).map(|s| s.len()).unwrap_or(0) > MAX_CONSTRAINT_BYTES {
+    let size = serde_json::to_string(v).map(|s| s.len()).unwrap_or(0);
+    if size > MAX_CONSTRAINT_BYTES {
         return Err(format!(
-            "larger than the {MAX_CONSTRAINT_BYTES} bytes allowed"
+            "{size} bytes, larger than the limit of {MAX_CONSTRAINT_BYTES} bytes (128 KiB)"
         ));
     }
     let failure_message = v
@@ -251,7 +254,7 @@ fn constraint(v: &Value) -> Result<Dependency, String> {
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .map(str::to_string);
-    Ok(match predicate(v)? {
+    Ok(match predicate(v, 1)? {
         Predicate::Gvk(gvk) => Dependency::Gvk {
             gvk,
             failure_message,
@@ -268,8 +271,9 @@ fn constraint(v: &Value) -> Result<Dependency, String> {
     })
 }
 
-/// Reads one constraint object; exactly one of its kinds must be set, as upstream requires.
-fn predicate(v: &Value) -> Result<Predicate, String> {
+/// Reads one constraint object, `depth` compounds deep; exactly one of its kinds must be
+/// set, as upstream requires.
+fn predicate(v: &Value, depth: usize) -> Result<Predicate, String> {
     const KINDS: [&str; 6] = ["gvk", "package", "all", "any", "not", "cel"];
     let set: Vec<&str> = KINDS
         .into_iter()
@@ -289,7 +293,12 @@ fn predicate(v: &Value) -> Result<Predicate, String> {
         if list.is_empty() {
             return Err(format!("{kind} needs at least one constraint"));
         }
-        list.iter().map(predicate).collect()
+        if depth > MAX_CONSTRAINT_NESTING {
+            return Err(format!(
+                "all/any/not nested more than {MAX_CONSTRAINT_NESTING} deep (the limit)"
+            ));
+        }
+        list.iter().map(|p| predicate(p, depth + 1)).collect()
     };
     Ok(match *kind {
         "gvk" => Predicate::Gvk(

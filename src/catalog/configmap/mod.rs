@@ -47,10 +47,19 @@ pub const KEY_CRDS: &str = "customResourceDefinitions";
 pub const KEY_CSVS: &str = "clusterServiceVersions";
 pub const KEY_PACKAGES: &str = "packages";
 
+/// The most data (keys and values) read from one ConfigMap: the API server refuses larger
+/// ConfigMaps, so only a hand-made object can be bigger.
+pub const MAX_CONFIGMAP_BYTES: usize = 1 << 20;
+
 /// Why a ConfigMap's data is not a catalog; every variant names the data key, and the list
 /// item (index and name) where there is one.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigMapCatalogError {
+    #[error(
+        "the ConfigMap data is {size} bytes, larger than the limit of {MAX_CONFIGMAP_BYTES} \
+         (1 MiB, the API server's own limit)"
+    )]
+    TooLarge { size: usize },
     #[error("the ConfigMap data has no {key:?} key")]
     MissingKey { key: &'static str },
     #[error("{key}: malformed YAML{}: {message}", at_line(*.line))]
@@ -92,6 +101,10 @@ fn item_error(key: &'static str, index: usize, name: &str, message: impl fmt::Di
 
 /// The ConfigMap's `data` → a catalog (see the module documentation for the rules).
 pub fn from_configmap_data(data: &BTreeMap<String, String>) -> Result<DeclarativeConfig, Error> {
+    let size: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > MAX_CONFIGMAP_BYTES {
+        return Err(Error::TooLarge { size });
+    }
     let crd_items = parse_list(data, KEY_CRDS)?;
     let csv_items = parse_list(data, KEY_CSVS)?;
     let package_items = parse_list(data, KEY_PACKAGES)?;

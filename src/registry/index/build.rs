@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::{BundleIdx, ChannelIdx, EntryIdx, Index, PackageIdx, Span, api, offset, q};
 use crate::catalog::fbc::{self, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
 use crate::catalog::files::catalog_files;
+use crate::catalog::limits::{MAX_BLOBS, MAX_BUNDLES};
 use crate::catalog::load::{LoadError, LoadOptions, for_each_blob};
 use crate::catalog::upgrade_edges::{HeadError, UpgradeEdges};
 use crate::registry::convert::{convert_bundle, csv_from_metadata};
@@ -417,9 +418,26 @@ impl Index {
         use anyhow::Context;
         let mut store = StoreWriter::new().context("creating the spill file")?;
         let mut builder = Builder::default();
-        // Blob by blob: one document and the index in memory, never a whole file.
+        // Blob by blob: one document and the index in memory, never a whole file. The
+        // catalog limits count across files, as `load_path` counts them.
+        let (mut bundles, mut blobs) = (0usize, 0usize);
         for file in catalog_files(root)? {
             for_each_blob(&file, LoadOptions::default(), |blob| {
+                bundles += blob.bundles.len();
+                blobs += 1;
+                let too_many = |what, limit| {
+                    BuildStop::Load(LoadError::TooMany {
+                        path: file.clone(),
+                        what,
+                        limit,
+                    })
+                };
+                if bundles > MAX_BUNDLES {
+                    return Err(too_many("bundles", MAX_BUNDLES));
+                }
+                if blobs > MAX_BLOBS {
+                    return Err(too_many("blobs", MAX_BLOBS));
+                }
                 builder.add(blob, &mut store).map_err(BuildStop::Build)
             })
             .map_err(|stop| match stop {

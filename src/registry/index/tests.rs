@@ -187,3 +187,35 @@ fn broken_catalogs_are_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn a_served_catalog_over_the_bundle_limit_is_refused_naming_the_file() {
+    use crate::catalog::limits::MAX_BUNDLES;
+    use std::fmt::Write as _;
+    let dir = std::env::temp_dir().join(format!("olm-index-limit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bundles = |from: usize, n: usize| {
+        let mut text = String::new();
+        for i in from..from + n {
+            writeln!(
+                text,
+                r#"{{"schema":"olm.bundle","name":"b{i}","package":"p","properties":[{{"type":"olm.package","value":{{"packageName":"p","version":"0.0.{i}"}}}}]}}"#
+            )
+            .unwrap();
+        }
+        text
+    };
+    // The limit counts across files, as `load_path` counts it.
+    std::fs::write(dir.join("a.json"), bundles(0, MAX_BUNDLES)).unwrap();
+    std::fs::write(dir.join("b.json"), bundles(MAX_BUNDLES, 1)).unwrap();
+    let Err(e) = Index::load(&dir) else {
+        panic!("a catalog over the limit was served");
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("b.json") && e.contains("more than the limit of 100000 bundles"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

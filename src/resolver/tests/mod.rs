@@ -2,6 +2,7 @@
 //! and the project's own and the community-operators catalogs.
 
 mod deps;
+mod limits;
 mod props;
 mod real;
 mod upgrades;
