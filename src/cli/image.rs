@@ -85,6 +85,14 @@ pub struct PublishArgs {
     pub catalog_dir: PathBuf,
     #[arg(long, default_value = "oci-layout")]
     pub layout: PathBuf,
+    /// `bundle-object-to-csv-metadata` (as opm's `--migrate-level`): the catalog carries no
+    /// bundle objects, only each CSV's metadata, so installs pull the bundle images (as
+    /// with most real catalogs). Default `none`: objects inline.
+    #[arg(long, default_value = "none", value_parser = ["none", "bundle-object-to-csv-metadata"])]
+    pub migrate_level: String,
+    /// Only these packages (default: every package folder).
+    #[arg(long = "package", value_name = "NAME")]
+    pub packages: Vec<String>,
     #[command(flatten)]
     pub registry_args: RegistryArgs,
 }
@@ -193,6 +201,11 @@ pub fn publish(args: PublishArgs) -> anyhow::Result<()> {
         .with_context(|| format!("reading {}", args.bundles.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_dir())
+        .filter(|p| {
+            args.packages.is_empty()
+                || p.file_name()
+                    .is_some_and(|n| args.packages.iter().any(|w| n == w.as_str()))
+        })
         .collect();
     packages.sort();
     let _ = std::fs::remove_dir_all(&args.catalog_dir);
@@ -220,6 +233,9 @@ pub fn publish(args: PublishArgs) -> anyhow::Result<()> {
                 }
             }
             bundle.image = pinned;
+            if args.migrate_level == "bundle-object-to-csv-metadata" {
+                crate::catalog::csv::migrate_to_csv_metadata(bundle).map_err(anyhow::Error::msg)?;
+            }
         }
         let name = package_dir.file_name().unwrap_or_default();
         let out = args.catalog_dir.join(name);

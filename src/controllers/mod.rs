@@ -12,6 +12,7 @@ pub mod guard;
 pub mod installplan;
 pub mod operatorgroup;
 pub mod ownership;
+pub mod pull_secrets;
 pub mod subscription;
 
 use crate::runtime::host::{Controller, Role};

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod build;
+pub mod bundle;
 pub mod catalog;
 pub mod layout;
 pub mod registry;

@@ -16,6 +16,7 @@ mod crds;
 mod csv_lifecycle;
 mod deploy;
 mod image_catalogs;
+mod image_installs;
 mod install_modes;
 mod leader_election;
 mod operator_groups;
