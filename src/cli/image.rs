@@ -97,6 +97,80 @@ pub struct PublishArgs {
     pub registry_args: RegistryArgs,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct BuildBinaryArgs {
+    /// Image names from the list (default: every image in it).
+    pub names: Vec<String>,
+    /// The list of images (binary, entrypoint, labels, ports per image).
+    #[arg(long, default_value = "operators/images.yaml")]
+    pub images: PathBuf,
+    /// Where the built binaries are (`cargo build --workspace --bins` puts them in
+    /// target/debug; target/release for release builds).
+    #[arg(long, default_value = "target/debug")]
+    pub binaries: PathBuf,
+    /// Publish under this registry instead of the list's (`host[:port][/path]`).
+    #[arg(long)]
+    pub registry: Option<String>,
+    /// Push to the registry after building.
+    #[arg(long)]
+    pub push: bool,
+    #[arg(long, default_value = "oci-layout")]
+    pub layout: PathBuf,
+    #[command(flatten)]
+    pub registry_args: RegistryArgs,
+}
+
+/// `olm image build-binary`: one image per named entry of the list; prints
+/// `<reference>@<digest>` per image.
+pub fn build_binary(args: BuildBinaryArgs) -> anyhow::Result<()> {
+    use crate::oci::binary::{binary_image, crate_version, read_image_list};
+    let list = read_image_list(&args.images)?;
+    let repo_root = args
+        .images
+        .canonicalize()
+        .with_context(|| format!("{}", args.images.display()))?
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    for name in &args.names {
+        if !list.images.iter().any(|i| &i.name == name) {
+            let known: Vec<&str> = list.images.iter().map(|i| i.name.as_str()).collect();
+            bail!(
+                "{}: no image {name:?} (known: {})",
+                args.images.display(),
+                known.join(", ")
+            );
+        }
+    }
+    let registry = args
+        .registry
+        .as_deref()
+        .unwrap_or(&list.registry)
+        .trim_end_matches('/')
+        .to_string();
+    let runtime = runtime()?;
+    for spec in list
+        .images
+        .iter()
+        .filter(|i| args.names.is_empty() || args.names.contains(&i.name))
+    {
+        let version = crate_version(&repo_root.join(&spec.krate))?;
+        let binary = args.binaries.join(&spec.binary);
+        let input = binary_image(spec, &binary, &version)?;
+        let build = BuildArgs {
+            dir: binary,
+            reference: format!("{registry}/{}:v{version}", spec.name),
+            push: args.push,
+            layout: args.layout.clone(),
+            registry: args.registry_args.clone(),
+        };
+        let digest = build_and_maybe_push(&input, &build, &runtime)?;
+        println!("{}@{digest}", build.reference);
+    }
+    Ok(())
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -4,6 +4,7 @@
 //! layers into a directory ([`unpack`]).
 
 pub mod auth;
+pub mod binary;
 pub mod build;
 pub mod bundle;
 pub mod catalog;
