@@ -119,6 +119,26 @@ pub fn binary_image(
     })
 }
 
+/// `binary` at `path` in an image, with the shared libraries it loads at their own paths.
+pub fn binary_files(binary: &Path, path: &str) -> Result<Vec<FileEntry>, BuildError> {
+    let mut files = vec![FileEntry {
+        path: path.trim_start_matches('/').to_string(),
+        content: Content::File(binary.to_path_buf()),
+        executable: true,
+    }];
+    for library in shared_libraries(binary)? {
+        files.push(FileEntry {
+            path: library
+                .to_string_lossy()
+                .trim_start_matches('/')
+                .to_string(),
+            content: Content::File(library),
+            executable: true,
+        });
+    }
+    Ok(files)
+}
+
 /// The shared libraries a dynamic executable loads, from `ldd` (none for a static one).
 fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>, BuildError> {
     let out = Command::new("ldd")

@@ -362,8 +362,8 @@ pub fn bundle_image(dir: &Path) -> Result<ImageInput, BuildError> {
 }
 
 /// A file-based catalog image: the catalog under `/configs` and the label that says so.
-/// With `server`, the image also carries that registry server binary as its entrypoint, so
-/// upstream OLM v0 can run it as a catalog pod.
+/// With `server`, the image also carries that registry server binary (and the shared
+/// libraries it loads) as its entrypoint, so upstream OLM v0 can run it as a catalog pod.
 pub fn catalog_image(dir: &Path, server: Option<&Path>) -> Result<ImageInput, BuildError> {
     let configs = CATALOG_CONFIGS_DIR.trim_start_matches('/');
     let mut files = files_under(dir, configs)?;
@@ -374,11 +374,8 @@ pub fn catalog_image(dir: &Path, server: Option<&Path>) -> Result<ImageInput, Bu
     );
     let mut entrypoint = None;
     if let Some(server) = server {
-        files.push(FileEntry {
-            path: "bin/olm-registry".into(),
-            content: Content::File(server.to_path_buf()),
-            executable: true,
-        });
+        // With the libraries it loads, so the image runs from scratch (glibc builds too).
+        files.extend(super::binary::binary_files(server, "bin/olm-registry")?);
         entrypoint = Some(vec!["/bin/olm-registry".into(), CATALOG_CONFIGS_DIR.into()]);
     }
     Ok(ImageInput {
