@@ -177,6 +177,12 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// Live progress lines only on a terminal; logs and pipes get one plain line per blob.
+fn on_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
+}
+
 fn progress(line: &str) {
     eprintln!("  {line}");
 }
@@ -198,7 +204,8 @@ fn build_and_maybe_push(
         args.layout.display()
     );
     if args.push {
-        let session = Session::for_user(&reference, &args.registry.options())?;
+        let session = Session::for_user(&reference, &args.registry.options())?
+            .with_live_progress(on_terminal());
         runtime.block_on(session.push(&layout, &built.manifest, &reference, &mut progress))?;
     }
     Ok(built.manifest.digest)
@@ -254,7 +261,8 @@ pub fn push(args: PushArgs) -> anyhow::Result<()> {
     let layout = Layout::open(Path::new(dir))?;
     let manifest = layout.resolve(tag)?;
     let reference = parse_reference(&args.reference)?;
-    let session = Session::for_user(&reference, &args.registry.options())?;
+    let session =
+        Session::for_user(&reference, &args.registry.options())?.with_live_progress(on_terminal());
     let report =
         runtime()?.block_on(session.push(&layout, &manifest, &reference, &mut progress))?;
     println!("{}", report.digest);
@@ -368,7 +376,8 @@ pub fn render_image(
     registry: &RegistryArgs,
 ) -> anyhow::Result<crate::catalog::DeclarativeConfig> {
     let reference = parse_reference(text)?;
-    let session = Session::for_user(&reference, &registry.options())?;
+    let session =
+        Session::for_user(&reference, &registry.options())?.with_live_progress(on_terminal());
     let cache = std::env::temp_dir().join(format!("olm-render-{}", std::process::id()));
     let pulled: anyhow::Result<PulledImage> = runtime()?
         .block_on(session.pull(&reference, &cache, &crate::oci::registry::select_all, None))
