@@ -118,8 +118,12 @@ fn newest_bundles_run_images_this_repository_builds() {
             referenced.insert(image);
         }
     }
+    let operators: BTreeSet<String> = built
+        .into_iter()
+        .filter(|i| !i.contains("/olm:") && !i.contains("/olm-registry:"))
+        .collect();
     assert_eq!(
-        referenced, built,
-        "every image built here is used by a newest bundle"
+        referenced, operators,
+        "every operator image built here is used by a newest bundle"
     );
 }

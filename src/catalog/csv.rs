@@ -98,6 +98,61 @@ pub fn first_icon_as_opm(spec: &Map<String, Value>) -> Option<Icon> {
     decoded.into_iter().next()
 }
 
+/// opm's `bundle-object-to-csv-metadata` migration of one bundle: its `olm.bundle.object`
+/// properties give way to one `olm.csv.metadata` from the CSV (what package listings need),
+/// so installers pull the bundle image for the objects, as with most real catalogs.
+pub fn migrate_to_csv_metadata(bundle: &mut Bundle) -> Result<(), String> {
+    let csv = bundle_csv(bundle).ok_or_else(|| {
+        format!(
+            "bundle {}: no ClusterServiceVersion among its objects",
+            bundle.name
+        )
+    })?;
+    let metadata = csv_metadata(&csv);
+    bundle
+        .properties
+        .retain(|p| p.type_ != PROP_BUNDLE_OBJECT && p.type_ != super::fbc::PROP_CSV_METADATA);
+    bundle.properties.push(super::fbc::Property::new(
+        super::fbc::PROP_CSV_METADATA,
+        metadata,
+    ));
+    Ok(())
+}
+
+/// The `olm.csv.metadata` value of a CSV: its metadata's annotations and labels and the
+/// descriptive parts of its spec, under opm's field names, empty ones left out.
+pub fn csv_metadata(csv: &Value) -> Value {
+    let mut out = Map::new();
+    let mut put = |key: &str, value: &Value| {
+        let empty = match value {
+            Value::Null => true,
+            Value::String(s) => s.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            Value::Object(o) => o.is_empty(),
+            _ => false,
+        };
+        if !empty {
+            out.insert(key.to_string(), value.clone());
+        }
+    };
+    put("annotations", &csv["metadata"]["annotations"]);
+    let spec = &csv["spec"];
+    put("apiServiceDefinitions", &spec["apiservicedefinitions"]);
+    put("crdDescriptions", &spec["customresourcedefinitions"]);
+    put("description", &spec["description"]);
+    put("displayName", &spec["displayName"]);
+    put("installModes", &spec["installModes"]);
+    put("keywords", &spec["keywords"]);
+    put("labels", &csv["metadata"]["labels"]);
+    put("links", &spec["links"]);
+    put("maintainers", &spec["maintainers"]);
+    put("maturity", &spec["maturity"]);
+    put("minKubeVersion", &spec["minKubeVersion"]);
+    put("nativeAPIs", &spec["nativeAPIs"]);
+    put("provider", &spec["provider"]);
+    Value::Object(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +162,32 @@ mod tests {
     fn object(text: &str) -> Property {
         let data = base64::engine::general_purpose::STANDARD.encode(text);
         Property::new(PROP_BUNDLE_OBJECT, json!({ "data": data }))
+    }
+
+    #[test]
+    fn migrating_a_bundle_replaces_its_objects_by_csv_metadata() {
+        let mut bundle = Bundle {
+            name: "x.v1".into(),
+            properties: vec![
+                Property::new(
+                    PROP_PACKAGE,
+                    json!({"packageName": "x", "version": "1.0.0"}),
+                ),
+                object(
+                    r#"{"kind":"ClusterServiceVersion","metadata":{"annotations":{"a":"b"}},"spec":{"displayName":"X","keywords":[],"install":{}}}"#,
+                ),
+                object(r#"{"kind":"CustomResourceDefinition"}"#),
+            ],
+            ..Bundle::default()
+        };
+        migrate_to_csv_metadata(&mut bundle).unwrap();
+        assert_eq!(bundle.properties.len(), 2);
+        assert_eq!(
+            bundle.properties[1].value,
+            json!({"annotations": {"a": "b"}, "displayName": "X"})
+        );
+        let error = migrate_to_csv_metadata(&mut bundle).unwrap_err();
+        assert!(error.contains("x.v1"), "{error}");
     }
 
     #[test]

@@ -85,14 +85,102 @@ pub struct PublishArgs {
     pub catalog_dir: PathBuf,
     #[arg(long, default_value = "oci-layout")]
     pub layout: PathBuf,
+    /// `bundle-object-to-csv-metadata` (as opm's `--migrate-level`): the catalog carries no
+    /// bundle objects, only each CSV's metadata, so installs pull the bundle images (as
+    /// with most real catalogs). Default `none`: objects inline.
+    #[arg(long, default_value = "none", value_parser = ["none", "bundle-object-to-csv-metadata"])]
+    pub migrate_level: String,
+    /// Only these packages (default: every package folder).
+    #[arg(long = "package", value_name = "NAME")]
+    pub packages: Vec<String>,
     #[command(flatten)]
     pub registry_args: RegistryArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BuildBinaryArgs {
+    /// Image names from the list (default: every image in it).
+    pub names: Vec<String>,
+    /// The list of images (binary, entrypoint, labels, ports per image).
+    #[arg(long, default_value = "operators/images.yaml")]
+    pub images: PathBuf,
+    /// Where the built binaries are (`cargo build --workspace --bins` puts them in
+    /// target/debug; target/release for release builds).
+    #[arg(long, default_value = "target/debug")]
+    pub binaries: PathBuf,
+    /// Publish under this registry instead of the list's (`host[:port][/path]`).
+    #[arg(long)]
+    pub registry: Option<String>,
+    /// Push to the registry after building.
+    #[arg(long)]
+    pub push: bool,
+    #[arg(long, default_value = "oci-layout")]
+    pub layout: PathBuf,
+    #[command(flatten)]
+    pub registry_args: RegistryArgs,
+}
+
+/// `olm image build-binary`: one image per named entry of the list; prints
+/// `<reference>@<digest>` per image.
+pub fn build_binary(args: BuildBinaryArgs) -> anyhow::Result<()> {
+    use crate::oci::binary::{binary_image, crate_version, read_image_list};
+    let list = read_image_list(&args.images)?;
+    let repo_root = args
+        .images
+        .canonicalize()
+        .with_context(|| format!("{}", args.images.display()))?
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    for name in &args.names {
+        if !list.images.iter().any(|i| &i.name == name) {
+            let known: Vec<&str> = list.images.iter().map(|i| i.name.as_str()).collect();
+            bail!(
+                "{}: no image {name:?} (known: {})",
+                args.images.display(),
+                known.join(", ")
+            );
+        }
+    }
+    let registry = args
+        .registry
+        .as_deref()
+        .unwrap_or(&list.registry)
+        .trim_end_matches('/')
+        .to_string();
+    let runtime = runtime()?;
+    for spec in list
+        .images
+        .iter()
+        .filter(|i| args.names.is_empty() || args.names.contains(&i.name))
+    {
+        let version = crate_version(&repo_root.join(&spec.krate))?;
+        let binary = args.binaries.join(&spec.binary);
+        let input = binary_image(spec, &binary, &version)?;
+        let build = BuildArgs {
+            dir: binary,
+            reference: format!("{registry}/{}:v{version}", spec.name),
+            push: args.push,
+            layout: args.layout.clone(),
+            registry: args.registry_args.clone(),
+        };
+        let digest = build_and_maybe_push(&input, &build, &runtime)?;
+        println!("{}@{digest}", build.reference);
+    }
+    Ok(())
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
+}
+
+/// Live progress lines only on a terminal; logs and pipes get one plain line per blob.
+fn on_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
 }
 
 fn progress(line: &str) {
@@ -116,7 +204,8 @@ fn build_and_maybe_push(
         args.layout.display()
     );
     if args.push {
-        let session = Session::for_user(&reference, &args.registry.options())?;
+        let session = Session::for_user(&reference, &args.registry.options())?
+            .with_live_progress(on_terminal());
         runtime.block_on(session.push(&layout, &built.manifest, &reference, &mut progress))?;
     }
     Ok(built.manifest.digest)
@@ -172,7 +261,8 @@ pub fn push(args: PushArgs) -> anyhow::Result<()> {
     let layout = Layout::open(Path::new(dir))?;
     let manifest = layout.resolve(tag)?;
     let reference = parse_reference(&args.reference)?;
-    let session = Session::for_user(&reference, &args.registry.options())?;
+    let session =
+        Session::for_user(&reference, &args.registry.options())?.with_live_progress(on_terminal());
     let report =
         runtime()?.block_on(session.push(&layout, &manifest, &reference, &mut progress))?;
     println!("{}", report.digest);
@@ -193,6 +283,11 @@ pub fn publish(args: PublishArgs) -> anyhow::Result<()> {
         .with_context(|| format!("reading {}", args.bundles.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_dir())
+        .filter(|p| {
+            args.packages.is_empty()
+                || p.file_name()
+                    .is_some_and(|n| args.packages.iter().any(|w| n == w.as_str()))
+        })
         .collect();
     packages.sort();
     let _ = std::fs::remove_dir_all(&args.catalog_dir);
@@ -220,6 +315,9 @@ pub fn publish(args: PublishArgs) -> anyhow::Result<()> {
                 }
             }
             bundle.image = pinned;
+            if args.migrate_level == "bundle-object-to-csv-metadata" {
+                crate::catalog::csv::migrate_to_csv_metadata(bundle).map_err(anyhow::Error::msg)?;
+            }
         }
         let name = package_dir.file_name().unwrap_or_default();
         let out = args.catalog_dir.join(name);
@@ -278,7 +376,8 @@ pub fn render_image(
     registry: &RegistryArgs,
 ) -> anyhow::Result<crate::catalog::DeclarativeConfig> {
     let reference = parse_reference(text)?;
-    let session = Session::for_user(&reference, &registry.options())?;
+    let session =
+        Session::for_user(&reference, &registry.options())?.with_live_progress(on_terminal());
     let cache = std::env::temp_dir().join(format!("olm-render-{}", std::process::id()));
     let pulled: anyhow::Result<PulledImage> = runtime()?
         .block_on(session.pull(&reference, &cache, &crate::oci::registry::select_all, None))

@@ -47,6 +47,10 @@ pub enum Command {
 pub enum ImageCommand {
     /// Push an image from an OCI image layout (`LAYOUT` or `LAYOUT:TAG`) to a registry.
     Push(image::PushArgs),
+    /// Build images of this repository's binaries (`olm`, `olm-registry`, the operators)
+    /// as `operators/images.yaml` describes them: the binary (and its shared libraries),
+    /// entrypoint, labels; tagged `<registry>/<name>:v<crate version>`.
+    BuildBinary(image::BuildBinaryArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -55,6 +59,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Catalog(command) => catalog::run_catalog(command),
         Command::Bundle(command) => catalog::run_bundle(command),
         Command::Image(ImageCommand::Push(args)) => image::push(args),
+        Command::Image(ImageCommand::BuildBinary(args)) => image::build_binary(args),
         Command::Resolve(args) => resolve::run(args),
         Command::Run(args) => run::run(*args),
     }

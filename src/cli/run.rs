@@ -42,6 +42,11 @@ pub struct RunArgs {
     /// InstallCheckFailed.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub install_check_timeout: Duration,
+    /// How long an InstallPlan keeps trying to pull a bundle image (a catalog entry with no
+    /// inline objects) before it fails; the OperatorGroup annotation
+    /// `operatorframework.io/bundle-unpack-timeout` overrides it in its namespace.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub bundle_unpack_timeout: Duration,
     /// Make no copied CSVs for AllNamespaces operators (and delete existing ones): with many
     /// namespaces they cost more than they give (upstream #2701).
     #[arg(long, env = "OLM_DISABLE_COPIED_CSVS")]
@@ -140,6 +145,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             catalog_load_timeout: args.catalog_load_timeout,
             install_plan_retry_timeout: args.install_plan_retry_timeout,
             install_check_timeout: args.install_check_timeout,
+            bundle_unpack_timeout: args.bundle_unpack_timeout,
             disable_copied_csvs: args.disable_copied_csvs,
             image_cache_dir: args.image_cache_dir,
             insecure_registries: args.insecure_registries,

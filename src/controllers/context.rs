@@ -40,6 +40,10 @@ pub struct Settings {
     /// How long a CSV may stay Installing with unready Deployments before it fails with
     /// InstallCheckFailed (upstream: 5 minutes, fixed).
     pub install_check_timeout: Duration,
+    /// How long an InstallPlan keeps trying to pull a bundle image before it fails
+    /// (upstream's `--bundle-unpack-timeout`; the OperatorGroup annotation
+    /// `operatorframework.io/bundle-unpack-timeout` overrides it per namespace).
+    pub bundle_unpack_timeout: Duration,
     /// No copied CSVs for AllNamespaces operators (upstream's OLMConfig
     /// `spec.features.disableCopiedCSVs`); existing ones are deleted.
     pub disable_copied_csvs: bool,
@@ -59,6 +63,7 @@ impl Default for Settings {
             catalog_load_timeout: crate::registry::limits::DEFAULT_LOAD_TIMEOUT,
             install_plan_retry_timeout: Duration::from_secs(60),
             install_check_timeout: Duration::from_secs(300),
+            bundle_unpack_timeout: Duration::from_secs(600),
             disable_copied_csvs: false,
             image_cache_dir: std::env::temp_dir().join("olm-rs-images"),
             insecure_registries: Vec::new(),

@@ -13,6 +13,7 @@ pub mod installplan;
 pub mod operatorgroup;
 pub mod own_writes;
 pub mod ownership;
+pub mod pull_secrets;
 pub mod subscription;
 
 use crate::runtime::host::{Controller, Role};

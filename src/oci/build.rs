@@ -51,6 +51,10 @@ pub struct ImageInput {
     pub files: Vec<FileEntry>,
     pub labels: BTreeMap<String, String>,
     pub entrypoint: Option<Vec<String>>,
+    /// `user[:group]` the image runs as (binary images run as non-root).
+    pub user: Option<String>,
+    /// Ports the program listens on (TCP), as documentation for readers of the config.
+    pub exposed_ports: Vec<u16>,
 }
 
 /// The image config, fields in a fixed order (serde writes struct fields as declared).
@@ -64,6 +68,10 @@ struct ImageConfig<'a> {
 
 #[derive(Serialize)]
 struct RunConfig<'a> {
+    #[serde(rename = "User", skip_serializing_if = "Option::is_none")]
+    user: Option<&'a String>,
+    #[serde(rename = "ExposedPorts", skip_serializing_if = "BTreeMap::is_empty")]
+    exposed_ports: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
     #[serde(rename = "Labels")]
     labels: &'a BTreeMap<String, String>,
     #[serde(rename = "Entrypoint", skip_serializing_if = "Option::is_none")]
@@ -112,6 +120,12 @@ pub fn build_into(input: &ImageInput, layout: &Layout, tag: &str) -> Result<Buil
         architecture: go_arch(),
         os: "linux",
         config: RunConfig {
+            user: input.user.as_ref(),
+            exposed_ports: input
+                .exposed_ports
+                .iter()
+                .map(|p| (format!("{p}/tcp"), serde_json::Map::new()))
+                .collect(),
             labels,
             entrypoint: input.entrypoint.as_ref(),
         },
@@ -343,13 +357,13 @@ pub fn bundle_image(dir: &Path) -> Result<ImageInput, BuildError> {
     Ok(ImageInput {
         files,
         labels: parsed.annotations,
-        entrypoint: None,
+        ..ImageInput::default()
     })
 }
 
 /// A file-based catalog image: the catalog under `/configs` and the label that says so.
-/// With `server`, the image also carries that registry server binary as its entrypoint, so
-/// upstream OLM v0 can run it as a catalog pod.
+/// With `server`, the image also carries that registry server binary (and the shared
+/// libraries it loads) as its entrypoint, so upstream OLM v0 can run it as a catalog pod.
 pub fn catalog_image(dir: &Path, server: Option<&Path>) -> Result<ImageInput, BuildError> {
     let configs = CATALOG_CONFIGS_DIR.trim_start_matches('/');
     let mut files = files_under(dir, configs)?;
@@ -360,17 +374,15 @@ pub fn catalog_image(dir: &Path, server: Option<&Path>) -> Result<ImageInput, Bu
     );
     let mut entrypoint = None;
     if let Some(server) = server {
-        files.push(FileEntry {
-            path: "bin/olm-registry".into(),
-            content: Content::File(server.to_path_buf()),
-            executable: true,
-        });
+        // With the libraries it loads, so the image runs from scratch (glibc builds too).
+        files.extend(super::binary::binary_files(server, "bin/olm-registry")?);
         entrypoint = Some(vec!["/bin/olm-registry".into(), CATALOG_CONFIGS_DIR.into()]);
     }
     Ok(ImageInput {
         files,
         labels,
         entrypoint,
+        ..ImageInput::default()
     })
 }
 
@@ -396,7 +408,7 @@ mod tests {
                 },
             ],
             labels,
-            entrypoint: None,
+            ..ImageInput::default()
         }
     }
 

@@ -4,7 +4,9 @@
 //! layers into a directory ([`unpack`]).
 
 pub mod auth;
+pub mod binary;
 pub mod build;
+pub mod bundle;
 pub mod catalog;
 pub mod layout;
 pub mod registry;

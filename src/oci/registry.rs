@@ -5,6 +5,8 @@
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
@@ -127,6 +129,8 @@ pub struct Session {
     /// For anonymous digest checks: oci-client re-does its `/v2/` handshake on every
     /// request when there is no token to cache, so a poll would cost two requests.
     plain_head: Option<(reqwest::Client, &'static str)>,
+    /// Show a live line per blob (bytes and rate) on stderr while it moves: for a terminal.
+    live_progress: bool,
 }
 
 impl Session {
@@ -158,7 +162,15 @@ impl Session {
             client: Client::new(config),
             auth,
             plain_head,
+            live_progress: false,
         }
+    }
+
+    /// Live per-blob progress on stderr (bytes, total, rate) while blobs move; the CLI
+    /// turns it on when stderr is a terminal (otherwise one plain line per blob).
+    pub fn with_live_progress(mut self, on: bool) -> Session {
+        self.live_progress = on;
+        self
     }
 
     /// A session with the user's own credentials (docker config.json / REGISTRY_AUTH_FILE).
@@ -242,11 +254,20 @@ impl Session {
             }
             let started = Instant::now();
             let path = layout.blob_path(&blob.digest)?;
-            retrying(|| self.push_blob_file(reference, &path, blob))
-                .await
-                .map_err(|e| {
-                    request_error(reference, &format!("uploading blob {}", blob.digest), e)
-                })?;
+            let sent = Arc::new(AtomicU64::new(0));
+            let upload = retrying(|| {
+                sent.store(0, Ordering::Relaxed);
+                self.push_blob_file(reference, &path, blob, Arc::clone(&sent))
+            });
+            live(
+                self.live_progress,
+                &format!("{} uploading", short(&blob.digest)),
+                blob.size,
+                || sent.load(Ordering::Relaxed),
+                upload,
+            )
+            .await
+            .map_err(|e| request_error(reference, &format!("uploading blob {}", blob.digest), e))?;
             let seconds = started.elapsed().as_secs_f64().max(1e-3);
             progress(&format!(
                 "{} uploaded ({} in {:.2}s, {}/s)",
@@ -286,6 +307,7 @@ impl Session {
         reference: &Reference,
         path: &Path,
         blob: &Descriptor,
+        sent: Arc<AtomicU64>,
     ) -> Result<String, OciDistributionError> {
         const CHUNK: usize = 4 << 20;
         if blob.size as usize <= CHUNK {
@@ -293,7 +315,7 @@ impl Session {
             return self.client.push_blob(reference, bytes, &blob.digest).await;
         }
         let file = tokio::fs::File::open(path).await?;
-        let stream = futures::stream::try_unfold(file, |mut file| async move {
+        let stream = futures::stream::try_unfold((file, sent), |(mut file, sent)| async move {
             let mut buffer = vec![0u8; CHUNK];
             let mut filled = 0;
             while filled < CHUNK {
@@ -307,7 +329,8 @@ impl Session {
                 return Ok(None);
             }
             buffer.truncate(filled);
-            Ok::<_, OciDistributionError>(Some((bytes::Bytes::from(buffer), file)))
+            sent.fetch_add(filled as u64, Ordering::Relaxed);
+            Ok::<_, OciDistributionError>(Some((bytes::Bytes::from(buffer), (file, sent))))
         });
         self.client
             .push_blob_stream(reference, stream.boxed(), &blob.digest, Some(blob.size))
@@ -395,12 +418,28 @@ impl Session {
     ) -> Result<(), RegistryError> {
         for (i, layer) in layers.iter().enumerate() {
             let blob = temp.join(format!("layer-{i}"));
-            retrying(|| async {
+            let started = Instant::now();
+            let download = retrying(|| async {
                 let file = tokio::fs::File::create(&blob).await?;
                 self.client.pull_blob(pinned, layer, file).await
-            })
+            });
+            let size = layer.size.max(0) as u64;
+            live(
+                self.live_progress,
+                &format!("{} downloading", short(&layer.digest)),
+                size,
+                || std::fs::metadata(&blob).map_or(0, |m| m.len()),
+                download,
+            )
             .await
             .map_err(|e| request_error(pinned, &format!("pulling layer {}", layer.digest), e))?;
+            let seconds = started.elapsed().as_secs_f64().max(1e-3);
+            tracing::debug!(
+                layer = %layer.digest,
+                size = %human_bytes(size),
+                rate = %format!("{}/s", human_bytes((size as f64 / seconds) as u64)),
+                "layer pulled"
+            );
             let rootfs = temp.join("rootfs");
             let name = layer.digest.clone();
             let only = only.map(Path::to_path_buf);
@@ -553,6 +592,43 @@ fn retry_times() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3)
+}
+
+/// Runs `work`; when `on`, redraws one stderr line every 250 ms with the bytes `done` says
+/// have moved of `total`, and the rate, and clears it at the end.
+async fn live<F: Future>(
+    on: bool,
+    label: &str,
+    total: u64,
+    done: impl Fn() -> u64,
+    work: F,
+) -> F::Output {
+    if !on {
+        return work.await;
+    }
+    let mut work = std::pin::pin!(work);
+    let started = Instant::now();
+    // The first line after 250 ms: a blob that moves faster shows only its plain line.
+    let every = Duration::from_millis(250);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        tokio::select! {
+            out = &mut work => {
+                eprint!("\r\x1b[K");
+                return out;
+            }
+            _ = tick.tick() => {
+                let n = done();
+                let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-3);
+                eprint!(
+                    "\r\x1b[K  {label} {} / {} ({}/s)",
+                    human_bytes(n),
+                    human_bytes(total),
+                    human_bytes(rate as u64)
+                );
+            }
+        }
+    }
 }
 
 fn short(digest: &str) -> &str {

@@ -18,6 +18,7 @@ mod deploy;
 mod hostile_catalogs;
 mod hostile_registry;
 mod image_catalogs;
+mod image_installs;
 mod install_modes;
 mod leader_election;
 mod operator_groups;

@@ -6,8 +6,6 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::Api;
 use oci_client::secrets::RegistryAuth;
 
 use super::load::{Round, accept, poll_interval, read_streaming, retry_after_failure};
@@ -187,53 +185,18 @@ async fn poll_once(
     accept(source, source_ref, cctx, loaded_from, loaded).await;
 }
 
-/// Credentials from `spec.secrets` (dockerconfigjson Secrets in the catalog's namespace):
-/// the first that has an entry for the registry; anonymous when none has.
+/// Credentials from `spec.secrets` for the catalog image's registry.
 async fn pull_auth(
     source: &CatalogSource,
     source_ref: &CatalogRef,
     cctx: &CatalogSourceContext,
     registry: &str,
 ) -> Result<RegistryAuth, Failure> {
-    let api: Api<Secret> = Api::namespaced(cctx.shared.client.clone(), &source_ref.namespace);
-    for name in source
-        .spec
-        .secrets
-        .iter()
-        .map(|s| s.trim())
-        .filter(|s| !s.is_empty())
-    {
-        let described = format!("{}/{name}", source_ref.namespace);
-        let secret = api
-            .get_opt(name)
-            .await
-            .map_err(|e| {
-                (
-                    "SecretUnreadable",
-                    format!("spec.secrets: reading Secret {described}: {e}"),
-                )
-            })?
-            .ok_or_else(|| {
-                (
-                    "SecretNotFound",
-                    format!("spec.secrets: Secret {described} not found"),
-                )
-            })?;
-        let data = secret.data.unwrap_or_default();
-        let Some(bytes) = data
-            .get(".dockerconfigjson")
-            .or_else(|| data.get(".dockercfg"))
-        else {
-            return Err((
-                "InvalidSecret",
-                format!("spec.secrets: Secret {described} has no .dockerconfigjson or .dockercfg"),
-            ));
-        };
-        let auth = crate::oci::auth::from_pull_secret(&bytes.0, registry, &described)
-            .map_err(|e| ("InvalidSecret", format!("spec.secrets: {e}")))?;
-        if auth != RegistryAuth::Anonymous {
-            return Ok(auth);
-        }
-    }
-    Ok(RegistryAuth::Anonymous)
+    crate::controllers::pull_secrets::registry_auth(
+        &cctx.shared.client,
+        &source_ref.namespace,
+        &source.spec.secrets,
+        registry,
+    )
+    .await
 }

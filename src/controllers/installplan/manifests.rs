@@ -1,7 +1,7 @@
 //! A bundle's manifests, from the catalog it was resolved from: the registry server's
 //! GetBundle for gRPC catalogs (ours or `opm serve`), the ConfigMap for ConfigMap catalogs.
 //! Snapshots keep no manifests (see `catalogsource::load`), so they are read here, once per
-//! plan.
+//! plan. A bundle the catalog has no objects for is pulled from its image ([`super::unpack`]).
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -21,8 +21,13 @@ pub enum Fetched {
         objects: Vec<Value>,
         properties: Vec<Value>,
     },
-    /// The catalog has no inline objects for it: its image would have to be unpacked.
-    NeedsUnpack { image: String },
+    /// The catalog has no inline objects for it: its bundle image is to be pulled, with the
+    /// catalog's pull Secrets; the catalog's properties for it still apply.
+    NeedsUnpack {
+        image: String,
+        properties: Vec<Value>,
+        secrets: Vec<String>,
+    },
 }
 
 pub async fn fetch(bundle: &PlannedBundle, ctx: &Context) -> Result<Fetched, String> {
@@ -90,7 +95,16 @@ pub async fn fetch(bundle: &PlannedBundle, ctx: &Context) -> Result<Fetched, Str
                 })?
         }
     };
-    objects_of(&found)
+    Ok(match objects_of(&found)? {
+        Fetched::NeedsUnpack {
+            image, properties, ..
+        } => Fetched::NeedsUnpack {
+            image,
+            properties,
+            secrets: source.spec.secrets.clone(),
+        },
+        objects => objects,
+    })
 }
 
 /// `spec.image` and no address: the catalog is served in-process from the pulled image.
@@ -119,6 +133,12 @@ pub fn objects_of(bundle: &fbc::Bundle) -> Result<Fetched, String> {
             .map_err(|e| format!("{PROP_BUNDLE_OBJECT} #{i} is neither JSON nor YAML: {e}"))?;
         objects.push(object);
     }
+    let properties = bundle
+        .properties
+        .iter()
+        .filter(|p| p.type_ != PROP_BUNDLE_OBJECT && p.type_ != fbc::PROP_CSV_METADATA)
+        .map(|p| serde_json::json!({"type": p.type_, "value": p.value}))
+        .collect();
     if objects.is_empty() {
         return if bundle.image.is_empty() {
             Err(format!(
@@ -128,15 +148,11 @@ pub fn objects_of(bundle: &fbc::Bundle) -> Result<Fetched, String> {
         } else {
             Ok(Fetched::NeedsUnpack {
                 image: bundle.image.clone(),
+                properties,
+                secrets: Vec::new(),
             })
         };
     }
-    let properties = bundle
-        .properties
-        .iter()
-        .filter(|p| p.type_ != PROP_BUNDLE_OBJECT && p.type_ != fbc::PROP_CSV_METADATA)
-        .map(|p| serde_json::json!({"type": p.type_, "value": p.value}))
-        .collect();
     Ok(Fetched::Objects {
         objects,
         properties,

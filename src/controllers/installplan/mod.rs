@@ -5,6 +5,9 @@
 //!   was resolved from (GetBundle of the CatalogSource's registry server, or the ConfigMap of a
 //!   ConfigMap catalog), turned into upstream's steps ([`steps::build_steps`]), and the plan
 //!   moves to RequiresApproval (Manual, not approved) or Installing.
+//! - A bundle the catalog has no inline objects for is pulled from its bundle image
+//!   in-process ([`unpack`]); while the pull fails the plan waits with a `bundleLookups`
+//!   entry naming image and cause, and fails (BundleLookupFailed) after the unpack timeout.
 //! - RequiresApproval → Installing once `spec.approved` is true.
 //! - Installing: steps in order (CSVs, CRDs, the rest) with server-side apply under one field
 //!   manager, `olm.managed=true`, owner references to the CSV for namespaced objects; CRDs
@@ -18,6 +21,7 @@
 
 pub(crate) mod manifests;
 pub mod steps;
+pub mod unpack;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -56,6 +60,8 @@ pub const CONTROLLER: &str = "installplan";
 pub const FIELD_MANAGER: &str = "olm-installplan";
 /// How often an Installing plan is looked at again while it waits (CRDs, retries).
 const RECHECK: Duration = Duration::from_secs(2);
+/// How often a plan waiting for a bundle image tries the pull again (upstream: 5s).
+const UNPACK_RECHECK: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -234,8 +240,11 @@ async fn prepare(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action,
             .await;
         }
     };
+    let current = plan.status.clone().unwrap_or_default();
     let mut with_manifests = Vec::new();
     let mut catalog_sources = Vec::new();
+    let mut unpack_timeout = None;
+    let mut failed_pulls = Vec::new();
     for bundle in bundles {
         let source = format!("{}/{}", bundle.catalog_namespace, bundle.catalog);
         if !catalog_sources.contains(&bundle.catalog) {
@@ -250,25 +259,67 @@ async fn prepare(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action,
                 objects,
                 properties,
             }),
-            Ok(Fetched::NeedsUnpack { image }) => {
-                let message = format!(
-                    "bundle {} from catalog {source} has no inline manifests; its image {image} would have to be unpacked, which this OLM does not do yet",
-                    bundle.name
-                );
-                return fail(
-                    plan,
-                    InstallPlanStatus::default(),
-                    "BundleUnpackingUnsupported",
-                    message,
-                    ctx,
-                )
-                .await;
+            Ok(Fetched::NeedsUnpack {
+                image,
+                properties,
+                secrets,
+            }) => {
+                let timeout = match unpack_timeout {
+                    Some(timeout) => timeout,
+                    None => {
+                        let timeout =
+                            namespace_unpack_timeout(&namespace, ctx)
+                                .await
+                                .map_err(|e| Error::Kube {
+                                    namespace: namespace.clone(),
+                                    name: plan.name_any(),
+                                    action: "reading the OperatorGroup".into(),
+                                    error: e,
+                                })?;
+                        *unpack_timeout.insert(timeout)
+                    }
+                };
+                let limit =
+                    unpack::remaining(&current.bundle_lookups, &bundle.name, now(), timeout);
+                match unpack::pull_bundle(&bundle, &image, &secrets, &ctx.shared, limit).await {
+                    Ok(objects) => with_manifests.push(BundleManifests {
+                        bundle,
+                        objects,
+                        properties,
+                    }),
+                    Err(failure) => failed_pulls.push((bundle, image, failure)),
+                }
             }
             Err(message) => {
                 return Err(other(format!(
                     "fetching the manifests of bundle {} from catalog {source}: {message}",
                     bundle.name
                 )));
+            }
+        }
+    }
+    if let Some(timeout) = unpack_timeout.filter(|_| !failed_pulls.is_empty()) {
+        match unpack::decide(&failed_pulls, &current.bundle_lookups, now(), timeout) {
+            unpack::Decision::Wait(lookups) => {
+                let mut next = current.clone();
+                next.message = lookups
+                    .iter()
+                    .filter_map(|l| l.conditions.first()?.message.clone())
+                    .next()
+                    .map(|m| format!("waiting for bundle images: {m}"));
+                next.bundle_lookups = lookups;
+                if next != current {
+                    write_status(plan, &next, ctx).await?;
+                }
+                return Ok(Action::requeue(UNPACK_RECHECK));
+            }
+            unpack::Decision::Fail { message, lookups } => {
+                let status = InstallPlanStatus {
+                    bundle_lookups: lookups,
+                    catalog_sources,
+                    ..InstallPlanStatus::default()
+                };
+                return fail(plan, status, unpack::LOOKUP_FAILED, message, ctx).await;
             }
         }
     }
@@ -688,6 +739,25 @@ async fn check_crd_upgrade(
         }
     }
     Ok(())
+}
+
+/// The bundle unpack timeout in `namespace`: its OperatorGroup's annotation, else the
+/// process-wide setting.
+async fn namespace_unpack_timeout(
+    namespace: &str,
+    ctx: &InstallPlanContext,
+) -> Result<Duration, kube::Error> {
+    let groups: Api<OperatorGroup> = Api::namespaced(ctx.shared.client.clone(), namespace);
+    let list = groups.list(&ListParams::default()).await?;
+    let annotation = list.items.first().and_then(|g| {
+        g.annotations()
+            .get(unpack::ANNOTATION_UNPACK_TIMEOUT)
+            .cloned()
+    });
+    Ok(unpack::unpack_timeout(
+        annotation.as_deref(),
+        ctx.shared.settings.bundle_unpack_timeout,
+    ))
 }
 
 enum ScopeError {

@@ -1,0 +1,59 @@
+//! Bundle images at install time: what a pull extracts of them (everything, once the config
+//! says it is a bundle image) and the objects read back from the pulled files, checked to
+//! be the bundle the catalog promised.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::catalog::bundle::read_bundle;
+
+/// A bundle image carries the bundle package label; anything else is refused before a layer
+/// is fetched.
+pub fn select_bundle(labels: &BTreeMap<String, String>) -> Result<Option<PathBuf>, String> {
+    if labels.contains_key(super::LABEL_BUNDLE_PACKAGE) {
+        Ok(None)
+    } else {
+        Err(format!(
+            "not a bundle image: its config has no {} label",
+            super::LABEL_BUNDLE_PACKAGE
+        ))
+    }
+}
+
+/// The objects of the pulled bundle at `rootfs` (`manifests/`, in file order), refused
+/// unless its CSV is `csv_name`.
+pub fn bundle_objects(rootfs: &Path, csv_name: &str) -> Result<Vec<Value>, String> {
+    let bundle = read_bundle(rootfs).map_err(|e| format!("not a readable bundle: {e}"))?;
+    let found = bundle.csv_name();
+    if found != csv_name {
+        return Err(format!(
+            "the image holds CSV {found:?}, not {csv_name:?} as its catalog says"
+        ));
+    }
+    Ok(bundle.manifests.into_iter().map(|m| m.object).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_bundle_images_are_extracted_and_the_csv_must_match() {
+        let mut labels = BTreeMap::new();
+        assert!(
+            select_bundle(&labels)
+                .unwrap_err()
+                .contains("not a bundle image")
+        );
+        labels.insert(super::super::LABEL_BUNDLE_PACKAGE.into(), "at".into());
+        assert_eq!(select_bundle(&labels), Ok(None));
+
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bundles/at/0.1.0");
+        let objects = bundle_objects(&dir, "at.v0.1.0").unwrap();
+        assert!(objects.iter().any(|o| o["kind"] == "ClusterServiceVersion"));
+        let error = bundle_objects(&dir, "at.v9.9.9").unwrap_err();
+        assert!(error.contains("\"at.v0.1.0\""), "{error}");
+    }
+}
