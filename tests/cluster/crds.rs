@@ -1,7 +1,7 @@
 //! The OLM CRDs install with `olm crds | kubectl apply -f -`, become Established, show
 //! upstream's columns in `kubectl get`, and the API server enforces their schemas.
 
-use crate::harness::{OLM_CRDS, TestNamespace, client, install_crds, kubectl};
+use crate::harness::{OLM_CRDS, TestNamespace, client, eventually, install_crds, kubectl};
 
 /// One object of each kind, as a user would write them.
 const OBJECTS: &str = r#"
@@ -114,9 +114,17 @@ async fn crds_are_established_and_kubectl_get_prints_upstream_columns() {
     );
 
     // The short names and the `olm` category work as upstream's do.
-    let by_category = kubectl(&["get", "olm", "-n", &ns.name, "-o", "name"], None)
-        .ok()
-        .stdout();
+    // Retried: another test may have just created a CRD of the same category (upstream's
+    // OLMConfig) that discovery lists before it is served.
+    let by_category = eventually(
+        "kubectl get olm",
+        std::time::Duration::from_secs(60),
+        || async {
+            let out = kubectl(&["get", "olm", "-n", &ns.name, "-o", "name"], None);
+            out.success().then(|| out.stdout())
+        },
+    )
+    .await;
     for kind in [
         "clusterserviceversion",
         "subscription",
