@@ -724,18 +724,18 @@ fn owned_fields(status: &ClusterServiceVersionStatus) -> ClusterServiceVersionSt
 }
 
 /// Writes the status `step` leads to from `current` (the object's status, or where the
-/// `passed` steps took it this round); nothing when it is unchanged. Returns that status.
+/// `passed` steps took it this round); nothing when it is unchanged.
 async fn write_status(
     round: &Round<'_>,
     current: Option<&ClusterServiceVersionStatus>,
     passed: &[Step],
     step: &Step,
     requirement_status: Vec<crate::api::RequirementStatus>,
-) -> Result<ClusterServiceVersionStatus, Error> {
+) -> Result<(), Error> {
     let desired = phase::next_status(current, step, requirement_status, now());
     let stored = round.csv.status.as_ref();
     if stored.map(owned_fields) == Some(owned_fields(&desired)) {
-        return Ok(desired);
+        return Ok(());
     }
     let patch = json!({
         "apiVersion": ClusterServiceVersion::api_version(&()),
@@ -790,7 +790,7 @@ async fn write_status(
                 .send(ObjectRef::new(&name).within(&round.namespace));
         }
     }
-    Ok(desired)
+    Ok(())
 }
 
 /// The Event of one phase transition.
