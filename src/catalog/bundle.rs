@@ -156,7 +156,7 @@ struct AnnotationsFile {
 
 fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BundleError> {
     let text = read_text(path)?;
-    serde_yaml::from_str(&text).map_err(|e| invalid(path, format!("malformed YAML: {e}")))
+    super::yaml_nesting::from_str(&text).map_err(|e| invalid(path, format!("malformed YAML: {e}")))
 }
 
 /// A bundle file's bytes, refusing files over [`MAX_DOCUMENT_BYTES`] before reading them.

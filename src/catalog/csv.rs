@@ -18,9 +18,8 @@ pub fn decode_bundle_object(value: &Value) -> Result<Value, String> {
         go_json::decode_bytes(data.trim()).map_err(|e| format!("olm.bundle.object data: {e}"))?;
     match serde_json::from_slice(&bytes) {
         Ok(v) => Ok(v),
-        Err(_) => {
-            serde_yaml::from_slice(&bytes).map_err(|e| format!("olm.bundle.object data: {e}"))
-        }
+        Err(_) => super::yaml_nesting::from_slice(&bytes)
+            .map_err(|e| format!("olm.bundle.object data: {e}")),
     }
 }
 

@@ -18,6 +18,7 @@ pub mod stream;
 pub mod template;
 pub mod upgrade_edges;
 pub mod validate;
+pub mod yaml_nesting;
 
 pub use digest::content_digest;
 pub use fbc::*;

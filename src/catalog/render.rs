@@ -445,7 +445,7 @@ fn read_update_graph(dir: &Path) -> Result<UpdateGraph, RenderError> {
         return Ok(UpdateGraph::Replaces);
     }
     let text = std::fs::read_to_string(&ci).map_err(|e| input_error(&ci, e.to_string()))?;
-    let value: Value = serde_yaml::from_str(&text)
+    let value: Value = super::yaml_nesting::from_str(&text)
         .map_err(|e| input_error(&ci, format!("malformed YAML: {e}")))?;
     match value.get("updateGraph").and_then(Value::as_str) {
         None => Ok(UpdateGraph::Replaces),
@@ -481,7 +481,7 @@ fn fbc_template(dir: &Path) -> Result<Option<(PathBuf, String)>, RenderError> {
         return Ok(None);
     }
     let text = std::fs::read_to_string(&ci).map_err(|e| input_error(&ci, e.to_string()))?;
-    let value: Value = serde_yaml::from_str(&text)
+    let value: Value = super::yaml_nesting::from_str(&text)
         .map_err(|e| input_error(&ci, format!("malformed YAML: {e}")))?;
     let fbc = &value["fbc"];
     if fbc["enabled"] != Value::Bool(true) {
@@ -536,7 +536,7 @@ fn render_package_template(
             .and_then(|t| super::template::semver::render(&t, &mut resolve))
             .map_err(|e| input_error(template, e.to_string())),
         "olm.template.basic" => {
-            let value: Value = serde_yaml::from_str(&text)
+            let value: Value = super::yaml_nesting::from_str(&text)
                 .map_err(|e| input_error(template, format!("malformed YAML: {e}")))?;
             let entries = value
                 .get("entries")

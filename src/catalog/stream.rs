@@ -670,6 +670,15 @@ fn parse_yaml_document(doc: &[u8], line: usize, index: usize) -> Result<Value, S
     };
     // Each document is its own YAML stream to opm, so a byte order mark may open any.
     let doc = doc.strip_prefix('\u{feff}').unwrap_or(doc);
+    if let Err(deep) = super::yaml_nesting::check(doc.as_bytes()) {
+        return Err(StreamError::Malformed {
+            format: "YAML",
+            document: index,
+            line: line + deep.line - 1,
+            column: Some(deep.column),
+            message: deep.to_string(),
+        });
+    }
     let Some(document) = serde_yaml::Deserializer::from_str(doc).next() else {
         return Ok(Value::Null);
     };

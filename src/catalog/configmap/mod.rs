@@ -47,8 +47,8 @@ pub const KEY_CRDS: &str = "customResourceDefinitions";
 pub const KEY_CSVS: &str = "clusterServiceVersions";
 pub const KEY_PACKAGES: &str = "packages";
 
-/// The most data (keys and values) read from one ConfigMap: the API server refuses larger
-/// ConfigMaps, so only a hand-made object can be bigger.
+/// The most data read from one ConfigMap, counted as the API server counts it (the values,
+/// not the keys): it refuses larger ConfigMaps, so only a hand-made object can be bigger.
 pub const MAX_CONFIGMAP_BYTES: usize = 1 << 20;
 
 /// Why a ConfigMap's data is not a catalog; every variant names the data key, and the list
@@ -101,7 +101,7 @@ fn item_error(key: &'static str, index: usize, name: &str, message: impl fmt::Di
 
 /// The ConfigMap's `data` → a catalog (see the module documentation for the rules).
 pub fn from_configmap_data(data: &BTreeMap<String, String>) -> Result<DeclarativeConfig, Error> {
-    let size: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let size: usize = data.values().map(String::len).sum();
     if size > MAX_CONFIGMAP_BYTES {
         return Err(Error::TooLarge { size });
     }

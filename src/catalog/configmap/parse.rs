@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use super::{Error, KEY_CRDS, KEY_CSVS, KEY_PACKAGES, item_error};
 use crate::catalog::bundle::SKIP_RANGE_ANNOTATION;
 use crate::catalog::fbc::json_kind;
-use crate::catalog::go_json;
+use crate::catalog::{go_json, yaml_nesting};
 
 /// A key's YAML list; an empty value is an empty list (as upstream reads it).
 pub(super) fn parse_list(
@@ -19,6 +19,13 @@ pub(super) fn parse_list(
     let text = data.get(key).ok_or(Error::MissingKey { key })?;
     if text.trim().is_empty() {
         return Ok(Vec::new());
+    }
+    if let Err(deep) = yaml_nesting::check(text.as_bytes()) {
+        return Err(Error::Yaml {
+            key,
+            line: Some(deep.line),
+            message: deep.to_string(),
+        });
     }
     let value: Value = serde_yaml::from_str(text).map_err(|e| {
         let location = e.location();

@@ -129,7 +129,7 @@ pub fn objects_of(bundle: &fbc::Bundle) -> Result<Fetched, String> {
             .decode(data.trim())
             .map_err(|e| format!("{PROP_BUNDLE_OBJECT} #{i} is not base64: {e}"))?;
         let object: Value = serde_json::from_slice(&bytes)
-            .or_else(|_| serde_yaml::from_slice(&bytes))
+            .or_else(|_| crate::catalog::yaml_nesting::from_slice(&bytes))
             .map_err(|e| format!("{PROP_BUNDLE_OBJECT} #{i} is neither JSON nor YAML: {e}"))?;
         objects.push(object);
     }

@@ -20,6 +20,8 @@ pub fn parse(text: &str) -> Result<SemverTemplate, TemplateError> {
         v
     } else {
         // Like Go's yaml.Unmarshal, read the first document only.
+        crate::catalog::yaml_nesting::check(text.as_bytes())
+            .map_err(|deep| TemplateError::Syntax(deep.located()))?;
         match serde_yaml::Deserializer::from_str(text).next() {
             None => Value::Null,
             Some(doc) => {
