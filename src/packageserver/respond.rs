@@ -5,7 +5,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::manifest::{API_VERSION, GROUP, PackageManifest};
+use super::listed;
+use super::manifest::{GROUP, PackageManifest};
+use super::store::Visible;
 
 /// The representation a client asked for in `Accept`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +42,12 @@ impl Format {
 }
 
 pub fn json_response(status: StatusCode, body: &Value) -> Response {
-    let mut response = (status, body.to_string()).into_response();
+    json_bytes_response(status, body.to_string().into_bytes())
+}
+
+/// A body already serialized as JSON.
+pub fn json_bytes_response(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut response = (status, body).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -132,55 +139,67 @@ pub fn object(
 ) -> Value {
     match format {
         Format::Object => serde_json::to_value(manifest).unwrap_or(Value::Null),
-        Format::Metadata => partial_metadata(manifest),
-        Format::Table => table(std::slice::from_ref(&manifest), None, now, true),
+        Format::Metadata => partial_metadata(manifest, &manifest.metadata.namespace),
+        Format::Table => table(&[(manifest, &manifest.metadata.namespace)], None, now, true),
     }
 }
 
+/// A list as `format` asks, of manifests each with the namespace it is shown in. Full
+/// objects come from their pre-serialized JSON (`listed`); see `super::listed`.
 pub fn list(
-    items: &[&PackageManifest],
+    items: &[&Visible],
     resource_version: u64,
     format: Format,
     now: k8s_openapi::jiff::Timestamp,
-) -> Value {
-    match format {
-        Format::Object => json!({
-            "kind": "PackageManifestList",
-            "apiVersion": API_VERSION,
-            "metadata": {"resourceVersion": resource_version.to_string()},
-            "items": items,
-        }),
+) -> Response {
+    let shown = || -> Vec<(&PackageManifest, &str)> {
+        items
+            .iter()
+            .map(|v| (&*v.manifest, v.namespace()))
+            .collect()
+    };
+    let body = match format {
+        Format::Object => {
+            let json = listed::list_json(
+                items.iter().map(|v| (&*v.listed, v.namespace())),
+                resource_version,
+            );
+            return json_bytes_response(StatusCode::OK, json);
+        }
         Format::Metadata => json!({
             "kind": "PartialObjectMetadataList",
             "apiVersion": "meta.k8s.io/v1",
             "metadata": {"resourceVersion": resource_version.to_string()},
-            "items": items.iter().map(|m| partial_metadata(m)).collect::<Vec<_>>(),
+            "items": shown().into_iter().map(|(m, ns)| partial_metadata(m, ns)).collect::<Vec<_>>(),
         }),
-        Format::Table => table(items, Some(resource_version), now, true),
-    }
+        Format::Table => table(&shown(), Some(resource_version), now, true),
+    };
+    json_response(StatusCode::OK, &body)
 }
 
-fn partial_metadata(manifest: &PackageManifest) -> Value {
+fn partial_metadata(manifest: &PackageManifest, namespace: &str) -> Value {
+    let mut metadata = json!(manifest.metadata);
+    metadata["namespace"] = json!(namespace);
     json!({
         "kind": "PartialObjectMetadata",
         "apiVersion": "meta.k8s.io/v1",
-        "metadata": manifest.metadata,
+        "metadata": metadata,
     })
 }
 
 /// Upstream's printer: Name, Catalog (the CatalogSource's display name), Age.
 pub fn table(
-    items: &[&PackageManifest],
+    items: &[(&PackageManifest, &str)],
     resource_version: Option<u64>,
     now: k8s_openapi::jiff::Timestamp,
     with_columns: bool,
 ) -> Value {
     let rows: Vec<Value> = items
         .iter()
-        .map(|m| {
+        .map(|(m, ns)| {
             json!({
                 "cells": [m.metadata.name, m.status.catalog_source_display_name, age(m.metadata.creation_timestamp.as_deref(), now)],
-                "object": partial_metadata(m),
+                "object": partial_metadata(m, ns),
             })
         })
         .collect();

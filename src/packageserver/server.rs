@@ -21,7 +21,7 @@ use super::manifest::{API_VERSION, KIND, PackageManifest};
 use super::openapi;
 use super::respond::{self, Format};
 use super::selector::{LabelSelector, name_from_field_selector};
-use super::store::{Event, EventType, Resume, Store};
+use super::store::{Event, EventType, Resume, Store, Visible};
 
 /// How often a watch that asked for bookmarks gets one.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(15);
@@ -251,13 +251,11 @@ fn list(
         return watch_response(state, namespace, filter, format, query);
     }
     let (revision, items) = state.store.list(namespace.as_deref());
-    let items: Vec<PackageManifest> = items
+    let items: Vec<&Visible> = items
         .iter()
-        .filter(|m| filter.matches(m))
-        .map(|m| (**m).clone().without_icons())
+        .filter(|v| filter.matches(&v.manifest))
         .collect();
-    let refs: Vec<&PackageManifest> = items.iter().collect();
-    ok(&respond::list(&refs, revision, format, Timestamp::now()))
+    respond::list(&items, revision, format, Timestamp::now())
 }
 
 async fn get_one(
@@ -265,13 +263,20 @@ async fn get_one(
     Path((namespace, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    match state.store.get(&namespace, &name) {
-        Some(m) => ok(&respond::object(
-            &(*m).clone().without_icons(),
-            Format::of(&headers),
+    let Some(visible) = state.store.get(&namespace, &name) else {
+        return respond::not_found(&name);
+    };
+    match Format::of(&headers) {
+        Format::Object => {
+            let mut json = Vec::with_capacity(visible.listed.len(visible.namespace().len()));
+            visible.listed.write(visible.namespace(), &mut json);
+            respond::json_bytes_response(StatusCode::OK, json)
+        }
+        format => ok(&respond::object(
+            &visible.in_namespace(),
+            format,
             Timestamp::now(),
         )),
-        None => respond::not_found(&name),
     }
 }
 
@@ -282,7 +287,7 @@ async fn icon(
     State(state): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
-    let Some(manifest) = state.store.get(&namespace, &name) else {
+    let Some(manifest) = state.store.get(&namespace, &name).map(|v| v.manifest) else {
         return respond::not_found(&name);
     };
     let (bytes, media_type, etag) = match manifest.default_icon() {
@@ -343,8 +348,10 @@ fn watch_response(
         Start::Everything => {
             let (revision, items, receiver) =
                 state.store.snapshot_and_subscribe(namespace.as_deref());
-            let events: Vec<(EventType, Arc<PackageManifest>)> =
-                items.into_iter().map(|m| (EventType::Added, m)).collect();
+            let events: Vec<(EventType, Arc<PackageManifest>)> = items
+                .iter()
+                .map(|v| (EventType::Added, v.in_namespace()))
+                .collect();
             (events, receiver, revision)
         }
         Start::After(rv) => match state.store.resume(rv) {
@@ -458,7 +465,12 @@ impl EventWriter {
         let manifest = manifest.clone().without_icons();
         let object = match self.format {
             Format::Table => {
-                let t = respond::table(&[&manifest], None, Timestamp::now(), self.first);
+                let t = respond::table(
+                    &[(&manifest, &manifest.metadata.namespace)],
+                    None,
+                    Timestamp::now(),
+                    self.first,
+                );
                 self.first = false;
                 t
             }

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
+use super::listed::ListedJson;
 use super::manifest::{self, CatalogInfo, PackageManifest};
 use crate::resolver::input::CatalogRef;
 use crate::snapshots::CatalogSnapshots;
@@ -43,8 +44,41 @@ pub struct Event {
 
 struct Served {
     manifest: Arc<PackageManifest>,
-    /// The manifest serialized without resourceVersion: equal means unchanged.
-    fingerprint: Vec<u8>,
+    listed: Arc<ListedJson>,
+    /// SHA-256 of the manifest serialized without resourceVersion: equal means unchanged.
+    fingerprint: [u8; 32],
+}
+
+/// A served manifest as one request sees it: shared, never copied, with the namespace it is
+/// shown in (a global catalog's packages appear in the namespace asked for).
+#[derive(Clone)]
+pub struct Visible {
+    pub manifest: Arc<PackageManifest>,
+    pub listed: Arc<ListedJson>,
+    /// Set when shown in another namespace than the manifest's own.
+    shown_in: Option<Arc<str>>,
+}
+
+impl Visible {
+    pub fn namespace(&self) -> &str {
+        self.shown_in
+            .as_deref()
+            .unwrap_or(&self.manifest.metadata.namespace)
+    }
+
+    /// The manifest itself, copied into the shown namespace only when that differs.
+    pub fn in_namespace(&self) -> Arc<PackageManifest> {
+        match &self.shown_in {
+            None => Arc::clone(&self.manifest),
+            Some(ns) => Arc::new(self.manifest.in_namespace(ns)),
+        }
+    }
+}
+
+fn fingerprint(manifest: &PackageManifest) -> [u8; 32] {
+    use sha2::Digest;
+    let json = serde_json::to_vec(manifest).unwrap_or_default();
+    sha2::Sha256::digest(&json).into()
 }
 
 struct CatalogEntry {
@@ -149,7 +183,7 @@ impl Store {
                 .unwrap_or_default();
             let mut packages = BTreeMap::new();
             for (name, mut manifest) in manifests {
-                let fingerprint = serde_json::to_vec(&manifest).unwrap_or_default();
+                let fingerprint = fingerprint(&manifest);
                 match old.remove(&name) {
                     Some(previous) if previous.fingerprint == fingerprint => {
                         packages.insert(name, previous);
@@ -161,12 +195,14 @@ impl Store {
                             EventType::Added
                         };
                         manifest.metadata.resource_version = (state.revision + 1).to_string();
+                        let listed = Arc::new(ListedJson::of(&manifest));
                         let manifest = Arc::new(manifest);
                         self.emit(&mut state, type_, Arc::clone(&manifest));
                         packages.insert(
                             name,
                             Served {
                                 manifest,
+                                listed,
                                 fingerprint,
                             },
                         );
@@ -211,9 +247,45 @@ impl Store {
     /// the namespace's own catalogs first, then the global namespace's, each group by
     /// priority (highest first) then catalog name, packages by name. Global ones are
     /// rewritten into the namespace.
-    pub fn list(&self, namespace: Option<&str>) -> (u64, Vec<Arc<PackageManifest>>) {
+    pub fn list(&self, namespace: Option<&str>) -> (u64, Vec<Visible>) {
         let state = self.lock();
-        let mut out = Vec::new();
+        let out = match namespace {
+            None => state
+                .catalogs
+                .values()
+                .flat_map(|entry| entry.packages.values())
+                .map(|served| Visible {
+                    manifest: Arc::clone(&served.manifest),
+                    listed: Arc::clone(&served.listed),
+                    shown_in: None,
+                })
+                .collect(),
+            Some(ns) => {
+                let shown: Arc<str> = Arc::from(ns);
+                self.catalogs_seen_from(&state, ns)
+                    .into_iter()
+                    .flat_map(|entry| entry.packages.values())
+                    .map(|served| self.visible(served, &shown))
+                    .collect()
+            }
+        };
+        (state.revision, out)
+    }
+
+    /// The manifest `get NAME` returns in a namespace: the namespace's own catalogs first,
+    /// then the global ones (each by priority, then catalog name).
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Visible> {
+        let state = self.lock();
+        let shown: Arc<str> = Arc::from(namespace);
+        self.catalogs_seen_from(&state, namespace)
+            .into_iter()
+            .find_map(|entry| entry.packages.get(name))
+            .map(|served| self.visible(served, &shown))
+    }
+
+    /// The catalogs a namespace sees, in serving order: its own, then the global
+    /// namespace's, each group by priority (highest first) then catalog name.
+    fn catalogs_seen_from<'s>(&self, state: &'s State, ns: &str) -> Vec<&'s CatalogEntry> {
         fn by_priority(mut entries: Vec<&CatalogEntry>) -> Vec<&CatalogEntry> {
             entries.sort_by(|a, b| {
                 b.priority
@@ -222,50 +294,31 @@ impl Store {
             });
             entries
         }
-        match namespace {
-            None => {
-                for entry in state.catalogs.values() {
-                    out.extend(entry.packages.values().map(|s| Arc::clone(&s.manifest)));
-                }
-            }
-            Some(ns) => {
-                let own = by_priority(
-                    state
-                        .catalogs
-                        .values()
-                        .filter(|e| e.info.namespace == ns)
-                        .collect(),
-                );
-                let global = by_priority(
-                    state
-                        .catalogs
-                        .values()
-                        .filter(|e| {
-                            ns != self.global_namespace && e.info.namespace == self.global_namespace
-                        })
-                        .collect(),
-                );
-                for entry in own.into_iter().chain(global) {
-                    for served in entry.packages.values() {
-                        out.push(if served.manifest.metadata.namespace == ns {
-                            Arc::clone(&served.manifest)
-                        } else {
-                            Arc::new(served.manifest.in_namespace(ns))
-                        });
-                    }
-                }
-            }
-        }
-        (state.revision, out)
+        let own = by_priority(
+            state
+                .catalogs
+                .values()
+                .filter(|e| e.info.namespace == ns)
+                .collect(),
+        );
+        let global = by_priority(
+            state
+                .catalogs
+                .values()
+                .filter(|e| {
+                    ns != self.global_namespace && e.info.namespace == self.global_namespace
+                })
+                .collect(),
+        );
+        own.into_iter().chain(global).collect()
     }
 
-    /// The manifest `get NAME` returns in a namespace: the namespace's own catalogs first,
-    /// then the global ones (each in catalog-name order).
-    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<PackageManifest>> {
-        self.list(Some(namespace))
-            .1
-            .into_iter()
-            .find(|m| m.metadata.name == name)
+    fn visible(&self, served: &Served, shown: &Arc<str>) -> Visible {
+        Visible {
+            manifest: Arc::clone(&served.manifest),
+            listed: Arc::clone(&served.listed),
+            shown_in: (served.manifest.metadata.namespace != **shown).then(|| Arc::clone(shown)),
+        }
     }
 
     /// The events after `revision` and a receiver for those to come, taken together so that
@@ -294,7 +347,7 @@ impl Store {
     pub fn snapshot_and_subscribe(
         &self,
         namespace: Option<&str>,
-    ) -> (u64, Vec<Arc<PackageManifest>>, broadcast::Receiver<Event>) {
+    ) -> (u64, Vec<Visible>, broadcast::Receiver<Event>) {
         // list() takes the lock itself; subscribe first so that nothing between is lost,
         // and drop events at or below the listed revision when they arrive.
         let receiver = self.events.subscribe();
@@ -361,9 +414,9 @@ mod tests {
         store.sync(&snapshots, &sources);
         let (rev, items) = store.list(Some("team"));
         assert_eq!(rev, 1);
-        assert_eq!(items[0].metadata.namespace, "team");
-        assert_eq!(items[0].metadata.resource_version, "1");
-        assert_eq!(items[0].status.channels[0].current_csv, "p.v1.0.0");
+        assert_eq!(items[0].namespace(), "team");
+        assert_eq!(items[0].manifest.metadata.resource_version, "1");
+        assert_eq!(items[0].manifest.status.channels[0].current_csv, "p.v1.0.0");
         // Same content again: no event.
         store.sync(&snapshots, &sources);
         assert_eq!(store.revision(), 1);
@@ -412,12 +465,21 @@ mod tests {
         assert_eq!(store.list(Some("other")).1.len(), 1);
         assert_eq!(store.list(None).1.len(), 2);
         assert_eq!(
-            store.get("team", "p").unwrap().status.catalog_source,
+            store
+                .get("team", "p")
+                .unwrap()
+                .manifest
+                .status
+                .catalog_source,
             "mine"
         );
+        let global = store.get("other", "p").unwrap();
+        assert_eq!(global.manifest.status.catalog_source, "global");
+        assert_eq!(global.namespace(), "other");
+        assert_eq!(global.in_namespace().metadata.namespace, "other");
         assert_eq!(
-            store.get("other", "p").unwrap().status.catalog_source,
-            "global"
+            global.manifest.metadata.namespace, "olm",
+            "the served one is not copied"
         );
         assert!(matches!(store.resume(0).0, Resume::Events(e) if e.len() == 2));
     }
