@@ -9,8 +9,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::csv_lifecycle::get;
+use super::harness::{TestNamespace, client, kubectl};
 use super::operators::{
-    Installed, Operator, apply, condition, events_about, wait_for, wait_gone, workspace_bin,
+    Installed, Operator, Targets, apply, condition, events_about, wait_for, wait_gone,
+    workspace_bin,
 };
 use super::processes::{Process, free_port, wait_for_port};
 
@@ -163,6 +165,142 @@ async fn reverse_words_operator_manages_apps_with_the_csv_rbac() {
         log.contains("cannot list services in ") && log.contains("forbidden"),
         "{log}"
     );
+}
+
+/// MultiNamespace: the OperatorGroup targets the operator's namespace and another one. OLM
+/// copies the CSV's Role into the other and sets `olm.targetNamespaces` to both; the
+/// operator, with only that RBAC, manages apps in both and leaves a third namespace alone.
+#[tokio::test]
+async fn reverse_words_operator_watches_the_namespaces_of_a_multi_namespace_group() {
+    let client = client().await;
+    let second = TestNamespace::create(&client, "rw-second").await;
+    let outside = TestNamespace::create(&client, "rw-outside").await;
+    let olm = Installed::subscribe_to(
+        "rw-multi",
+        "reverse-words",
+        CSV,
+        Targets::OwnAnd(vec![second.name.clone()]),
+    )
+    .await;
+    let own = olm.name().to_string();
+    let watch = olm.watch_namespace();
+    let mut both = [own.clone(), second.name.clone()];
+    both.sort();
+    assert_eq!(watch, both.join(","), "olm.targetNamespaces of {CSV}");
+    let operator = Operator::start(BIN, &olm.operator_kubeconfig(), &watch);
+    operator
+        .wait_for_log(&format!("\"namespaces\":\"{watch}\""))
+        .await;
+
+    // The app outside the group is applied first: by the time the targeted ones are
+    // reconciled, a watch over it (if there were one) would have had its chance.
+    apply(&app_yaml(&outside.name, "ignored", 1));
+    apply(&app_yaml(&second.name, "there", 2));
+    apply(&app_yaml(&own, "here", 1));
+    let dp = wait_for(&second.name, "deployment/dp-there", "2 replicas", |d| {
+        d["spec"]["replicas"] == 2
+    })
+    .await;
+    assert_eq!(dp["metadata"]["ownerReferences"][0]["name"], "there");
+    let svc = get(&second.name, "service/service-there").expect("service-there exists");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
+    wait_for(
+        &second.name,
+        "reversewordsapp/there",
+        "Ready with 2 pods",
+        |a| ready(a) && pods(a) == 2,
+    )
+    .await;
+    assert!(
+        events_about(&second.name, "there")
+            .iter()
+            .any(|(reason, _)| reason == "Ready")
+    );
+    wait_for(&own, "reversewordsapp/here", "Ready with 1 pod", |a| {
+        ready(a) && pods(a) == 1
+    })
+    .await;
+
+    let ignored = get(&outside.name, "reversewordsapp/ignored").unwrap();
+    assert!(
+        ignored["metadata"]["finalizers"].is_null() && ignored["status"].is_null(),
+        "an app outside the group was touched: {ignored:#}"
+    );
+    assert!(get(&outside.name, "deployment/dp-ignored").is_none());
+    assert!(get(&outside.name, "service/service-ignored").is_none());
+
+    // Deletion in the other namespace: finalizer and children go.
+    delete_app(&second.name, "there");
+    wait_gone(&second.name, "deployment/dp-there").await;
+    wait_gone(&second.name, "service/service-there").await;
+    delete_app(&own, "here");
+    operator.assert_never_forbidden();
+}
+
+/// AllNamespaces: an OperatorGroup without targets. OLM lifts the CSV's permissions to a
+/// ClusterRole bound cluster-wide and sets `olm.targetNamespaces` to ""; the operator
+/// watches the whole cluster and manages an app in any namespace.
+#[tokio::test]
+async fn reverse_words_operator_watches_every_namespace_of_an_all_namespaces_group() {
+    let client = client().await;
+    let anywhere = TestNamespace::create(&client, "rw-anywhere").await;
+    let olm = Installed::subscribe_to("rw-all", "reverse-words", CSV, Targets::All).await;
+    let watch = olm.watch_namespace();
+    assert_eq!(watch, "", "olm.targetNamespaces of {CSV}");
+    let bindings = kubectl(
+        &[
+            "get",
+            "clusterrolebindings",
+            "-l",
+            &format!("olm.owner={CSV},olm.owner.namespace={}", olm.name()),
+            "-o",
+            "name",
+        ],
+        None,
+    )
+    .ok()
+    .stdout();
+    assert!(
+        !bindings.trim().is_empty(),
+        "no ClusterRoleBinding for {CSV}"
+    );
+    let operator = Operator::start(BIN, &olm.operator_kubeconfig(), &watch);
+    operator
+        .wait_for_log("\"namespaces\":\"all namespaces\"")
+        .await;
+
+    apply(&app_yaml(&anywhere.name, "far", 2));
+    wait_for(&anywhere.name, "deployment/dp-far", "2 replicas", |d| {
+        d["spec"]["replicas"] == 2
+    })
+    .await;
+    let svc = get(&anywhere.name, "service/service-far").expect("service-far exists");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
+    wait_for(
+        &anywhere.name,
+        "reversewordsapp/far",
+        "Ready with 2 pods",
+        |a| ready(a) && pods(a) == 2,
+    )
+    .await;
+    assert!(
+        events_about(&anywhere.name, "far")
+            .iter()
+            .any(|(reason, _)| reason == "Ready")
+    );
+    delete_app(&anywhere.name, "far");
+    wait_gone(&anywhere.name, "deployment/dp-far").await;
+    wait_gone(&anywhere.name, "service/service-far").await;
+    operator.assert_never_forbidden();
+}
+
+/// Deletes an app and waits until it is gone (its finalizer removed by the operator).
+fn delete_app(ns: &str, name: &str) {
+    kubectl(
+        &["delete", "reversewordsapp", name, "-n", ns, "--timeout=60s"],
+        None,
+    )
+    .ok();
 }
 
 async fn wait_exit(process: &mut Process) -> std::process::ExitStatus {
