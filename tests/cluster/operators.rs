@@ -277,6 +277,37 @@ impl Installed {
     }
 }
 
+impl Drop for Installed {
+    /// The finalizer of a CSV needs OLM: without this the namespace would stay Terminating
+    /// once OLM is gone, and an AllNamespaces CSV's ClusterRoles would stay behind. The
+    /// Subscriptions go first, or OLM would install the CSVs again; dependencies' CSVs
+    /// (ptemplate's KMM) go too.
+    fn drop(&mut self) {
+        let ns = self.ns.name.as_str();
+        if self.olm.is_some() {
+            for kind in ["subscriptions", "csv"] {
+                let _ = kubectl(&["delete", kind, "--all", "-n", ns, "--timeout=60s"], None);
+            }
+            return;
+        }
+        let csvs = kubectl(&["get", "csv", "-n", ns, "-o", "name"], None).stdout();
+        for csv in csvs.lines() {
+            let _ = kubectl(
+                &[
+                    "patch",
+                    csv,
+                    "-n",
+                    ns,
+                    "--type=merge",
+                    "-p",
+                    r#"{"metadata":{"finalizers":null}}"#,
+                ],
+                None,
+            );
+        }
+    }
+}
+
 pub fn apply(yaml: &str) {
     kubectl(&["apply", "-f", "-"], Some(yaml)).ok();
 }

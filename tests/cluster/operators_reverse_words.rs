@@ -58,7 +58,8 @@ async fn reverse_words_operator_manages_apps_with_the_csv_rbac() {
         "quay.io/olm-rs/reverse-words-app:v0.5.0"
     );
     assert_eq!(container["ports"][0]["containerPort"], 8080);
-    let svc = get(&ns, "service/service-demo").expect("service-demo exists");
+    // The Service is applied after the Deployment.
+    let svc = wait_for(&ns, "service/service-demo", "created", |_| true).await;
     assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
     assert_eq!(svc["spec"]["selector"]["app"], "demo");
 
@@ -165,13 +166,14 @@ async fn reverse_words_operator_manages_apps_with_the_csv_rbac() {
         log.contains("cannot list services in ") && log.contains("forbidden"),
         "{log}"
     );
-    // No operator is left to remove the finalizer: done by hand, or the namespace would
-    // stay Terminating.
+    // No operator is left to remove the finalizer: done by hand, and the app deleted while
+    // this test holds the apps lock (an operator over all namespaces would take it over).
     kubectl_patch(
         &ns,
         "reversewordsapp/second",
         r#"{"metadata":{"finalizers":null}}"#,
     );
+    super::harness::kubectl(&["delete", "reversewordsapp", "second", "-n", &ns], None).ok();
 }
 
 /// MultiNamespace: the OperatorGroup targets the operator's namespace and another one. OLM
@@ -209,7 +211,7 @@ async fn reverse_words_operator_watches_the_namespaces_of_a_multi_namespace_grou
     })
     .await;
     assert_eq!(dp["metadata"]["ownerReferences"][0]["name"], "there");
-    let svc = get(&second.name, "service/service-there").expect("service-there exists");
+    let svc = wait_for(&second.name, "service/service-there", "created", |_| true).await;
     assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
     wait_for(
         &second.name,
@@ -241,6 +243,8 @@ async fn reverse_words_operator_watches_the_namespaces_of_a_multi_namespace_grou
     wait_gone(&second.name, "deployment/dp-there").await;
     wait_gone(&second.name, "service/service-there").await;
     delete_app(&own, "here");
+    // While this test holds the apps lock: see `reverse_words_apps_lock`.
+    delete_app(&outside.name, "ignored");
     operator.assert_never_forbidden();
 }
 
@@ -281,7 +285,7 @@ async fn reverse_words_operator_watches_every_namespace_of_an_all_namespaces_gro
         d["spec"]["replicas"] == 2
     })
     .await;
-    let svc = get(&anywhere.name, "service/service-far").expect("service-far exists");
+    let svc = wait_for(&anywhere.name, "service/service-far", "created", |_| true).await;
     assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
     wait_for(
         &anywhere.name,
