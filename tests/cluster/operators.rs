@@ -39,6 +39,8 @@ pub enum Targets {
     Own,
     /// Its own namespace and these others (MultiNamespace).
     OwnAnd(Vec<String>),
+    /// These namespaces, not its own (SingleNamespace for one).
+    Others(Vec<String>),
     /// Every namespace (AllNamespaces): neither targetNamespaces nor a selector.
     All,
 }
@@ -51,6 +53,7 @@ impl Targets {
             Targets::OwnAnd(others) => {
                 format!("  targetNamespaces: [{own}, {}]\n", others.join(", "))
             }
+            Targets::Others(others) => format!("  targetNamespaces: [{}]\n", others.join(", ")),
             Targets::All => "  {}\n".to_string(),
         }
     }

@@ -248,6 +248,49 @@ async fn reverse_words_operator_watches_the_namespaces_of_a_multi_namespace_grou
     operator.assert_never_forbidden();
 }
 
+/// SingleNamespace: the OperatorGroup targets one namespace, not the operator's own. The
+/// operator manages apps there; one in its own namespace is left alone although the CSV's
+/// Role there would allow it: WATCH_NAMESPACE, not RBAC, decides.
+#[tokio::test]
+async fn reverse_words_operator_watches_only_the_target_of_a_single_namespace_group() {
+    let client = client().await;
+    let target = TestNamespace::create(&client, "rw-target").await;
+    let olm = Installed::subscribe_to(
+        "rw-single",
+        "reverse-words",
+        CSV,
+        Targets::Others(vec![target.name.clone()]),
+    )
+    .await;
+    let own = olm.name().to_string();
+    let watch = olm.watch_namespace();
+    assert_eq!(watch, target.name, "olm.targetNamespaces of {CSV}");
+    let operator = Operator::start(BIN, &olm.operator_kubeconfig(), &watch);
+
+    apply(&app_yaml(&own, "unwatched", 1));
+    apply(&app_yaml(&target.name, "watched", 1));
+    wait_for(
+        &target.name,
+        "reversewordsapp/watched",
+        "Ready with 1 pod",
+        |a| ready(a) && pods(a) == 1,
+    )
+    .await;
+    wait_for(&target.name, "service/service-watched", "created", |_| true).await;
+    let unwatched = get(&own, "reversewordsapp/unwatched").unwrap();
+    assert!(
+        unwatched["metadata"]["finalizers"].is_null() && unwatched["status"].is_null(),
+        "an app outside the target namespace was touched: {unwatched:#}"
+    );
+    assert!(get(&own, "deployment/dp-unwatched").is_none());
+
+    delete_app(&target.name, "watched");
+    wait_gone(&target.name, "deployment/dp-watched").await;
+    // While this test holds the apps lock: see `reverse_words_apps_lock`.
+    delete_app(&own, "unwatched");
+    operator.assert_never_forbidden();
+}
+
 /// AllNamespaces: an OperatorGroup without targets. OLM lifts the CSV's permissions to a
 /// ClusterRole bound cluster-wide and sets `olm.targetNamespaces` to ""; the operator
 /// watches the whole cluster and manages an app in any namespace.
