@@ -227,3 +227,26 @@ pub fn operator_crds_lock() -> std::fs::File {
         .expect("locking target/cluster/operator-crds.lock");
     file
 }
+
+/// A reverse-words operator watching all namespaces reconciles every `ReverseWordsApp` of
+/// the cluster, other tests' too (it would add its finalizer, or heal what a test breaks on
+/// purpose). Tests that create such apps hold this lock shared; the one that runs the
+/// operator over all namespaces holds it exclusively. No test holds it together with
+/// [`operator_crds_lock`], so there is no lock order to get wrong.
+pub fn reverse_words_apps_lock(exclusive: bool) -> std::fs::File {
+    let dir = repo_root().join("target/cluster");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("reverse-words-apps.lock"))
+        .unwrap();
+    if exclusive {
+        file.lock()
+    } else {
+        file.lock_shared()
+    }
+    .expect("locking target/cluster/reverse-words-apps.lock");
+    file
+}

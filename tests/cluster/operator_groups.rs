@@ -82,6 +82,8 @@ async fn a_replacement_adopts_the_deployment_and_the_old_csv_goes() {
 
 #[tokio::test]
 async fn deletion_removes_cluster_rbac_and_copies_but_keeps_crds_and_crs() {
+    // It keeps a ReverseWordsApp: no reverse-words operator over all namespaces may take it.
+    let _apps = super::harness::reverse_words_apps_lock(false);
     install_crds();
     let client = client().await;
     let ns = TestNamespace::create(&client, "csv-delete").await;

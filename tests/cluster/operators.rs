@@ -16,7 +16,7 @@ use super::catalog_sources::{catalog_source_yaml, wait_for_state};
 use super::csv_lifecycle::{get, wait_for_phase};
 use super::harness::{
     TestNamespace, client, eventually, install_crds, kubectl, olm_bin, operator_crds_lock,
-    repo_root,
+    repo_root, reverse_words_apps_lock,
 };
 use super::processes::{OlmRun, Process, free_port, http_get, olm_serve, wait_for_port};
 
@@ -33,6 +33,32 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     path
 }
 
+/// The namespaces the OperatorGroup of an installed operator targets.
+pub enum Targets {
+    /// Its own namespace (OwnNamespace).
+    Own,
+    /// Its own namespace and these others (MultiNamespace).
+    OwnAnd(Vec<String>),
+    /// These namespaces, not its own (SingleNamespace for one).
+    Others(Vec<String>),
+    /// Every namespace (AllNamespaces): neither targetNamespaces nor a selector.
+    All,
+}
+
+impl Targets {
+    /// The OperatorGroup's spec, as YAML under `spec:`.
+    fn spec_yaml(&self, own: &str) -> String {
+        match self {
+            Targets::Own => format!("  targetNamespaces: [{own}]\n"),
+            Targets::OwnAnd(others) => {
+                format!("  targetNamespaces: [{own}, {}]\n", others.join(", "))
+            }
+            Targets::Others(others) => format!("  targetNamespaces: [{}]\n", others.join(", ")),
+            Targets::All => "  {}\n".to_string(),
+        }
+    }
+}
+
 /// An operator's bundle installed by OLM in a namespace of its own.
 pub struct Installed {
     pub ns: TestNamespace,
@@ -42,12 +68,21 @@ pub struct Installed {
     pub csv: String,
     /// The newest CRDs stay in place for the whole test (see `operator_crds_lock`).
     _crds: Option<std::fs::File>,
+    /// See `reverse_words_apps_lock`.
+    _apps: Option<std::fs::File>,
 }
 
 impl Installed {
     /// Subscribes to `package` (default channel) from our catalog and waits until `csv`
-    /// has Succeeded.
+    /// has Succeeded, with an OperatorGroup targeting the operator's own namespace.
     pub async fn subscribe(test: &str, package: &str, csv: &str) -> Installed {
+        Self::subscribe_to(test, package, csv, Targets::Own).await
+    }
+
+    /// As [`Installed::subscribe`], with an OperatorGroup targeting `targets`.
+    pub async fn subscribe_to(test: &str, package: &str, csv: &str, targets: Targets) -> Installed {
+        let apps = (package == "reverse-words")
+            .then(|| reverse_words_apps_lock(matches!(targets, Targets::All)));
         let crds = ["at", "ptemplate"]
             .contains(&package)
             .then(operator_crds_lock);
@@ -70,7 +105,13 @@ impl Installed {
         let ns = TestNamespace::create(&client, test).await;
         let port = free_port();
         let server = olm_serve(&repo_root().join("catalog"), port);
-        let olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+        // Copies of an AllNamespaces CSV would go into every namespace of the shared test
+        // cluster; they have tests of their own (operator_groups.rs).
+        let flags: &[&str] = match targets {
+            Targets::All => &["--leader-elect=false", "--disable-copied-csvs"],
+            _ => &["--leader-elect=false"],
+        };
+        let olm = OlmRun::start(&ns.name, flags);
         apply(&catalog_source_yaml(
             &ns.name,
             "operators",
@@ -79,8 +120,9 @@ impl Installed {
         ));
         wait_for_state(&ns.name, "operators", "READY");
         apply(&format!(
-            "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\n  namespace: {0}\nspec:\n  targetNamespaces: [{0}]\n",
-            ns.name
+            "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\n  namespace: {}\nspec:\n{}",
+            ns.name,
+            targets.spec_yaml(&ns.name)
         ));
         apply(&format!(
             "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: {package}\n  namespace: {0}\nspec:\n  name: {package}\n  source: operators\n  sourceNamespace: {0}\n",
@@ -97,6 +139,7 @@ impl Installed {
             _server: server,
             csv: csv.to_string(),
             _crds: crds,
+            _apps: apps,
         }
     }
 
@@ -110,6 +153,37 @@ impl Installed {
         csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["serviceAccountName"]
             .as_str()
             .unwrap()
+            .to_string()
+    }
+
+    /// WATCH_NAMESPACE as the operator's pod gets it: the env of the container in the
+    /// Deployment OLM made, a `fieldRef` followed to the pod template's annotation (our CSVs
+    /// pass `olm.targetNamespaces` on this way).
+    pub fn watch_namespace(&self) -> String {
+        let csv = get(self.name(), &format!("csv/{}", self.csv)).unwrap();
+        let name = csv["spec"]["install"]["spec"]["deployments"][0]["name"]
+            .as_str()
+            .unwrap();
+        let deployment = get(self.name(), &format!("deployment/{name}"))
+            .unwrap_or_else(|| panic!("OLM made no Deployment {name} for {}", self.csv));
+        let template = &deployment["spec"]["template"];
+        let env = template["spec"]["containers"][0]["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"] == "WATCH_NAMESPACE")
+            .unwrap_or_else(|| panic!("no WATCH_NAMESPACE in {name}: {template:#}"));
+        if let Some(value) = env["value"].as_str() {
+            return value.to_string();
+        }
+        let path = env["valueFrom"]["fieldRef"]["fieldPath"].as_str().unwrap();
+        let annotation = path
+            .strip_prefix("metadata.annotations['")
+            .and_then(|p| p.strip_suffix("']"))
+            .unwrap_or_else(|| panic!("WATCH_NAMESPACE of {name} from {path}"));
+        template["metadata"]["annotations"][annotation]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {annotation} on the pods of {name}: {template:#}"))
             .to_string()
     }
 
@@ -206,6 +280,37 @@ impl Installed {
     }
 }
 
+impl Drop for Installed {
+    /// The finalizer of a CSV needs OLM: without this the namespace would stay Terminating
+    /// once OLM is gone, and an AllNamespaces CSV's ClusterRoles would stay behind. The
+    /// Subscriptions go first, or OLM would install the CSVs again; dependencies' CSVs
+    /// (ptemplate's KMM) go too.
+    fn drop(&mut self) {
+        let ns = self.ns.name.as_str();
+        if self.olm.is_some() {
+            for kind in ["subscriptions", "csv"] {
+                let _ = kubectl(&["delete", kind, "--all", "-n", ns, "--timeout=60s"], None);
+            }
+            return;
+        }
+        let csvs = kubectl(&["get", "csv", "-n", ns, "-o", "name"], None).stdout();
+        for csv in csvs.lines() {
+            let _ = kubectl(
+                &[
+                    "patch",
+                    csv,
+                    "-n",
+                    ns,
+                    "--type=merge",
+                    "-p",
+                    r#"{"metadata":{"finalizers":null}}"#,
+                ],
+                None,
+            );
+        }
+    }
+}
+
 pub fn apply(yaml: &str) {
     kubectl(&["apply", "-f", "-"], Some(yaml)).ok();
 }
@@ -260,11 +365,16 @@ impl Operator {
         }
     }
 
-    /// Panics when the operator logged a permission error: its RBAC is short.
+    /// Panics when the operator logged a permission error: its RBAC is short. A namespace
+    /// being deleted refuses new objects as Forbidden too; that is no RBAC error (an operator
+    /// over all namespaces meets the namespaces of tests that just ended).
     pub fn assert_never_forbidden(&self) {
         let log = self.process.log_text();
         assert!(
-            !log.to_lowercase().contains("forbidden"),
+            !log.lines().any(|line| {
+                line.to_lowercase().contains("forbidden")
+                    && !line.contains("because it is being terminated")
+            }),
             "{} was refused something its CSV should grant:\n{log}",
             self.process.name
         );

@@ -9,8 +9,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::csv_lifecycle::get;
+use super::harness::{TestNamespace, client, kubectl};
 use super::operators::{
-    Installed, Operator, apply, condition, events_about, wait_for, wait_gone, workspace_bin,
+    Installed, Operator, Targets, apply, condition, events_about, wait_for, wait_gone,
+    workspace_bin,
 };
 use super::processes::{Process, free_port, wait_for_port};
 
@@ -56,7 +58,8 @@ async fn reverse_words_operator_manages_apps_with_the_csv_rbac() {
         "quay.io/olm-rs/reverse-words-app:v0.5.0"
     );
     assert_eq!(container["ports"][0]["containerPort"], 8080);
-    let svc = get(&ns, "service/service-demo").expect("service-demo exists");
+    // The Service is applied after the Deployment.
+    let svc = wait_for(&ns, "service/service-demo", "created", |_| true).await;
     assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
     assert_eq!(svc["spec"]["selector"]["app"], "demo");
 
@@ -163,6 +166,195 @@ async fn reverse_words_operator_manages_apps_with_the_csv_rbac() {
         log.contains("cannot list services in ") && log.contains("forbidden"),
         "{log}"
     );
+    // No operator is left to remove the finalizer: done by hand, and the app deleted while
+    // this test holds the apps lock (an operator over all namespaces would take it over).
+    kubectl_patch(
+        &ns,
+        "reversewordsapp/second",
+        r#"{"metadata":{"finalizers":null}}"#,
+    );
+    super::harness::kubectl(&["delete", "reversewordsapp", "second", "-n", &ns], None).ok();
+}
+
+/// MultiNamespace: the OperatorGroup targets the operator's namespace and another one. OLM
+/// copies the CSV's Role into the other and sets `olm.targetNamespaces` to both; the
+/// operator, with only that RBAC, manages apps in both and leaves a third namespace alone.
+#[tokio::test]
+async fn reverse_words_operator_watches_the_namespaces_of_a_multi_namespace_group() {
+    let client = client().await;
+    let second = TestNamespace::create(&client, "rw-second").await;
+    let outside = TestNamespace::create(&client, "rw-outside").await;
+    let olm = Installed::subscribe_to(
+        "rw-multi",
+        "reverse-words",
+        CSV,
+        Targets::OwnAnd(vec![second.name.clone()]),
+    )
+    .await;
+    let own = olm.name().to_string();
+    let watch = olm.watch_namespace();
+    let mut both = [own.clone(), second.name.clone()];
+    both.sort();
+    assert_eq!(watch, both.join(","), "olm.targetNamespaces of {CSV}");
+    let operator = Operator::start(BIN, &olm.operator_kubeconfig(), &watch);
+    operator
+        .wait_for_log(&format!("\"namespaces\":\"{watch}\""))
+        .await;
+
+    // The app outside the group is applied first: by the time the targeted ones are
+    // reconciled, a watch over it (if there were one) would have had its chance.
+    apply(&app_yaml(&outside.name, "ignored", 1));
+    apply(&app_yaml(&second.name, "there", 2));
+    apply(&app_yaml(&own, "here", 1));
+    let dp = wait_for(&second.name, "deployment/dp-there", "2 replicas", |d| {
+        d["spec"]["replicas"] == 2
+    })
+    .await;
+    assert_eq!(dp["metadata"]["ownerReferences"][0]["name"], "there");
+    let svc = wait_for(&second.name, "service/service-there", "created", |_| true).await;
+    assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
+    wait_for(
+        &second.name,
+        "reversewordsapp/there",
+        "Ready with 2 pods",
+        |a| ready(a) && pods(a) == 2,
+    )
+    .await;
+    assert!(
+        events_about(&second.name, "there")
+            .iter()
+            .any(|(reason, _)| reason == "Ready")
+    );
+    wait_for(&own, "reversewordsapp/here", "Ready with 1 pod", |a| {
+        ready(a) && pods(a) == 1
+    })
+    .await;
+
+    let ignored = get(&outside.name, "reversewordsapp/ignored").unwrap();
+    assert!(
+        ignored["metadata"]["finalizers"].is_null() && ignored["status"].is_null(),
+        "an app outside the group was touched: {ignored:#}"
+    );
+    assert!(get(&outside.name, "deployment/dp-ignored").is_none());
+    assert!(get(&outside.name, "service/service-ignored").is_none());
+
+    // Deletion in the other namespace: finalizer and children go.
+    delete_app(&second.name, "there");
+    wait_gone(&second.name, "deployment/dp-there").await;
+    wait_gone(&second.name, "service/service-there").await;
+    delete_app(&own, "here");
+    // While this test holds the apps lock: see `reverse_words_apps_lock`.
+    delete_app(&outside.name, "ignored");
+    operator.assert_never_forbidden();
+}
+
+/// SingleNamespace: the OperatorGroup targets one namespace, not the operator's own. The
+/// operator manages apps there; one in its own namespace is left alone although the CSV's
+/// Role there would allow it: WATCH_NAMESPACE, not RBAC, decides.
+#[tokio::test]
+async fn reverse_words_operator_watches_only_the_target_of_a_single_namespace_group() {
+    let client = client().await;
+    let target = TestNamespace::create(&client, "rw-target").await;
+    let olm = Installed::subscribe_to(
+        "rw-single",
+        "reverse-words",
+        CSV,
+        Targets::Others(vec![target.name.clone()]),
+    )
+    .await;
+    let own = olm.name().to_string();
+    let watch = olm.watch_namespace();
+    assert_eq!(watch, target.name, "olm.targetNamespaces of {CSV}");
+    let operator = Operator::start(BIN, &olm.operator_kubeconfig(), &watch);
+
+    apply(&app_yaml(&own, "unwatched", 1));
+    apply(&app_yaml(&target.name, "watched", 1));
+    wait_for(
+        &target.name,
+        "reversewordsapp/watched",
+        "Ready with 1 pod",
+        |a| ready(a) && pods(a) == 1,
+    )
+    .await;
+    wait_for(&target.name, "service/service-watched", "created", |_| true).await;
+    let unwatched = get(&own, "reversewordsapp/unwatched").unwrap();
+    assert!(
+        unwatched["metadata"]["finalizers"].is_null() && unwatched["status"].is_null(),
+        "an app outside the target namespace was touched: {unwatched:#}"
+    );
+    assert!(get(&own, "deployment/dp-unwatched").is_none());
+
+    delete_app(&target.name, "watched");
+    wait_gone(&target.name, "deployment/dp-watched").await;
+    // While this test holds the apps lock: see `reverse_words_apps_lock`.
+    delete_app(&own, "unwatched");
+    operator.assert_never_forbidden();
+}
+
+/// AllNamespaces: an OperatorGroup without targets. OLM lifts the CSV's permissions to a
+/// ClusterRole bound cluster-wide and sets `olm.targetNamespaces` to ""; the operator
+/// watches the whole cluster and manages an app in any namespace.
+#[tokio::test]
+async fn reverse_words_operator_watches_every_namespace_of_an_all_namespaces_group() {
+    let client = client().await;
+    let anywhere = TestNamespace::create(&client, "rw-anywhere").await;
+    let olm = Installed::subscribe_to("rw-all", "reverse-words", CSV, Targets::All).await;
+    let watch = olm.watch_namespace();
+    assert_eq!(watch, "", "olm.targetNamespaces of {CSV}");
+    let bindings = kubectl(
+        &[
+            "get",
+            "clusterrolebindings",
+            "-l",
+            &format!("olm.owner={CSV},olm.owner.namespace={}", olm.name()),
+            "-o",
+            "name",
+        ],
+        None,
+    )
+    .ok()
+    .stdout();
+    assert!(
+        !bindings.trim().is_empty(),
+        "no ClusterRoleBinding for {CSV}"
+    );
+    let operator = Operator::start(BIN, &olm.operator_kubeconfig(), &watch);
+    operator
+        .wait_for_log("\"namespaces\":\"all namespaces\"")
+        .await;
+
+    apply(&app_yaml(&anywhere.name, "far", 2));
+    wait_for(&anywhere.name, "deployment/dp-far", "2 replicas", |d| {
+        d["spec"]["replicas"] == 2
+    })
+    .await;
+    let svc = wait_for(&anywhere.name, "service/service-far", "created", |_| true).await;
+    assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
+    wait_for(
+        &anywhere.name,
+        "reversewordsapp/far",
+        "Ready with 2 pods",
+        |a| ready(a) && pods(a) == 2,
+    )
+    .await;
+    assert!(
+        events_about(&anywhere.name, "far")
+            .iter()
+            .any(|(reason, _)| reason == "Ready")
+    );
+    delete_app(&anywhere.name, "far");
+    wait_gone(&anywhere.name, "deployment/dp-far").await;
+    wait_gone(&anywhere.name, "service/service-far").await;
+    operator.assert_never_forbidden();
+}
+
+/// Deletes an app and waits until it is gone (its finalizer removed by the operator).
+fn delete_app(ns: &str, name: &str) {
+    kubectl(
+        &["delete", "reversewordsapp", name, "-n", ns, "--timeout=60s"],
+        None,
+    )
+    .ok();
 }
 
 async fn wait_exit(process: &mut Process) -> std::process::ExitStatus {
