@@ -215,17 +215,22 @@ where
 /// order to get wrong), on a file, so it holds across the processes of `cargo nextest` too.
 /// Never take it twice in one test: it is not re-entrant.
 pub fn operator_crds_lock() -> std::fs::File {
-    let dir = repo_root().join("target/cluster");
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join("operator-crds.lock"))
-        .unwrap();
+    let file = lock_file("operator-crds.lock");
     file.lock()
         .expect("locking target/cluster/operator-crds.lock");
     file
+}
+
+/// A lock file under target/cluster, shared by every test process of this checkout.
+fn lock_file(name: &str) -> std::fs::File {
+    let dir = repo_root().join("target/cluster");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(name))
+        .unwrap()
 }
 
 /// A reverse-words operator watching all namespaces reconciles every `ReverseWordsApp` of
@@ -234,14 +239,7 @@ pub fn operator_crds_lock() -> std::fs::File {
 /// operator over all namespaces holds it exclusively. No test holds it together with
 /// [`operator_crds_lock`], so there is no lock order to get wrong.
 pub fn reverse_words_apps_lock(exclusive: bool) -> std::fs::File {
-    let dir = repo_root().join("target/cluster");
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join("reverse-words-apps.lock"))
-        .unwrap();
+    let file = lock_file("reverse-words-apps.lock");
     if exclusive {
         file.lock()
     } else {

@@ -25,6 +25,33 @@ fn app_yaml(ns: &str, name: &str, replicas: u32) -> String {
     )
 }
 
+/// The app `name` in `ns` got its Deployment (owned, `replicas`), its Service on 8080, a
+/// Ready status with that many pods and a Ready Event.
+async fn expect_served(ns: &str, name: &str, replicas: usize) {
+    let dp = wait_for(
+        ns,
+        &format!("deployment/dp-{name}"),
+        "the replicas asked",
+        |d| d["spec"]["replicas"] == replicas,
+    )
+    .await;
+    assert_eq!(dp["metadata"]["ownerReferences"][0]["name"], name);
+    let svc = wait_for(ns, &format!("service/service-{name}"), "created", |_| true).await;
+    assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
+    wait_for(
+        ns,
+        &format!("reversewordsapp/{name}"),
+        "Ready with its pods",
+        |a| ready(a) && pods(a) == replicas,
+    )
+    .await;
+    assert!(
+        events_about(ns, name)
+            .iter()
+            .any(|(reason, _)| reason == "Ready")
+    );
+}
+
 fn ready(app: &Value) -> bool {
     condition(app, "Ready").is_some_and(|c| c["status"] == "True")
         && condition(app, "ReverseWordsDeploymentNotReady").is_some_and(|c| c["status"] == "False")
@@ -206,25 +233,7 @@ async fn reverse_words_operator_watches_the_namespaces_of_a_multi_namespace_grou
     apply(&app_yaml(&outside.name, "ignored", 1));
     apply(&app_yaml(&second.name, "there", 2));
     apply(&app_yaml(&own, "here", 1));
-    let dp = wait_for(&second.name, "deployment/dp-there", "2 replicas", |d| {
-        d["spec"]["replicas"] == 2
-    })
-    .await;
-    assert_eq!(dp["metadata"]["ownerReferences"][0]["name"], "there");
-    let svc = wait_for(&second.name, "service/service-there", "created", |_| true).await;
-    assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
-    wait_for(
-        &second.name,
-        "reversewordsapp/there",
-        "Ready with 2 pods",
-        |a| ready(a) && pods(a) == 2,
-    )
-    .await;
-    assert!(
-        events_about(&second.name, "there")
-            .iter()
-            .any(|(reason, _)| reason == "Ready")
-    );
+    expect_served(&second.name, "there", 2).await;
     wait_for(&own, "reversewordsapp/here", "Ready with 1 pod", |a| {
         ready(a) && pods(a) == 1
     })
@@ -324,24 +333,7 @@ async fn reverse_words_operator_watches_every_namespace_of_an_all_namespaces_gro
         .await;
 
     apply(&app_yaml(&anywhere.name, "far", 2));
-    wait_for(&anywhere.name, "deployment/dp-far", "2 replicas", |d| {
-        d["spec"]["replicas"] == 2
-    })
-    .await;
-    let svc = wait_for(&anywhere.name, "service/service-far", "created", |_| true).await;
-    assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
-    wait_for(
-        &anywhere.name,
-        "reversewordsapp/far",
-        "Ready with 2 pods",
-        |a| ready(a) && pods(a) == 2,
-    )
-    .await;
-    assert!(
-        events_about(&anywhere.name, "far")
-            .iter()
-            .any(|(reason, _)| reason == "Ready")
-    );
+    expect_served(&anywhere.name, "far", 2).await;
     delete_app(&anywhere.name, "far");
     wait_gone(&anywhere.name, "deployment/dp-far").await;
     wait_gone(&anywhere.name, "service/service-far").await;
