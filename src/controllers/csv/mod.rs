@@ -961,7 +961,15 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         watcher(
             Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client.clone()),
             config().labels(COPIED_FROM_LABEL),
-        ),
+        )
+        // One per operator and namespace: keep only what the copier reads (names, labels,
+        // the hash annotation), not the source's annotations and managed fields again.
+        .modify(|copy: &mut PartialObjectMeta<ClusterServiceVersion>| {
+            copy.metadata.managed_fields = None;
+            if let Some(annotations) = copy.metadata.annotations.as_mut() {
+                annotations.retain(|key, _| key == copies::COPIED_HASH_ANNOTATION);
+            }
+        }),
     )
     .default_backoff()
     .touched_objects();

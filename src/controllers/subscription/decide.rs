@@ -23,7 +23,7 @@ use crate::resolver::{
 /// Upstream's CSV annotation carrying the bundle's properties (`olm.package` among them).
 pub const ANNOTATION_PROPERTIES: &str = "operatorframework.io/properties";
 /// Label of the copies of a CSV in target namespaces; copies are not installs.
-pub const LABEL_COPIED_FROM: &str = "olm.copiedFrom";
+pub const LABEL_COPIED_FROM: &str = crate::api::COPIED_FROM_LABEL;
 /// OperatorGroup annotation: resolve against the namespace's own catalogs only.
 pub const ANNOTATION_EXCLUDE_GLOBAL: &str =
     "olm.operatorframework.io/exclude-global-namespace-resolution";

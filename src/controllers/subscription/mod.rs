@@ -830,11 +830,18 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
             Some(ns) => Api::namespaced(shared.client.clone(), ns),
             None => Api::all(shared.client.clone()),
         };
+    // Copied CSVs are never installed CSVs to the resolver, and there may be one per
+    // operator and namespace: holding them would cost more than everything else together.
     let (csvs, writer) = reflector::store();
     let csv_events = triggers::phase_changes(
         reflector::reflector(
             writer,
-            watcher(csv_api, watcher::Config::default().any_semantic()),
+            watcher(
+                csv_api,
+                watcher::Config::default()
+                    .labels(&format!("!{}", decide::LABEL_COPIED_FROM))
+                    .any_semantic(),
+            ),
         )
         .default_backoff(),
     );
