@@ -6,7 +6,7 @@ fn main() -> std::process::ExitCode {
     match olm::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", olm::cli::error_line(&err));
             std::process::ExitCode::FAILURE
         }
     }

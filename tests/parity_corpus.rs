@@ -106,6 +106,61 @@ fn related_images_with_an_empty_image_are_kept() {
     );
 }
 
+/// ...and a catalog holding them validates (as opm validate accepts it), with a warning
+/// that names the related image.
+#[test]
+fn related_images_with_an_empty_image_are_a_warning_not_an_error() {
+    let b = render(&corpus(
+        "empty-related-images",
+        "3scale-community-operator-0.5.1",
+    ));
+    let config = olm::catalog::fbc::DeclarativeConfig {
+        packages: vec![
+            serde_json::from_value(json!({"schema": "olm.package", "name": b.package, "defaultChannel": "stable"}))
+                .unwrap(),
+        ],
+        channels: vec![
+            serde_json::from_value(json!({"schema": "olm.channel", "name": "stable", "package": b.package, "entries": [{"name": b.name}]}))
+                .unwrap(),
+        ],
+        bundles: vec![b.clone()],
+        ..Default::default()
+    };
+    let problems = olm::catalog::validate::validate(&config);
+    assert!(problems.is_empty(), "{problems:?}");
+    let warnings = olm::catalog::validate::warnings(&config);
+    assert!(
+        warnings.iter().any(|w| w
+            .to_string()
+            .contains("related image \"mysql-57-rhel7\" has an empty image")),
+        "{warnings:?}"
+    );
+}
+
+/// community-trivy-operator 2.1.1 keeps two Services in one manifest file: opm decodes one
+/// object per file, so only the first is part of the bundle; the render says so, naming
+/// the file.
+#[test]
+fn only_the_first_document_of_a_manifest_file_is_part_of_the_bundle() {
+    let dir = corpus("multi-document-manifests", "community-trivy-operator-2.1.1");
+    let b = render(&dir);
+    let services: Vec<String> = b
+        .properties_of(PROP_BUNDLE_OBJECT)
+        .map(|v| decode_bundle_object(v).unwrap())
+        .filter(|o| o["kind"] == "Service")
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(services, ["trivy-operator"]);
+    let out = olm_cli(&["catalog", "render", dir.to_str().unwrap()]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("trivy-operator.service.yaml")
+            && stderr.contains("holds 2 YAML documents; only the first is part of the bundle"),
+        "{stderr}"
+    );
+}
+
 /// eventing-kogito 1.1.0's `dependencies.yaml` is malformed at line 22: the bundle renders
 /// without its dependencies (as opm renders it) with a warning naming file and line, and
 /// `--strict` refuses it.

@@ -30,7 +30,7 @@ fn main() -> ExitCode {
     match olm::registry::run(&args.dir, SocketAddr::new(args.address, args.port)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", olm::cli::error_line(&err));
             ExitCode::FAILURE
         }
     }

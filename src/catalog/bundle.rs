@@ -259,10 +259,23 @@ pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
     }
     files.sort();
     let mut manifests = Vec::new();
+    let mut warnings = Vec::new();
     for file in files {
         let text = read_text(&file)?;
         let docs = parse_documents(&file, &text).map_err(|e| invalid(&file, e.to_string()))?;
-        for object in docs {
+        // opm decodes one object per manifest file: later documents are not part of the
+        // bundle it renders (nor of what upstream installs). Same here, said out loud.
+        if docs.len() > 1 {
+            warnings.push(BundleProblem {
+                file: file.clone(),
+                message: format!(
+                    "holds {} YAML documents; only the first is part of the bundle, as opm \
+                     reads manifests (split the others into files of their own)",
+                    docs.len()
+                ),
+            });
+        }
+        if let Some(object) = docs.into_iter().next() {
             if !object.is_object() {
                 return Err(invalid(&file, "a manifest must be a Kubernetes object"));
             }
@@ -279,13 +292,14 @@ pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
         "metadata/",
     )?;
     let metadata = read_metadata(&metadata_dir)?;
+    warnings.extend(metadata.warnings);
     Ok(BundleDir {
         path: dir.to_path_buf(),
         annotations,
         manifests,
         dependencies: metadata.dependencies,
         properties: metadata.properties,
-        warnings: metadata.warnings,
+        warnings,
     })
 }
 

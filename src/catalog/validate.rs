@@ -375,7 +375,9 @@ pub fn validate(config: &DeclarativeConfig) -> Vec<Problem> {
                     format!("image {:?}: {e}", b.image),
                 );
             }
-            for r in &b.related_images {
+            // An empty related image is kept (as opm renders it) and only warned about:
+            // opm validate accepts it.
+            for r in b.related_images.iter().filter(|r| !r.image.is_empty()) {
                 if let Err(e) = check_image_reference(&r.image) {
                     report.add(
                         package,
@@ -632,7 +634,8 @@ fn check_icon_data(icon: &Icon) -> Result<(), String> {
 
 /// Checks opm does not make (its icon checks are disabled upstream, as production catalogs
 /// fail them), reported as warnings so authors still learn about them: an icon whose data
-/// is not an image of a known type, or whose mediatype does not match the data.
+/// is not an image of a known type, or whose mediatype does not match the data; a related
+/// image with no image (nothing to mirror or pull).
 pub fn warnings(config: &DeclarativeConfig) -> Vec<Problem> {
     let mut report = Report {
         problems: Vec::new(),
@@ -642,6 +645,17 @@ pub fn warnings(config: &DeclarativeConfig) -> Vec<Problem> {
             && let Err(message) = check_icon_type(icon)
         {
             report.add(&p.name, None, None, Rule::Icon, message);
+        }
+    }
+    for b in &config.bundles {
+        for r in b.related_images.iter().filter(|r| r.image.is_empty()) {
+            report.add(
+                &b.package,
+                None,
+                Some(&b.name),
+                Rule::ImageReference,
+                format!("related image {:?} has an empty image", r.name),
+            );
         }
     }
     report.problems

@@ -64,3 +64,45 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run::run(*args),
     }
 }
+
+/// An error and its causes as one line, as `{:#}` prints them, but without a cause whose
+/// text the message before it already ends with: errors that print their source
+/// themselves (`"{path}: {source}"`) would otherwise say it twice.
+pub fn error_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.is_empty() {
+            line = text;
+        } else if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod error_line_tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("{path}: {source}")]
+    struct Says {
+        path: String,
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let err = anyhow::Error::new(Says {
+            path: "a/manifests/".into(),
+            source: io(),
+        });
+        assert_eq!(super::error_line(&err), "a/manifests/: No such file");
+        let wrapped = anyhow::Error::new(io()).context("reading a/manifests/");
+        assert_eq!(
+            super::error_line(&wrapped),
+            "reading a/manifests/: No such file"
+        );
+    }
+}
