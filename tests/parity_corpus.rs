@@ -161,6 +161,26 @@ fn only_the_first_document_of_a_manifest_file_is_part_of_the_bundle() {
     );
 }
 
+/// percona-postgresql-operator 1.3.0's CSV ends in a keep-chomped description (`>+`) with
+/// no line break at the end of the file: Go's reader ends the last line there, so the
+/// description keeps its final line break, as opm renders it.
+#[test]
+fn a_file_without_a_final_line_break_reads_as_go_reads_it() {
+    let dir = corpus("no-final-newline", "percona-postgresql-operator-1.3.0");
+    let b = render(&dir);
+    let csv = b
+        .properties_of(PROP_BUNDLE_OBJECT)
+        .map(|v| decode_bundle_object(v).unwrap())
+        .find(|o| o["kind"] == "ClusterServiceVersion")
+        .unwrap();
+    let description = csv["spec"]["description"].as_str().unwrap();
+    assert!(
+        description.ends_with("issue\n    \n"),
+        "{:?}",
+        &description[description.len() - 20..]
+    );
+}
+
 /// eventing-kogito 1.1.0's `dependencies.yaml` is malformed at line 22: the bundle renders
 /// without its dependencies (as opm renders it) with a warning naming file and line, and
 /// `--strict` refuses it.

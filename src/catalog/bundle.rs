@@ -261,7 +261,12 @@ pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
     let mut manifests = Vec::new();
     let mut warnings = Vec::new();
     for file in files {
-        let text = read_text(&file)?;
+        let mut text = read_text(&file)?;
+        // Go's YAML reader ends the last line at the end of the file: a keep-chomped block
+        // scalar (`>+`, `|+`) there gets its final line break, as opm renders it.
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
         let docs = parse_documents(&file, &text).map_err(|e| invalid(&file, e.to_string()))?;
         // opm decodes one object per manifest file: later documents are not part of the
         // bundle it renders (nor of what upstream installs). Same here, said out loud.
