@@ -28,6 +28,25 @@ where
     }
 }
 
+/// (namespace, name) of every object in `store`: what the periodic pruners compare owners
+/// against.
+pub fn live_keys<K>(store: &Store<K>) -> std::collections::HashSet<(String, String)>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store
+        .state()
+        .iter()
+        .map(|o| {
+            (
+                o.meta().namespace.clone().unwrap_or_default(),
+                o.meta().name.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

@@ -6,7 +6,6 @@
 //! their own queue, a few sources at a time, fed by the phase machine's rounds, by changes
 //! to the copies themselves and by namespaces coming and going.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -92,12 +91,7 @@ fn error_policy(
     ctx.shared
         .metrics
         .reconcile_failed("csv-copies", error.metric_label());
-    let meta = guarded.meta();
-    let key = (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    );
-    let delay = ctx.copy_backoff.next_delay(&key);
+    let delay = ctx.copy_backoff.next_delay(&super::guarded_key(&guarded));
     tracing::warn!(%error, retry_in = ?delay, "writing copied CSVs failed");
     Action::requeue(delay)
 }
@@ -217,17 +211,7 @@ pub(super) async fn prune_orphans(ctx: Arc<CsvContext>) {
     let mut tick = tokio::time::interval(Duration::from_secs(30));
     loop {
         tick.tick().await;
-        let live: HashSet<(String, String)> = ctx
-            .csvs
-            .state()
-            .iter()
-            .map(|g| {
-                (
-                    g.meta().namespace.clone().unwrap_or_default(),
-                    g.meta().name.clone().unwrap_or_default(),
-                )
-            })
-            .collect();
+        let live = crate::controllers::cache_ready::live_keys(&ctx.csvs);
         for copy in ctx.copies.state() {
             let Some(source_ns) = copy.labels().get(COPIED_FROM_LABEL) else {
                 continue;

@@ -107,6 +107,15 @@ fn key(csv: &ClusterServiceVersion) -> (String, String) {
     (csv.namespace().unwrap_or_default(), csv.name_any())
 }
 
+/// The backoff key of a CSV that may not have deserialized.
+fn guarded_key(guarded: &DeserializeGuard<ClusterServiceVersion>) -> (String, String) {
+    let meta = guarded.meta();
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
 fn now() -> Timestamp {
     Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH)
 }
@@ -884,12 +893,7 @@ pub fn error_policy(
     ctx.shared
         .metrics
         .reconcile_failed(CONTROLLER, error.metric_label());
-    let meta = guarded.meta();
-    let key = (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    );
-    let delay = ctx.backoff.next_delay(&key);
+    let delay = ctx.backoff.next_delay(&guarded_key(&guarded));
     tracing::warn!(%error, retry_in = ?delay, "ClusterServiceVersion reconcile failed");
     Action::requeue(delay)
 }

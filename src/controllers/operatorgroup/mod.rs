@@ -10,7 +10,7 @@
 
 pub mod status;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -469,17 +469,7 @@ async fn prune_group_roles(ctx: Arc<OperatorGroupContext>) {
     let mut tick = tokio::time::interval(Duration::from_secs(15));
     loop {
         tick.tick().await;
-        let live: HashSet<(String, String)> = ctx
-            .groups
-            .state()
-            .iter()
-            .map(|g| {
-                (
-                    g.meta().namespace.clone().unwrap_or_default(),
-                    g.meta().name.clone().unwrap_or_default(),
-                )
-            })
-            .collect();
+        let live = crate::controllers::cache_ready::live_keys(&ctx.groups);
         for role in ctx.cluster_roles.state() {
             let labels: &BTreeMap<String, String> = role.labels();
             if labels.get(OWNER_KIND_LABEL).map(String::as_str) != Some("OperatorGroup") {
