@@ -31,6 +31,9 @@ pub enum RegistryError {
         reference: String,
         what: String,
         message: String,
+        /// Classified from the structured error, never from the message: URLs in messages
+        /// carry port numbers, and a port like 34015 must not read as a 401.
+        cause: &'static str,
     },
     #[error("{reference}: {message}")]
     Image { reference: String, message: String },
@@ -56,18 +59,7 @@ impl RegistryError {
     /// A short cause for conditions and logs: unauthorized, not found, unreachable, ….
     pub fn cause(&self) -> &'static str {
         match self {
-            RegistryError::Request { message, .. } => {
-                let m = message.to_ascii_lowercase();
-                if m.contains("not authorized") || m.contains("401") || m.contains("unauthorized") {
-                    "Unauthorized"
-                } else if m.contains("not found") || m.contains("404") || m.contains("unknown") {
-                    "NotFound"
-                } else if m.contains("connect") || m.contains("dns") || m.contains("timed out") {
-                    "Unreachable"
-                } else {
-                    "RegistryError"
-                }
-            }
+            RegistryError::Request { cause, .. } => cause,
             RegistryError::Auth(_) => "InvalidCredentials",
             RegistryError::Reference { .. } => "InvalidReference",
             RegistryError::Image { .. } | RegistryError::Unpack { .. } => "InvalidImage",
@@ -555,6 +547,43 @@ fn request_error(reference: &Reference, what: &str, error: OciDistributionError)
         reference: reference.whole(),
         what: what.into(),
         message,
+        cause: request_cause(&error),
+    }
+}
+
+/// Unauthorized, NotFound, Unreachable or RegistryError, from the error's kind and HTTP status.
+fn request_cause(error: &OciDistributionError) -> &'static str {
+    use oci_client::errors::OciErrorCode;
+    let by_status = |status: u16| match status {
+        401 | 403 => "Unauthorized",
+        404 => "NotFound",
+        _ => "RegistryError",
+    };
+    match error {
+        OciDistributionError::AuthenticationFailure(_)
+        | OciDistributionError::UnauthorizedError { .. } => "Unauthorized",
+        OciDistributionError::ImageManifestNotFoundError(_) => "NotFound",
+        OciDistributionError::ServerError { code, .. } => by_status(*code),
+        OciDistributionError::RegistryError { envelope, .. } => envelope
+            .errors
+            .iter()
+            .find_map(|e| match e.code {
+                OciErrorCode::Unauthorized | OciErrorCode::Denied => Some("Unauthorized"),
+                OciErrorCode::ManifestUnknown
+                | OciErrorCode::NameUnknown
+                | OciErrorCode::NotFound
+                | OciErrorCode::BlobUnknown
+                | OciErrorCode::ManifestBlobUnknown => Some("NotFound"),
+                _ => None,
+            })
+            .unwrap_or("RegistryError"),
+        OciDistributionError::RequestError(e) => match e.status() {
+            Some(status) => by_status(status.as_u16()),
+            None if e.is_connect() || e.is_timeout() || e.is_request() => "Unreachable",
+            None => "RegistryError",
+        },
+        OciDistributionError::IoError(_) => "Unreachable",
+        _ => "RegistryError",
     }
 }
 
@@ -654,5 +683,48 @@ mod tests {
         assert!(is_loopback("[::1]:5000"));
         assert!(!is_loopback("quay.io"));
         assert!(!is_loopback("10.0.0.1:5000"));
+    }
+
+    #[test]
+    fn causes_come_from_the_error_kind_not_from_port_numbers_in_urls() {
+        let url = "http://127.0.0.1:34015/v2/olm/catalog/manifests/v1".to_string();
+        let server = |code| OciDistributionError::ServerError {
+            code,
+            url: url.clone(),
+            message: String::new(),
+        };
+        assert_eq!(request_cause(&server(500)), "RegistryError");
+        assert_eq!(request_cause(&server(404)), "NotFound");
+        assert_eq!(request_cause(&server(401)), "Unauthorized");
+        assert_eq!(
+            request_cause(&OciDistributionError::UnauthorizedError { url: url.clone() }),
+            "Unauthorized"
+        );
+        let envelope: oci_client::errors::OciEnvelope = serde_json::from_str(
+            r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            request_cause(&OciDistributionError::RegistryError { envelope, url }),
+            "NotFound"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_unreachable_whatever_the_port() {
+        ensure_crypto_provider();
+        // A port that was just free: nothing listens on it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let error = reqwest::Client::new()
+            .get(format!("http://127.0.0.1:{port}/v2/"))
+            .send()
+            .await
+            .unwrap_err();
+        let error = OciDistributionError::RequestError(error);
+        assert_eq!(request_cause(&error), "Unreachable");
     }
 }

@@ -189,6 +189,8 @@ async fn an_image_catalog_is_pulled_polled_with_one_head_and_swapped_on_a_new_di
     );
 }
 
+/// Waits for a condition with `reason` whose message contains `needle`; a timeout shows the
+/// conditions last seen, so a flake says what the status was instead.
 fn wait_for_reason(
     namespace: &str,
     name: &str,
@@ -197,17 +199,30 @@ fn wait_for_reason(
 ) -> impl std::future::Future<Output = serde_json::Value> {
     let (namespace, name) = (namespace.to_string(), name.to_string());
     async move {
-        eventually(&format!("{name}: reason {reason}"), WAIT, || async {
+        let start = std::time::Instant::now();
+        loop {
             let c = get_json(&namespace, &format!("catalogsource/{name}"));
-            let conditions = c["status"]["conditions"].as_array()?.clone();
-            conditions.into_iter().find(|cond| {
-                cond["reason"] == reason
-                    && cond["message"]
-                        .as_str()
-                        .is_some_and(|m| m.contains(&needle))
-            })
-        })
-        .await
+            let conditions = c["status"]["conditions"].clone();
+            let found = conditions.as_array().and_then(|all| {
+                all.iter()
+                    .find(|cond| {
+                        cond["reason"] == reason
+                            && cond["message"]
+                                .as_str()
+                                .is_some_and(|m| m.contains(&needle))
+                    })
+                    .cloned()
+            });
+            if let Some(found) = found {
+                return found;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "timed out after {WAIT:?} waiting for {name}: reason {reason}; last status: {:#}",
+                c["status"]
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 }
 

@@ -88,6 +88,16 @@ impl Process {
 impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
+        if std::thread::panicking() {
+            // A failed test shows what the process last said (CI keeps no scratch files).
+            let text = self.log_text();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(40)..];
+            eprintln!("--- last lines of {} ({}):", self.name, self.log.display());
+            for line in tail {
+                eprintln!("{line}");
+            }
+        }
     }
 }
 
