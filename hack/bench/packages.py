@@ -47,6 +47,7 @@ def timed_get(ctx, base, path):
 
 
 def wait_listed(ctx, base, ns, count, timeout=600):
+    """Waits until the namespace lists `count` packagemanifests; a timeout shows why not."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
@@ -57,7 +58,9 @@ def wait_listed(ctx, base, ns, count, timeout=600):
         except Exception:  # noqa: BLE001 - not registered or not loaded yet
             pass
         time.sleep(0.2)
-    sys.exit(f"fewer than {count} packagemanifests in {ns} after {timeout}s")
+    status = subprocess.run(["kubectl", "get", "catalogsource", "bench", "-n", ns, "-o", "jsonpath={.status.message}"],
+                            env=ENV, capture_output=True, text=True).stdout
+    sys.exit(f"fewer than {count} packagemanifests in {ns} after {timeout}s; the CatalogSource says: {status}")
 
 
 def register_upstream(port):
@@ -176,8 +179,12 @@ def main():
             base_dir = work / "testdata"
             base_dir.mkdir()
             packages = [str(p) for p in sorted(TESTDATA.iterdir()) if p.is_dir() and p.name != "kuadrant-operator"]
+            # Rendered as a catalog image's bundles are: each names its bundle image, so
+            # ListBundles leaves the manifests on the server (as in every public catalog).
             with open(base_dir / "catalog.json", "wb") as f:
-                subprocess.run([serve_olm, "catalog", "render", *packages], stdout=f, check=True)
+                subprocess.run([serve_olm, "catalog", "render", "--image-template",
+                                "quay.io/community-operators/{{.Package}}-bundle:v{{.Version}}", *packages],
+                               stdout=f, check=True)
             if "testdata" in args.sets:
                 sets["testdata"] = (base_dir, packages_in(serve_olm, base_dir))
             if "large" in args.sets:
