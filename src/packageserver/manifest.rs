@@ -24,6 +24,19 @@ pub struct HeadCsv {
 }
 
 impl HeadCsv {
+    /// The blob a snapshot keeps: the JSON text as one string, not a JSON value tree (a
+    /// tree of a CSV description costs about three times its text in allocations).
+    fn to_blob(&self) -> Value {
+        Value::String(serde_json::to_string(self).expect("a HeadCsv always serializes"))
+    }
+
+    fn from_blob(blob: &Value) -> Option<HeadCsv> {
+        match blob {
+            Value::String(text) => serde_json::from_str(text).ok(),
+            _ => None,
+        }
+    }
+
     fn of(bundle: &Bundle) -> Option<HeadCsv> {
         let csv = head_csv(bundle)?;
         let labels = csv["metadata"]["labels"]
@@ -63,7 +76,7 @@ pub fn keep_channel_heads(content: &mut DeclarativeConfig) {
                 schema: SCHEMA_CHANNEL_HEAD.into(),
                 package: bundle.package.clone(),
                 name: bundle.name.clone(),
-                blob: serde_json::to_value(&head).unwrap_or(Value::Null),
+                blob: head.to_blob(),
             });
         }
     }
@@ -106,7 +119,7 @@ impl ChannelHeadsKeeper {
                     schema: SCHEMA_CHANNEL_HEAD.into(),
                     package: bundle.package.clone(),
                     name: bundle.name.clone(),
-                    blob: serde_json::to_value(&head).unwrap_or(Value::Null),
+                    blob: head.to_blob(),
                 });
             }
         }
@@ -133,7 +146,7 @@ fn channel_heads(content: &DeclarativeConfig) -> BTreeMap<(&str, &str), HeadCsv>
         .iter()
         .filter(|m| m.schema == SCHEMA_CHANNEL_HEAD)
     {
-        if let Ok(head) = serde_json::from_value::<HeadCsv>(meta.blob.clone()) {
+        if let Some(head) = HeadCsv::from_blob(&meta.blob) {
             heads.insert((meta.package.as_str(), meta.name.as_str()), head);
         }
     }
@@ -404,6 +417,13 @@ pub fn manifests(
         };
         if default_elided {
             status.default_channel = status.channels[0].name.clone();
+        }
+        // Only the icon subresource shows an icon, the default channel's: the others would
+        // be kept for nothing, once per channel.
+        for channel in &mut status.channels {
+            if channel.name != status.default_channel {
+                channel.current_csv_desc.icon = Vec::new();
+            }
         }
         let mut labels = info.labels.clone();
         labels.insert("catalog".into(), info.name.clone());

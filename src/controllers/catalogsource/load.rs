@@ -435,8 +435,14 @@ pub(super) async fn accept(
 /// Snapshots are for resolution, which reads properties and channels only. The manifests
 /// (`olm.bundle.object`, the bulk of a catalog) stay with the source: the registry server
 /// answers GetBundle, the ConfigMap is in the API server. Keeping them would cost tens of
-/// KiB per bundle for every catalog in the cluster.
+/// KiB per bundle for every catalog in the cluster. Package icons and descriptions go too:
+/// nothing reads them from a snapshot (packagemanifests show the channel heads' CSVs, kept
+/// apart), and an icon is often the largest part of a package.
 fn drop_manifests(content: &mut DeclarativeConfig) {
+    for package in &mut content.packages {
+        package.icon = None;
+        package.description = String::new();
+    }
     for bundle in &mut content.bundles {
         bundle.properties.retain(|p| p.type_ != PROP_BUNDLE_OBJECT);
         bundle.properties.shrink_to_fit();
