@@ -149,10 +149,17 @@ def proto_strings(*fields):
 
 def sample_bundles(catalog_dir, count=20):
     """(package, channel, bundle) of `count` channel entries spread over the catalog."""
-    entries = []
+    entries, decoder = [], json.JSONDecoder()
     for f in sorted(Path(catalog_dir).rglob("*.json")):
-        for line in f.read_text().splitlines():
-            if '"olm.channel"' in line and (blob := json.loads(line))["schema"] == "olm.channel":
+        # A stream of JSON values, one per line or pretty-printed (opm and olm render both).
+        text, i = f.read_text(), 0
+        while True:
+            while i < len(text) and text[i].isspace():
+                i += 1
+            if i >= len(text):
+                break
+            blob, i = decoder.raw_decode(text, i)
+            if blob.get("schema") == "olm.channel":
                 entries += [(blob["package"], blob["name"], e["name"]) for e in blob["entries"]]
     step = max(1, len(entries) // count)
     return entries[::step][:count]
