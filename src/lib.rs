@@ -12,6 +12,7 @@ pub mod controllers;
 pub mod memory;
 pub mod oci;
 pub mod packageserver;
+pub mod parallel;
 pub mod registry;
 pub mod resolver;
 pub mod runtime;

@@ -148,8 +148,9 @@ def proto_strings(*fields):
 
 
 def sample_bundles(catalog_dir, count=20):
-    """(package, channel, bundle) of `count` channel entries spread over the catalog."""
-    entries, decoder = [], json.JSONDecoder()
+    """(package, channel, bundle) of `count` channel entries spread over the catalog, and
+    how many bundles the catalog has."""
+    entries, decoder, bundles = [], json.JSONDecoder(), 0
     for f in sorted(Path(catalog_dir).rglob("*.json")):
         # A stream of JSON values, one per line or pretty-printed (opm and olm render both).
         text, i = f.read_text(), 0
@@ -159,10 +160,11 @@ def sample_bundles(catalog_dir, count=20):
             if i >= len(text):
                 break
             blob, i = decoder.raw_decode(text, i)
+            bundles += blob.get("schema") == "olm.bundle"
             if blob.get("schema") == "olm.channel":
                 entries += [(blob["package"], blob["name"], e["name"]) for e in blob["entries"]]
     step = max(1, len(entries) // count)
-    return entries[::step][:count]
+    return entries[::step][:count], bundles
 
 
 def query(port, bundles):
@@ -240,10 +242,9 @@ def main():
                 cat = work / f"x{copies}"
                 catalogs.append((cat, replicated_catalog(base / "catalog.json", copies, cat)))
         for cat, n in catalogs:
-            if n is None:
-                n = sum(1 for f in cat.rglob("*.json") for line in open(f) if '"schema":"olm.bundle"' in line)
+            bundles, counted = sample_bundles(cat)
+            n = counted if n is None else n
             size = sum(p.stat().st_size for p in cat.rglob("*") if p.is_file()) / (1 << 20)
-            bundles = sample_bundles(cat)
             for tool in ("olm", "olm-registry", "opm"):
                 samples = []
                 for _ in range(args.runs):

@@ -2,13 +2,17 @@
 //! `metadata/annotations.yaml` (+ optional `dependencies.yaml`, `properties.yaml`, read by
 //! content as opm reads them).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::fbc::Property;
+use super::go_json;
 use super::limits::{MAX_BUNDLE_FILES, MAX_DOCUMENT_BYTES, human_bytes};
 use super::load::parse_documents;
 
@@ -39,14 +43,30 @@ fn invalid(path: &Path, message: impl Into<String>) -> BundleError {
     }
 }
 
-/// One object from `manifests/`, with the file it came from.
+/// One object from `manifests/`, with the file it came from. The object is shared with
+/// the [`ManifestMemo`] (and other bundles shipping the same file), as is its encoding.
 #[derive(Clone, Debug)]
 pub struct Manifest {
     pub file: PathBuf,
-    pub object: Value,
+    pub object: Arc<Value>,
+    encoded: Arc<OnceLock<String>>,
 }
 
 impl Manifest {
+    pub fn new(file: PathBuf, object: Value) -> Self {
+        Manifest {
+            file,
+            object: Arc::new(object),
+            encoded: Arc::default(),
+        }
+    }
+    /// The object as `olm.bundle.object` data carries it: base64 of Go's JSON encoding,
+    /// made once for every bundle sharing this file.
+    pub fn bundle_object_data(&self) -> String {
+        self.encoded
+            .get_or_init(|| STANDARD.encode(go_json::to_vec(&self.object)))
+            .clone()
+    }
     pub fn kind(&self) -> &str {
         self.object["kind"].as_str().unwrap_or_default()
     }
@@ -219,6 +239,160 @@ pub fn is_bundle_dir(dir: &Path) -> bool {
 /// Reads a bundle directory. Structural problems that make it unreadable are errors; the
 /// rest is for [`validate_bundle`].
 pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
+    read_bundle_with(dir, None)
+}
+
+/// Manifest files already parsed, by content (SHA-256). The bundles of a package ship the
+/// same CRDs version after version (42% of the manifest bytes of community-operators-prod
+/// repeat an earlier file), so a render of many bundle directories parses each distinct
+/// file once, also when two threads meet the same file at once (one parses, the other
+/// waits for it). Bounded by the bytes of the files it remembers, least recently used
+/// out first.
+pub struct ManifestMemo {
+    budget: usize,
+    remembered: Mutex<MemoEntries>,
+    parsed: Condvar,
+}
+
+#[derive(Default)]
+struct MemoEntries {
+    bytes: usize,
+    /// Least recently used first; a few hundred entries at most, so a scan is cheap.
+    entries: VecDeque<MemoEntry>,
+    /// Files some thread is parsing now.
+    parsing: Vec<[u8; 32]>,
+}
+
+/// A manifest file's first document (or none) and how many documents it holds.
+type Parsed = (Option<Manifest>, usize);
+
+struct MemoEntry {
+    digest: [u8; 32],
+    bytes: usize,
+    parsed: Parsed,
+}
+
+impl ManifestMemo {
+    /// Remembers files of up to `budget` bytes in all.
+    pub fn new(budget: usize) -> Self {
+        ManifestMemo {
+            budget,
+            remembered: Mutex::default(),
+            parsed: Condvar::new(),
+        }
+    }
+
+    /// The file with this content as parsed before, or `parse` it (once, whoever asks).
+    fn get_or_parse(
+        &self,
+        digest: [u8; 32],
+        bytes: usize,
+        parse: impl FnOnce() -> Result<Parsed, BundleError>,
+    ) -> Result<Parsed, BundleError> {
+        let lock = || {
+            self.remembered
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+        };
+        {
+            let mut memo = lock();
+            loop {
+                if let Some(at) = memo.entries.iter().position(|e| e.digest == digest) {
+                    let entry = memo.entries.remove(at).expect("found just now");
+                    let parsed = entry.parsed.clone();
+                    memo.entries.push_back(entry);
+                    return Ok(parsed);
+                }
+                if !memo.parsing.contains(&digest) {
+                    break;
+                }
+                memo = self
+                    .parsed
+                    .wait(memo)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            memo.parsing.push(digest);
+        }
+        // Whatever the outcome (even a panic), the file is no longer being parsed.
+        struct Parsing<'a>(&'a ManifestMemo, [u8; 32]);
+        impl Drop for Parsing<'_> {
+            fn drop(&mut self) {
+                let mut memo = self
+                    .0
+                    .remembered
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                memo.parsing.retain(|d| *d != self.1);
+                drop(memo);
+                self.0.parsed.notify_all();
+            }
+        }
+        let parsing = Parsing(self, digest);
+        let parsed = parse()?;
+        if bytes <= self.budget {
+            let mut evicted = Vec::new();
+            {
+                let mut memo = lock();
+                memo.bytes += bytes;
+                memo.entries.push_back(MemoEntry {
+                    digest,
+                    bytes,
+                    parsed: parsed.clone(),
+                });
+                while memo.bytes > self.budget {
+                    let Some(old) = memo.entries.pop_front() else {
+                        break;
+                    };
+                    memo.bytes -= old.bytes;
+                    evicted.push(old);
+                }
+            }
+            // Freeing a large object takes a while: not while the other readers wait.
+            drop(evicted);
+        }
+        drop(parsing);
+        Ok(parsed)
+    }
+}
+
+/// The first object of a manifest file and how many YAML documents it holds, from `memo`
+/// when it has seen the same content.
+fn read_manifest(file: &Path, memo: Option<&ManifestMemo>) -> Result<Parsed, BundleError> {
+    let mut text = read_text(file)?;
+    // Go's YAML reader ends the last line at the end of the file: a keep-chomped block
+    // scalar (`>+`, `|+`) there gets its final line break, as opm renders it.
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let parse = || {
+        let docs = parse_documents(file, &text).map_err(|e| invalid(file, e.to_string()))?;
+        let documents = docs.len();
+        let first = docs.into_iter().next();
+        if first.as_ref().is_some_and(|object| !object.is_object()) {
+            return Err(invalid(file, "a manifest must be a Kubernetes object"));
+        }
+        Ok((
+            first.map(|object| Manifest::new(file.to_path_buf(), object)),
+            documents,
+        ))
+    };
+    let Some(memo) = memo else {
+        return parse();
+    };
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    let digest: [u8; 32] = digest.as_ref().try_into().expect("SHA-256 is 32 bytes");
+    let (first, documents) = memo.get_or_parse(digest, text.len(), parse)?;
+    // The object is shared; the file it came from is this bundle's.
+    let first = first.map(|m| Manifest {
+        file: file.to_path_buf(),
+        ..m
+    });
+    Ok((first, documents))
+}
+
+/// [`read_bundle`], with manifest files parsed once per content across the bundles that
+/// share `memo`.
+pub fn read_bundle_with(dir: &Path, memo: Option<&ManifestMemo>) -> Result<BundleDir, BundleError> {
     let annotations_path = dir.join("metadata/annotations.yaml");
     if !annotations_path.is_file() {
         return Err(invalid(
@@ -261,34 +435,19 @@ pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
     let mut manifests = Vec::new();
     let mut warnings = Vec::new();
     for file in files {
-        let mut text = read_text(&file)?;
-        // Go's YAML reader ends the last line at the end of the file: a keep-chomped block
-        // scalar (`>+`, `|+`) there gets its final line break, as opm renders it.
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        let docs = parse_documents(&file, &text).map_err(|e| invalid(&file, e.to_string()))?;
+        let (first, documents) = read_manifest(&file, memo)?;
         // opm decodes one object per manifest file: later documents are not part of the
         // bundle it renders (nor of what upstream installs). Same here, said out loud.
-        if docs.len() > 1 {
+        if documents > 1 {
             warnings.push(BundleProblem {
                 file: file.clone(),
                 message: format!(
-                    "holds {} YAML documents; only the first is part of the bundle, as opm \
-                     reads manifests (split the others into files of their own)",
-                    docs.len()
+                    "holds {documents} YAML documents; only the first is part of the bundle, \
+                     as opm reads manifests (split the others into files of their own)"
                 ),
             });
         }
-        if let Some(object) = docs.into_iter().next() {
-            if !object.is_object() {
-                return Err(invalid(&file, "a manifest must be a Kubernetes object"));
-            }
-            manifests.push(Manifest {
-                file: file.clone(),
-                object,
-            });
-        }
+        manifests.extend(first);
     }
     let metadata_dir = bundle_subdir(
         dir,
@@ -527,8 +686,7 @@ pub fn validate_bundle(bundle: &BundleDir) -> Vec<BundleProblem> {
         }
     };
     let file = csv.file.as_path();
-    if let Err(e) = serde_json::from_value::<crate::api::ClusterServiceVersion>(csv.object.clone())
-    {
+    if let Err(e) = crate::api::ClusterServiceVersion::deserialize(&*csv.object) {
         problem(
             file,
             format!(
@@ -697,4 +855,93 @@ pub fn validate_bundle(bundle: &BundleDir) -> Vec<BundleProblem> {
         }
     }
     problems
+}
+
+#[cfg(test)]
+mod memo_tests {
+    use super::*;
+
+    fn bundle(version: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("bundles/reverse-words/{version}"))
+    }
+
+    fn crd(dir: &BundleDir) -> &Manifest {
+        let crd = dir
+            .manifests
+            .iter()
+            .find(|m| m.kind() == "CustomResourceDefinition");
+        crd.expect("the bundle ships its CRD")
+    }
+
+    #[test]
+    fn bundles_shipping_the_same_file_share_one_parse_and_one_encoding() {
+        let memo = ManifestMemo::new(1 << 20);
+        let old = read_bundle_with(&bundle("0.1.0"), Some(&memo)).unwrap();
+        let new = read_bundle_with(&bundle("0.2.0"), Some(&memo)).unwrap();
+        // Both ship the same CRD file: one object, one encoding, each bundle's own path.
+        assert!(Arc::ptr_eq(&crd(&old).object, &crd(&new).object));
+        assert_eq!(
+            crd(&old).bundle_object_data(),
+            crd(&new).bundle_object_data()
+        );
+        assert!(crd(&new).encoded.get().is_some(), "encoded once for both");
+        assert!(
+            crd(&new).file.starts_with(bundle("0.2.0")),
+            "{:?}",
+            crd(&new).file
+        );
+        // Their CSVs differ: parsed on their own, as without the memo.
+        assert!(!Arc::ptr_eq(
+            &old.csv().unwrap().object,
+            &new.csv().unwrap().object
+        ));
+        let plain = read_bundle(&bundle("0.2.0")).unwrap();
+        assert_eq!(plain.manifests.len(), new.manifests.len());
+        for (a, b) in plain.manifests.iter().zip(&new.manifests) {
+            assert_eq!((&a.file, &*a.object), (&b.file, &*b.object));
+        }
+    }
+
+    #[test]
+    fn a_file_over_the_budget_is_parsed_each_time_and_the_oldest_leave_first() {
+        let small = ManifestMemo::new(16);
+        let a = read_bundle_with(&bundle("0.1.0"), Some(&small)).unwrap();
+        let b = read_bundle_with(&bundle("0.2.0"), Some(&small)).unwrap();
+        assert!(!Arc::ptr_eq(&crd(&a).object, &crd(&b).object));
+        assert_eq!(small.remembered.lock().unwrap().entries.len(), 0);
+
+        let memo = ManifestMemo::new(1 << 20);
+        read_bundle_with(&bundle("0.1.0"), Some(&memo)).unwrap();
+        let held = memo.remembered.lock().unwrap().bytes;
+        assert!(held > 0 && held <= 1 << 20);
+        // A budget of what one bundle takes keeps only the newest bundle's files.
+        let tight = ManifestMemo::new(held);
+        read_bundle_with(&bundle("0.1.0"), Some(&tight)).unwrap();
+        read_bundle_with(&bundle("0.3.0"), Some(&tight)).unwrap();
+        let tight = tight.remembered.lock().unwrap();
+        assert!(tight.bytes <= held);
+        assert!(tight.parsing.is_empty());
+    }
+
+    #[test]
+    fn a_file_that_fails_to_parse_is_not_remembered() {
+        let dir = std::env::temp_dir().join(format!("olm-memo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in ["manifests", "metadata"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+            for f in std::fs::read_dir(bundle("0.1.0").join(sub)).unwrap() {
+                let f = f.unwrap();
+                std::fs::copy(f.path(), dir.join(sub).join(f.file_name())).unwrap();
+            }
+        }
+        std::fs::write(dir.join("manifests/broken.yaml"), "kind: [unclosed\n").unwrap();
+        let memo = ManifestMemo::new(1 << 20);
+        for _ in 0..2 {
+            let e = read_bundle_with(&dir, Some(&memo)).unwrap_err().to_string();
+            assert!(e.contains("broken.yaml"), "{e}");
+        }
+        let memo = memo.remembered.lock().unwrap();
+        assert!(memo.parsing.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

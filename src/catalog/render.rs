@@ -4,14 +4,20 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use base64::Engine;
 use serde_json::{Value, json};
 
-use super::bundle::{BundleDir, BundleError, is_bundle_dir, read_bundle};
+use super::bundle::{
+    BundleDir, BundleError, ManifestMemo, is_bundle_dir, read_bundle, read_bundle_with,
+};
 use super::csv::package_display;
 use super::fbc::*;
 use super::load::{LoadError, load_path};
 use super::semver_range::parse_version;
+
+/// Manifest bytes remembered while rendering many bundle directories (their parsed objects
+/// take a few times that). On community-operators-prod, 8 MiB finds 42.2% of all manifest
+/// bytes already parsed, 48 MiB 42.4%: what repeats is the previous bundle's CRDs.
+const MANIFEST_MEMO_BYTES: usize = 8 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
@@ -102,7 +108,7 @@ pub fn render_paths_each(
     options: &RenderOptions,
     mut sink: impl FnMut(DeclarativeConfig) -> Result<(), RenderError>,
 ) -> Result<(), RenderError> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = crate::parallel::cores();
     let mut index = 0;
     while index < inputs.len() {
         let input = &inputs[index];
@@ -141,82 +147,25 @@ fn render_bundle_dirs(
     dirs: &[PathBuf],
     options: &RenderOptions,
     threads: usize,
-    mut sink: impl FnMut(Result<Bundle, RenderError>) -> Result<(), RenderError>,
+    sink: impl FnMut(Result<Bundle, RenderError>) -> Result<(), RenderError>,
 ) -> Result<(), RenderError> {
-    use std::sync::{Condvar, Mutex, PoisonError};
+    let memo = ManifestMemo::new(MANIFEST_MEMO_BYTES);
     let render_one = |dir: &PathBuf| {
-        read_bundle(dir)
-            .map_err(RenderError::from)
-            .and_then(|b| render_bundle(&b, options))
+        // A panic is this bundle's error, not the end of the render.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            read_bundle_with(dir, Some(&memo))
+                .map_err(RenderError::from)
+                .and_then(|b| render_bundle(&b, options))
+        }))
+        .unwrap_or_else(|_| Err(input_error(dir, "rendering panicked")))
     };
-    if threads <= 1 || dirs.len() <= 1 {
-        return dirs.iter().try_for_each(|dir| sink(render_one(dir)));
-    }
-    let window = threads * 3;
-    struct Queue {
-        /// The next directory a worker takes.
-        next: usize,
-        /// How many results `sink` has had.
-        handed: usize,
-        done: BTreeMap<usize, Result<Bundle, RenderError>>,
-        stop: bool,
-    }
-    let queue = Mutex::new(Queue {
-        next: 0,
-        handed: 0,
-        done: BTreeMap::new(),
-        stop: false,
-    });
-    let changed = Condvar::new();
-    let lock = || queue.lock().unwrap_or_else(PoisonError::into_inner);
-    let wait = |guard| changed.wait(guard).unwrap_or_else(PoisonError::into_inner);
-    std::thread::scope(|scope| {
-        for _ in 0..threads.min(dirs.len()) {
-            scope.spawn(|| {
-                loop {
-                    let i = {
-                        let mut q = lock();
-                        while !q.stop && q.next < dirs.len() && q.next >= q.handed + window {
-                            q = wait(q);
-                        }
-                        if q.stop || q.next >= dirs.len() {
-                            return;
-                        }
-                        q.next += 1;
-                        q.next - 1
-                    };
-                    // A panic would leave the writer waiting for this result forever.
-                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        render_one(&dirs[i])
-                    }))
-                    .unwrap_or_else(|_| Err(input_error(&dirs[i], "rendering panicked")));
-                    lock().done.insert(i, result);
-                    changed.notify_all();
-                }
-            });
-        }
-        let mut outcome = Ok(());
-        for i in 0..dirs.len() {
-            let result = {
-                let mut q = lock();
-                loop {
-                    if let Some(result) = q.done.remove(&i) {
-                        q.handed = i + 1;
-                        break result;
-                    }
-                    q = wait(q);
-                }
-            };
-            changed.notify_all();
-            outcome = sink(result);
-            if outcome.is_err() {
-                break;
-            }
-        }
-        lock().stop = true;
-        changed.notify_all();
-        outcome
-    })
+    crate::parallel::map_in_order(
+        threads.min(dirs.len()),
+        threads * 3,
+        |push| dirs.iter().try_for_each(push),
+        render_one,
+        sink,
+    )
 }
 
 fn has_bundle_subdirs(dir: &Path) -> bool {
@@ -375,8 +324,7 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
         }
     }
     for manifest in &dir.manifests {
-        let data = base64::engine::general_purpose::STANDARD
-            .encode(super::go_json::to_vec(&manifest.object));
+        let data = manifest.bundle_object_data();
         properties.push(Property::new(PROP_BUNDLE_OBJECT, json!({ "data": data })));
     }
 
@@ -605,15 +553,19 @@ pub fn render_package_dir(
         .filter(|p| is_bundle_dir(p))
         .collect();
     entries.sort();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(entries.len().max(1));
+    let threads = crate::parallel::cores().min(entries.len().max(1));
     let chunk = entries.len().div_ceil(threads).max(1);
+    let memo = ManifestMemo::new(MANIFEST_MEMO_BYTES);
     let read: Vec<Result<BundleDir, BundleError>> = std::thread::scope(|scope| {
+        let memo = &memo;
         let handles: Vec<_> = entries
             .chunks(chunk)
             .map(|part| {
-                scope.spawn(move || part.iter().map(|p| read_bundle(p)).collect::<Vec<_>>())
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|p| read_bundle_with(p, Some(memo)))
+                        .collect::<Vec<_>>()
+                })
             })
             .collect();
         handles

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -32,7 +33,11 @@ pub fn bundle_objects(rootfs: &Path, csv_name: &str) -> Result<Vec<Value>, Strin
             "the image holds CSV {found:?}, not {csv_name:?} as its catalog says"
         ));
     }
-    Ok(bundle.manifests.into_iter().map(|m| m.object).collect())
+    Ok(bundle
+        .manifests
+        .into_iter()
+        .map(|m| Arc::unwrap_or_clone(m.object))
+        .collect())
 }
 
 #[cfg(test)]

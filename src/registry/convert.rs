@@ -130,7 +130,7 @@ pub fn convert_bundle(
     let csv_json = objects
         .iter()
         .find(|o| is_csv(o))
-        .map(Value::to_string)
+        .map(compact)
         .unwrap_or_default();
     let csv_metadata = if csv_json.is_empty() {
         csv_metadatas.pop()
@@ -154,7 +154,7 @@ pub fn convert_bundle(
     Ok(Converted {
         light,
         provided,
-        objects: objects.iter().map(Value::to_string).collect(),
+        objects: objects.iter().map(compact).collect(),
         csv_json,
         csv_metadata,
     })

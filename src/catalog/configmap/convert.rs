@@ -17,14 +17,12 @@ impl Csv {
     /// registry+v1 bundle of the same manifests.
     pub(super) fn to_bundle(&self, package: &str, owned: &[&Crd]) -> Result<Bundle, Error> {
         let file = PathBuf::from(format!("{KEY_CSVS}[{}]", self.index));
-        let mut manifests = vec![Manifest {
-            file: file.clone(),
-            object: self.object.clone(),
-        }];
-        manifests.extend(owned.iter().map(|crd| Manifest {
-            file: file.clone(),
-            object: crd.object.clone(),
-        }));
+        let mut manifests = vec![Manifest::new(file.clone(), self.object.clone())];
+        manifests.extend(
+            owned
+                .iter()
+                .map(|crd| Manifest::new(file.clone(), crd.object.clone())),
+        );
         let dir = BundleDir {
             path: file,
             annotations: BTreeMap::from([(ANNOTATION_PACKAGE.to_string(), package.to_string())]),
