@@ -2,9 +2,9 @@
 //! `metadata/annotations.yaml` (+ optional `dependencies.yaml`, `properties.yaml`, read by
 //! content as opm reads them).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -15,6 +15,7 @@ use super::fbc::Property;
 use super::go_json;
 use super::limits::{MAX_BUNDLE_FILES, MAX_DOCUMENT_BYTES, human_bytes};
 use super::load::parse_documents;
+use super::memo::{ContentMemo, digest};
 
 pub const ANNOTATION_MEDIATYPE: &str = "operators.operatorframework.io.bundle.mediatype.v1";
 pub const ANNOTATION_MANIFESTS: &str = "operators.operatorframework.io.bundle.manifests.v1";
@@ -242,118 +243,13 @@ pub fn read_bundle(dir: &Path) -> Result<BundleDir, BundleError> {
     read_bundle_with(dir, None)
 }
 
-/// Manifest files already parsed, by content (SHA-256). The bundles of a package ship the
-/// same CRDs version after version (42% of the manifest bytes of community-operators-prod
-/// repeat an earlier file), so a render of many bundle directories parses each distinct
-/// file once, also when two threads meet the same file at once (one parses, the other
-/// waits for it). Bounded by the bytes of the files it remembers, least recently used
-/// out first.
-pub struct ManifestMemo {
-    budget: usize,
-    remembered: Mutex<MemoEntries>,
-    parsed: Condvar,
-}
-
-#[derive(Default)]
-struct MemoEntries {
-    bytes: usize,
-    /// Least recently used first; a few hundred entries at most, so a scan is cheap.
-    entries: VecDeque<MemoEntry>,
-    /// Files some thread is parsing now.
-    parsing: Vec<[u8; 32]>,
-}
-
 /// A manifest file's first document (or none) and how many documents it holds.
 type Parsed = (Option<Manifest>, usize);
 
-struct MemoEntry {
-    digest: [u8; 32],
-    bytes: usize,
-    parsed: Parsed,
-}
-
-impl ManifestMemo {
-    /// Remembers files of up to `budget` bytes in all.
-    pub fn new(budget: usize) -> Self {
-        ManifestMemo {
-            budget,
-            remembered: Mutex::default(),
-            parsed: Condvar::new(),
-        }
-    }
-
-    /// The file with this content as parsed before, or `parse` it (once, whoever asks).
-    fn get_or_parse(
-        &self,
-        digest: [u8; 32],
-        bytes: usize,
-        parse: impl FnOnce() -> Result<Parsed, BundleError>,
-    ) -> Result<Parsed, BundleError> {
-        let lock = || {
-            self.remembered
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-        };
-        {
-            let mut memo = lock();
-            loop {
-                if let Some(at) = memo.entries.iter().position(|e| e.digest == digest) {
-                    let entry = memo.entries.remove(at).expect("found just now");
-                    let parsed = entry.parsed.clone();
-                    memo.entries.push_back(entry);
-                    return Ok(parsed);
-                }
-                if !memo.parsing.contains(&digest) {
-                    break;
-                }
-                memo = self
-                    .parsed
-                    .wait(memo)
-                    .unwrap_or_else(PoisonError::into_inner);
-            }
-            memo.parsing.push(digest);
-        }
-        // Whatever the outcome (even a panic), the file is no longer being parsed.
-        struct Parsing<'a>(&'a ManifestMemo, [u8; 32]);
-        impl Drop for Parsing<'_> {
-            fn drop(&mut self) {
-                let mut memo = self
-                    .0
-                    .remembered
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                memo.parsing.retain(|d| *d != self.1);
-                drop(memo);
-                self.0.parsed.notify_all();
-            }
-        }
-        let parsing = Parsing(self, digest);
-        let parsed = parse()?;
-        if bytes <= self.budget {
-            let mut evicted = Vec::new();
-            {
-                let mut memo = lock();
-                memo.bytes += bytes;
-                memo.entries.push_back(MemoEntry {
-                    digest,
-                    bytes,
-                    parsed: parsed.clone(),
-                });
-                while memo.bytes > self.budget {
-                    let Some(old) = memo.entries.pop_front() else {
-                        break;
-                    };
-                    memo.bytes -= old.bytes;
-                    evicted.push(old);
-                }
-            }
-            // Freeing a large object takes a while: not while the other readers wait.
-            drop(evicted);
-        }
-        drop(parsing);
-        Ok(parsed)
-    }
-}
+/// Manifest files already parsed, by content: the bundles of a package ship the same
+/// CRDs version after version (42% of the manifest bytes of community-operators-prod
+/// repeat an earlier file), so a render of many bundle directories parses each once.
+pub type ManifestMemo = ContentMemo<Parsed>;
 
 /// The first object of a manifest file and how many YAML documents it holds, from `memo`
 /// when it has seen the same content.
@@ -379,9 +275,7 @@ fn read_manifest(file: &Path, memo: Option<&ManifestMemo>) -> Result<Parsed, Bun
     let Some(memo) = memo else {
         return parse();
     };
-    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
-    let digest: [u8; 32] = digest.as_ref().try_into().expect("SHA-256 is 32 bytes");
-    let (first, documents) = memo.get_or_parse(digest, text.len(), parse)?;
+    let (first, documents) = memo.get_or_parse(digest(text.as_bytes()), text.len(), parse)?;
     // The object is shared; the file it came from is this bundle's.
     let first = first.map(|m| Manifest {
         file: file.to_path_buf(),
@@ -903,28 +797,7 @@ mod memo_tests {
     }
 
     #[test]
-    fn a_file_over_the_budget_is_parsed_each_time_and_the_oldest_leave_first() {
-        let small = ManifestMemo::new(16);
-        let a = read_bundle_with(&bundle("0.1.0"), Some(&small)).unwrap();
-        let b = read_bundle_with(&bundle("0.2.0"), Some(&small)).unwrap();
-        assert!(!Arc::ptr_eq(&crd(&a).object, &crd(&b).object));
-        assert_eq!(small.remembered.lock().unwrap().entries.len(), 0);
-
-        let memo = ManifestMemo::new(1 << 20);
-        read_bundle_with(&bundle("0.1.0"), Some(&memo)).unwrap();
-        let held = memo.remembered.lock().unwrap().bytes;
-        assert!(held > 0 && held <= 1 << 20);
-        // A budget of what one bundle takes keeps only the newest bundle's files.
-        let tight = ManifestMemo::new(held);
-        read_bundle_with(&bundle("0.1.0"), Some(&tight)).unwrap();
-        read_bundle_with(&bundle("0.3.0"), Some(&tight)).unwrap();
-        let tight = tight.remembered.lock().unwrap();
-        assert!(tight.bytes <= held);
-        assert!(tight.parsing.is_empty());
-    }
-
-    #[test]
-    fn a_file_that_fails_to_parse_is_not_remembered() {
+    fn a_broken_file_is_named_each_time_it_is_read() {
         let dir = std::env::temp_dir().join(format!("olm-memo-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         for sub in ["manifests", "metadata"] {
@@ -940,8 +813,6 @@ mod memo_tests {
             let e = read_bundle_with(&dir, Some(&memo)).unwrap_err().to_string();
             assert!(e.contains("broken.yaml"), "{e}");
         }
-        let memo = memo.remembered.lock().unwrap();
-        assert!(memo.parsing.is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

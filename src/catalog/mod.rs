@@ -12,6 +12,7 @@ pub mod go_json;
 mod ignore;
 pub mod limits;
 pub mod load;
+pub mod memo;
 pub mod render;
 pub mod semver_range;
 pub mod stream;
