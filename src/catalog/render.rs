@@ -546,36 +546,27 @@ pub fn render_package_dir(
     if let Some((template, kind)) = fbc_template(dir)? {
         return render_package_template(dir, &template, &kind, options);
     }
-    let mut bundle_dirs = Vec::new();
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| input_error(dir, e.to_string()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| is_bundle_dir(p))
         .collect();
     entries.sort();
-    let threads = crate::parallel::cores().min(entries.len().max(1));
-    let chunk = entries.len().div_ceil(threads).max(1);
+    // Read on every core, in order; the memo spares re-parsing the CRDs that each
+    // version ships again. The first unreadable directory (in order) stops the read.
     let memo = ManifestMemo::new(MANIFEST_MEMO_BYTES);
-    let read: Vec<Result<BundleDir, BundleError>> = std::thread::scope(|scope| {
-        let memo = &memo;
-        let handles: Vec<_> = entries
-            .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|p| read_bundle_with(p, Some(memo)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("bundle reader panicked"))
-            .collect()
-    });
-    for bundle in read {
-        bundle_dirs.push(bundle?);
-    }
+    let cores = crate::parallel::cores();
+    let mut bundle_dirs = Vec::with_capacity(entries.len());
+    crate::parallel::map_in_order(
+        cores.min(entries.len()),
+        cores * 3,
+        |push| entries.iter().try_for_each(push),
+        |p| read_bundle_with(p, Some(&memo)),
+        |bundle| {
+            bundle_dirs.push(bundle?);
+            Ok::<_, BundleError>(())
+        },
+    )?;
     render_package(dir, &bundle_dirs, read_update_graph(dir)?, options)
 }
 
