@@ -220,7 +220,10 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--copies", default="1,4,16", help="catalog sizes, as copies of the testdata")
     ap.add_argument("--catalog", type=Path, help="serve this FBC directory instead of the testdata")
+    ap.add_argument("--tools", default="olm,olm-registry,opm",
+                    help="servers to run (opm's figures print as nan when left out)")
     args = ap.parse_args()
+    tools = args.tools.split(",")
     olm = REPO / "target/release/olm"
     registry = REPO / "target/release/olm-registry"
     if not olm.exists() or not registry.exists():
@@ -247,7 +250,7 @@ def main():
             size = sum(p.stat().st_size for p in cat.rglob("*") if p.is_file()) / (1 << 20)
             for tool in ("olm", "olm-registry", "opm"):
                 samples = []
-                for _ in range(args.runs):
+                for _ in range(args.runs if tool in tools else 0):
                     port = free_port()
                     cmd = {"olm": [olm, "catalog", "serve", cat, "--port", str(port)],
                            "olm-registry": [registry, cat, "--port", str(port)],
@@ -275,6 +278,8 @@ def main():
     for (n, size), t in by.items():
         p = t["opm"]
         for tool, label in (("olm", "olm"), ("olm-registry", "reg")):
+            if tool not in tools:
+                continue
             o = t[tool]
             print(f"{n:>7} {size:>5.0f} {label:>4}  {o[0]:>6.2f} {p[0]:>6.2f} {p[0] / o[0]:>5.1f}x  "
                   f"{o[1]:>8.1f} {p[1]:>7.1f} {p[1] / o[1]:>5.1f}x  {o[2]:>8.1f} {p[2]:>7.1f} {p[2] / o[2]:>5.1f}x  "

@@ -16,9 +16,65 @@ pub fn decode_bundle_object(value: &Value) -> Result<Value, String> {
         .ok_or("olm.bundle.object without data")?;
     let bytes =
         go_json::decode_bytes(data.trim()).map_err(|e| format!("olm.bundle.object data: {e}"))?;
-    match serde_json::from_slice(&bytes) {
+    parse_manifest(&bytes)
+}
+
+/// A manifest of an `olm.bundle.object` as compact JSON, for serving.
+pub struct ObjectJson {
+    pub json: String,
+    pub is_csv: bool,
+}
+
+/// The manifest an `olm.bundle.object` value carries, as compact JSON. Data that is a JSON
+/// object is compacted as it is, keys in their order; anything else (YAML, or JSON that a
+/// tree would read differently, such as a repeated `kind`) is parsed and printed as
+/// `decode_bundle_object` reads it.
+pub fn bundle_object_json(value: &Value) -> Result<ObjectJson, String> {
+    let data = value
+        .get("data")
+        .and_then(Value::as_str)
+        .ok_or("olm.bundle.object without data")?;
+    let bytes =
+        go_json::decode_bytes(data.trim()).map_err(|e| format!("olm.bundle.object data: {e}"))?;
+    let is_csv = match json_object_kind(&bytes) {
+        Some(kind) => kind,
+        None => {
+            let object = parse_manifest(&bytes)?;
+            return Ok(ObjectJson {
+                is_csv: is_csv(&object),
+                json: serde_json::to_string(&object).unwrap_or_default(),
+            });
+        }
+    };
+    let json = String::from_utf8(super::compact_json::strip_whitespace(bytes))
+        .map_err(|e| format!("olm.bundle.object data: {e}"))?;
+    Ok(ObjectJson { json, is_csv })
+}
+
+/// Whether `bytes`, a JSON object (validated here, without building it), is a CSV;
+/// `None` when it is not a JSON object or its `kind` is not one plain string.
+fn json_object_kind(bytes: &[u8]) -> Option<bool> {
+    #[derive(serde::Deserialize)]
+    struct Kind<'a> {
+        #[serde(borrow, default)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    // A JSON array would fill the struct by position.
+    if !text
+        .trim_start_matches([' ', '\t', '\n', '\r'])
+        .starts_with('{')
+    {
+        return None;
+    }
+    let head: Kind = serde_json::from_str(text).ok()?;
+    Some(head.kind.as_deref() == Some("ClusterServiceVersion"))
+}
+
+fn parse_manifest(bytes: &[u8]) -> Result<Value, String> {
+    match serde_json::from_slice(bytes) {
         Ok(v) => Ok(v),
-        Err(_) => super::yaml_nesting::from_slice(&bytes)
+        Err(_) => super::yaml_nesting::from_slice(bytes)
             .map_err(|e| format!("olm.bundle.object data: {e}")),
     }
 }
@@ -161,6 +217,43 @@ mod tests {
     fn object(text: &str) -> Property {
         let data = base64::engine::general_purpose::STANDARD.encode(text);
         Property::new(PROP_BUNDLE_OBJECT, json!({ "data": data }))
+    }
+
+    #[test]
+    fn served_objects_are_compact_json_of_the_same_data() {
+        let cases = [
+            // JSON, pretty: compacted as it is, keys kept in their order.
+            (
+                "{\n  \"kind\": \"ClusterServiceVersion\",\n  \"b\": \"x  y\", \"a\": 1}\n",
+                true,
+            ),
+            (
+                r#"{"kind":"CustomResourceDefinition","spec":{"names":[]}}"#,
+                false,
+            ),
+            // Not a JSON object, or read differently as a tree: through the parser.
+            ("kind: ClusterServiceVersion\nmetadata: {name: a}\n", true),
+            (r#"{"kind":"Secret","kind":"ClusterServiceVersion"}"#, true),
+            (r#"{"kind":7}"#, false),
+            (r#"["ClusterServiceVersion"]"#, false),
+        ];
+        for (text, csv) in cases {
+            let got = bundle_object_json(&object(text).value).unwrap();
+            assert_eq!(got.is_csv, csv, "{text}");
+            assert!(!got.json.contains('\n'), "{text}");
+            let parsed: Value = serde_json::from_str(&got.json).unwrap();
+            assert_eq!(
+                parsed,
+                decode_bundle_object(&object(text).value).unwrap(),
+                "{text}"
+            );
+        }
+        let pretty = bundle_object_json(&object(cases[0].0).value).unwrap();
+        assert_eq!(
+            pretty.json,
+            r#"{"kind":"ClusterServiceVersion","b":"x  y","a":1}"#
+        );
+        assert!(bundle_object_json(&object("{not json: [").value).is_err());
     }
 
     #[test]

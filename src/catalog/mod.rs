@@ -3,6 +3,7 @@
 //! Pure data: no Kubernetes client, no async.
 
 pub mod bundle;
+pub mod compact_json;
 pub mod configmap;
 pub mod csv;
 pub mod digest;

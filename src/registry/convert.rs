@@ -1,15 +1,15 @@
 //! FBC → registry API messages, as upstream's `api.ConvertModelBundleToAPIBundle` does.
 //!
 //! A bundle is split in two: the *light* part (everything but `csvJson` and `object`) that
-//! the index keeps in memory, and the *heavy* part (`csvJson` and `object`, the decoded
-//! manifests) that goes to the spill store. Both are `api.Bundle` encodings, so that
-//! decoding their concatenation gives the whole message (protobuf merges repeated fields
-//! and later scalars).
+//! the index keeps in memory, and the *heavy* part (`object`, the decoded manifests) that
+//! goes to the spill store. Both are `api.Bundle` encodings, so that decoding their
+//! concatenation gives the whole message (protobuf merges repeated fields and later
+//! scalars); `csvJson` is a copy of one of the objects, made when the bundle is served.
 
 use serde_json::{Map, Value, json};
 
 use super::generated as api;
-use crate::catalog::csv::{decode_bundle_object, is_csv};
+use crate::catalog::csv::bundle_object_json;
 use crate::catalog::fbc::{
     self, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE,
     PROP_PACKAGE_REQUIRED,
@@ -24,8 +24,8 @@ pub struct Converted {
     pub provided: Vec<(String, String, String)>,
     /// The manifests as JSON strings; empty when the bundle has none.
     pub objects: Vec<String>,
-    /// The CSV among `objects`, if any.
-    pub csv_json: String,
+    /// Which of `objects` is the CSV (`csvJson`), if any: stored once, copied when served.
+    pub csv_object: Option<usize>,
     /// The `olm.csv.metadata` value, when the bundle has no CSV object and exactly one
     /// such property: the CSV is then synthesised once the package (icon, description) is
     /// known.
@@ -104,7 +104,7 @@ pub fn convert_bundle(
                     value,
                 });
             }
-            PROP_BUNDLE_OBJECT => objects.push(decode_bundle_object(&p.value)?),
+            PROP_BUNDLE_OBJECT => objects.push(bundle_object_json(&p.value)?),
             PROP_CSV_METADATA => csv_metadatas.push(p.value.clone()),
             _ => {}
         }
@@ -127,12 +127,8 @@ pub fn convert_bundle(
             csv_metadatas.len()
         ));
     }
-    let csv_json = objects
-        .iter()
-        .find(|o| is_csv(o))
-        .map(compact)
-        .unwrap_or_default();
-    let csv_metadata = if csv_json.is_empty() {
+    let csv_object = objects.iter().position(|o| o.is_csv);
+    let csv_metadata = if csv_object.is_none() {
         csv_metadatas.pop()
     } else {
         None
@@ -154,8 +150,8 @@ pub fn convert_bundle(
     Ok(Converted {
         light,
         provided,
-        objects: objects.iter().map(compact).collect(),
-        csv_json,
+        objects: objects.into_iter().map(|o| o.json).collect(),
+        csv_object,
         csv_metadata,
     })
 }
@@ -292,7 +288,7 @@ mod tests {
         assert_eq!(c.light.properties.len(), 4);
         assert_eq!(c.objects.len(), 2);
         assert_eq!(
-            c.csv_json,
+            c.objects[c.csv_object.unwrap()],
             r#"{"kind":"ClusterServiceVersion","metadata":{"name":"p.v1"}}"#
         );
         assert_eq!(c.light.deprecation.unwrap().message, "old");

@@ -43,6 +43,7 @@ struct PendingBundle {
     light: api::Bundle,
     provided: Vec<(String, String, String)>,
     heavy: Loc,
+    csv_object: Option<usize>,
     /// For bundles whose CSV is synthesised from `olm.csv.metadata` once the package is known.
     csv_metadata: Option<(Value, Vec<fbc::RelatedImage>)>,
 }
@@ -73,7 +74,6 @@ impl Builder {
                 anyhow::anyhow!("package {}, bundle {}: {e}", q(&b.package), q(&b.name))
             })?;
             let mut heavy = api::Bundle {
-                csv_json: c.csv_json,
                 object: c.objects,
                 ..Default::default()
             };
@@ -89,6 +89,7 @@ impl Builder {
                 light: c.light,
                 provided: c.provided,
                 heavy,
+                csv_object: c.csv_object,
                 csv_metadata,
             });
         }
@@ -188,11 +189,11 @@ impl Builder {
                     related,
                 );
                 let heavy = api::Bundle {
-                    csv_json: csv.clone(),
                     object: vec![csv],
                     ..Default::default()
                 };
                 b.heavy = store.put(&heavy.encode_to_vec())?;
+                b.csv_object = Some(0);
             }
             b.light.deprecation = bundle_deprecation
                 .get(&key)
@@ -217,6 +218,7 @@ impl Builder {
                     end: offset(light.len())?,
                 },
                 heavy: b.heavy,
+                csv_object: b.csv_object.map(u32::try_from).transpose()?,
             });
         }
 

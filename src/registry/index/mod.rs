@@ -93,7 +93,10 @@ struct BundleIdx {
     has_path: bool,
     /// Bytes of `Index::light`.
     light: Span,
+    /// The manifests (`object`), spilled.
     heavy: Loc,
+    /// Which manifest is the CSV, served again as `csvJson`.
+    csv_object: Option<u32>,
 }
 
 pub struct Index {

@@ -33,6 +33,9 @@ impl Index {
             api::Bundle::decode(light)
         }
         .map_err(|e| QueryError(format!("decoding bundle {}: {e}", q(self.str(b.name)))))?;
+        if let Some(csv) = b.csv_object.and_then(|i| bundle.object.get(i as usize)) {
+            bundle.csv_json = csv.clone();
+        }
         bundle.channel_name = self.str(channel.name).to_owned();
         bundle.skip_range = self.str(entry.skip_range).to_owned();
         if !trimmed {
