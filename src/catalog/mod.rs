@@ -7,6 +7,7 @@ pub mod compact_json;
 pub mod configmap;
 pub mod csv;
 pub mod digest;
+mod fast_yaml;
 pub mod fbc;
 pub mod files;
 pub mod go_json;

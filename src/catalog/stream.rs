@@ -601,7 +601,7 @@ fn read_yaml<E>(
 /// that opens the text or follows another separator belongs to the next document. Each
 /// item is the document's first line (1-based, counting from `first_line`) and its bytes,
 /// or the line of a bad separator and what is wrong with it.
-fn yaml_documents(
+pub(super) fn yaml_documents(
     bytes: &[u8],
     first_line: usize,
 ) -> impl Iterator<Item = Result<(usize, &[u8]), (usize, String)>> {
@@ -670,6 +670,11 @@ fn parse_yaml_document(doc: &[u8], line: usize, index: usize) -> Result<Value, S
     };
     // Each document is its own YAML stream to opm, so a byte order mark may open any.
     let doc = doc.strip_prefix('\u{feff}').unwrap_or(doc);
+    // Common manifests take a fast path that reads them as libyaml does (and nests them
+    // only as deep as its own limit).
+    if let Some(value) = super::fast_yaml::parse(doc) {
+        return Ok(value);
+    }
     if let Err(deep) = super::yaml_nesting::check(doc.as_bytes()) {
         return Err(StreamError::Malformed {
             format: "YAML",
@@ -679,15 +684,21 @@ fn parse_yaml_document(doc: &[u8], line: usize, index: usize) -> Result<Value, S
             message: deep.to_string(),
         });
     }
+    libyaml_document(doc).map_err(malformed)
+}
+
+/// The first YAML document of `doc` as libyaml (under serde_yaml) reads it, `null` when it
+/// has none.
+pub(super) fn libyaml_document(doc: &str) -> Result<Value, serde_yaml::Error> {
     let Some(document) = serde_yaml::Deserializer::from_str(doc).next() else {
         return Ok(Value::Null);
     };
     if !doc.contains("<<") {
-        return Value::deserialize(document).map_err(malformed);
+        return Value::deserialize(document);
     }
     // Merge keys (`<<: *anchor`) are merged, as Go's YAML library merges them.
-    let mut value = serde_yaml::Value::deserialize(document).map_err(malformed)?;
-    value.apply_merge().map_err(malformed)?;
+    let mut value = serde_yaml::Value::deserialize(document)?;
+    value.apply_merge()?;
     Ok(yaml_to_json(value))
 }
 

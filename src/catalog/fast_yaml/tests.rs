@@ -1,0 +1,185 @@
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::catalog::stream::{libyaml_document, yaml_documents};
+
+/// The fast reading of `doc`, checked against libyaml's whenever it gives one.
+fn fast(doc: &str) -> Option<Value> {
+    let value = parse(doc)?;
+    let full = libyaml_document(doc).unwrap_or_else(|e| {
+        panic!("fast path read text libyaml refuses ({e}):\n{doc}\nas {value}")
+    });
+    assert_eq!(value, full, "fast path differs from libyaml on:\n{doc}");
+    Some(value)
+}
+
+#[test]
+fn common_manifest_text_takes_the_fast_path_and_reads_as_libyaml_does() {
+    let docs = [
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  labels: {app: x, \"k\": 'v'}\n",
+        "---\na: 1\nb: -2\nc: 0.1.0\nd: v1.2\ne: true\nf: ~\ng:\nh: 010\ni: 18446744073709551615\n",
+        "a:\n- x\n- y: 1\n  z: [1, \"two\", 'th''ree', {k: v}]\n-   w: deep\n    v:\n      - q\nb: []\nc: {}\n",
+        "spec:\n  description: this is a long\n    plain scalar that folds\n\n    with a blank line\n  next: x # comment\n",
+        "a: |\n  line 1\n    indented\n\n  line 3\nb: |-\n  stripped\n\nc: >\n  folded\n  text\n\n  para\nd: >-\n  x\ne: |\nf: end\n",
+        "a: \"esc \\\" \\\\ \\n \\t \\u00e9 \\x41 \\/\"\nb: 'it''s'\n\"quoted key\": 1\n'single': 2\n",
+        "# leading comment\n\na: x#y\nb: http://example.com:8080/path\nc: -not-an-item\n",
+        "a:\n  - b:\n      c: 1\n    d: 2\n  -\n    e: 3\n",
+        "list:\n  - 'a'   # c\n  - \"b\"\n  -   [x]\nempty_item:\n  -\n  - ok\n",
+        "k: café ünïcödé 日本語\nurl: \"https://x.io/a?b=c&d=e\"\nq: what?\ncolon: a:b\n",
+        "a: 1\na: 2\n",
+        "top: x\n  bad: indentation\n",
+        "a: b: c\n",
+        "a: &anchor 1\nb: *anchor\n",
+        "a: !!str 1\n",
+        "<<: {a: 1}\n",
+        "a: 1.5\nb: 0x1F\nc: +1\nd: .inf\ne: 1e3\n",
+        "a: [1, 2,\n  3]\n",
+        "a: \"multi\n  line\"\n",
+        "a:\tb\n",
+        "\ta: b\n",
+        "a: |+\n  keep\n\n",
+        "a: |2\n   x\n",
+        "- top level sequence\n",
+        "just a scalar\n",
+        "a: yes\nb: no\nc: on\nd: off\ne: y\nf: n\ng: Yes\n",
+        "a: -\nb: -1\nc: '-'\nd: \"\"\ne: ''\n",
+        "a: x\r\nb: y\r\n",
+        "a:\n  b\n  c: d\n",
+        "a: |\n  x\n   \n  y\n",
+        "a: >\n  x\n    more\n  y\n",
+        "a:\n  # comment inside\n  b: 1\n  # another\nc: 2\n",
+        "a: 'x' y\n",
+        "a: {b: }\n",
+        "a: [a: b]\n",
+        "? complex\n: key\n",
+        "a: 1\n...\n",
+        "a:\n- b\nc: d\n",
+        "a:\n  - b\n  c: d\n",
+        "a: b\n  # comment\n  c\n",
+        "a: \"\\ud800\"\n",
+        "a: \"\\q\"\n",
+        "1: one\n",
+        "null: x\n",
+        "a: [-1, -x, -]\n",
+        "a: {x: [1, {y: z}]}\n",
+        "a: |\n\n  first line after a blank\n",
+        "a: >\n\n  first line after a blank\n",
+        "a:   value with trailing spaces   \nb: x\n",
+        "a:\n  - - nested\n",
+        "\t\n",
+        "a: |\n  x\n\t\n  y\n",
+        "a: 'x\n\t\n  y'\n",
+        "a: \"x \\\n  y\"\nb: 'p\n\n  q'\n",
+        "a: x\n  - y\n  'z'\n",
+        "desc: >-\n  Keep: this, [brackets] and {braces} # not a comment\n",
+    ];
+    let mut fast_count = 0;
+    for doc in docs {
+        if fast(doc).is_some() {
+            fast_count += 1;
+        }
+    }
+    // The first ten are what manifests are made of: they must not fall back.
+    for doc in &docs[..10] {
+        assert!(parse(doc).is_some(), "fell back on:\n{doc}");
+    }
+    assert!(fast_count >= 10);
+}
+
+/// Every YAML document under `root` (manifests, metadata, catalogs): each the fast path
+/// reads must read as libyaml reads it. Returns (documents, read fast).
+fn compare_tree(root: &Path) -> (usize, usize) {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(root, &mut files);
+    let (mut docs, mut fast_docs) = (0, 0);
+    for file in files {
+        let Ok(mut text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        for (_, doc) in yaml_documents(text.as_bytes(), 1).flatten() {
+            let doc = std::str::from_utf8(doc).unwrap();
+            let doc = doc.strip_prefix('\u{feff}').unwrap_or(doc);
+            docs += 1;
+            let fast = parse(doc);
+            if fast.is_none()
+                && std::env::var_os("OLM_YAML_SHOW_FALLBACKS").is_some()
+                && libyaml_document(doc).is_ok()
+            {
+                println!("fallback: {}", file.display());
+            }
+            if let Some(value) = fast {
+                fast_docs += 1;
+                match libyaml_document(doc) {
+                    Ok(full) => assert!(
+                        value == full,
+                        "{}: the fast path reads a document differently",
+                        file.display()
+                    ),
+                    Err(e) => panic!(
+                        "{}: fast path read text libyaml refuses: {e}",
+                        file.display()
+                    ),
+                }
+            }
+        }
+    }
+    (docs, fast_docs)
+}
+
+#[test]
+fn the_testdata_reads_the_same_both_ways() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata");
+    let (docs, fast_docs) = compare_tree(&root);
+    assert!(docs > 500, "{docs} documents under {}", root.display());
+    // Nearly all real manifests take the fast path.
+    assert!(
+        fast_docs * 10 >= docs * 9,
+        "{fast_docs} of {docs} read fast"
+    );
+}
+
+/// The same over any tree: `OLM_YAML_CORPUS=/path/to/community-operators-prod cargo test
+/// --release --lib fast_yaml -- --ignored --nocapture`.
+#[test]
+#[ignore = "needs OLM_YAML_CORPUS"]
+fn a_corpus_reads_the_same_both_ways() {
+    let root = std::env::var("OLM_YAML_CORPUS").expect("OLM_YAML_CORPUS");
+    let (docs, fast_docs) = compare_tree(Path::new(&root));
+    println!("{fast_docs} of {docs} documents read on the fast path, all as libyaml reads them");
+}
+
+/// Where the fast path gives up on a file: `OLM_YAML_FILE=path cargo test --lib
+/// fast_yaml::tests::where_it_falls_back -- --ignored --nocapture`.
+#[test]
+#[ignore = "needs OLM_YAML_FILE"]
+fn where_it_falls_back() {
+    let text = std::fs::read_to_string(std::env::var("OLM_YAML_FILE").unwrap()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    for k in 1..=lines.len() {
+        let prefix = lines[..k].join("\n") + "\n";
+        if parse(&prefix).is_none() && libyaml_document(&prefix).is_ok() {
+            println!("line {k}: {}", lines[k - 1]);
+            for l in &lines[k.saturating_sub(3)..(k + 2).min(lines.len())] {
+                println!("  | {l}");
+            }
+            return;
+        }
+    }
+    println!("no fallback in prefixes");
+}
