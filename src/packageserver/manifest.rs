@@ -27,7 +27,10 @@ impl HeadCsv {
     /// The blob a snapshot keeps: the JSON text as one string, not a JSON value tree (a
     /// tree of a CSV description costs about three times its text in allocations).
     fn to_blob(&self) -> Value {
-        Value::String(serde_json::to_string(self).expect("a HeadCsv always serializes"))
+        let mut text = serde_json::to_string(self).expect("a HeadCsv always serializes");
+        // Grown while written: without this a blob keeps up to twice its size.
+        text.shrink_to_fit();
+        Value::String(text)
     }
 
     fn from_blob(blob: &Value) -> Option<HeadCsv> {
@@ -56,8 +59,9 @@ impl HeadCsv {
 }
 
 /// Snapshots drop the bundles' manifests; before they do, this keeps what PackageManifests
-/// need of each channel head's CSV (its description, only the first icon) as blobs of
-/// [`SCHEMA_CHANNEL_HEAD`]: a few KiB per channel instead of every manifest.
+/// need of each channel head's CSV (its description, without icons) as blobs of
+/// [`SCHEMA_CHANNEL_HEAD`]: a few KiB per channel instead of every manifest; and the one
+/// icon served per package ([`super::icon`]).
 pub fn keep_channel_heads(content: &mut DeclarativeConfig) {
     let mut heads = std::collections::BTreeSet::new();
     for channel in &content.channels {
@@ -65,23 +69,14 @@ pub fn keep_channel_heads(content: &mut DeclarativeConfig) {
             heads.insert((channel.package.clone(), head.to_string()));
         }
     }
-    let mut kept = Vec::new();
+    let mut kept = ChannelHeadsKeeper::default();
     for bundle in &content.bundles {
-        if !heads.contains(&(bundle.package.clone(), bundle.name.clone())) {
-            continue;
-        }
-        if let Some(mut head) = HeadCsv::of(bundle) {
-            head.desc.icon.truncate(1);
-            kept.push(Meta {
-                schema: SCHEMA_CHANNEL_HEAD.into(),
-                package: bundle.package.clone(),
-                name: bundle.name.clone(),
-                blob: head.to_blob(),
-            });
+        if heads.contains(&(bundle.package.clone(), bundle.name.clone())) {
+            kept.keep(bundle);
         }
     }
-    content.others.retain(|m| m.schema != SCHEMA_CHANNEL_HEAD);
-    content.others.extend(kept);
+    kept.heads = heads;
+    kept.finish(content);
 }
 
 /// [`keep_channel_heads`] for a catalog read blob by blob, so that manifests can be dropped
@@ -94,6 +89,7 @@ pub struct ChannelHeadsKeeper {
     heads: std::collections::BTreeSet<(String, String)>,
     in_channels: std::collections::BTreeSet<(String, String)>,
     kept: Vec<Meta>,
+    icons: super::icon::HeadIcons,
 }
 
 impl ChannelHeadsKeeper {
@@ -111,29 +107,44 @@ impl ChannelHeadsKeeper {
         }
         for bundle in &piece.bundles {
             let key = (bundle.package.clone(), bundle.name.clone());
-            if (self.heads.contains(&key) || !self.in_channels.contains(&key))
-                && let Some(mut head) = HeadCsv::of(bundle)
-            {
-                head.desc.icon.truncate(1);
-                self.kept.push(Meta {
-                    schema: SCHEMA_CHANNEL_HEAD.into(),
-                    package: bundle.package.clone(),
-                    name: bundle.name.clone(),
-                    blob: head.to_blob(),
-                });
+            if self.heads.contains(&key) || !self.in_channels.contains(&key) {
+                self.keep(bundle);
             }
         }
     }
 
-    /// Adds the head CSVs to `content`, as [`keep_channel_heads`] does.
+    /// Keeps `bundle`'s head CSV without icons, and its first icon apart.
+    fn keep(&mut self, bundle: &Bundle) {
+        let Some(mut head) = HeadCsv::of(bundle) else {
+            return;
+        };
+        let key = (bundle.package.clone(), bundle.name.clone());
+        if let Some(icon) = std::mem::take(&mut head.desc.icon).into_iter().next() {
+            self.icons.insert(key, icon);
+        }
+        self.kept.push(Meta {
+            schema: SCHEMA_CHANNEL_HEAD.into(),
+            package: bundle.package.clone(),
+            name: bundle.name.clone(),
+            blob: head.to_blob(),
+        });
+    }
+
+    /// Adds the head CSVs and the default icons to `content`, as [`keep_channel_heads`] does.
     pub fn finish(self, content: &mut DeclarativeConfig) {
         let heads = self.heads;
+        let kept: Vec<Meta> = self
+            .kept
+            .into_iter()
+            .filter(|m| heads.contains(&(m.package.clone(), m.name.clone())))
+            .collect();
+        let names = kept
+            .iter()
+            .map(|m| (m.package.clone(), m.name.clone()))
+            .collect();
         content.others.retain(|m| m.schema != SCHEMA_CHANNEL_HEAD);
-        content.others.extend(
-            self.kept
-                .into_iter()
-                .filter(|m| heads.contains(&(m.package.clone(), m.name.clone()))),
-        );
+        content.others.extend(kept);
+        super::icon::keep_default_icons(content, self.icons, &names);
     }
 }
 
@@ -316,22 +327,6 @@ impl PackageManifest {
         }
         self
     }
-
-    /// The default channel's head icon: (bytes, media type), as the icon subresource serves it.
-    pub fn default_icon(&self) -> Option<(Vec<u8>, String)> {
-        use base64::Engine;
-        let channel = self
-            .status
-            .channels
-            .iter()
-            .find(|c| c.name == self.status.default_channel)?;
-        let icon = channel.current_csv_desc.icon.first()?;
-        let data: String = icon.base64data.split_whitespace().collect();
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(data)
-            .ok()?;
-        Some((bytes, icon.mediatype.clone()))
-    }
 }
 
 /// Every PackageManifest of one catalog, by package name.
@@ -385,7 +380,9 @@ pub fn manifests(
             if default_csv.is_none() || channel.name == status.default_channel {
                 default_csv = Some(csv.clone());
             }
-            let desc = csv.desc.clone();
+            // Icons are served from the snapshot ([`super::icon`]), not kept per manifest.
+            let mut desc = csv.desc.clone();
+            desc.icon = Vec::new();
             if (!status.default_channel.is_empty() && channel.name == status.default_channel)
                 || !provider_set
             {
@@ -417,13 +414,6 @@ pub fn manifests(
         };
         if default_elided {
             status.default_channel = status.channels[0].name.clone();
-        }
-        // Only the icon subresource shows an icon, the default channel's: the others would
-        // be kept for nothing, once per channel.
-        for channel in &mut status.channels {
-            if channel.name != status.default_channel {
-                channel.current_csv_desc.icon = Vec::new();
-            }
         }
         let mut labels = info.labels.clone();
         labels.insert("catalog".into(), info.name.clone());
@@ -466,7 +456,7 @@ fn set_default_os_arch_labels(labels: &mut BTreeMap<String, String>) {
 
 /// The CSV a registry server gives for a channel head: the bundle's CSV object, else one
 /// made from its `olm.csv.metadata` (as opm does for bundles stored without objects).
-fn head_csv(bundle: &Bundle) -> Option<Value> {
+pub(super) fn head_csv(bundle: &Bundle) -> Option<Value> {
     if let Some(csv) = bundle_csv(bundle) {
         return Some(csv);
     }
@@ -669,6 +659,7 @@ impl<'a> Deprecations<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packageserver::icon::DefaultIcons;
 
     fn our_catalog() -> DeclarativeConfig {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
@@ -688,7 +679,8 @@ mod tests {
 
     #[test]
     fn every_package_of_our_catalog_has_a_manifest_with_channel_heads() {
-        let all = manifests(&our_catalog(), &info());
+        let catalog = our_catalog();
+        let all = manifests(&catalog, &info());
         assert_eq!(
             all.keys().collect::<Vec<_>>(),
             [
@@ -720,9 +712,15 @@ mod tests {
             );
             assert!(!channel.current_csv_desc.display_name.is_empty());
         }
-        let (icon, media_type) = rw.default_icon().expect("reverse-words has an icon");
-        assert!(!icon.is_empty());
-        assert_eq!(media_type, "image/svg+xml");
+        let icon = crate::packageserver::icon::DefaultIcons::of(&catalog)
+            .get("reverse-words")
+            .expect("reverse-words has an icon");
+        assert!(
+            !crate::packageserver::icon::decode(&icon)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(icon.mediatype, "image/svg+xml");
         let json = serde_json::to_value(rw.clone().without_icons()).unwrap();
         assert!(
             json["status"]["channels"][0]["currentCSVDesc"]
@@ -743,10 +741,48 @@ mod tests {
         }
         let from_full = manifests(&full, &info());
         let from_slim = manifests(&slim, &info());
+        let (icons_full, icons_slim) = (DefaultIcons::of(&full), DefaultIcons::of(&slim));
         for (name, m) in &from_full {
             assert_eq!(&from_slim[name], m, "{name}");
+            assert_eq!(icons_slim.get(name), icons_full.get(name), "{name}");
         }
         assert_eq!(from_full.len(), from_slim.len());
+        assert!(
+            from_full
+                .values()
+                .flat_map(|m| &m.status.channels)
+                .all(|c| c.current_csv_desc.icon.is_empty()),
+            "manifests keep no icons"
+        );
+        // One icon per package at most, not one per channel head.
+        let icons = slim
+            .others
+            .iter()
+            .filter(|m| m.schema == crate::packageserver::icon::SCHEMA_DEFAULT_ICON)
+            .count();
+        assert!(icons >= 1 && icons <= from_full.len(), "{icons}");
+        assert!(
+            channel_heads(&slim)
+                .values()
+                .all(|h| h.desc.icon.is_empty()),
+            "channel heads keep no icons"
+        );
+    }
+
+    #[test]
+    fn the_icon_follows_the_default_channel_as_manifests_pick_it() {
+        let mut full = our_catalog();
+        let package = full
+            .packages
+            .iter_mut()
+            .find(|p| p.name == "reverse-words")
+            .unwrap();
+        // A default channel that does not exist: no default icon, as no default channel.
+        package.default_channel = "nowhere".into();
+        let mut slim = full.clone();
+        keep_channel_heads(&mut slim);
+        assert_eq!(DefaultIcons::of(&full).get("reverse-words"), None);
+        assert_eq!(DefaultIcons::of(&slim).get("reverse-words"), None);
     }
 
     #[test]
@@ -756,7 +792,8 @@ mod tests {
         keep_channel_heads(&mut whole);
         // Bundles before their channels, one blob at a time, as a file may order them.
         let mut keeper = ChannelHeadsKeeper::default();
-        let mut streamed = DeclarativeConfig::default();
+        // finish() sees the whole content, as the loader merges every blob before it.
+        let mut streamed = full.clone();
         for bundle in &full.bundles {
             keeper.add(&DeclarativeConfig {
                 bundles: vec![bundle.clone()],
@@ -772,7 +809,7 @@ mod tests {
             let mut kept: Vec<(String, String, Value)> = c
                 .others
                 .iter()
-                .filter(|m| m.schema == SCHEMA_CHANNEL_HEAD)
+                .filter(|m| m.schema.starts_with("olm-rs.packagemanifest."))
                 .map(|m| (m.package.clone(), m.name.clone(), m.blob.clone()))
                 .collect();
             kept.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));

@@ -9,6 +9,7 @@
 //! - [`server`]: the HTTPS routes; [`register`]: the Service/APIService registration.
 
 pub mod auth;
+pub mod icon;
 pub mod listed;
 pub mod manifest;
 pub mod openapi;

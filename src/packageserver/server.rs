@@ -287,10 +287,11 @@ async fn icon(
     State(state): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
-    let Some(manifest) = state.store.get(&namespace, &name).map(|v| v.manifest) else {
+    let Some((manifest, icon)) = state.store.icon(&namespace, &name) else {
         return respond::not_found(&name);
     };
-    let (bytes, media_type, etag) = match manifest.default_icon() {
+    let decoded = icon.and_then(|i| Some((super::icon::decode(&i)?, i.mediatype)));
+    let (bytes, media_type, etag) = match decoded {
         Some((bytes, media_type)) => {
             let head = manifest
                 .status

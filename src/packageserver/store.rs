@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
+use super::icon::DefaultIcons;
 use super::listed::ListedJson;
-use super::manifest::{self, CatalogInfo, PackageManifest};
+use super::manifest::{self, CatalogInfo, Icon, PackageManifest};
 use crate::resolver::input::CatalogRef;
-use crate::snapshots::CatalogSnapshots;
+use crate::snapshots::{CatalogSnapshot, CatalogSnapshots};
 
 /// Events kept for watches that resume from a resourceVersion.
 pub const HISTORY: usize = 1024;
@@ -45,7 +46,8 @@ pub struct Event {
 struct Served {
     manifest: Arc<PackageManifest>,
     listed: Arc<ListedJson>,
-    /// SHA-256 of the manifest serialized without resourceVersion: equal means unchanged.
+    /// SHA-256 of the manifest serialized without resourceVersion, and of its icon: equal
+    /// means unchanged.
     fingerprint: [u8; 32],
 }
 
@@ -75,10 +77,13 @@ impl Visible {
     }
 }
 
-fn fingerprint(manifest: &PackageManifest) -> [u8; 32] {
+fn fingerprint(manifest: &PackageManifest, icon: Option<&Icon>) -> [u8; 32] {
     use sha2::Digest;
-    let json = serde_json::to_vec(manifest).unwrap_or_default();
-    sha2::Sha256::digest(&json).into()
+    let mut hash = sha2::Sha256::new();
+    hash.update(serde_json::to_vec(manifest).unwrap_or_default());
+    // A new icon is a change too, though only the icon subresource shows it.
+    hash.update(serde_json::to_vec(&icon).unwrap_or_default());
+    hash.finalize().into()
 }
 
 struct CatalogEntry {
@@ -87,6 +92,8 @@ struct CatalogEntry {
     priority: i32,
     info: CatalogInfo,
     packages: BTreeMap<String, Served>,
+    /// The snapshot the packages were built from: the icon subresource reads icons from it.
+    snapshot: Option<Arc<CatalogSnapshot>>,
 }
 
 #[derive(Default)]
@@ -94,6 +101,14 @@ struct State {
     revision: u64,
     catalogs: BTreeMap<CatalogRef, CatalogEntry>,
     history: VecDeque<Event>,
+}
+
+/// A catalog's manifests as built outside the lock, each with its fingerprint.
+struct Rebuilt {
+    digest: String,
+    info: CatalogInfo,
+    manifests: Vec<(String, PackageManifest, [u8; 32])>,
+    snapshot: Option<Arc<CatalogSnapshot>>,
 }
 
 pub struct Store {
@@ -130,10 +145,7 @@ impl Store {
     pub fn sync(&self, snapshots: &CatalogSnapshots, sources: &BTreeMap<CatalogRef, CatalogInfo>) {
         let digests = snapshots.digests();
         // Rebuild outside the lock: it decodes CSVs.
-        let mut rebuilt: BTreeMap<
-            CatalogRef,
-            (String, CatalogInfo, BTreeMap<String, PackageManifest>),
-        > = BTreeMap::new();
+        let mut rebuilt: BTreeMap<CatalogRef, Rebuilt> = BTreeMap::new();
         {
             let state = self.lock();
             for (source, digest) in &digests {
@@ -146,20 +158,39 @@ impl Store {
                 }
                 rebuilt.insert(
                     source.clone(),
-                    (digest.clone(), info.clone(), BTreeMap::new()),
+                    Rebuilt {
+                        digest: digest.clone(),
+                        info: info.clone(),
+                        manifests: Vec::new(),
+                        snapshot: None,
+                    },
                 );
             }
         }
-        for (source, (_, info, manifests)) in &mut rebuilt {
+        for (source, rebuilt) in &mut rebuilt {
             if let Some(snapshot) = snapshots.get(source) {
-                *manifests = manifest::manifests(&snapshot.catalog.content, info);
-                tracing::debug!(catalog = %source, packages = manifests.len(), "built packagemanifests");
+                let content = &snapshot.catalog.content;
+                let icons = DefaultIcons::of(content);
+                rebuilt.manifests = manifest::manifests(content, &rebuilt.info)
+                    .into_iter()
+                    .map(|(name, m)| {
+                        let fingerprint = fingerprint(&m, icons.get(&name).as_ref());
+                        (name, m, fingerprint)
+                    })
+                    .collect();
+                tracing::debug!(catalog = %source, packages = rebuilt.manifests.len(), "built packagemanifests");
+                rebuilt.snapshot = Some(snapshot);
             }
         }
         let mut state = self.lock();
         for (source, entry) in state.catalogs.iter_mut() {
             if let Some(snapshot) = snapshots.get(source) {
                 entry.priority = snapshot.catalog.priority;
+                // A priority change replaces the snapshot (same content): hold the current
+                // one, not a copy the snapshots no longer keep.
+                if entry.digest == snapshot.digest {
+                    entry.snapshot = Some(snapshot);
+                }
             }
         }
         let gone: Vec<CatalogRef> = state
@@ -175,15 +206,20 @@ impl Store {
                 }
             }
         }
-        for (source, (digest, info, manifests)) in rebuilt {
+        for (source, rebuilt) in rebuilt {
+            let Rebuilt {
+                digest,
+                info,
+                manifests,
+                snapshot,
+            } = rebuilt;
             let mut old = state
                 .catalogs
                 .remove(&source)
                 .map(|e| e.packages)
                 .unwrap_or_default();
             let mut packages = BTreeMap::new();
-            for (name, mut manifest) in manifests {
-                let fingerprint = fingerprint(&manifest);
+            for (name, mut manifest, fingerprint) in manifests {
                 match old.remove(&name) {
                     Some(previous) if previous.fingerprint == fingerprint => {
                         packages.insert(name, previous);
@@ -220,6 +256,7 @@ impl Store {
                     priority,
                     info,
                     packages,
+                    snapshot,
                 },
             );
         }
@@ -281,6 +318,26 @@ impl Store {
             .into_iter()
             .find_map(|entry| entry.packages.get(name))
             .map(|served| self.visible(served, &shown))
+    }
+
+    /// What the icon subresource of `name` in `namespace` shows: the manifest `get` finds and
+    /// its default icon (none: the package has none).
+    pub fn icon(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<(Arc<PackageManifest>, Option<Icon>)> {
+        let (manifest, snapshot) = {
+            let state = self.lock();
+            self.catalogs_seen_from(&state, namespace)
+                .into_iter()
+                .find_map(|entry| {
+                    let served = entry.packages.get(name)?;
+                    Some((Arc::clone(&served.manifest), entry.snapshot.clone()))
+                })?
+        };
+        let icon = snapshot.and_then(|s| DefaultIcons::of(&s.catalog.content).get(name));
+        Some((manifest, icon))
     }
 
     /// The catalogs a namespace sees, in serving order: its own, then the global
