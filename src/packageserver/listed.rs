@@ -48,6 +48,25 @@ impl ListedJson {
     }
 }
 
+/// The whole object of a served manifest (kept without its channels) from its JSON, as
+/// `serde_json::to_value` of the manifest would give it: in the manifest's namespace and
+/// with its resourceVersion (a DELETED event's is newer than the JSON's).
+pub fn object(manifest: &PackageManifest, listed: &ListedJson) -> serde_json::Value {
+    let mut json = Vec::with_capacity(listed.len(manifest.metadata.namespace.len()));
+    listed.write(&manifest.metadata.namespace, &mut json);
+    let mut object: serde_json::Value =
+        serde_json::from_slice(&json).expect("a ListedJson is JSON");
+    let rv = &manifest.metadata.resource_version;
+    if let Some(metadata) = object["metadata"].as_object_mut() {
+        if rv.is_empty() {
+            metadata.remove("resourceVersion");
+        } else {
+            metadata.insert("resourceVersion".into(), rv.as_str().into());
+        }
+    }
+    object
+}
+
 /// `PackageManifestList` of `items` (each with the namespace it is shown in).
 pub fn list_json<'a>(
     items: impl ExactSizeIterator<Item = (&'a ListedJson, &'a str)> + Clone,
@@ -118,6 +137,22 @@ mod tests {
                     ours.len() - (ns == "with\"quote") as usize
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_object_of_a_manifest_kept_without_channels_is_the_whole_manifest() {
+        for mut m in manifests() {
+            m.metadata.resource_version = "7".into();
+            let listed = ListedJson::of(&m);
+            let mut kept = m.in_namespace("team-a");
+            kept.status.channels.clear();
+            assert!(!m.status.channels.is_empty());
+            let whole = serde_json::to_value(m.in_namespace("team-a")).unwrap();
+            assert_eq!(object(&kept, &listed), whole);
+            // A DELETED event shows its own, newer resourceVersion.
+            kept.metadata.resource_version = "9".into();
+            assert_eq!(object(&kept, &listed)["metadata"]["resourceVersion"], "9");
         }
     }
 

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::auth::{Attributes, Authorizer, RequestHeaderConfig};
+use super::listed::ListedJson;
 use super::manifest::{API_VERSION, KIND, PackageManifest};
 use super::openapi;
 use super::respond::{self, Format};
@@ -287,20 +288,14 @@ async fn icon(
     State(state): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
-    let Some((manifest, icon)) = state.store.icon(&namespace, &name) else {
+    let Some(shown) = state.store.icon(&namespace, &name) else {
         return respond::not_found(&name);
     };
-    let decoded = icon.and_then(|i| Some((super::icon::decode(&i)?, i.mediatype)));
+    let decoded =
+        (shown.icon.as_ref()).and_then(|i| Some((super::icon::decode(i)?, i.mediatype.clone())));
     let (bytes, media_type, etag) = match decoded {
         Some((bytes, media_type)) => {
-            let head = manifest
-                .status
-                .channels
-                .iter()
-                .find(|c| c.name == manifest.status.default_channel)
-                .map(|c| c.current_csv.clone())
-                .unwrap_or_default();
-            let etag = format!("\"{name}.{}.{head}\"", manifest.status.default_channel);
+            let etag = format!("\"{name}.{}.{}\"", shown.default_channel, shown.head);
             (bytes, media_type, etag)
         }
         None => (
@@ -349,9 +344,9 @@ fn watch_response(
         Start::Everything => {
             let (revision, items, receiver) =
                 state.store.snapshot_and_subscribe(namespace.as_deref());
-            let events: Vec<(EventType, Arc<PackageManifest>)> = items
+            let events: Vec<Shown> = items
                 .iter()
-                .map(|v| (EventType::Added, v.in_namespace()))
+                .map(|v| (EventType::Added, v.in_namespace(), Arc::clone(&v.listed)))
                 .collect();
             (events, receiver, revision)
         }
@@ -390,8 +385,8 @@ fn watch_response(
             first: true,
             tx,
         };
-        for (type_, manifest) in initial {
-            if filter.matches(&manifest) && !writer.send(type_.as_str(), &manifest).await {
+        for (type_, manifest, listed) in initial {
+            if filter.matches(&manifest) && !writer.send(type_.as_str(), &manifest, &listed).await {
                 return;
             }
         }
@@ -413,9 +408,9 @@ fn watch_response(
                     Ok(event) => {
                         if event.revision <= last { continue; }
                         last = event.revision;
-                        if let Some((type_, manifest)) = visible(&state.store, namespace.as_deref(), &event)
+                        if let Some((type_, manifest, listed)) = visible(&state.store, namespace.as_deref(), &event)
                             && filter.matches(&manifest)
-                            && !writer.send(type_.as_str(), &manifest).await
+                            && !writer.send(type_.as_str(), &manifest, &listed).await
                         {
                             return;
                         }
@@ -437,22 +432,21 @@ fn watch_response(
     response
 }
 
+/// An event as a watch shows it: the manifest (without channels, in the namespace shown)
+/// and its JSON, which has them.
+type Shown = (EventType, Arc<PackageManifest>, Arc<ListedJson>);
+
 /// The event as a watch in `namespace` sees it: global catalogs' packages rewritten into it,
 /// other namespaces' not at all.
-fn visible(
-    store: &Store,
-    namespace: Option<&str>,
-    event: &Event,
-) -> Option<(EventType, Arc<PackageManifest>)> {
+fn visible(store: &Store, namespace: Option<&str>, event: &Event) -> Option<Shown> {
     let own = &event.manifest.metadata.namespace;
-    match namespace {
-        None => Some((event.type_, Arc::clone(&event.manifest))),
-        Some(ns) if own == ns => Some((event.type_, Arc::clone(&event.manifest))),
-        Some(ns) if *own == store.global_namespace => {
-            Some((event.type_, Arc::new(event.manifest.in_namespace(ns))))
-        }
-        Some(_) => None,
-    }
+    let manifest = match namespace {
+        None => Arc::clone(&event.manifest),
+        Some(ns) if own == ns => Arc::clone(&event.manifest),
+        Some(ns) if *own == store.global_namespace => Arc::new(event.manifest.in_namespace(ns)),
+        Some(_) => return None,
+    };
+    Some((event.type_, manifest, Arc::clone(&event.listed)))
 }
 
 struct EventWriter {
@@ -462,12 +456,11 @@ struct EventWriter {
 }
 
 impl EventWriter {
-    async fn send(&mut self, type_: &str, manifest: &PackageManifest) -> bool {
-        let manifest = manifest.clone().without_icons();
+    async fn send(&mut self, type_: &str, manifest: &PackageManifest, listed: &ListedJson) -> bool {
         let object = match self.format {
             Format::Table => {
                 let t = respond::table(
-                    &[(&manifest, &manifest.metadata.namespace)],
+                    &[(manifest, &manifest.metadata.namespace)],
                     None,
                     Timestamp::now(),
                     self.first,
@@ -475,7 +468,8 @@ impl EventWriter {
                 self.first = false;
                 t
             }
-            other => respond::object(&manifest, other, Timestamp::now()),
+            Format::Object => super::listed::object(manifest, listed),
+            other => respond::object(manifest, other, Timestamp::now()),
         };
         self.write(json!({"type": type_, "object": object})).await
     }

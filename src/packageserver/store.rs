@@ -35,17 +35,24 @@ impl EventType {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Event {
     pub revision: u64,
     pub type_: EventType,
-    /// With its resourceVersion set; for DELETED, the last state.
+    /// With its resourceVersion set (for DELETED, the last state), without channels, as
+    /// [`Served::manifest`]; `listed` has them.
     pub manifest: Arc<PackageManifest>,
+    pub listed: Arc<ListedJson>,
 }
 
 struct Served {
+    /// The manifest without its channels, which only whole objects show (from `listed`):
+    /// their CSV descriptions and entries are most of a manifest, and kept twice otherwise.
+    /// Selectors, Tables and metadata read the rest.
     manifest: Arc<PackageManifest>,
     listed: Arc<ListedJson>,
+    /// The default channel's head CSV, for the icon's ETag.
+    default_head: String,
     /// SHA-256 of the manifest serialized without resourceVersion, and of its icon: equal
     /// means unchanged.
     fingerprint: [u8; 32],
@@ -55,6 +62,7 @@ struct Served {
 /// shown in (a global catalog's packages appear in the namespace asked for).
 #[derive(Clone)]
 pub struct Visible {
+    /// Without channels, as [`Served::manifest`]; whole objects come from `listed`.
     pub manifest: Arc<PackageManifest>,
     pub listed: Arc<ListedJson>,
     /// Set when shown in another namespace than the manifest's own.
@@ -101,6 +109,15 @@ struct State {
     revision: u64,
     catalogs: BTreeMap<CatalogRef, CatalogEntry>,
     history: VecDeque<Event>,
+}
+
+/// A package's icon as the icon subresource shows it.
+pub struct ShownIcon {
+    pub default_channel: String,
+    /// The default channel's head CSV (empty: no such channel).
+    pub head: String,
+    /// None: the package has no icon.
+    pub icon: Option<Icon>,
 }
 
 /// A catalog's manifests as built outside the lock, each with its fingerprint.
@@ -202,7 +219,7 @@ impl Store {
         for source in gone {
             if let Some(entry) = state.catalogs.remove(&source) {
                 for served in entry.packages.into_values() {
-                    self.emit(&mut state, EventType::Deleted, served.manifest);
+                    self.emit(&mut state, EventType::Deleted, &served);
                 }
             }
         }
@@ -232,21 +249,27 @@ impl Store {
                         };
                         manifest.metadata.resource_version = (state.revision + 1).to_string();
                         let listed = Arc::new(ListedJson::of(&manifest));
-                        let manifest = Arc::new(manifest);
-                        self.emit(&mut state, type_, Arc::clone(&manifest));
-                        packages.insert(
-                            name,
-                            Served {
-                                manifest,
-                                listed,
-                                fingerprint,
-                            },
-                        );
+                        let default_head = manifest
+                            .status
+                            .channels
+                            .iter()
+                            .find(|c| c.name == manifest.status.default_channel)
+                            .map(|c| c.current_csv.clone())
+                            .unwrap_or_default();
+                        manifest.status.channels = Vec::new();
+                        let served = Served {
+                            manifest: Arc::new(manifest),
+                            listed,
+                            default_head,
+                            fingerprint,
+                        };
+                        self.emit(&mut state, type_, &served);
+                        packages.insert(name, served);
                     }
                 }
             }
             for served in old.into_values() {
-                self.emit(&mut state, EventType::Deleted, served.manifest);
+                self.emit(&mut state, EventType::Deleted, &served);
             }
             let priority = snapshots.get(&source).map_or(0, |s| s.catalog.priority);
             state.catalogs.insert(
@@ -262,8 +285,9 @@ impl Store {
         }
     }
 
-    fn emit(&self, state: &mut State, type_: EventType, mut manifest: Arc<PackageManifest>) {
+    fn emit(&self, state: &mut State, type_: EventType, served: &Served) {
         state.revision += 1;
+        let mut manifest = Arc::clone(&served.manifest);
         if type_ == EventType::Deleted {
             Arc::make_mut(&mut manifest).metadata.resource_version = state.revision.to_string();
         }
@@ -271,6 +295,7 @@ impl Store {
             revision: state.revision,
             type_,
             manifest,
+            listed: Arc::clone(&served.listed),
         };
         if state.history.len() == HISTORY {
             state.history.pop_front();
@@ -320,24 +345,25 @@ impl Store {
             .map(|served| self.visible(served, &shown))
     }
 
-    /// What the icon subresource of `name` in `namespace` shows: the manifest `get` finds and
-    /// its default icon (none: the package has none).
-    pub fn icon(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Option<(Arc<PackageManifest>, Option<Icon>)> {
-        let (manifest, snapshot) = {
+    /// What the icon subresource of `name` in `namespace` shows, of the manifest `get`
+    /// finds.
+    pub fn icon(&self, namespace: &str, name: &str) -> Option<ShownIcon> {
+        let (mut shown, snapshot) = {
             let state = self.lock();
             self.catalogs_seen_from(&state, namespace)
                 .into_iter()
                 .find_map(|entry| {
                     let served = entry.packages.get(name)?;
-                    Some((Arc::clone(&served.manifest), entry.snapshot.clone()))
+                    let shown = ShownIcon {
+                        default_channel: served.manifest.status.default_channel.clone(),
+                        head: served.default_head.clone(),
+                        icon: None,
+                    };
+                    Some((shown, entry.snapshot.clone()))
                 })?
         };
-        let icon = snapshot.and_then(|s| DefaultIcons::of(&s.catalog.content).get(name));
-        Some((manifest, icon))
+        shown.icon = snapshot.and_then(|s| DefaultIcons::of(&s.catalog.content).get(name));
+        Some(shown)
     }
 
     /// The catalogs a namespace sees, in serving order: its own, then the global
@@ -473,7 +499,12 @@ mod tests {
         assert_eq!(rev, 1);
         assert_eq!(items[0].namespace(), "team");
         assert_eq!(items[0].manifest.metadata.resource_version, "1");
-        assert_eq!(items[0].manifest.status.channels[0].current_csv, "p.v1.0.0");
+        let object = super::super::listed::object(&items[0].manifest, &items[0].listed);
+        assert_eq!(object["status"]["channels"][0]["currentCSV"], "p.v1.0.0");
+        assert!(
+            items[0].manifest.status.channels.is_empty(),
+            "kept once, in listed"
+        );
         // Same content again: no event.
         store.sync(&snapshots, &sources);
         assert_eq!(store.revision(), 1);
