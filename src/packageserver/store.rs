@@ -159,7 +159,12 @@ impl Store {
 
     /// Brings the served manifests up to date with the snapshots and the CatalogSources; a
     /// catalog shows packages only when both its snapshot and its CatalogSource are known.
-    pub fn sync(&self, snapshots: &CatalogSnapshots, sources: &BTreeMap<CatalogRef, CatalogInfo>) {
+    /// Returns how many catalogs' manifests were rebuilt.
+    pub fn sync(
+        &self,
+        snapshots: &CatalogSnapshots,
+        sources: &BTreeMap<CatalogRef, CatalogInfo>,
+    ) -> usize {
         let digests = snapshots.digests();
         // Rebuild outside the lock: it decodes CSVs.
         let mut rebuilt: BTreeMap<CatalogRef, Rebuilt> = BTreeMap::new();
@@ -223,6 +228,7 @@ impl Store {
                 }
             }
         }
+        let count = rebuilt.len();
         for (source, rebuilt) in rebuilt {
             let Rebuilt {
                 digest,
@@ -283,6 +289,7 @@ impl Store {
                 },
             );
         }
+        count
     }
 
     fn emit(&self, state: &mut State, type_: EventType, served: &Served) {
