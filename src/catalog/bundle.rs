@@ -15,7 +15,7 @@ use super::fbc::Property;
 use super::go_json;
 use super::limits::{MAX_BUNDLE_FILES, MAX_DOCUMENT_BYTES, human_bytes};
 use super::load::parse_documents;
-use super::memo::{ContentMemo, digest};
+use super::memo::ContentMemo;
 
 pub const ANNOTATION_MEDIATYPE: &str = "operators.operatorframework.io.bundle.mediatype.v1";
 pub const ANNOTATION_MANIFESTS: &str = "operators.operatorframework.io.bundle.manifests.v1";
@@ -275,7 +275,7 @@ fn read_manifest(file: &Path, memo: Option<&ManifestMemo>) -> Result<Parsed, Bun
     let Some(memo) = memo else {
         return parse();
     };
-    let (first, documents) = memo.get_or_parse(digest(text.as_bytes()), text.len(), parse)?;
+    let (first, documents) = memo.get_or_parse(text.as_bytes(), parse)?;
     // The object is shared; the file it came from is this bundle's.
     let first = first.map(|m| Manifest {
         file: file.to_path_buf(),

@@ -24,7 +24,13 @@ pub fn parse(doc: &str) -> Option<Value> {
     // The empty text after a final line break is no line.
     let final_break = doc.ends_with('\n');
     let body = doc.strip_suffix('\n').unwrap_or(doc);
-    let lines = body.split('\n').map(Line::new).collect();
+    let mut lines = Vec::with_capacity(body.len() / 32);
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'\n', body.as_bytes()) {
+        lines.push(Line::new(&body[start..end]));
+        start = end + 1;
+    }
+    lines.push(Line::new(&body[start..]));
     let mut p = Parser {
         lines,
         at: 0,
@@ -58,8 +64,29 @@ pub fn parse(doc: &str) -> Option<Value> {
 /// No character that the full parser treats differently: carriage returns and Unicode
 /// line breaks (other line ends), control characters (refused), byte order marks.
 fn plain_characters(bytes: &[u8]) -> bool {
-    let mut i = 0;
-    while i < bytes.len() {
+    // Printable ASCII, line breaks and tabs, checked a block at a time without branches;
+    // a block with anything else is looked at byte by byte.
+    const BLOCK: usize = 64;
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = (start + BLOCK).min(bytes.len());
+        let mut other = false;
+        for &b in &bytes[start..end] {
+            other |= !((0x20..0x7f).contains(&b) || b == b'\n' || b == b'\t');
+        }
+        if other && !plain_characters_in(bytes, start, end) {
+            return false;
+        }
+        start = end;
+    }
+    true
+}
+
+/// [`plain_characters`] for the bytes from `start` to `end` (a character starting there
+/// may end after it).
+fn plain_characters_in(bytes: &[u8], start: usize, end: usize) -> bool {
+    let mut i = start;
+    while i < end {
         let b = bytes[i];
         if b < 0x20 {
             if b != b'\n' && b != b'\t' {

@@ -66,6 +66,15 @@ impl serde::Serialize for SortedKeys<'_> {
                 }
                 seq.end()
             }
+            // serde_json's map is sorted already, unless a dependency turns on its
+            // `preserve_order` feature: checking costs less than sorting.
+            Value::Object(map) if map.keys().is_sorted() => {
+                let mut m = s.serialize_map(Some(map.len()))?;
+                for (k, v) in map {
+                    m.serialize_entry(k, &SortedKeys(v))?;
+                }
+                m.end()
+            }
             Value::Object(map) => {
                 let mut keys: Vec<&String> = map.keys().collect();
                 keys.sort_unstable();
@@ -88,21 +97,37 @@ impl serde_json::ser::Formatter for GoFormatter {
         writer: &mut W,
         fragment: &str,
     ) -> std::io::Result<()> {
-        let mut start = 0;
-        for (i, c) in fragment.char_indices() {
-            let escaped = match c {
-                '<' => "\\u003c",
-                '>' => "\\u003e",
-                '&' => "\\u0026",
-                '\u{2028}' => "\\u2028",
-                '\u{2029}' => "\\u2029",
-                _ => continue,
+        let bytes = fragment.as_bytes();
+        let (mut start, mut from) = (0, 0);
+        // The next 0xE2 (which starts U+2028 and U+2029), looked for again only once passed.
+        let mut e2 = memchr::memchr(0xe2, bytes);
+        loop {
+            if e2.is_some_and(|e| e < from) {
+                e2 = memchr::memchr(0xe2, &bytes[from..]).map(|i| from + i);
+            }
+            let html = memchr::memchr3(b'<', b'>', b'&', &bytes[from..]).map(|i| from + i);
+            let Some(i) = [html, e2].into_iter().flatten().min() else {
+                break;
             };
-            writer.write_all(&fragment.as_bytes()[start..i])?;
+            let (escaped, len) = match bytes[i] {
+                b'<' => ("\\u003c", 1),
+                b'>' => ("\\u003e", 1),
+                b'&' => ("\\u0026", 1),
+                _ => match bytes.get(i + 1..i + 3) {
+                    Some([0x80, 0xa8]) => ("\\u2028", 3),
+                    Some([0x80, 0xa9]) => ("\\u2029", 3),
+                    _ => {
+                        from = i + 1;
+                        continue;
+                    }
+                },
+            };
+            writer.write_all(&bytes[start..i])?;
             writer.write_all(escaped.as_bytes())?;
-            start = i + c.len_utf8();
+            start = i + len;
+            from = start;
         }
-        writer.write_all(&fragment.as_bytes()[start..])
+        writer.write_all(&bytes[start..])
     }
 
     fn write_f64<W: ?Sized + std::io::Write>(
@@ -154,6 +179,16 @@ mod tests {
         assert_eq!(
             String::from_utf8(to_vec(&value)).unwrap(),
             r#"{"a":"\u003cx\u003e \u0026 \u2028\n\"q\"","b":[1,2.5,1e+21,1.5e-7,-3]}"#
+        );
+    }
+
+    #[test]
+    fn only_what_go_escapes_is_escaped() {
+        // Other characters that start with 0xE2 (an en dash, curly quotes) stay as they are.
+        let value = json!("– “q” <<&>>\u{2029}\u{2028}x\u{2027}€");
+        assert_eq!(
+            String::from_utf8(to_vec(&value)).unwrap(),
+            "\"– “q” \\u003c\\u003c\\u0026\\u003e\\u003e\\u2029\\u2028x\u{2027}€\""
         );
     }
 

@@ -1,16 +1,27 @@
-//! Results remembered by content: what a file parses to, keyed by the SHA-256 of its text,
-//! so that files repeated across bundle directories (a package's CRDs, version after
-//! version) are parsed once per render.
+//! Results remembered by content: what a file parses to, found by its text, so that files
+//! repeated across bundle directories (a package's CRDs, version after version) are parsed
+//! once per render.
 
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex, PoisonError};
+use std::hash::BuildHasher;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-/// The SHA-256 of some content.
-pub type Digest = [u8; 32];
+/// Finds a content among those remembered: a fast hash and the length, then a comparison
+/// of the whole text, so that no two contents are ever taken for one (a cryptographic
+/// digest cost more than the parse it spared on small files).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Key {
+    hash: u64,
+    len: usize,
+}
 
-pub fn digest(content: &[u8]) -> Digest {
-    let digest = ring::digest::digest(&ring::digest::SHA256, content);
-    digest.as_ref().try_into().expect("SHA-256 is 32 bytes")
+impl Key {
+    fn of(content: &[u8]) -> Key {
+        Key {
+            hash: foldhash::quality::FixedState::with_seed(0).hash_one(content),
+            len: content.len(),
+        }
+    }
 }
 
 /// What contents parsed to, least recently used out first once the contents remembered
@@ -22,12 +33,18 @@ pub struct ContentMemo<T> {
     parsed: Condvar,
 }
 
+struct Entry<T> {
+    key: Key,
+    content: Arc<[u8]>,
+    parsed: T,
+}
+
 struct Entries<T> {
     bytes: usize,
     /// Least recently used first; a few hundred entries at most, so a scan is cheap.
-    entries: VecDeque<(Digest, usize, T)>,
+    entries: VecDeque<Entry<T>>,
     /// Contents some thread is parsing now.
-    parsing: Vec<Digest>,
+    parsing: Vec<Key>,
     /// Threads waiting for another's parse (so a test can see one wait).
     waiting: usize,
 }
@@ -53,23 +70,28 @@ impl<T: Clone> ContentMemo<T> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// What the content with `digest` (`bytes` long) parsed to before, or `parse` it.
+    /// What `content` parsed to before, or `parse` it.
     pub fn get_or_parse<E>(
         &self,
-        digest: Digest,
-        bytes: usize,
+        content: &[u8],
         parse: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, E> {
+        let key = Key::of(content);
         {
             let mut memo = self.lock();
             loop {
-                if let Some(at) = memo.entries.iter().position(|e| e.0 == digest) {
+                let found = memo
+                    .entries
+                    .iter()
+                    .position(|e| e.key == key && *e.content == *content);
+                if let Some(at) = found {
                     let entry = memo.entries.remove(at).expect("found just now");
-                    let found = entry.2.clone();
+                    let found = entry.parsed.clone();
                     memo.entries.push_back(entry);
                     return Ok(found);
                 }
-                if !memo.parsing.contains(&digest) {
+                // Another content with the same key only makes this one wait its turn.
+                if !memo.parsing.contains(&key) {
                     break;
                 }
                 memo.waiting += 1;
@@ -79,22 +101,28 @@ impl<T: Clone> ContentMemo<T> {
                     .unwrap_or_else(PoisonError::into_inner);
                 memo.waiting -= 1;
             }
-            memo.parsing.push(digest);
+            memo.parsing.push(key);
         }
         // Whatever the outcome (even a panic), the content is no longer being parsed.
-        let parsing = Parsing(self, digest);
+        let parsing = Parsing(self, key);
         let parsed = parse()?;
+        let bytes = content.len();
         if bytes <= self.budget {
+            let entry = Entry {
+                key,
+                content: Arc::from(content),
+                parsed: parsed.clone(),
+            };
             let mut evicted = Vec::new();
             {
                 let mut memo = self.lock();
                 memo.bytes += bytes;
-                memo.entries.push_back((digest, bytes, parsed.clone()));
+                memo.entries.push_back(entry);
                 while memo.bytes > self.budget {
                     let Some(old) = memo.entries.pop_front() else {
                         break;
                     };
-                    memo.bytes -= old.1;
+                    memo.bytes -= old.key.len;
                     evicted.push(old);
                 }
             }
@@ -106,11 +134,15 @@ impl<T: Clone> ContentMemo<T> {
     }
 }
 
-struct Parsing<'a, T: Clone>(&'a ContentMemo<T>, Digest);
+struct Parsing<'a, T: Clone>(&'a ContentMemo<T>, Key);
 
 impl<T: Clone> Drop for Parsing<'_, T> {
     fn drop(&mut self) {
-        self.0.lock().parsing.retain(|d| *d != self.1);
+        let mut memo = self.0.lock();
+        if let Some(at) = memo.parsing.iter().position(|k| *k == self.1) {
+            memo.parsing.swap_remove(at);
+        }
+        drop(memo);
         self.0.parsed.notify_all();
     }
 }
@@ -123,7 +155,11 @@ mod tests {
     use super::*;
 
     fn remembered(memo: &ContentMemo<String>) -> Vec<String> {
-        memo.lock().entries.iter().map(|e| e.2.clone()).collect()
+        memo.lock()
+            .entries
+            .iter()
+            .map(|e| e.parsed.clone())
+            .collect()
     }
 
     #[test]
@@ -131,7 +167,7 @@ mod tests {
         let memo = ContentMemo::new(10);
         let parses = AtomicUsize::new(0);
         let get = |text: &str| {
-            memo.get_or_parse(digest(text.as_bytes()), text.len(), || {
+            memo.get_or_parse(text.as_bytes(), || {
                 parses.fetch_add(1, Ordering::SeqCst);
                 Ok::<_, ()>(text.to_uppercase())
             })
@@ -152,12 +188,24 @@ mod tests {
     }
 
     #[test]
+    fn contents_are_told_apart_by_their_whole_text() {
+        let memo = ContentMemo::new(1 << 20);
+        let a = "x".repeat(1000) + "a";
+        let b = "x".repeat(1000) + "b";
+        for text in [&a, &b, &a, &b] {
+            let got = memo.get_or_parse(text.as_bytes(), || Ok::<_, ()>(text.clone()));
+            assert_eq!(got.as_ref(), Ok(text));
+        }
+        assert_eq!(remembered(&memo).len(), 2);
+    }
+
+    #[test]
     fn a_failure_is_not_remembered() {
         let memo = ContentMemo::<String>::new(100);
-        let d = digest(b"bad");
-        assert_eq!(memo.get_or_parse(d, 3, || Err("broken")), Err("broken"));
+        let d = b"bad";
+        assert_eq!(memo.get_or_parse(d, || Err("broken")), Err("broken"));
         assert_eq!(
-            memo.get_or_parse(d, 3, || Ok::<_, &str>("fixed".into())),
+            memo.get_or_parse(d, || Ok::<_, &str>("fixed".into())),
             Ok("fixed".into())
         );
         assert!(memo.lock().parsing.is_empty());
@@ -166,14 +214,14 @@ mod tests {
     #[test]
     fn a_second_thread_waits_for_the_parse_under_way() {
         let memo = ContentMemo::<String>::new(100);
-        let d = digest(b"shared");
+        let d = b"shared";
         let parses = AtomicUsize::new(0);
         let (started, wait_started) = mpsc::channel();
         let (release, wait_release) = mpsc::channel::<()>();
         std::thread::scope(|s| {
             let (memo, parses) = (&memo, &parses);
             let first = s.spawn(move || {
-                memo.get_or_parse(d, 6, || {
+                memo.get_or_parse(d, || {
                     parses.fetch_add(1, Ordering::SeqCst);
                     started.send(()).unwrap();
                     wait_release.recv().unwrap();
@@ -182,7 +230,7 @@ mod tests {
             });
             wait_started.recv().unwrap();
             let second = s.spawn(move || {
-                memo.get_or_parse(d, 6, || {
+                memo.get_or_parse(d, || {
                     parses.fetch_add(1, Ordering::SeqCst);
                     Ok::<_, ()>("again".to_string())
                 })

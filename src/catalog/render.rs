@@ -161,7 +161,7 @@ fn render_bundle_dirs(
     };
     crate::parallel::map_in_order(
         threads.min(dirs.len()),
-        threads * 3,
+        threads * 8,
         |push| dirs.iter().try_for_each(push),
         render_one,
         sink,

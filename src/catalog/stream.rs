@@ -605,7 +605,7 @@ pub(super) fn yaml_documents(
     bytes: &[u8],
     first_line: usize,
 ) -> impl Iterator<Item = Result<(usize, &[u8]), (usize, String)>> {
-    let mut lines = bytes.split_inclusive(|&b| b == b'\n').enumerate();
+    let mut lines = lines_of(bytes).enumerate();
     let mut offset = 0;
     let mut done = false;
     std::iter::from_fn(move || {
@@ -635,6 +635,20 @@ pub(super) fn yaml_documents(
         }
         done = true;
         start.map(|(s, l)| Ok((l, &bytes[s..])))
+    })
+}
+
+/// The lines of `bytes`, each with its line break (`split_inclusive`, found by memchr).
+fn lines_of(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+        let (line, after) = rest.split_at(end);
+        rest = after;
+        Some(line)
     })
 }
 
