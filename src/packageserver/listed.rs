@@ -35,6 +35,26 @@ impl ListedJson {
         }
     }
 
+    /// The same JSON with resourceVersion `rv`, from JSON of a manifest that had none: the
+    /// field follows the namespace, as in the struct, so the result is what [`Self::of`]
+    /// gives for the manifest with `rv`. Lets manifests be serialized before they are
+    /// given their resourceVersions.
+    pub fn with_resource_version(self, rv: &str) -> ListedJson {
+        let mut tail = Vec::with_capacity(self.tail.len() + rv.len() + 22);
+        tail.extend_from_slice(br#","resourceVersion":"#);
+        serde_json::to_writer(&mut tail, rv).expect("writing to a Vec cannot fail");
+        tail.extend_from_slice(&self.tail);
+        ListedJson {
+            head: self.head,
+            tail: tail.into_boxed_slice(),
+        }
+    }
+
+    /// Both halves, for hashing: the JSON but for the namespace.
+    pub fn parts(&self) -> [&[u8]; 2] {
+        [&self.head, &self.tail]
+    }
+
     /// Appends the manifest's JSON as seen in `namespace`.
     pub fn write(&self, namespace: &str, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.head);
@@ -153,6 +173,23 @@ mod tests {
             // A DELETED event shows its own, newer resourceVersion.
             kept.metadata.resource_version = "9".into();
             assert_eq!(object(&kept, &listed)["metadata"]["resourceVersion"], "9");
+        }
+    }
+
+    #[test]
+    fn a_resource_version_added_later_gives_the_same_json() {
+        for mut m in manifests() {
+            let unversioned = ListedJson::of(&m);
+            m.metadata.resource_version = "42".into();
+            let (mut later, mut now) = (Vec::new(), Vec::new());
+            unversioned
+                .with_resource_version("42")
+                .write("ns", &mut later);
+            ListedJson::of(&m).write("ns", &mut now);
+            assert_eq!(
+                String::from_utf8(later).unwrap(),
+                String::from_utf8(now).unwrap()
+            );
         }
     }
 

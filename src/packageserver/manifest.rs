@@ -148,18 +148,16 @@ impl ChannelHeadsKeeper {
     }
 }
 
-/// Channel heads by (package, bundle): from [`keep_channel_heads`] blobs, else decoded from
-/// the bundles (content that still has its manifests).
-fn channel_heads(content: &DeclarativeConfig) -> BTreeMap<(&str, &str), HeadCsv> {
+/// The [`keep_channel_heads`] blobs by (package, bundle), read when a manifest needs one:
+/// decoding them all at once would hold every description of the catalog twice.
+fn channel_heads(content: &DeclarativeConfig) -> BTreeMap<(&str, &str), &Value> {
     let mut heads = BTreeMap::new();
     for meta in content
         .others
         .iter()
         .filter(|m| m.schema == SCHEMA_CHANNEL_HEAD)
     {
-        if let Some(head) = HeadCsv::from_blob(&meta.blob) {
-            heads.insert((meta.package.as_str(), meta.name.as_str()), head);
-        }
+        heads.insert((meta.package.as_str(), meta.name.as_str()), &meta.blob);
     }
     heads
 }
@@ -334,13 +332,27 @@ pub fn manifests(
     content: &DeclarativeConfig,
     info: &CatalogInfo,
 ) -> BTreeMap<String, PackageManifest> {
+    let mut out = BTreeMap::new();
+    for_each_manifest(content, info, |m| {
+        out.insert(m.metadata.name.clone(), m);
+    });
+    out
+}
+
+/// The PackageManifests of one catalog, handed to `f` one at a time in package order (a
+/// package declared twice comes twice), so that a caller keeping less than the whole
+/// manifest never holds all of them.
+pub fn for_each_manifest(
+    content: &DeclarativeConfig,
+    info: &CatalogInfo,
+    mut f: impl FnMut(PackageManifest),
+) {
     let deprecations = Deprecations::of(content);
     let mut bundles: BTreeMap<(&str, &str), &Bundle> = BTreeMap::new();
     for bundle in &content.bundles {
         bundles.insert((bundle.package.as_str(), bundle.name.as_str()), bundle);
     }
     let kept = channel_heads(content);
-    let mut out = BTreeMap::new();
     for package in &content.packages {
         let mut channels: Vec<_> = content
             .channels
@@ -366,7 +378,7 @@ pub fn manifests(
             let head = UpgradeEdges::new(&channel.entries).head().ok();
             let csv = head.and_then(|head| {
                 kept.get(&(package.name.as_str(), head))
-                    .cloned()
+                    .and_then(|blob| HeadCsv::from_blob(blob))
                     .or_else(|| {
                         bundles
                             .get(&(package.name.as_str(), head))
@@ -424,24 +436,20 @@ pub fn manifests(
             labels.insert(k.clone(), v.clone());
         }
         set_default_os_arch_labels(&mut labels);
-        out.insert(
-            package.name.clone(),
-            PackageManifest {
-                api_version: API_VERSION,
-                kind: KIND,
-                metadata: Metadata {
-                    name: package.name.clone(),
-                    namespace: info.namespace.clone(),
-                    resource_version: String::new(),
-                    creation_timestamp: info.creation_timestamp.clone(),
-                    labels,
-                },
-                spec: Map::new(),
-                status,
+        f(PackageManifest {
+            api_version: API_VERSION,
+            kind: KIND,
+            metadata: Metadata {
+                name: package.name.clone(),
+                namespace: info.namespace.clone(),
+                resource_version: String::new(),
+                creation_timestamp: info.creation_timestamp.clone(),
+                labels,
             },
-        );
+            spec: Map::new(),
+            status,
+        });
     }
-    out
 }
 
 /// linux/amd64 are supported unless the CSV says which OSes or architectures are.
@@ -762,9 +770,11 @@ mod tests {
             .count();
         assert!(icons >= 1 && icons <= from_full.len(), "{icons}");
         assert!(
-            channel_heads(&slim)
-                .values()
-                .all(|h| h.desc.icon.is_empty()),
+            channel_heads(&slim).values().all(|b| HeadCsv::from_blob(b)
+                .unwrap()
+                .desc
+                .icon
+                .is_empty()),
             "channel heads keep no icons"
         );
     }

@@ -85,10 +85,63 @@ impl Visible {
     }
 }
 
-fn fingerprint(manifest: &PackageManifest, icon: Option<&Icon>) -> [u8; 32] {
+/// A manifest as built outside the lock, before it is given a resourceVersion: what is
+/// kept of it, and its JSON without resourceVersion.
+struct Prepared {
+    /// Without channels, as [`Served::manifest`].
+    manifest: PackageManifest,
+    listed: ListedJson,
+    default_head: String,
+    fingerprint: [u8; 32],
+}
+
+impl Prepared {
+    /// Built one at a time as each manifest comes, so a rebuild holds one whole manifest.
+    fn of(mut manifest: PackageManifest, icon: Option<&Icon>) -> Prepared {
+        let listed = ListedJson::of(&manifest);
+        let default_head = manifest
+            .status
+            .channels
+            .iter()
+            .find(|c| c.name == manifest.status.default_channel)
+            .map(|c| c.current_csv.clone())
+            .unwrap_or_default();
+        manifest.status.channels = Vec::new();
+        Prepared {
+            manifest,
+            fingerprint: fingerprint(&listed, icon),
+            listed,
+            default_head,
+        }
+    }
+
+    /// What is served from now on, as of resourceVersion `rv`.
+    fn serve(self, rv: u64) -> Served {
+        let Prepared {
+            mut manifest,
+            listed,
+            default_head,
+            fingerprint,
+        } = self;
+        manifest.metadata.resource_version = rv.to_string();
+        let listed = listed.with_resource_version(&manifest.metadata.resource_version);
+        Served {
+            manifest: Arc::new(manifest),
+            listed: Arc::new(listed),
+            default_head,
+            fingerprint,
+        }
+    }
+}
+
+/// Of the JSON without resourceVersion (the whole manifest but for its namespace, the
+/// catalog's) and of the icon.
+fn fingerprint(listed: &ListedJson, icon: Option<&Icon>) -> [u8; 32] {
     use sha2::Digest;
     let mut hash = sha2::Sha256::new();
-    hash.update(serde_json::to_vec(manifest).unwrap_or_default());
+    for part in listed.parts() {
+        hash.update(part);
+    }
     // A new icon is a change too, though only the icon subresource shows it.
     hash.update(serde_json::to_vec(&icon).unwrap_or_default());
     hash.finalize().into()
@@ -124,7 +177,7 @@ pub struct ShownIcon {
 struct Rebuilt {
     digest: String,
     info: CatalogInfo,
-    manifests: Vec<(String, PackageManifest, [u8; 32])>,
+    manifests: Vec<(String, Prepared)>,
     snapshot: Option<Arc<CatalogSnapshot>>,
 }
 
@@ -193,13 +246,13 @@ impl Store {
             if let Some(snapshot) = snapshots.get(source) {
                 let content = &snapshot.catalog.content;
                 let icons = DefaultIcons::of(content);
-                rebuilt.manifests = manifest::manifests(content, &rebuilt.info)
-                    .into_iter()
-                    .map(|(name, m)| {
-                        let fingerprint = fingerprint(&m, icons.get(&name).as_ref());
-                        (name, m, fingerprint)
-                    })
-                    .collect();
+                // By name, the last of a name winning, as a map of the manifests would.
+                let mut prepared = BTreeMap::new();
+                manifest::for_each_manifest(content, &rebuilt.info, |m| {
+                    let icon = icons.get(&m.metadata.name);
+                    prepared.insert(m.metadata.name.clone(), Prepared::of(m, icon.as_ref()));
+                });
+                rebuilt.manifests = prepared.into_iter().collect();
                 tracing::debug!(catalog = %source, packages = rebuilt.manifests.len(), "built packagemanifests");
                 rebuilt.snapshot = Some(snapshot);
             }
@@ -242,9 +295,9 @@ impl Store {
                 .map(|e| e.packages)
                 .unwrap_or_default();
             let mut packages = BTreeMap::new();
-            for (name, mut manifest, fingerprint) in manifests {
+            for (name, prepared) in manifests {
                 match old.remove(&name) {
-                    Some(previous) if previous.fingerprint == fingerprint => {
+                    Some(previous) if previous.fingerprint == prepared.fingerprint => {
                         packages.insert(name, previous);
                     }
                     previous => {
@@ -253,22 +306,7 @@ impl Store {
                         } else {
                             EventType::Added
                         };
-                        manifest.metadata.resource_version = (state.revision + 1).to_string();
-                        let listed = Arc::new(ListedJson::of(&manifest));
-                        let default_head = manifest
-                            .status
-                            .channels
-                            .iter()
-                            .find(|c| c.name == manifest.status.default_channel)
-                            .map(|c| c.current_csv.clone())
-                            .unwrap_or_default();
-                        manifest.status.channels = Vec::new();
-                        let served = Served {
-                            manifest: Arc::new(manifest),
-                            listed,
-                            default_head,
-                            fingerprint,
-                        };
+                        let served = prepared.serve(state.revision + 1);
                         self.emit(&mut state, type_, &served);
                         packages.insert(name, served);
                     }
