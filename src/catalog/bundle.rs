@@ -186,17 +186,32 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>, BundleError> {
         path: path.to_path_buf(),
         source,
     };
-    let size = std::fs::metadata(path).map_err(io)?.len();
-    if size > MAX_DOCUMENT_BYTES as u64 {
-        return Err(invalid(
+    // One open and one stat per file: a render of a whole repository reads tens of thousands.
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    let too_large = |size: u64| {
+        invalid(
             path,
             format!(
                 "{size} bytes, larger than the limit of {} for one bundle file",
                 human_bytes(MAX_DOCUMENT_BYTES)
             ),
-        ));
+        )
+    };
+    if size > MAX_DOCUMENT_BYTES as u64 {
+        return Err(too_large(size));
     }
-    std::fs::read(path).map_err(io)
+    let mut bytes = Vec::with_capacity(size as usize);
+    // Bounded even if the file grows while it is read.
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(&mut file, MAX_DOCUMENT_BYTES as u64 + 1),
+        &mut bytes,
+    )
+    .map_err(io)?;
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 fn read_text(path: &Path) -> Result<String, BundleError> {
@@ -469,7 +484,9 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), BundleError> 
         let path = entry.path();
         match entry.file_type() {
             Ok(t) if t.is_dir() => collect_files(&path, out)?,
-            Ok(_) if path.is_file() => out.push(path),
+            Ok(t) if t.is_file() => out.push(path),
+            // A symbolic link counts for what it points at.
+            Ok(t) if t.is_symlink() && path.is_file() => out.push(path),
             _ => {}
         }
         if out.len() > MAX_BUNDLE_FILES {
