@@ -159,8 +159,10 @@ fn render_bundle_dirs(
         }))
         .unwrap_or_else(|_| Err(input_error(dir, "rendering panicked")))
     };
+    // One worker more than cores keeps the cores busy while a worker waits (on a file, or
+    // on a manifest another worker is parsing); the writing thread needs little.
     crate::parallel::map_in_order(
-        threads.min(dirs.len()),
+        (threads + 1).min(dirs.len()),
         threads * 8,
         |push| dirs.iter().try_for_each(push),
         render_one,
