@@ -10,13 +10,16 @@ use super::go_json;
 /// The manifest an `olm.bundle.object` value carries: its `data` is base64 (as Go decodes
 /// `[]byte`, surrounding white space tolerated) of a JSON or YAML object.
 pub fn decode_bundle_object(value: &Value) -> Result<Value, String> {
+    parse_manifest(&bundle_object_bytes(value)?)
+}
+
+/// The manifest bytes an `olm.bundle.object` value carries base64-encoded in `data`.
+fn bundle_object_bytes(value: &Value) -> Result<Vec<u8>, String> {
     let data = value
         .get("data")
         .and_then(Value::as_str)
         .ok_or("olm.bundle.object without data")?;
-    let bytes =
-        go_json::decode_bytes(data.trim()).map_err(|e| format!("olm.bundle.object data: {e}"))?;
-    parse_manifest(&bytes)
+    go_json::decode_bytes(data.trim()).map_err(|e| format!("olm.bundle.object data: {e}"))
 }
 
 /// A manifest of an `olm.bundle.object` as compact JSON, for serving.
@@ -30,12 +33,7 @@ pub struct ObjectJson {
 /// tree would read differently, such as a repeated `kind`) is parsed and printed as
 /// `decode_bundle_object` reads it.
 pub fn bundle_object_json(value: &Value) -> Result<ObjectJson, String> {
-    let data = value
-        .get("data")
-        .and_then(Value::as_str)
-        .ok_or("olm.bundle.object without data")?;
-    let bytes =
-        go_json::decode_bytes(data.trim()).map_err(|e| format!("olm.bundle.object data: {e}"))?;
+    let bytes = bundle_object_bytes(value)?;
     let is_csv = match json_object_kind(&bytes) {
         Some(kind) => kind,
         None => {

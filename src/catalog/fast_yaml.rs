@@ -330,11 +330,7 @@ impl<'a> Parser<'a> {
                 return None;
             }
             if !escaped_break {
-                if empty == 0 {
-                    out.push(' ');
-                } else {
-                    out.extend(std::iter::repeat_n('\n', empty));
-                }
+                fold_line_break(&mut out, empty);
             }
             text = line.rest.trim_start_matches([' ', '\t']);
         }
@@ -359,11 +355,7 @@ impl<'a> Parser<'a> {
             // starts with (a comment line, above, ends the scalar).
             let text = plain_line(line.rest)?;
             let s = folded.get_or_insert_with(|| first.to_string());
-            if blanks == 0 {
-                s.push(' ');
-            } else {
-                s.extend(std::iter::repeat_n('\n', blanks));
-            }
+            fold_line_break(s, blanks);
             s.push_str(text);
             blanks = 0;
             i += 1;
@@ -462,11 +454,7 @@ impl<'a> Parser<'a> {
                     continue;
                 }
                 if n > 0 {
-                    if blanks == 0 {
-                        s.push(' ');
-                    } else {
-                        s.extend(std::iter::repeat_n('\n', blanks));
-                    }
+                    fold_line_break(&mut s, blanks);
                 }
                 s.push_str(text);
                 blanks = 0;
@@ -479,6 +467,16 @@ impl<'a> Parser<'a> {
             s.extend(std::iter::repeat_n('\n', trailing));
         }
         Some(Value::String(s))
+    }
+}
+
+/// A line break folded as YAML folds one between two lines of text: a space, or, when
+/// `empty_lines` came between them, one line feed for each.
+fn fold_line_break(out: &mut String, empty_lines: usize) {
+    if empty_lines == 0 {
+        out.push(' ');
+    } else {
+        out.extend(std::iter::repeat_n('\n', empty_lines));
     }
 }
 
@@ -783,71 +781,64 @@ impl Flow<'_> {
         (!s.is_empty()).then_some(s)
     }
 
-    fn seq(&mut self) -> Option<Value> {
+    /// A collection closed by `close`, its entries separated by commas, each read by
+    /// `entry`.
+    fn collection(
+        &mut self,
+        close: u8,
+        mut entry: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return None;
         }
         self.at += 1;
-        let mut items = Vec::new();
         self.spaces();
-        if self.peek()? == b']' {
-            self.at += 1;
-            return Some(Value::Array(items));
-        }
-        loop {
-            items.push(self.node()?);
-            self.spaces();
-            match self.peek()? {
-                b',' => self.at += 1,
-                b']' => {
-                    self.at += 1;
-                    self.depth -= 1;
-                    return Some(Value::Array(items));
+        if self.peek()? != close {
+            loop {
+                entry(self)?;
+                self.spaces();
+                match self.peek()? {
+                    b',' => self.at += 1,
+                    c if c == close => break,
+                    _ => return None,
                 }
-                _ => return None,
             }
         }
+        self.at += 1;
+        self.depth -= 1;
+        Some(())
+    }
+
+    fn seq(&mut self) -> Option<Value> {
+        let mut items = Vec::new();
+        self.collection(b']', |flow| {
+            items.push(flow.node()?);
+            Some(())
+        })?;
+        Some(Value::Array(items))
     }
 
     fn map(&mut self) -> Option<Value> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return None;
-        }
-        self.at += 1;
         let mut map = Map::new();
-        self.spaces();
-        if self.peek()? == b'}' {
-            self.at += 1;
-            return Some(Value::Object(map));
-        }
-        loop {
-            self.spaces();
-            let key = match self.node()? {
-                Value::String(k) if self.peek() == Some(b':') => k,
+        self.collection(b'}', |flow| {
+            flow.spaces();
+            let key = match flow.node()? {
+                Value::String(k) if flow.peek() == Some(b':') => k,
                 _ => return None,
             };
-            self.at += 1;
-            self.spaces();
-            if matches!(self.peek()?, b',' | b'}') {
+            flow.at += 1;
+            flow.spaces();
+            if matches!(flow.peek()?, b',' | b'}') {
                 return None;
             }
-            let value = self.node()?;
+            let value = flow.node()?;
             if key == "<<" || map.insert(key, value).is_some() {
                 return None;
             }
-            self.spaces();
-            match self.peek()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    self.depth -= 1;
-                    return Some(Value::Object(map));
-                }
-                _ => return None,
-            }
-        }
+            Some(())
+        })?;
+        Some(Value::Object(map))
     }
 }
 

@@ -116,17 +116,12 @@ pub fn render_paths_each(
             return Err(input_error(input, "no such file or directory"));
         }
         if is_bundle_dir(input) {
-            let run = inputs[index..]
-                .iter()
-                .take_while(|p| is_bundle_dir(p))
-                .count();
-            render_bundle_dirs(&inputs[index..index + run], options, threads, |bundle| {
+            index += render_bundle_dirs(&inputs[index..], options, threads, |bundle| {
                 sink(DeclarativeConfig {
                     bundles: vec![bundle?],
                     ..Default::default()
                 })
             })?;
-            index += run;
             continue;
         }
         if input.is_dir() && has_bundle_subdirs(input) {
@@ -139,16 +134,18 @@ pub fn render_paths_each(
     Ok(())
 }
 
-/// Reads and renders bundle directories on `threads` threads, handing each result to
-/// `sink` in input order on the calling thread, which writes while the workers go on.
+/// Reads and renders the bundle directories `inputs` starts with on `threads + 1` workers,
+/// handing each result to `sink` in input order on the calling thread, which writes while
+/// the workers go on; returns how many inputs that run took. Each input is looked at as it
+/// is handed out, so the checks overlap the work instead of delaying its start.
 /// Threads take the next directory as they finish one, since bundle sizes vary a lot; at
 /// most a few bundles per thread wait for their turn, so memory stays bounded.
 fn render_bundle_dirs(
-    dirs: &[PathBuf],
+    inputs: &[PathBuf],
     options: &RenderOptions,
     threads: usize,
     sink: impl FnMut(Result<Bundle, RenderError>) -> Result<(), RenderError>,
-) -> Result<(), RenderError> {
+) -> Result<usize, RenderError> {
     let memo = ManifestMemo::new(MANIFEST_MEMO_BYTES);
     let render_one = |dir: &PathBuf| {
         // A panic is this bundle's error, not the end of the render.
@@ -161,13 +158,21 @@ fn render_bundle_dirs(
     };
     // One worker more than cores keeps the cores busy while a worker waits (on a file, or
     // on a manifest another worker is parsing); the writing thread needs little.
+    let mut run = 0;
     crate::parallel::map_in_order(
-        (threads + 1).min(dirs.len()),
+        (threads + 1).min(inputs.len()),
         threads * 8,
-        |push| dirs.iter().try_for_each(push),
+        |push| {
+            for dir in inputs.iter().take_while(|p| is_bundle_dir(p)) {
+                run += 1;
+                push(dir)?;
+            }
+            Ok(())
+        },
         render_one,
         sink,
-    )
+    )?;
+    Ok(run)
 }
 
 fn has_bundle_subdirs(dir: &Path) -> bool {

@@ -248,4 +248,4 @@ impl<'a> Scanner<'a> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

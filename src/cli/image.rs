@@ -360,13 +360,14 @@ pub fn is_image_reference(input: &Path) -> bool {
     let Some(text) = input.to_str() else {
         return false;
     };
-    !input.exists()
-        && text.contains('/')
+    // The file system is asked last: most inputs are local paths whose text already says so.
+    text.contains('/')
         && text
             .split('/')
             .next()
             .is_some_and(|host| host.contains('.') || host.contains(':') || host == "localhost")
         && parse_reference(text).is_ok()
+        && !input.exists()
 }
 
 /// `olm catalog render IMAGE`: a bundle image renders as its directory does (with the

@@ -1,7 +1,8 @@
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::*;
 use crate::catalog::stream::{libyaml_document, yaml_documents};
+use crate::catalog::yaml_nesting::tests::yaml_files;
 
 /// The fast reading of `doc`, checked against libyaml's whenever it gives one.
 fn fast(doc: &str) -> Option<Value> {
@@ -73,37 +74,22 @@ fn common_manifest_text_takes_the_fast_path_and_reads_as_libyaml_does() {
         "a: x\n  - y\n  'z'\n",
         "desc: >-\n  Keep: this, [brackets] and {braces} # not a comment\n",
     ];
-    let mut fast_count = 0;
+    // Each may fall back; whatever the fast path reads must read as libyaml reads it.
     for doc in docs {
-        if fast(doc).is_some() {
-            fast_count += 1;
-        }
+        fast(doc);
     }
     // The first ten are what manifests are made of: they must not fall back.
     for doc in &docs[..10] {
         assert!(parse(doc).is_some(), "fell back on:\n{doc}");
     }
-    assert!(fast_count >= 10);
 }
 
 /// Every YAML document under `root` (manifests, metadata, catalogs): each the fast path
 /// reads must read as libyaml reads it. Returns (documents, read fast).
 fn compare_tree(root: &Path) -> (usize, usize) {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-                out.push(p);
-            }
-        }
-    }
     let mut files = Vec::new();
-    walk(root, &mut files);
+    yaml_files(root, &mut files);
+    files.retain(|p| p.extension().is_some_and(|x| x != "json"));
     let (mut docs, mut fast_docs) = (0, 0);
     for file in files {
         let Ok(mut text) = std::fs::read_to_string(&file) else {
@@ -162,24 +148,4 @@ fn a_corpus_reads_the_same_both_ways() {
     let root = std::env::var("OLM_YAML_CORPUS").expect("OLM_YAML_CORPUS");
     let (docs, fast_docs) = compare_tree(Path::new(&root));
     println!("{fast_docs} of {docs} documents read on the fast path, all as libyaml reads them");
-}
-
-/// Where the fast path gives up on a file: `OLM_YAML_FILE=path cargo test --lib
-/// fast_yaml::tests::where_it_falls_back -- --ignored --nocapture`.
-#[test]
-#[ignore = "needs OLM_YAML_FILE"]
-fn where_it_falls_back() {
-    let text = std::fs::read_to_string(std::env::var("OLM_YAML_FILE").unwrap()).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    for k in 1..=lines.len() {
-        let prefix = lines[..k].join("\n") + "\n";
-        if parse(&prefix).is_none() && libyaml_document(&prefix).is_ok() {
-            println!("line {k}: {}", lines[k - 1]);
-            for l in &lines[k.saturating_sub(3)..(k + 2).min(lines.len())] {
-                println!("  | {l}");
-            }
-            return;
-        }
-    }
-    println!("no fallback in prefixes");
 }

@@ -100,7 +100,8 @@ fn anchors_tags_and_sequence_entries_precede_flow_collections() {
     }
 }
 
-fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every YAML or JSON file under `dir`.
+pub(in crate::catalog) fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
