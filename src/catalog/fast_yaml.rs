@@ -5,7 +5,7 @@
 //!
 //! It is a shortcut, never a second opinion: [`parse`] returns `None` for anything it does
 //! not read exactly as the full parser (serde_yaml, in `stream.rs`) does, which then
-//! decides. Anchors, tags, merge keys, multi-line quoted or flow text, keys that are not
+//! decides. Anchors, tags, merge keys, multi-line flow collections, keys that are not
 //! plain strings, numbers other than plain integers, odd characters or indentation, and
 //! every error all take that way. Scalars resolve as serde_yaml resolves untagged ones
 //! (YAML 1.2 core schema); the tests compare both readings on real catalogs.
@@ -279,7 +279,7 @@ impl<'a> Parser<'a> {
         }
         let (value, rest) = match t.as_bytes()[0] {
             b'"' | b'\'' => {
-                let (s, rest) = self.quoted(t, parent)?;
+                let (s, rest) = self.quoted(t)?;
                 (Value::String(s), rest)
             }
             b'[' | b'{' => {
@@ -301,9 +301,8 @@ impl<'a> Parser<'a> {
     }
 
     /// A quoted scalar that opens at the start of `first` and may go on over the next
-    /// lines (more indented than `parent`), folded as YAML folds flow scalars; with the
-    /// text after it on its last line.
-    fn quoted(&mut self, first: &'a str, parent: usize) -> Option<(String, &'a str)> {
+    /// lines, folded as YAML folds flow scalars; with the text after it on its last line.
+    fn quoted(&mut self, first: &'a str) -> Option<(String, &'a str)> {
         let double = first.starts_with('"');
         let mut out = String::new();
         let mut text = &first[1..];
@@ -326,7 +325,9 @@ impl<'a> Parser<'a> {
             }
             let at_document_marker =
                 line.indent == 0 && (line.rest.starts_with("---") || line.rest.starts_with("..."));
-            if line.indent <= parent || at_document_marker || (escaped_break && empty > 0) {
+            // Continuation lines may sit at any indentation (libyaml checks none), but not
+            // at a document marker.
+            if at_document_marker || (escaped_break && empty > 0) {
                 return None;
             }
             if !escaped_break {
@@ -373,16 +374,24 @@ impl<'a> Parser<'a> {
     /// A literal (`|`) or folded (`>`) scalar whose header is `header`.
     fn block_scalar(&mut self, header: &str, parent: usize) -> Option<Value> {
         let literal = header.starts_with('|');
+        // A chomping indicator and an indentation indicator, in either order.
         let mut h = &header[1..];
-        let (strip, keep) = (h.starts_with('-'), h.starts_with('+'));
-        if strip || keep {
+        let (mut chomp, mut explicit) = (None, None);
+        while let Some(&c) = h.as_bytes().first() {
+            match c {
+                b'-' | b'+' if chomp.is_none() => chomp = Some(c),
+                b'1'..=b'9' if explicit.is_none() => explicit = Some(usize::from(c - b'0')),
+                _ => break,
+            }
             h = &h[1..];
         }
-        // Indentation indicators: the full parser.
+        let (strip, keep) = (chomp == Some(b'-'), chomp == Some(b'+'));
         if !end_of_line(h) {
             return None;
         }
-        // The content's indentation is that of its first non-blank line.
+        // The content's indentation is that of its first non-blank line, unless the header
+        // gives it relative to the entry's (as libyaml counts it: the enclosing
+        // collection's indentation).
         let mut content_indent = None;
         let mut i = self.at;
         while let Some(line) = self.lines.get(i) {
@@ -392,8 +401,11 @@ impl<'a> Parser<'a> {
             }
             i += 1;
         }
-        let ci = match content_indent {
-            Some(ci) if ci > parent => ci,
+        let ci = match (content_indent, explicit) {
+            (Some(first), Some(n)) if first >= parent + n => parent + n,
+            // No content where the header says: the full parser.
+            (_, Some(_)) => return None,
+            (Some(ci), None) if ci > parent => ci,
             _ if keep => return None,
             _ => return Some(Value::String(String::new())),
         };
@@ -429,38 +441,31 @@ impl<'a> Parser<'a> {
             body.pop();
             trailing += 1;
         }
+        // Line breaks as libyaml joins them: kept in literal text; in folded text, one
+        // between two lines that start with text folds to a space (or to the empty lines
+        // between them), while one next to a more indented line stays.
         let mut s = String::new();
-        if literal {
-            for (n, &(extra, text)) in body.iter().enumerate() {
-                if n > 0 {
-                    s.push('\n');
-                }
-                s.extend(std::iter::repeat_n(' ', extra));
-                s.push_str(text);
+        let (mut after_line, mut previous_indented, mut empty_lines) = (false, false, 0);
+        for &(extra, text) in &body {
+            if (extra, text) == (0, "") {
+                empty_lines += 1;
+                continue;
             }
-        } else {
-            // More indented lines and leading blank lines fold differently: the full parser.
-            if body.first() == Some(&(0, ""))
-                || body
-                    .iter()
-                    .any(|&(extra, t)| extra > 0 || t.starts_with('\t'))
-            {
-                return None;
-            }
-            let mut blanks = 0;
-            for (n, &(_, text)) in body.iter().enumerate() {
-                if text.is_empty() {
-                    blanks += 1;
-                    continue;
+            let indented = extra > 0 || text.starts_with('\t');
+            if !literal && after_line && !previous_indented && !indented {
+                if empty_lines == 0 {
+                    s.push(' ');
                 }
-                if n > 0 {
-                    fold_line_break(&mut s, blanks);
-                }
-                s.push_str(text);
-                blanks = 0;
+            } else if after_line {
+                s.push('\n');
             }
+            s.extend(std::iter::repeat_n('\n', empty_lines));
+            empty_lines = 0;
+            s.extend(std::iter::repeat_n(' ', extra));
+            s.push_str(text);
+            (after_line, previous_indented) = (true, indented);
         }
-        if !strip && !s.is_empty() {
+        if !strip && after_line {
             s.push('\n');
         }
         if keep {
