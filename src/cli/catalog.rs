@@ -112,7 +112,8 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
             registry,
         } => {
             let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
+            // Renders of whole repositories write hundreds of MB: in large writes, not 8 KiB ones.
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
             let options = RenderOptions {
                 image_template,
                 strict,
