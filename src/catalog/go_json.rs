@@ -34,7 +34,7 @@ pub fn decode_bytes(s: &str) -> Result<Vec<u8>, base64::DecodeError> {
         GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
     );
     // Line breaks are rare (they cost a copy); most data decodes as it is.
-    if !s.bytes().any(|b| b == b'\r' || b == b'\n') {
+    if memchr::memchr2(b'\r', b'\n', s.as_bytes()).is_none() {
         return GO_STD.decode(s);
     }
     let cleaned: Vec<u8> = s.bytes().filter(|&b| b != b'\r' && b != b'\n').collect();
