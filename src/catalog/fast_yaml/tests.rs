@@ -61,6 +61,9 @@ fn common_manifest_text_takes_the_fast_path_and_reads_as_libyaml_does() {
         "a:\n  d: 'x\n  \ty'\n  t: s\n",
         "a: 'x\n---\n'\n",
         "a: 'x\n-- y'\n",
+        "a: 'x\n\ty'\n",
+        "a: \"x\n...\"\n",
+        "a:\n  - 'x\n  - y'\n  - \"p\n# q\"\n",
         // Indentation indicators count from the enclosing collection's indentation.
         "a:\n  b: |2\n        indented\n      less\n  c: x\n",
         "a:\n  b: |2-\n\n     x\n\n  c: x\n",
