@@ -177,13 +177,6 @@ struct AnnotationsFile {
 
 fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BundleError> {
     let text = read_text(path)?;
-    // Most files read on the fast path; what it leaves, and every error, the full parser
-    // reads and names.
-    if let Some(value) = super::fast_yaml::parse(&text)
-        && let Ok(parsed) = serde_json::from_value(value)
-    {
-        return Ok(parsed);
-    }
     super::yaml_nesting::from_str(&text).map_err(|e| invalid(path, format!("malformed YAML: {e}")))
 }
 

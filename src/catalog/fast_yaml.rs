@@ -453,13 +453,13 @@ impl<'a> Parser<'a> {
             }
             let indented = extra > 0 || text.starts_with('\t');
             if !literal && after_line && !previous_indented && !indented {
-                if empty_lines == 0 {
-                    s.push(' ');
+                fold_line_break(&mut s, empty_lines);
+            } else {
+                if after_line {
+                    s.push('\n');
                 }
-            } else if after_line {
-                s.push('\n');
+                s.extend(std::iter::repeat_n('\n', empty_lines));
             }
-            s.extend(std::iter::repeat_n('\n', empty_lines));
             empty_lines = 0;
             s.extend(std::iter::repeat_n(' ', extra));
             s.push_str(text);

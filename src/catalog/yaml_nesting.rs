@@ -24,8 +24,15 @@ pub enum YamlError {
     Parse(#[from] serde_yaml::Error),
 }
 
-/// `serde_yaml::from_str` after the nesting pre-check.
+/// `serde_yaml::from_str` after the nesting pre-check. Text the fast path reads (nested no
+/// deeper than its own, lower limit) and that makes a `T` needs neither; anything else, and
+/// every error, goes to serde_yaml, which reads and names it.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+    if let Some(value) = super::fast_yaml::parse(text)
+        && let Ok(parsed) = serde_json::from_value(value)
+    {
+        return Ok(parsed);
+    }
     check(text.as_bytes()).map_err(YamlError::TooDeep)?;
     Ok(serde_yaml::from_str(text)?)
 }
