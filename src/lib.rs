@@ -5,6 +5,7 @@
 //! [`registry`] speaks the registry gRPC API; [`controllers`] reconcile the kinds and
 //! [`runtime`] hosts them in `olm run`; [`snapshots`] is the catalog cache every replica holds; [`cli`] is the thin `olm` command line on top.
 
+pub mod allocator;
 pub mod api;
 pub mod catalog;
 pub mod cli;

@@ -1,5 +1,9 @@
 use clap::Parser;
 
+/// glibc's malloc for `olm run` and `olm catalog serve`, mimalloc for batch commands.
+#[global_allocator]
+static ALLOCATOR: olm::allocator::PerCommand = olm::allocator::PerCommand::new();
+
 fn main() -> std::process::ExitCode {
     let cli = olm::cli::Cli::parse();
     olm::telemetry::init(cli.log_format);
