@@ -4,6 +4,7 @@
 //! namespace a global catalog's packages are shown in.
 
 use super::manifest::PackageManifest;
+use super::store::Visible;
 
 /// Stands in for the namespace while serializing; a control character never appears in a
 /// Kubernetes name, so its escaped form marks the one place to cut.
@@ -66,6 +67,19 @@ impl ListedJson {
     pub fn len(&self, namespace_len: usize) -> usize {
         self.head.len() + self.tail.len() + namespace_len + 2
     }
+
+    /// Exactly the bytes [`Self::write`] writes for `namespace`, escaping included.
+    pub fn written_len(&self, namespace: &str) -> usize {
+        let escapes: usize = namespace
+            .bytes()
+            .map(|b| match b {
+                b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+                0..=0x1f => 5,
+                _ => 0,
+            })
+            .sum();
+        self.len(namespace.len()) + escapes
+    }
 }
 
 /// The whole object of a served manifest (kept without its channels) from its JSON, as
@@ -87,30 +101,99 @@ pub fn object(manifest: &PackageManifest, listed: &ListedJson) -> serde_json::Va
     object
 }
 
-/// `PackageManifestList` of `items` (each with the namespace it is shown in).
-pub fn list_json<'a>(
-    items: impl ExactSizeIterator<Item = (&'a ListedJson, &'a str)> + Clone,
-    resource_version: u64,
-) -> Vec<u8> {
-    let size: usize = items.clone().map(|(l, ns)| l.len(ns.len()) + 1).sum();
-    let mut out = Vec::with_capacity(size + 160);
-    out.extend_from_slice(br#"{"kind":"PackageManifestList","apiVersion":""#);
-    out.extend_from_slice(super::manifest::API_VERSION.as_bytes());
-    out.extend_from_slice(br#"","metadata":{"resourceVersion":""#);
-    out.extend_from_slice(resource_version.to_string().as_bytes());
-    out.extend_from_slice(br#""},"items":["#);
-    for (i, (listed, namespace)) in items.enumerate() {
-        if i > 0 {
-            out.push(b',');
+/// Bytes of one body chunk, about: under glibc's mmap threshold (128 KiB, see
+/// `crate::memory`), so chunks come from the heap and are reused, where one buffer for a
+/// whole list (12 MB for 1,350 packages) was mapped, faulted in page by page and unmapped
+/// again on every request (a third of a large list's time).
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// A `PackageManifestList` of `items` (each with the namespace it is shown in) as a
+/// response body: written a chunk at a time from the items' shared JSON as the client
+/// reads, so a list holds no copy of itself; its exact length is known up front (the
+/// Content-Length).
+pub struct ListBody {
+    items: std::vec::IntoIter<Visible>,
+    head: Option<Vec<u8>>,
+    remaining: u64,
+    first: bool,
+    ended: bool,
+}
+
+impl ListBody {
+    pub fn new(items: Vec<Visible>, resource_version: u64) -> ListBody {
+        let mut head = Vec::with_capacity(160);
+        head.extend_from_slice(br#"{"kind":"PackageManifestList","apiVersion":""#);
+        head.extend_from_slice(super::manifest::API_VERSION.as_bytes());
+        head.extend_from_slice(br#"","metadata":{"resourceVersion":""#);
+        head.extend_from_slice(resource_version.to_string().as_bytes());
+        head.extend_from_slice(br#""},"items":["#);
+        let commas = items.len().saturating_sub(1);
+        let items_len: usize = items
+            .iter()
+            .map(|v| v.listed.written_len(v.namespace()))
+            .sum();
+        ListBody {
+            remaining: (head.len() + items_len + commas + LIST_END.len()) as u64,
+            items: items.into_iter(),
+            head: Some(head),
+            first: true,
+            ended: false,
         }
-        listed.write(namespace, &mut out);
     }
-    out.extend_from_slice(b"]}");
-    out
+
+    /// The next chunk: whole items up to about [`CHUNK_BYTES`] (an item larger than that is
+    /// a chunk of its own), the list's head first and its end last.
+    fn next_chunk(&mut self) -> Option<Vec<u8>> {
+        if self.ended {
+            return None;
+        }
+        let mut chunk = self
+            .head
+            .take()
+            .unwrap_or_else(|| Vec::with_capacity(CHUNK_BYTES));
+        while chunk.len() < CHUNK_BYTES {
+            let Some(visible) = self.items.next() else {
+                chunk.extend_from_slice(LIST_END);
+                self.ended = true;
+                break;
+            };
+            if !std::mem::take(&mut self.first) {
+                chunk.push(b',');
+            }
+            visible.listed.write(visible.namespace(), &mut chunk);
+        }
+        self.remaining -= chunk.len() as u64;
+        Some(chunk)
+    }
+}
+
+const LIST_END: &[u8] = b"]}";
+
+impl http_body::Body for ListBody {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        let chunk = self.get_mut().next_chunk();
+        std::task::Poll::Ready(chunk.map(|c| Ok(http_body::Frame::data(c.into()))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.remaining)
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use serde_json::Value;
 
     use super::*;
@@ -193,31 +276,84 @@ mod tests {
         }
     }
 
+    /// The whole body, chunk by chunk, checking the announced length as it goes.
+    fn collect(mut body: ListBody) -> (Vec<u8>, usize) {
+        use http_body::Body;
+        let announced = body.size_hint().exact().unwrap();
+        let (mut out, mut chunks) = (Vec::new(), 0);
+        while let Some(chunk) = body.next_chunk() {
+            assert!(!chunk.is_empty());
+            out.extend_from_slice(&chunk);
+            chunks += 1;
+            assert_eq!(
+                body.size_hint().exact().unwrap(),
+                announced - out.len() as u64
+            );
+        }
+        assert!(body.is_end_stream());
+        assert_eq!(out.len() as u64, announced, "Content-Length is exact");
+        (out, chunks)
+    }
+
+    fn visible(all: &[PackageManifest], shown: &str) -> Vec<Visible> {
+        let shown: Arc<str> = Arc::from(shown);
+        all.iter()
+            .map(|m| Visible::new(Arc::new(m.clone()), Arc::new(ListedJson::of(m)), &shown))
+            .collect()
+    }
+
     #[test]
-    fn a_list_is_the_items_in_a_package_manifest_list() {
+    fn a_list_body_is_the_items_in_a_package_manifest_list() {
         let all = manifests();
-        let listed: Vec<ListedJson> = all.iter().map(ListedJson::of).collect();
-        let items: Vec<(&ListedJson, &str)> = listed.iter().map(|l| (l, "team-a")).collect();
-        let list: Value = serde_json::from_slice(&list_json(items.iter().copied(), 42)).unwrap();
-        assert_eq!(list["kind"], "PackageManifestList");
-        assert_eq!(list["apiVersion"], "packages.operators.coreos.com/v1");
-        assert_eq!(list["metadata"]["resourceVersion"], "42");
-        let names: Vec<&str> = list["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["metadata"]["name"].as_str().unwrap())
-            .collect();
-        let expected: Vec<&str> = all.iter().map(|m| m.metadata.name.as_str()).collect();
-        assert_eq!(names, expected);
-        assert!(
-            list["items"]
-                .as_array()
-                .unwrap()
+        for ns in ["team-a", "olm", "with\"quote\u{1}\n"] {
+            let (json, _) = collect(ListBody::new(visible(&all, ns), 42));
+            let list: Value = serde_json::from_slice(&json).unwrap();
+            let items: Vec<Value> = all
                 .iter()
-                .all(|i| i["metadata"]["namespace"] == "team-a")
-        );
-        let empty: Value = serde_json::from_slice(&list_json(std::iter::empty(), 1)).unwrap();
+                .map(|m| serde_json::to_value(m.in_namespace(ns).without_icons()).unwrap())
+                .collect();
+            assert_eq!(
+                list,
+                serde_json::json!({
+                    "kind": "PackageManifestList",
+                    "apiVersion": "packages.operators.coreos.com/v1",
+                    "metadata": {"resourceVersion": "42"},
+                    "items": items,
+                })
+            );
+        }
+        let (empty, chunks) = collect(ListBody::new(Vec::new(), 1));
+        let empty: Value = serde_json::from_slice(&empty).unwrap();
         assert_eq!(empty["items"], serde_json::json!([]));
+        assert_eq!(chunks, 1);
+    }
+
+    #[test]
+    fn a_large_list_goes_out_in_chunks_of_whole_items() {
+        let one_of_each = visible(&manifests(), "team-a");
+        let largest = one_of_each
+            .iter()
+            .map(|v| v.listed.written_len("team-a"))
+            .max()
+            .unwrap();
+        let many: Vec<Visible> = (0..200).flat_map(|_| one_of_each.iter().cloned()).collect();
+        let mut body = ListBody::new(many, 7);
+        let mut whole = Vec::new();
+        let mut sizes = Vec::new();
+        while let Some(chunk) = body.next_chunk() {
+            sizes.push(chunk.len());
+            whole.extend_from_slice(&chunk);
+        }
+        assert!(sizes.len() > 3, "{sizes:?}");
+        // Each chunk stops at the first item that takes it past CHUNK_BYTES.
+        assert!(
+            sizes.iter().all(|&s| s < CHUNK_BYTES + largest + 2),
+            "{sizes:?}"
+        );
+        let list: Value = serde_json::from_slice(&whole).unwrap();
+        assert_eq!(
+            list["items"].as_array().unwrap().len(),
+            200 * one_of_each.len()
+        );
     }
 }

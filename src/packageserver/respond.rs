@@ -45,9 +45,9 @@ pub fn json_response(status: StatusCode, body: &Value) -> Response {
     json_bytes_response(status, body.to_string().into_bytes())
 }
 
-/// A body already serialized as JSON.
-pub fn json_bytes_response(status: StatusCode, body: Vec<u8>) -> Response {
-    let mut response = (status, body).into_response();
+/// A body already serialized as JSON (bytes, or a body that writes them).
+pub fn json_bytes_response(status: StatusCode, body: impl Into<axum::body::Body>) -> Response {
+    let mut response = (status, body.into()).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -147,7 +147,7 @@ pub fn object(
 /// A list as `format` asks, of manifests each with the namespace it is shown in. Full
 /// objects come from their pre-serialized JSON (`listed`); see `super::listed`.
 pub fn list(
-    items: &[&Visible],
+    items: Vec<Visible>,
     resource_version: u64,
     format: Format,
     now: k8s_openapi::jiff::Timestamp,
@@ -160,11 +160,8 @@ pub fn list(
     };
     let body = match format {
         Format::Object => {
-            let json = listed::list_json(
-                items.iter().map(|v| (&*v.listed, v.namespace())),
-                resource_version,
-            );
-            return json_bytes_response(StatusCode::OK, json);
+            let body = listed::ListBody::new(items, resource_version);
+            return json_bytes_response(StatusCode::OK, axum::body::Body::new(body));
         }
         Format::Metadata => json!({
             "kind": "PartialObjectMetadataList",

@@ -252,11 +252,11 @@ fn list(
         return watch_response(state, namespace, filter, format, query);
     }
     let (revision, items) = state.store.list(namespace.as_deref());
-    let items: Vec<&Visible> = items
-        .iter()
+    let items: Vec<Visible> = items
+        .into_iter()
         .filter(|v| filter.matches(&v.manifest))
         .collect();
-    respond::list(&items, revision, format, Timestamp::now())
+    respond::list(items, revision, format, Timestamp::now())
 }
 
 async fn get_one(

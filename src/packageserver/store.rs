@@ -70,6 +70,20 @@ pub struct Visible {
 }
 
 impl Visible {
+    /// A manifest as a request in namespace `shown` sees it.
+    pub fn new(
+        manifest: Arc<PackageManifest>,
+        listed: Arc<ListedJson>,
+        shown: &Arc<str>,
+    ) -> Visible {
+        let shown_in = (manifest.metadata.namespace != **shown).then(|| Arc::clone(shown));
+        Visible {
+            manifest,
+            listed,
+            shown_in,
+        }
+    }
+
     pub fn namespace(&self) -> &str {
         self.shown_in
             .as_deref()
@@ -442,11 +456,11 @@ impl Store {
     }
 
     fn visible(&self, served: &Served, shown: &Arc<str>) -> Visible {
-        Visible {
-            manifest: Arc::clone(&served.manifest),
-            listed: Arc::clone(&served.listed),
-            shown_in: (served.manifest.metadata.namespace != **shown).then(|| Arc::clone(shown)),
-        }
+        Visible::new(
+            Arc::clone(&served.manifest),
+            Arc::clone(&served.listed),
+            shown,
+        )
     }
 
     /// The events after `revision` and a receiver for those to come, taken together so that
