@@ -4,7 +4,9 @@ package-server v0.46.0 (hack/upstream-olm/build), each registered in turn as the
 on the running control plane, serving the same catalogs: our catalog/, the community-operators
 testdata, and that testdata replicated to about 10,000 bundles. Through the kube-apiserver
 (as kubectl reaches them) it prints, per catalog and side: `get packagemanifests -A` latency
-(median of --runs), a single `get` (median), the serving process's RSS, and the time from a
+(median of --runs) as JSON, as the Table `kubectl get` asks for (limit=500), and of the
+`kubectl get packagemanifests -A` command itself (its own start-up included), a single `get`
+(median), the serving process's RSS, and the time from a
 catalog change (a new CatalogSource display name) to the watch event (ours only: upstream
 implements no watch). Then the ratios upstream/ours.
 
@@ -38,12 +40,23 @@ def api_client(work):
     return ctx, cluster["server"]
 
 
-def timed_get(ctx, base, path):
+# What `kubectl get` asks for: a server-side printed Table, in pages of 500.
+TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+
+
+def timed_get(ctx, base, path, accept="application/json"):
     start = time.perf_counter()
-    with urllib.request.urlopen(urllib.request.Request(base + path, headers={"Accept": "application/json"}),
+    with urllib.request.urlopen(urllib.request.Request(base + path, headers={"Accept": accept}),
                                 context=ctx, timeout=300) as r:
         body = r.read()
     return time.perf_counter() - start, body
+
+
+def timed_kubectl_get():
+    """Wall time of `kubectl get packagemanifests -A` itself (process start included)."""
+    start = time.perf_counter()
+    subprocess.run(["kubectl", "get", "packagemanifests", "-A"], env=ENV, capture_output=True, check=True)
+    return time.perf_counter() - start
 
 
 def wait_listed(ctx, base, ns, count, timeout=600):
@@ -132,8 +145,8 @@ def packages_in(olm, catalog_dir):
 
 def print_table(results, sets):
     """One row per catalog: each side's figures and upstream/ours (higher is better for us)."""
-    head = (f"{'catalog':9} {'pkgs':>5} | {'list -A ms':>21} {'x':>6} | {'get ms':>17} {'x':>6} | "
-            f"{'RSS MiB':>17} {'x':>6} | {'watch ms':>14}")
+    head = (f"{'catalog':9} {'pkgs':>5} | {'list -A ms':>21} {'x':>6} | {'table -A ms':>17} {'x':>6} | "
+            f"{'kubectl get -A ms':>19} {'x':>6} | {'get ms':>17} {'x':>6} | {'RSS MiB':>17} {'x':>6} | {'watch ms':>14}")
     print("\n" + head + "\n" + "-" * len(head))
     for set_name in sets:
         by = {r["side"]: r for r in results if r["set"] == set_name}
@@ -145,6 +158,7 @@ def print_table(results, sets):
         pkgs = (o or u)["packages"]
         watch = f"{o['watch_ms']:.1f} / n/a" if o else "- / n/a"
         print(f"{set_name:9} {pkgs:5} | {pair('list_ms', '{:.1f}'):>21} {ratio('list_ms')} | "
+              f"{pair('table_ms', '{:.1f}'):>17} {ratio('table_ms')} | {pair('kubectl_ms', '{:.0f}'):>19} {ratio('kubectl_ms')} | "
               f"{pair('get_ms', '{:.1f}'):>17} {ratio('get_ms')} | {pair('rss_mib', '{:.0f}'):>17} {ratio('rss_mib')} | "
               f"{watch:>14}")
     print("(ours / upstream; x = upstream/ours, higher is better for ours; upstream implements no watch)")
@@ -215,16 +229,21 @@ def main():
                 loaded = wait_listed(ctx, base, ns, expected)
                 load_s = time.perf_counter() - started
                 lists = [timed_get(ctx, base, f"{API}/packagemanifests")[0] for _ in range(args.runs)]
+                tables = [timed_get(ctx, base, f"{API}/packagemanifests?limit=500", TABLE_ACCEPT)[0]
+                          for _ in range(args.runs)]
+                kubectl_gets = [timed_kubectl_get() for _ in range(args.runs)]
                 _, body = timed_get(ctx, base, f"{API}/namespaces/{ns}/packagemanifests")
                 first = json.loads(body)["items"][0]["metadata"]["name"]
                 gets = [timed_get(ctx, base, f"{API}/namespaces/{ns}/packagemanifests/{first}")[0] for _ in range(args.runs)]
                 watch = watch_latency(ctx, base, ns, "bench") if side == "ours" else float("nan")
                 row = {"set": set_name, "side": side, "packages": loaded,
                        "list_ms": statistics.median(lists) * 1000, "get_ms": statistics.median(gets) * 1000,
+                       "table_ms": statistics.median(tables) * 1000, "kubectl_ms": statistics.median(kubectl_gets) * 1000,
                        "rss_mib": rss_mib(p.pid), "watch_ms": watch * 1000, "load_s": load_s}
                 results.append(row)
                 watch_text = "n/a" if side == "upstream" else f"{row['watch_ms']:.1f} ms"
                 print(f"{set_name:9} {side:8} {loaded:5} packages  start→listed {load_s:6.1f} s  list -A {row['list_ms']:8.1f} ms  "
+                      f"table -A {row['table_ms']:7.1f} ms  kubectl get -A {row['kubectl_ms']:7.1f} ms  "
                       f"get {row['get_ms']:6.1f} ms  RSS {row['rss_mib']:7.1f} MiB  change→watch event {watch_text}", flush=True)
                 stop(p)
                 if side == "upstream":

@@ -197,20 +197,10 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::packageserver::manifest::{self, CatalogInfo};
-
     fn manifests() -> Vec<PackageManifest> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let content = crate::catalog::load::load_path(&root.join("catalog")).unwrap();
-        let info = CatalogInfo {
-            name: "ours".into(),
-            namespace: "olm".into(),
-            display_name: "Ours".into(),
-            publisher: "us".into(),
-            labels: [("team".to_string(), "a".to_string())].into(),
-            creation_timestamp: Some("2026-01-01T00:00:00Z".into()),
-        };
-        manifest::manifests(&content, &info).into_values().collect()
+        crate::packageserver::manifest::fixtures::our_manifests()
+            .into_values()
+            .collect()
     }
 
     #[test]

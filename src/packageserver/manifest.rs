@@ -664,17 +664,18 @@ impl<'a> Deprecations<'a> {
     }
 }
 
+/// Our catalog (`catalog/`) as the CatalogSource `olm/operatorhub` ("Community Operators")
+/// shows it: what the packageserver's tests serve.
 #[cfg(test)]
-mod tests {
+pub(crate) mod fixtures {
     use super::*;
-    use crate::packageserver::icon::DefaultIcons;
 
-    fn our_catalog() -> DeclarativeConfig {
+    pub fn our_catalog() -> DeclarativeConfig {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
         crate::catalog::load::load_path(&root).unwrap()
     }
 
-    fn info() -> CatalogInfo {
+    pub fn info() -> CatalogInfo {
         CatalogInfo {
             name: "operatorhub".into(),
             namespace: "olm".into(),
@@ -684,6 +685,17 @@ mod tests {
             creation_timestamp: Some("2026-01-01T00:00:00Z".into()),
         }
     }
+
+    pub fn our_manifests() -> BTreeMap<String, PackageManifest> {
+        manifests(&our_catalog(), &info())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{info, our_catalog};
+    use super::*;
+    use crate::packageserver::icon::DefaultIcons;
 
     #[test]
     fn every_package_of_our_catalog_has_a_manifest_with_channel_heads() {

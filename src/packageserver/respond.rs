@@ -3,10 +3,13 @@
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use std::borrow::Cow;
+
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::listed;
-use super::manifest::{GROUP, PackageManifest};
+use super::manifest::{GROUP, Metadata, PackageManifest};
 use super::store::Visible;
 
 /// The representation a client asked for in `Accept`.
@@ -145,7 +148,9 @@ pub fn object(
 }
 
 /// A list as `format` asks, of manifests each with the namespace it is shown in. Full
-/// objects come from their pre-serialized JSON (`listed`); see `super::listed`.
+/// objects come from their pre-serialized JSON (`listed`); see `super::listed`. Tables and
+/// metadata lists are serialized straight from the manifests, with no JSON tree between
+/// (`kubectl get packagemanifests -A` asks for a Table of every package).
 pub fn list(
     items: Vec<Visible>,
     resource_version: u64,
@@ -158,65 +163,178 @@ pub fn list(
             .map(|v| (&*v.manifest, v.namespace()))
             .collect()
     };
-    let body = match format {
+    let json = match format {
         Format::Object => {
             let body = listed::ListBody::new(items, resource_version);
             return json_bytes_response(StatusCode::OK, axum::body::Body::new(body));
         }
-        Format::Metadata => json!({
-            "kind": "PartialObjectMetadataList",
-            "apiVersion": "meta.k8s.io/v1",
-            "metadata": {"resourceVersion": resource_version.to_string()},
-            "items": shown().into_iter().map(|(m, ns)| partial_metadata(m, ns)).collect::<Vec<_>>(),
+        Format::Metadata => serde_json::to_vec(&PartialObjectMetadataList {
+            kind: "PartialObjectMetadataList",
+            api_version: META_API_VERSION,
+            metadata: ListMeta::at(Some(resource_version)),
+            items: shown()
+                .into_iter()
+                .map(|(m, ns)| PartialObjectMetadata::of(m, ns))
+                .collect(),
         }),
-        Format::Table => table(&shown(), Some(resource_version), now, true),
+        Format::Table => {
+            serde_json::to_vec(&Table::of(&shown(), Some(resource_version), now, true))
+        }
     };
-    json_response(StatusCode::OK, &body)
+    json_bytes_response(
+        StatusCode::OK,
+        json.expect("a list of manifests always serializes"),
+    )
+}
+
+const META_API_VERSION: &str = "meta.k8s.io/v1";
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListMeta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: Option<String>,
+}
+
+impl ListMeta {
+    fn at(resource_version: Option<u64>) -> ListMeta {
+        ListMeta {
+            resource_version: resource_version.map(|rv| rv.to_string()),
+        }
+    }
+}
+
+/// A manifest's metadata as shown in a namespace (a global catalog's packages appear in
+/// the namespace asked for): copied only when that differs from its own.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PartialObjectMetadata<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: Cow<'a, Metadata>,
+}
+
+impl<'a> PartialObjectMetadata<'a> {
+    fn of(manifest: &'a PackageManifest, namespace: &str) -> Self {
+        let metadata = if manifest.metadata.namespace == namespace {
+            Cow::Borrowed(&manifest.metadata)
+        } else {
+            let mut shown = manifest.metadata.clone();
+            shown.namespace = namespace.to_string();
+            Cow::Owned(shown)
+        };
+        PartialObjectMetadata {
+            kind: "PartialObjectMetadata",
+            api_version: META_API_VERSION,
+            metadata,
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PartialObjectMetadataList<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: ListMeta,
+    items: Vec<PartialObjectMetadata<'a>>,
 }
 
 fn partial_metadata(manifest: &PackageManifest, namespace: &str) -> Value {
-    let mut metadata = json!(manifest.metadata);
-    metadata["namespace"] = json!(namespace);
-    json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": metadata,
-    })
+    serde_json::to_value(PartialObjectMetadata::of(manifest, namespace))
+        .expect("metadata always serializes")
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Table<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: ListMeta,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    column_definitions: Option<&'static [Column; 3]>,
+    rows: Vec<Row<'a>>,
+}
+
+#[derive(Serialize)]
+struct Row<'a> {
+    /// Name, Catalog, Age.
+    cells: (&'a str, &'a str, String),
+    object: PartialObjectMetadata<'a>,
+}
+
+#[derive(Serialize)]
+struct Column {
+    name: &'static str,
+    #[serde(rename = "type")]
+    type_: &'static str,
+    format: &'static str,
+    description: &'static str,
+    priority: u8,
 }
 
 /// Upstream's printer: Name, Catalog (the CatalogSource's display name), Age.
+const COLUMNS: [Column; 3] = [
+    Column {
+        name: "Name",
+        type_: "string",
+        format: "name",
+        description: "Name must be unique within a namespace.",
+        priority: 0,
+    },
+    Column {
+        name: "Catalog",
+        type_: "string",
+        format: "",
+        description: "The source catalog for this package",
+        priority: 0,
+    },
+    Column {
+        name: "Age",
+        type_: "string",
+        format: "",
+        description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+        priority: 0,
+    },
+];
+
+impl<'a> Table<'a> {
+    fn of(
+        items: &[(&'a PackageManifest, &str)],
+        resource_version: Option<u64>,
+        now: k8s_openapi::jiff::Timestamp,
+        with_columns: bool,
+    ) -> Table<'a> {
+        Table {
+            kind: "Table",
+            api_version: META_API_VERSION,
+            metadata: ListMeta::at(resource_version),
+            column_definitions: with_columns.then_some(&COLUMNS),
+            rows: items
+                .iter()
+                .map(|(m, ns)| Row {
+                    cells: (
+                        &m.metadata.name,
+                        &m.status.catalog_source_display_name,
+                        age(m.metadata.creation_timestamp.as_deref(), now),
+                    ),
+                    object: PartialObjectMetadata::of(m, ns),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A Table of `items` (each with the namespace it is shown in), as a JSON value: one
+/// object or a watch event's (lists are written straight from [`Table`]).
 pub fn table(
     items: &[(&PackageManifest, &str)],
     resource_version: Option<u64>,
     now: k8s_openapi::jiff::Timestamp,
     with_columns: bool,
 ) -> Value {
-    let rows: Vec<Value> = items
-        .iter()
-        .map(|(m, ns)| {
-            json!({
-                "cells": [m.metadata.name, m.status.catalog_source_display_name, age(m.metadata.creation_timestamp.as_deref(), now)],
-                "object": partial_metadata(m, ns),
-            })
-        })
-        .collect();
-    let mut table = json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {},
-        "rows": rows,
-    });
-    if let Some(rv) = resource_version {
-        table["metadata"]["resourceVersion"] = json!(rv.to_string());
-    }
-    if with_columns {
-        table["columnDefinitions"] = json!([
-            {"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0},
-            {"name": "Catalog", "type": "string", "format": "", "description": "The source catalog for this package", "priority": 0},
-            {"name": "Age", "type": "string", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0},
-        ]);
-    }
-    table
+    serde_json::to_value(Table::of(items, resource_version, now, with_columns))
+        .expect("a Table always serializes")
 }
 
 /// kubectl's short human durations ("45s", "5m", "3h", "12d", "2y").
@@ -285,6 +403,61 @@ mod tests {
         assert_eq!(Format::of(&h), Format::Table);
         h.insert(header::ACCEPT, HeaderValue::from_static("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"));
         assert_eq!(Format::of(&h), Format::Metadata);
+    }
+
+    fn manifest() -> PackageManifest {
+        let mut all = crate::packageserver::manifest::fixtures::our_manifests();
+        let mut m = all.remove("reverse-words").unwrap();
+        m.metadata.resource_version = "7".into();
+        m
+    }
+
+    #[test]
+    fn tables_and_metadata_show_a_manifest_in_the_namespace_asked_for() {
+        let m = manifest();
+        let now: k8s_openapi::jiff::Timestamp = "2026-01-01T00:02:30Z".parse().unwrap();
+        let metadata = |ns: &str| {
+            // The labels stay the catalog's wherever its packages are shown.
+            let labels = serde_json::to_value(&m.metadata.labels).unwrap();
+            assert_eq!(labels["catalog-namespace"], "olm");
+            json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": {
+                    "name": "reverse-words",
+                    "namespace": ns,
+                    "resourceVersion": "7",
+                    "creationTimestamp": "2026-01-01T00:00:00Z",
+                    "labels": labels,
+                },
+            })
+        };
+        for ns in ["olm", "team-a"] {
+            let table = table(&[(&m, ns)], Some(9), now, true);
+            assert_eq!(table["kind"], "Table");
+            assert_eq!(table["apiVersion"], "meta.k8s.io/v1");
+            assert_eq!(table["metadata"], json!({"resourceVersion": "9"}));
+            let columns: Vec<&str> = table["columnDefinitions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(columns, ["Name", "Catalog", "Age"]);
+            assert_eq!(
+                table["rows"],
+                json!([{
+                    "cells": ["reverse-words", "Community Operators", "2m30s"],
+                    "object": metadata(ns),
+                }])
+            );
+            assert_eq!(partial_metadata(&m, ns), metadata(ns));
+        }
+        // A watch event's Table after the first carries no columns; no resourceVersion, no
+        // list metadata.
+        let later = table(&[(&m, "olm")], None, now, false);
+        assert_eq!(later["metadata"], json!({}));
+        assert!(later.get("columnDefinitions").is_none());
     }
 
     #[test]
