@@ -54,6 +54,15 @@ impl PerCommand {
         };
         choice == MIMALLOC
     }
+
+    /// The allocator of this process.
+    fn allocator(&self) -> &'static dyn GlobalAlloc {
+        if self.uses_mimalloc() {
+            &MiMalloc
+        } else {
+            &System
+        }
+    }
 }
 
 impl Default for PerCommand {
@@ -68,46 +77,22 @@ impl Default for PerCommand {
 unsafe impl GlobalAlloc for PerCommand {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded with the caller's guarantees.
-        unsafe {
-            if self.uses_mimalloc() {
-                MiMalloc.alloc(layout)
-            } else {
-                System.alloc(layout)
-            }
-        }
+        unsafe { self.allocator().alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded with the caller's guarantees.
-        unsafe {
-            if self.uses_mimalloc() {
-                MiMalloc.alloc_zeroed(layout)
-            } else {
-                System.alloc_zeroed(layout)
-            }
-        }
+        unsafe { self.allocator().alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: forwarded with the caller's guarantees; the same allocator made `ptr`.
-        unsafe {
-            if self.uses_mimalloc() {
-                MiMalloc.dealloc(ptr, layout)
-            } else {
-                System.dealloc(ptr, layout)
-            }
-        }
+        unsafe { self.allocator().dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: forwarded with the caller's guarantees; the same allocator made `ptr`.
-        unsafe {
-            if self.uses_mimalloc() {
-                MiMalloc.realloc(ptr, layout, new_size)
-            } else {
-                System.realloc(ptr, layout, new_size)
-            }
-        }
+        unsafe { self.allocator().realloc(ptr, layout, new_size) }
     }
 }
 

@@ -269,7 +269,7 @@ async fn get_one(
     };
     match Format::of(&headers) {
         Format::Object => {
-            let mut json = Vec::with_capacity(visible.listed.len(visible.namespace().len()));
+            let mut json = Vec::with_capacity(visible.listed.written_len(visible.namespace()));
             visible.listed.write(visible.namespace(), &mut json);
             respond::json_bytes_response(StatusCode::OK, json)
         }
