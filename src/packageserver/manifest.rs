@@ -9,10 +9,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::catalog::csv::bundle_csv;
-use crate::catalog::fbc::{Bundle, DeclarativeConfig, Meta, PROP_CSV_METADATA, PROP_DEPRECATED};
+use crate::catalog::fbc::{
+    Bundle, DeclarativeConfig, Meta, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA, PROP_DEPRECATED,
+    Property,
+};
 
 /// The schema of the blobs [`keep_channel_heads`] adds to a snapshot's content.
 pub const SCHEMA_CHANNEL_HEAD: &str = "olm-rs.packagemanifest.head";
+
+/// A fetched channel head's [`HeadCsv`] (icon included) as JSON text, in place of its
+/// manifests ([`condense_head`]) until [`keep_channel_heads`] moves it out of the bundle.
+const PROP_HEAD_CSV: &str = "olm-rs.packagemanifest.head-csv";
 
 /// What a PackageManifest shows of a channel head's CSV.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -41,6 +48,9 @@ impl HeadCsv {
     }
 
     fn of(bundle: &Bundle) -> Option<HeadCsv> {
+        if let Some(condensed) = bundle.properties_of(PROP_HEAD_CSV).next() {
+            return HeadCsv::from_blob(condensed);
+        }
         let csv = head_csv(bundle)?;
         let labels = csv["metadata"]["labels"]
             .as_object()
@@ -56,6 +66,22 @@ impl HeadCsv {
             desc: describe(&csv),
         })
     }
+}
+
+/// What a catalog load keeps of a channel head it fetched (`LoadOptions::condense_fetched`):
+/// the part of its CSV that PackageManifests show, in place of all its manifests, so that a
+/// load never holds every head's manifests at once. [`keep_channel_heads`] takes it from
+/// there. A bundle without a CSV is left as it is.
+pub fn condense_head(bundle: &mut Bundle) {
+    let Some(mut head) = HeadCsv::of(bundle) else {
+        return;
+    };
+    // Only the first icon is ever served.
+    head.desc.icon.truncate(1);
+    bundle.properties.retain(|p| p.type_ != PROP_BUNDLE_OBJECT);
+    bundle
+        .properties
+        .push(Property::new(PROP_HEAD_CSV, head.to_blob()));
 }
 
 /// Snapshots drop the bundles' manifests; before they do, this keeps what PackageManifests
@@ -144,6 +170,9 @@ impl ChannelHeadsKeeper {
             .collect();
         content.others.retain(|m| m.schema != SCHEMA_CHANNEL_HEAD);
         content.others.extend(kept);
+        for bundle in &mut content.bundles {
+            bundle.properties.retain(|p| p.type_ != PROP_HEAD_CSV);
+        }
         super::icon::keep_default_icons(content, self.icons, &names);
     }
 }
@@ -789,6 +818,36 @@ mod tests {
                 .is_empty()),
             "channel heads keep no icons"
         );
+    }
+
+    #[test]
+    fn heads_condensed_while_loading_keep_what_their_manifests_would() {
+        let full = our_catalog();
+        let mut whole = full.clone();
+        keep_channel_heads(&mut whole);
+        // As a load condenses each head it fetched: every bundle here, heads or not.
+        let mut condensed = full.clone();
+        for bundle in &mut condensed.bundles {
+            condense_head(bundle);
+            assert!(
+                bundle.properties_of(PROP_BUNDLE_OBJECT).next().is_none(),
+                "{}: manifests given up",
+                bundle.name
+            );
+        }
+        keep_channel_heads(&mut condensed);
+        assert!(
+            condensed
+                .bundles
+                .iter()
+                .all(|b| b.properties_of(PROP_HEAD_CSV).next().is_none()),
+            "the condensed heads leave the bundles once kept"
+        );
+        assert_eq!(condensed.others, whole.others);
+        assert_eq!(manifests(&condensed, &info()), manifests(&whole, &info()));
+        let icon = DefaultIcons::of(&condensed).get("reverse-words");
+        assert!(icon.is_some());
+        assert_eq!(icon, DefaultIcons::of(&full).get("reverse-words"));
     }
 
     #[test]

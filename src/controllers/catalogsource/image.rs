@@ -176,8 +176,10 @@ async fn poll_once(
         .rootfs
         .join(configs.strip_prefix("/").unwrap_or(&configs));
     let described = format!("image {image}@{digest}");
+    let keep_channel_heads = cctx.shared.settings.keep_channel_heads;
     let loaded = tokio::task::spawn_blocking(move || {
-        read_streaming(&dir).map_err(|e| ("InvalidCatalog", format!("{described}: {e}")))
+        read_streaming(&dir, keep_channel_heads)
+            .map_err(|e| ("InvalidCatalog", format!("{described}: {e}")))
     })
     .await
     .unwrap_or_else(|join| Err(("LoadFailed", format!("loading the catalog failed: {join}"))));

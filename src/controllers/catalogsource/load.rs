@@ -129,7 +129,12 @@ pub async fn sync_grpc(
         // keeps them out of the catalog operator. That keeps a snapshot small. Channel
         // heads' CSVs are fetched for packagemanifests (their descriptions are kept).
         let options = LoadOptions {
-            manifests: Manifests::ChannelHeads,
+            manifests: if ctx.settings.keep_channel_heads {
+                Manifests::ChannelHeads
+            } else {
+                Manifests::AsListed
+            },
+            condense_fetched: Some(crate::packageserver::manifest::condense_head),
             timeout: ctx.settings.catalog_load_timeout,
             ..LoadOptions::default()
         };
@@ -296,8 +301,8 @@ fn config_map_origin(name: &str, resource_version: &str) -> String {
 pub(super) enum Loaded {
     /// The whole catalog, manifests and all (from a registry server or a ConfigMap).
     Whole(DeclarativeConfig),
-    /// Read blob by blob ([`read_streaming`]): digest taken, channel heads kept, manifest
-    /// data already dropped.
+    /// Read blob by blob ([`read_streaming`]): digest taken, channel heads kept (when
+    /// packagemanifests are served), manifest data already dropped.
     Streamed {
         content: DeclarativeConfig,
         digest: String,
@@ -305,10 +310,14 @@ pub(super) enum Loaded {
 }
 
 /// Reads the file-based catalog at `root` one blob at a time, keeping what a snapshot keeps:
-/// each blob's digest is taken and its channel heads' CSVs kept before its manifests are
+/// each blob's digest is taken and (with `keep_channel_heads`, see
+/// [`crate::controllers::context::Settings`]) its channel heads' CSVs kept before its manifests are
 /// dropped (their data made `null`, as `olm catalog validate` reads them), so a catalog of
 /// any size passes through in the memory of its largest blob plus what the snapshot holds.
-pub(super) fn read_streaming(root: &std::path::Path) -> Result<Loaded, LoadError> {
+pub(super) fn read_streaming(
+    root: &std::path::Path,
+    keep_channel_heads: bool,
+) -> Result<Loaded, LoadError> {
     use crate::catalog::digest::ContentDigest;
     use crate::catalog::load::{LoadOptions as FileOptions, for_each_blob};
     use crate::packageserver::manifest::ChannelHeadsKeeper;
@@ -318,7 +327,9 @@ pub(super) fn read_streaming(root: &std::path::Path) -> Result<Loaded, LoadError
     for file in crate::catalog::files::catalog_files(root)? {
         for_each_blob(&file, FileOptions::default(), |mut blob| {
             digest.add(&blob);
-            heads.add(&blob);
+            if keep_channel_heads {
+                heads.add(&blob);
+            }
             for bundle in &mut blob.bundles {
                 for p in bundle
                     .properties
@@ -332,7 +343,9 @@ pub(super) fn read_streaming(root: &std::path::Path) -> Result<Loaded, LoadError
             Ok::<_, LoadError>(())
         })?;
     }
-    heads.finish(&mut content);
+    if keep_channel_heads {
+        heads.finish(&mut content);
+    }
     Ok(Loaded::Streamed {
         content,
         digest: digest.finish(),
@@ -354,6 +367,7 @@ pub(super) async fn accept(
         .catalog_loads
         .get_or_create(&labels(source_ref))
         .inc();
+    let keep_channel_heads = ctx.settings.keep_channel_heads;
     let checked = tokio::task::spawn_blocking(move || {
         let (mut content, digest) = match loaded? {
             Loaded::Whole(content) => (content, None),
@@ -375,7 +389,9 @@ pub(super) async fn accept(
                 // The digest covers the manifests; the snapshot does not keep them (see below).
                 let digest = content_digest(&content);
                 // What packagemanifests show of the channel heads' CSVs outlives the manifests.
-                crate::packageserver::manifest::keep_channel_heads(&mut content);
+                if keep_channel_heads {
+                    crate::packageserver::manifest::keep_channel_heads(&mut content);
+                }
                 digest
             }
         };

@@ -220,7 +220,7 @@ impl RegistryClient {
                     return Err(self.over_budget(&rpc, others, &reservation));
                 }
                 let pending = &mut assembly.bundles[i];
-                let bundle =
+                let mut bundle =
                     bundle_from_api(&full).map_err(|reason| ClientError::InvalidBundle {
                         address: self.address.clone(),
                         rpc,
@@ -228,6 +228,10 @@ impl RegistryClient {
                         bundle: pending.bundle.name.clone(),
                         reason,
                     })?;
+                drop(full);
+                if let Some(condense) = options.condense_fetched {
+                    condense(&mut bundle);
+                }
                 pending.has_objects = bundle
                     .properties
                     .iter()

@@ -131,6 +131,10 @@ pub struct LoadOptions {
     /// The longest the whole load may take: a server that trickles answers fails the load
     /// rather than holding it (and the memory it has read so far) forever.
     pub timeout: Duration,
+    /// Called on each bundle `GetBundle` brought in, as it arrives: a caller that needs
+    /// only part of the manifests (a description) keeps that part, and the load never
+    /// holds every fetched manifest at once.
+    pub condense_fetched: Option<fn(&mut fbc::Bundle)>,
 }
 
 impl Default for LoadOptions {
@@ -139,6 +143,7 @@ impl Default for LoadOptions {
             manifests: Manifests::Fetch,
             concurrency: DEFAULT_CONCURRENCY,
             timeout: limits::DEFAULT_LOAD_TIMEOUT,
+            condense_fetched: None,
         }
     }
 }

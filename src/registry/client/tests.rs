@@ -118,6 +118,36 @@ async fn loads_our_catalog_as_the_files_have_it() {
     };
     assert_eq!(strip(&light), strip(&files));
 
+    // Channel heads only, each condensed by the caller's hook as it arrives.
+    fn mark(bundle: &mut fbc::Bundle) {
+        bundle.properties.retain(|p| p.type_ != PROP_BUNDLE_OBJECT);
+        bundle
+            .properties
+            .push(Property::new("test.condensed", serde_json::Value::Null));
+    }
+    let heads = client
+        .load_catalog_with(&LoadOptions {
+            manifests: Manifests::ChannelHeads,
+            condense_fetched: Some(mark),
+            ..LoadOptions::default()
+        })
+        .await
+        .unwrap();
+    let condensed: Vec<&str> = heads
+        .bundles
+        .iter()
+        .filter(|b| b.properties_of("test.condensed").next().is_some())
+        .map(|b| b.name.as_str())
+        .collect();
+    assert!(condensed.contains(&"reverse-words.v0.5.0"), "{condensed:?}");
+    assert!(!condensed.contains(&"reverse-words.v0.1.0"), "{condensed:?}");
+    assert!(
+        heads
+            .bundles
+            .iter()
+            .all(|b| b.properties_of(PROP_BUNDLE_OBJECT).next().is_none())
+    );
+
     // One bundle on demand.
     let b = client
         .get_bundle("at", "stable", "at.v0.2.0")
