@@ -10,16 +10,24 @@ testdata, and that testdata replicated to about 10,000 bundles. Through the kube
 catalog change (a new CatalogSource display name) to the watch event (ours only: upstream
 implements no watch). Then the ratios upstream/ours.
 
+Each server is also timed alone, asked directly over HTTPS as the kube-apiserver asks it (its
+front-proxy client certificate, X-Remote-User/Group, one kept-alive connection): the list -A
+as JSON and as a Table, and a get. That is the part of each figure a server decides; the rest
+(the kube-apiserver's proxying, kubectl's own start-up) is the same for both. Memory: the
+serving process's RSS and its anonymous part (RSS less the mapped binary and libraries), and,
+for ours, what the API costs `olm run`: its RSS with `--packages-address` less its RSS
+without, with the same catalog loaded (upstream's package-server is all API).
+
 Usage: hack/bench/packages.py [--side ours|upstream|both] [--runs 20] [--sets ours,testdata,large]
        (needs the control plane from hack/cluster/up, an `olm` build: target/release/olm, else
        target/debug/olm; upstream: hack/upstream-olm/build)
 """
-import argparse, base64, json, os, shutil, ssl, statistics, subprocess, sys, tempfile, time, urllib.request
+import argparse, base64, http.client, json, os, shutil, ssl, statistics, subprocess, sys, tempfile, time, urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from catalog import REPO, TESTDATA, replicated_catalog, split_json_stream  # noqa: E402
-from run import kubectl, rss_mib, wait_port  # noqa: E402
+from run import kubectl, metric, rss_mib, wait_port  # noqa: E402
 from serve import free_port  # noqa: E402
 
 KUBECONFIG = os.environ.get("KUBECONFIG", str(REPO / "target/cluster/kubeconfig"))
@@ -50,6 +58,58 @@ def timed_get(ctx, base, path, accept="application/json"):
                                 context=ctx, timeout=300) as r:
         body = r.read()
     return time.perf_counter() - start, body
+
+
+class Direct:
+    """Requests straight to a serving process, as the kube-apiserver's aggregator makes them:
+    its front-proxy client certificate and the user in X-Remote-* headers (an admin, so the
+    server's authorization allows it), over one kept-alive connection."""
+
+    def __init__(self, port):
+        pki = Path(KUBECONFIG).parent / "pki"
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        # Each side serves a certificate of its own making; the aggregator is told its CA.
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        ctx.load_cert_chain(str(pki / "front-proxy-client.crt"), str(pki / "front-proxy-client.key"))
+        self.conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=300)
+
+    def timed_get(self, path, accept="application/json"):
+        start = time.perf_counter()
+        self.conn.request("GET", path, headers={"Accept": accept, "X-Remote-User": "bench-admin",
+                                                "X-Remote-Group": "system:masters"})
+        response = self.conn.getresponse()
+        body = response.read()
+        took = time.perf_counter() - start
+        if response.status != 200:
+            sys.exit(f"direct GET {path}: {response.status} {body[:300]!r}")
+        return took
+
+
+def rss_anon_mib(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def rss_without_api(olm, ns, procs, bundles):
+    """RSS of `olm run` with the same catalog loaded but no packagemanifests API."""
+    admin = free_port()
+    p = subprocess.Popen([olm, "run", "--leader-elect=false", "--watch-namespace", ns,
+                          "--global-catalog-namespace", ns, "--admin-address", f"127.0.0.1:{admin}"],
+                         env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(p)
+    wait_port(admin, p, timeout=600)
+    series = f'olm_catalog_bundles{{namespace="{ns}",name="bench"}}'
+    deadline = time.time() + 600
+    while metric(admin, series) < bundles:
+        if time.time() > deadline:
+            sys.exit(f"olm run without the API did not load {bundles} bundles in {ns}")
+        time.sleep(0.2)
+    time.sleep(1)  # the load's buffers handed back (release_free_memory) before reading RSS
+    rss = rss_mib(p.pid)
+    stop(p)
+    return rss
 
 
 def timed_kubectl_get():
@@ -95,8 +155,7 @@ def unregister_upstream():
                    env=ENV, capture_output=True)
 
 
-def start_side(side, olm, ns, procs):
-    port = free_port()
+def start_side(side, olm, ns, procs, port):
     if side == "ours":
         admin = free_port()
         p = subprocess.Popen([olm, "run", "--leader-elect=false", "--watch-namespace", ns,
@@ -112,6 +171,17 @@ def start_side(side, olm, ns, procs):
     if side == "upstream":
         register_upstream(port)
     return p
+
+
+def bundles_in(catalog_dir):
+    """How many bundles the FBC directory declares (what a load of it holds)."""
+    count = 0
+    for f in sorted(Path(catalog_dir).rglob("*")):
+        if f.suffix == ".json":
+            count += sum(1 for b in split_json_stream(f.read_text()) if json.loads(b)["schema"] == "olm.bundle")
+        elif f.suffix in (".yaml", ".yml"):
+            count += sum(1 for line in f.read_text().splitlines() if line.strip() == "schema: olm.bundle")
+    return count
 
 
 def stop(p):
@@ -144,24 +214,33 @@ def packages_in(olm, catalog_dir):
 
 
 def print_table(results, sets):
-    """One row per catalog: each side's figures and upstream/ours (higher is better for us)."""
-    head = (f"{'catalog':9} {'pkgs':>5} | {'list -A ms':>21} {'x':>6} | {'table -A ms':>17} {'x':>6} | "
-            f"{'kubectl get -A ms':>19} {'x':>6} | {'get ms':>17} {'x':>6} | {'RSS MiB':>17} {'x':>6} | {'watch ms':>14}")
-    print("\n" + head + "\n" + "-" * len(head))
-    for set_name in sets:
-        by = {r["side"]: r for r in results if r["set"] == set_name}
-        o, u = by.get("ours"), by.get("upstream")
-        def pair(key, fmt):
-            return f"{(fmt.format(o[key]) if o else '-'):>8} / {(fmt.format(u[key]) if u else '-'):>8}"
-        def ratio(key):
-            return f"{u[key] / o[key]:5.1f}x" if o and u and o[key] > 0 else "     -"
-        pkgs = (o or u)["packages"]
-        watch = f"{o['watch_ms']:.1f} / n/a" if o else "- / n/a"
-        print(f"{set_name:9} {pkgs:5} | {pair('list_ms', '{:.1f}'):>21} {ratio('list_ms')} | "
-              f"{pair('table_ms', '{:.1f}'):>17} {ratio('table_ms')} | {pair('kubectl_ms', '{:.0f}'):>19} {ratio('kubectl_ms')} | "
-              f"{pair('get_ms', '{:.1f}'):>17} {ratio('get_ms')} | {pair('rss_mib', '{:.0f}'):>17} {ratio('rss_mib')} | "
-              f"{watch:>14}")
-    print("(ours / upstream; x = upstream/ours, higher is better for ours; upstream implements no watch)")
+    """Per catalog, each side's figures and upstream/ours (higher is better for us): first as
+    kubectl reaches the servers, then each server alone and what it holds."""
+    through = [("list -A ms", "list_ms", "{:.1f}"), ("table -A ms", "table_ms", "{:.1f}"),
+               ("kubectl get -A ms", "kubectl_ms", "{:.0f}"), ("get ms", "get_ms", "{:.1f}"),
+               ("RSS MiB", "rss_mib", "{:.0f}")]
+    alone = [("alone list -A ms", "direct_list_ms", "{:.2f}"), ("alone table -A ms", "direct_table_ms", "{:.2f}"),
+             ("alone get ms", "direct_get_ms", "{:.2f}"), ("anon RSS MiB", "anon_mib", "{:.1f}"),
+             ("API's RSS MiB", "api_mib", "{:.1f}")]
+    for columns, watch in ((through, True), (alone, False)):
+        head = f"{'catalog':9} {'pkgs':>5} | " + " | ".join(f"{title:>21} {'x':>6}" for title, _, _ in columns)
+        head += f" | {'watch ms':>14}" if watch else ""
+        print("\n" + head + "\n" + "-" * len(head))
+        for set_name in sets:
+            by = {r["side"]: r for r in results if r["set"] == set_name}
+            o, u = by.get("ours"), by.get("upstream")
+            cells = []
+            for _, key, fmt in columns:
+                pair = f"{(fmt.format(o[key]) if o else '-'):>9} / {(fmt.format(u[key]) if u else '-'):>9}"
+                ratio = f"{u[key] / o[key]:5.1f}x" if o and u and o[key] > 0 else "     -"
+                cells.append(f"{pair:>21} {ratio}")
+            line = f"{set_name:9} {(o or u)['packages']:5} | " + " | ".join(cells)
+            if watch:
+                watch_ms = f"{o['watch_ms']:.1f} / n/a" if o else "- / n/a"
+                line += f" | {watch_ms:>14}"
+            print(line)
+    print("(ours / upstream; x = upstream/ours, higher is better for ours; upstream implements no watch;\n"
+          " alone: asked directly as the kube-apiserver asks; API's RSS: olm run's RSS with the API less without)")
 
 
 def main():
@@ -225,7 +304,8 @@ def main():
                             "-p", json.dumps({"status": {"registryService": {"protocol": "grpc", "serviceName": "bench",
                                                                              "serviceNamespace": ns, "port": str(grpc)}}}))
                 started = time.perf_counter()
-                p = start_side(side, olm, ns, procs)
+                port = free_port()
+                p = start_side(side, olm, ns, procs, port)
                 loaded = wait_listed(ctx, base, ns, expected)
                 load_s = time.perf_counter() - started
                 lists = [timed_get(ctx, base, f"{API}/packagemanifests")[0] for _ in range(args.runs)]
@@ -235,17 +315,34 @@ def main():
                 _, body = timed_get(ctx, base, f"{API}/namespaces/{ns}/packagemanifests")
                 first = json.loads(body)["items"][0]["metadata"]["name"]
                 gets = [timed_get(ctx, base, f"{API}/namespaces/{ns}/packagemanifests/{first}")[0] for _ in range(args.runs)]
+                direct = Direct(port)
+                direct_lists = [direct.timed_get(f"{API}/packagemanifests") for _ in range(args.runs)]
+                direct_tables = [direct.timed_get(f"{API}/packagemanifests?limit=500", TABLE_ACCEPT)
+                                 for _ in range(args.runs)]
+                direct_gets = [direct.timed_get(f"{API}/namespaces/{ns}/packagemanifests/{first}")
+                               for _ in range(args.runs)]
                 watch = watch_latency(ctx, base, ns, "bench") if side == "ours" else float("nan")
                 row = {"set": set_name, "side": side, "packages": loaded,
                        "list_ms": statistics.median(lists) * 1000, "get_ms": statistics.median(gets) * 1000,
                        "table_ms": statistics.median(tables) * 1000, "kubectl_ms": statistics.median(kubectl_gets) * 1000,
-                       "rss_mib": rss_mib(p.pid), "watch_ms": watch * 1000, "load_s": load_s}
+                       "direct_list_ms": statistics.median(direct_lists) * 1000,
+                       "direct_table_ms": statistics.median(direct_tables) * 1000,
+                       "direct_get_ms": statistics.median(direct_gets) * 1000,
+                       "rss_mib": rss_mib(p.pid), "anon_mib": rss_anon_mib(p.pid),
+                       "watch_ms": watch * 1000, "load_s": load_s}
                 results.append(row)
                 watch_text = "n/a" if side == "upstream" else f"{row['watch_ms']:.1f} ms"
                 print(f"{set_name:9} {side:8} {loaded:5} packages  start→listed {load_s:6.1f} s  list -A {row['list_ms']:8.1f} ms  "
                       f"table -A {row['table_ms']:7.1f} ms  kubectl get -A {row['kubectl_ms']:7.1f} ms  "
                       f"get {row['get_ms']:6.1f} ms  RSS {row['rss_mib']:7.1f} MiB  change→watch event {watch_text}", flush=True)
                 stop(p)
+                # The whole of upstream's process is the API; ours is olm run's RSS with it
+                # less without it.
+                row["api_mib"] = (row["rss_mib"] - rss_without_api(olm, ns, procs, bundles_in(catalog_dir))
+                                  if side == "ours" else row["rss_mib"])
+                print(f"{'':9} {'':8} alone: list -A {row['direct_list_ms']:8.2f} ms  table -A {row['direct_table_ms']:7.2f} ms  "
+                      f"get {row['direct_get_ms']:6.2f} ms  anonymous RSS {row['anon_mib']:7.1f} MiB  "
+                      f"API's own RSS {row['api_mib']:7.1f} MiB", flush=True)
                 if side == "upstream":
                     # Its APIService skips TLS verification, which the next `olm run` (a CA
                     # bundle) cannot apply over: remove it as ours removes its own on exit.
