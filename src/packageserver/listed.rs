@@ -12,52 +12,48 @@ const PLACEHOLDER: &str = "\u{1}";
 const PLACEHOLDER_JSON: &[u8] = br#""namespace":"\u0001""#;
 
 pub struct ListedJson {
+    /// The manifest, for lists, gets and watch events.
+    whole: SplitJson,
+    /// Its metadata alone, for Tables and metadata lists (`kubectl get` asks for a Table).
+    metadata: SplitJson,
+}
+
+/// JSON cut where the namespace goes.
+struct SplitJson {
     /// Up to and including `"namespace":`.
     head: Box<[u8]>,
     /// From the `,` after the namespace to the end.
     tail: Box<[u8]>,
 }
 
-impl ListedJson {
-    pub fn of(manifest: &PackageManifest) -> ListedJson {
-        let mut shown = manifest.clone().without_icons();
-        shown.metadata.namespace = PLACEHOLDER.to_string();
-        let json = serde_json::to_vec(&shown).expect("a PackageManifest always serializes");
-        // metadata comes before spec and status, and within it namespace follows the name
-        // (a package name, which holds no control character): the first match is the one.
+impl SplitJson {
+    /// `json` of something serialized with [`PLACEHOLDER`] for its namespace, which comes
+    /// before anything that could hold a control character (a name precedes it).
+    fn of(json: &[u8]) -> SplitJson {
         let at = json
             .windows(PLACEHOLDER_JSON.len())
             .position(|w| w == PLACEHOLDER_JSON)
             .expect("the namespace placeholder is serialized");
         let cut = at + br#""namespace":"#.len();
-        ListedJson {
+        SplitJson {
             head: json[..cut].into(),
             tail: json[cut + br#""\u0001""#.len()..].into(),
         }
     }
 
-    /// The same JSON with resourceVersion `rv`, from JSON of a manifest that had none: the
-    /// field follows the namespace, as in the struct, so the result is what [`Self::of`]
-    /// gives for the manifest with `rv`. Lets manifests be serialized before they are
-    /// given their resourceVersions.
-    pub fn with_resource_version(self, rv: &str) -> ListedJson {
+    /// resourceVersion follows the namespace in [`super::manifest::Metadata`].
+    fn with_resource_version(self, rv: &str) -> SplitJson {
         let mut tail = Vec::with_capacity(self.tail.len() + rv.len() + 22);
         tail.extend_from_slice(br#","resourceVersion":"#);
         serde_json::to_writer(&mut tail, rv).expect("writing to a Vec cannot fail");
         tail.extend_from_slice(&self.tail);
-        ListedJson {
+        SplitJson {
             head: self.head,
             tail: tail.into_boxed_slice(),
         }
     }
 
-    /// Both halves, for hashing: the JSON but for the namespace.
-    pub fn parts(&self) -> [&[u8]; 2] {
-        [&self.head, &self.tail]
-    }
-
-    /// Appends the manifest's JSON as seen in `namespace`.
-    pub fn write(&self, namespace: &str, out: &mut Vec<u8>) {
+    fn write(&self, namespace: &str, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.head);
         serde_json::to_writer(&mut *out, namespace).expect("writing to a Vec cannot fail");
         out.extend_from_slice(&self.tail);
@@ -65,7 +61,7 @@ impl ListedJson {
 
     /// Exactly the bytes [`Self::write`] writes for `namespace` (escaped as serde_json
     /// escapes it, counted without writing it anywhere).
-    pub fn written_len(&self, namespace: &str) -> usize {
+    fn written_len(&self, namespace: &str) -> usize {
         struct Count(usize);
         impl std::io::Write for Count {
             fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -79,6 +75,57 @@ impl ListedJson {
         let mut namespace_json = Count(0);
         serde_json::to_writer(&mut namespace_json, namespace).expect("counting cannot fail");
         self.head.len() + namespace_json.0 + self.tail.len()
+    }
+}
+
+impl ListedJson {
+    pub fn of(manifest: &PackageManifest) -> ListedJson {
+        let mut shown = manifest.clone().without_icons();
+        shown.metadata.namespace = PLACEHOLDER.to_string();
+        let whole = serde_json::to_vec(&shown).expect("a PackageManifest always serializes");
+        let metadata =
+            serde_json::to_vec(&shown.metadata).expect("a PackageManifest always serializes");
+        ListedJson {
+            whole: SplitJson::of(&whole),
+            metadata: SplitJson::of(&metadata),
+        }
+    }
+
+    /// The same JSON with resourceVersion `rv`, from JSON of a manifest that had none: the
+    /// field follows the namespace, as in the struct, so the result is what [`Self::of`]
+    /// gives for the manifest with `rv`. Lets manifests be serialized before they are
+    /// given their resourceVersions.
+    pub fn with_resource_version(self, rv: &str) -> ListedJson {
+        ListedJson {
+            whole: self.whole.with_resource_version(rv),
+            metadata: self.metadata.with_resource_version(rv),
+        }
+    }
+
+    /// Both halves of the manifest, for hashing: the JSON but for the namespace.
+    pub fn parts(&self) -> [&[u8]; 2] {
+        [&self.whole.head, &self.whole.tail]
+    }
+
+    /// Appends the manifest's JSON as seen in `namespace`.
+    pub fn write(&self, namespace: &str, out: &mut Vec<u8>) {
+        self.whole.write(namespace, out);
+    }
+
+    /// Exactly the bytes [`Self::write`] writes for `namespace`.
+    pub fn written_len(&self, namespace: &str) -> usize {
+        self.whole.written_len(namespace)
+    }
+
+    /// Appends the manifest's `metadata` as seen in `namespace`.
+    pub fn write_metadata(&self, namespace: &str, out: &mut Vec<u8>) {
+        self.metadata.write(namespace, out);
+    }
+
+    /// An upper bound of the bytes [`Self::write_metadata`] writes for a namespace of
+    /// `namespace_len` bytes (for a buffer's capacity).
+    pub fn metadata_len_hint(&self, namespace_len: usize) -> usize {
+        self.metadata.head.len() + self.metadata.tail.len() + namespace_len + 2
     }
 }
 

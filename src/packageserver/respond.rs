@@ -147,44 +147,106 @@ pub fn object(
     }
 }
 
-/// A list as `format` asks, of manifests each with the namespace it is shown in. Full
-/// objects come from their pre-serialized JSON (`listed`); see `super::listed`. Tables and
-/// metadata lists are serialized straight from the manifests, with no JSON tree between
-/// (`kubectl get packagemanifests -A` asks for a Table of every package).
+/// A list as `format` asks, of manifests each with the namespace it is shown in, written
+/// from their pre-serialized JSON (see `super::listed`): whole objects stream out in chunks;
+/// Tables (what `kubectl get packagemanifests -A` asks for, a row per package) and metadata
+/// lists are each item's metadata JSON with a few small fields around it.
 pub fn list(
     items: Vec<Visible>,
     resource_version: u64,
     format: Format,
     now: k8s_openapi::jiff::Timestamp,
 ) -> Response {
-    let shown = || -> Vec<(&PackageManifest, &str)> {
-        items
-            .iter()
-            .map(|v| (&*v.manifest, v.namespace()))
-            .collect()
-    };
     let json = match format {
         Format::Object => {
             let body = listed::ListBody::new(items, resource_version);
             return json_bytes_response(StatusCode::OK, axum::body::Body::new(body));
         }
-        Format::Metadata => serde_json::to_vec(&PartialObjectMetadataList {
-            kind: "PartialObjectMetadataList",
-            api_version: META_API_VERSION,
-            metadata: ListMeta::at(Some(resource_version)),
-            items: shown()
-                .into_iter()
-                .map(|(m, ns)| PartialObjectMetadata::of(m, ns))
-                .collect(),
-        }),
-        Format::Table => {
-            serde_json::to_vec(&Table::of(&shown(), Some(resource_version), now, true))
-        }
+        Format::Metadata => metadata_list_json(&items, resource_version),
+        Format::Table => table_list_json(&items, resource_version, now),
     };
-    json_bytes_response(
-        StatusCode::OK,
-        json.expect("a list of manifests always serializes"),
-    )
+    json_bytes_response(StatusCode::OK, json)
+}
+
+/// Room for the items' metadata and `per_item` bytes more each.
+fn list_buffer(items: &[Visible], per_item: usize) -> Vec<u8> {
+    let bytes: usize = items
+        .iter()
+        .map(|v| v.listed.metadata_len_hint(v.namespace().len()) + per_item)
+        .sum();
+    Vec::with_capacity(bytes + 1024)
+}
+
+const PARTIAL_OBJECT_METADATA_HEAD: &[u8] =
+    br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#;
+
+/// What `serde_json::to_vec` gives of [`PartialObjectMetadataList`], with each item's
+/// metadata copied from its JSON rather than serialized again.
+fn metadata_list_json(items: &[Visible], resource_version: u64) -> Vec<u8> {
+    let mut out = list_buffer(items, PARTIAL_OBJECT_METADATA_HEAD.len() + 2);
+    out.extend_from_slice(
+        br#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":"#,
+    );
+    write_json(&mut out, &ListMeta::at(Some(resource_version)));
+    out.extend_from_slice(br#","items":["#);
+    for (i, v) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(PARTIAL_OBJECT_METADATA_HEAD);
+        v.listed.write_metadata(v.namespace(), &mut out);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+/// What `serde_json::to_vec` gives of [`Table`], with each row's object (its metadata)
+/// copied from the manifest's JSON rather than serialized again.
+fn table_list_json(
+    items: &[Visible],
+    resource_version: u64,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Vec<u8> {
+    let mut out = list_buffer(items, 160);
+    out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#);
+    write_json(&mut out, &ListMeta::at(Some(resource_version)));
+    out.extend_from_slice(br#","columnDefinitions":"#);
+    write_json(&mut out, &COLUMNS);
+    out.extend_from_slice(br#","rows":["#);
+    // A catalog's packages share its creationTimestamp: each age is worked out once.
+    let mut last_age: Option<(Option<&str>, String)> = None;
+    for (i, v) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let m = &v.manifest;
+        let created = m.metadata.creation_timestamp.as_deref();
+        let row_age = match last_age.take() {
+            Some((at, known)) if at == created => known,
+            _ => age(created, now),
+        };
+        out.extend_from_slice(br#"{"cells":"#);
+        write_json(
+            &mut out,
+            &(
+                &m.metadata.name,
+                &m.status.catalog_source_display_name,
+                &row_age,
+            ),
+        );
+        last_age = Some((created, row_age));
+        out.extend_from_slice(br#","object":"#);
+        out.extend_from_slice(PARTIAL_OBJECT_METADATA_HEAD);
+        v.listed.write_metadata(v.namespace(), &mut out);
+        out.extend_from_slice(b"}}");
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+fn write_json(out: &mut Vec<u8>, value: &impl Serialize) {
+    serde_json::to_writer(out, value).expect("writing to a Vec cannot fail");
 }
 
 const META_API_VERSION: &str = "meta.k8s.io/v1";
@@ -231,6 +293,8 @@ impl<'a> PartialObjectMetadata<'a> {
     }
 }
 
+/// What [`metadata_list_json`] writes, as serde would (the tests' reference).
+#[cfg(test)]
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct PartialObjectMetadataList<'a> {
@@ -313,16 +377,21 @@ impl<'a> Table<'a> {
             rows: items
                 .iter()
                 .map(|(m, ns)| Row {
-                    cells: (
-                        &m.metadata.name,
-                        &m.status.catalog_source_display_name,
-                        age(m.metadata.creation_timestamp.as_deref(), now),
-                    ),
+                    cells: cells(m, now),
                     object: PartialObjectMetadata::of(m, ns),
                 })
                 .collect(),
         }
     }
+}
+
+/// A row's Name, Catalog and Age.
+fn cells(m: &PackageManifest, now: k8s_openapi::jiff::Timestamp) -> (&str, &str, String) {
+    (
+        &m.metadata.name,
+        &m.status.catalog_source_display_name,
+        age(m.metadata.creation_timestamp.as_deref(), now),
+    )
 }
 
 /// A Table of `items` (each with the namespace it is shown in), as a JSON value: one
@@ -458,6 +527,82 @@ mod tests {
         let later = table(&[(&m, "olm")], None, now, false);
         assert_eq!(later["metadata"], json!({}));
         assert!(later.get("columnDefinitions").is_none());
+    }
+
+    #[test]
+    fn tables_and_metadata_lists_are_written_as_serde_writes_them() {
+        use std::sync::Arc;
+
+        use crate::packageserver::listed::ListedJson;
+        let now: k8s_openapi::jiff::Timestamp = "2026-01-01T00:02:30Z".parse().unwrap();
+        let all: Vec<PackageManifest> = crate::packageserver::manifest::fixtures::our_manifests()
+            .into_values()
+            .enumerate()
+            .map(|(i, mut m)| {
+                // Served manifests carry a resourceVersion (added after their JSON was
+                // made) and no channels.
+                let listed = ListedJson::of(&m).with_resource_version(&format!("{}", i + 3));
+                m.metadata.resource_version = format!("{}", i + 3);
+                m.status.channels.clear();
+                (m, listed)
+            })
+            .map(|(m, listed)| {
+                let written = {
+                    let mut out = Vec::new();
+                    listed.write_metadata("x", &mut out);
+                    out
+                };
+                let mut expected = m.clone();
+                expected.metadata.namespace = "x".into();
+                assert_eq!(written, serde_json::to_vec(&expected.metadata).unwrap());
+                m
+            })
+            .collect();
+        assert!(all.len() >= 4);
+        for shown in ["olm", "team-a", "with\"quote\u{1}\n"] {
+            let shown_arc: Arc<str> = Arc::from(shown);
+            let items: Vec<Visible> = all
+                .iter()
+                .map(|m| {
+                    // As the store makes it: JSON first, its resourceVersion added after.
+                    let mut unversioned = m.clone();
+                    unversioned.metadata.resource_version.clear();
+                    let listed = ListedJson::of(&unversioned)
+                        .with_resource_version(&m.metadata.resource_version);
+                    Visible::new(Arc::new(m.clone()), Arc::new(listed), &shown_arc)
+                })
+                .collect();
+            let pairs: Vec<(&PackageManifest, &str)> =
+                all.iter().map(|m| (m, items[0].namespace())).collect();
+            assert_eq!(items[0].namespace(), shown);
+            let table = table_list_json(&items, 42, now);
+            let expected = serde_json::to_vec(&Table::of(&pairs, Some(42), now, true)).unwrap();
+            assert_eq!(
+                String::from_utf8(table).unwrap(),
+                String::from_utf8(expected).unwrap()
+            );
+            let list = metadata_list_json(&items, 42);
+            let expected = serde_json::to_vec(&PartialObjectMetadataList {
+                kind: "PartialObjectMetadataList",
+                api_version: META_API_VERSION,
+                metadata: ListMeta::at(Some(42)),
+                items: pairs
+                    .iter()
+                    .map(|(m, ns)| PartialObjectMetadata::of(m, ns))
+                    .collect(),
+            })
+            .unwrap();
+            assert_eq!(
+                String::from_utf8(list).unwrap(),
+                String::from_utf8(expected).unwrap()
+            );
+        }
+        // No items: still a Table (with its columns) and a list.
+        let empty: Value = serde_json::from_slice(&table_list_json(&[], 1, now)).unwrap();
+        assert_eq!(empty["rows"], json!([]));
+        assert_eq!(empty["columnDefinitions"].as_array().unwrap().len(), 3);
+        let empty: Value = serde_json::from_slice(&metadata_list_json(&[], 1)).unwrap();
+        assert_eq!(empty["items"], json!([]));
     }
 
     #[test]

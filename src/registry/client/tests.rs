@@ -140,7 +140,10 @@ async fn loads_our_catalog_as_the_files_have_it() {
         .map(|b| b.name.as_str())
         .collect();
     assert!(condensed.contains(&"reverse-words.v0.5.0"), "{condensed:?}");
-    assert!(!condensed.contains(&"reverse-words.v0.1.0"), "{condensed:?}");
+    assert!(
+        !condensed.contains(&"reverse-words.v0.1.0"),
+        "{condensed:?}"
+    );
     assert!(
         heads
             .bundles
