@@ -21,7 +21,15 @@ pub struct CatalogSnapshot {
     /// What the content was read from: the gRPC address, or the ConfigMap's resourceVersion.
     pub origin: String,
     pub loaded_at: Timestamp,
+    /// What packagemanifests show of each channel head's CSV (empty when this process does
+    /// not serve them).
+    pub channel_heads: ChannelHeadTexts,
 }
+
+/// What packagemanifests show of each channel head's CSV, by (package, bundle), as JSON
+/// text (`packageserver::manifest::HeadCsv`): kept beside the content rather than in it, so
+/// that the served manifests' JSON shares each description instead of copying it.
+pub type ChannelHeadTexts = BTreeMap<(String, String), Arc<str>>;
 
 /// All snapshots of this process, shared by the controllers (and later the packageserver).
 pub struct CatalogSnapshots {
@@ -94,6 +102,7 @@ impl CatalogSnapshots {
                 digest: current.digest.clone(),
                 origin: current.origin.clone(),
                 loaded_at: current.loaded_at,
+                channel_heads: current.channel_heads.clone(),
             };
             map.insert(source.clone(), Arc::new(updated));
         }
@@ -193,6 +202,7 @@ mod tests {
             },
             digest: format!("{namespace}/{name}"),
             origin: "test".into(),
+            channel_heads: ChannelHeadTexts::default(),
             loaded_at: Timestamp::UNIX_EPOCH,
         }
     }

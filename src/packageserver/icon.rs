@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::manifest::{Icon, head_csv};
+use super::manifest::{ChannelHeadTexts, Icon, head_csv};
 use crate::catalog::fbc::{Bundle, Channel, DeclarativeConfig, Meta, Package};
 use crate::catalog::upgrade_edges::UpgradeEdges;
 
@@ -121,15 +121,17 @@ pub struct DefaultIcons<'a> {
     /// Package → the name of its icon's data.
     kept: BTreeMap<&'a str, &'a str>,
     data: BTreeMap<&'a str, &'a Value>,
-    /// Content whose manifests were dropped (it has channel-head blobs): an icon not kept
-    /// is no icon. Otherwise icons are read from the bundles' CSVs.
+    /// Content whose manifests were dropped (channel heads were kept beside it): an icon
+    /// not kept is no icon. Otherwise icons are read from the bundles' CSVs.
     slim: bool,
 }
 
 impl<'a> DefaultIcons<'a> {
-    pub fn of(content: &'a DeclarativeConfig) -> Self {
+    /// The icons of `content`, whose channel heads `heads` are (none: content with its
+    /// manifests).
+    pub fn of(content: &'a DeclarativeConfig, heads: &ChannelHeadTexts) -> Self {
         let (mut kept, mut data) = (BTreeMap::new(), BTreeMap::new());
-        let mut slim = false;
+        let slim = !heads.is_empty();
         for meta in &content.others {
             if meta.schema == SCHEMA_DEFAULT_ICON
                 && let Some(name) = meta.blob.as_str()
@@ -139,7 +141,6 @@ impl<'a> DefaultIcons<'a> {
             if meta.schema == SCHEMA_ICON_DATA {
                 data.insert(meta.name.as_str(), &meta.blob);
             }
-            slim |= meta.schema == super::manifest::SCHEMA_CHANNEL_HEAD;
         }
         DefaultIcons {
             content,
@@ -231,9 +232,12 @@ mod tests {
     fn packages_with_the_same_icon_share_its_data() {
         let full = with_copy(our_catalog(), "reverse-words", "reverse-words-copy");
         let mut slim = full.clone();
-        keep_channel_heads(&mut slim);
+        let heads = keep_channel_heads(&mut slim);
         let count = |schema: &str| slim.others.iter().filter(|m| m.schema == schema).count();
-        let (full_icons, slim_icons) = (DefaultIcons::of(&full), DefaultIcons::of(&slim));
+        let (full_icons, slim_icons) = (
+            DefaultIcons::of(&full, &ChannelHeadTexts::default()),
+            DefaultIcons::of(&slim, &heads),
+        );
         let icon = slim_icons
             .get("reverse-words")
             .expect("reverse-words has an icon");

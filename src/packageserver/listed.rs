@@ -3,7 +3,9 @@
 //! of bytes, with no clone of any manifest and no JSON value tree per request, whichever
 //! namespace a global catalog's packages are shown in.
 
-use super::manifest::PackageManifest;
+use std::sync::Arc;
+
+use super::manifest::{ChannelHeadTexts, PackageManifest, desc_in};
 use super::store::Visible;
 
 /// Stands in for the namespace while serializing; a control character never appears in a
@@ -22,8 +24,23 @@ pub struct ListedJson {
 struct SplitJson {
     /// Up to and including `"namespace":`.
     head: Box<[u8]>,
-    /// From the `,` after the namespace to the end.
+    /// From the `,` after the namespace to the end, but for the [`Shared`] pieces.
     tail: Box<[u8]>,
+    /// Pieces of the tail that a snapshot's text holds (channel descriptions), by place.
+    shared: Box<[Shared]>,
+}
+
+/// Bytes `range` of `text`, which go into a tail at `at` (in the tail without them).
+struct Shared {
+    at: usize,
+    text: Arc<str>,
+    range: std::ops::Range<usize>,
+}
+
+impl Shared {
+    fn bytes(&self) -> &[u8] {
+        &self.text.as_bytes()[self.range.clone()]
+    }
 }
 
 impl SplitJson {
@@ -38,7 +55,52 @@ impl SplitJson {
         SplitJson {
             head: json[..cut].into(),
             tail: json[cut + br#""\u0001""#.len()..].into(),
+            shared: Box::new([]),
         }
+    }
+
+    /// The same JSON with each of `pieces` (text, and where in it bytes the tail holds)
+    /// taken out of the tail and read from the text instead, looked for in order, each
+    /// after the last; a piece not found stays in the tail.
+    fn sharing(
+        self,
+        pieces: impl IntoIterator<Item = (Arc<str>, std::ops::Range<usize>)>,
+    ) -> SplitJson {
+        let mut tail = Vec::with_capacity(self.tail.len());
+        let mut shared = Vec::new();
+        let mut from = 0;
+        for (text, range) in pieces {
+            let len = range.len();
+            let Some(found) =
+                memchr::memmem::find(&self.tail[from..], &text.as_bytes()[range.clone()])
+            else {
+                continue;
+            };
+            tail.extend_from_slice(&self.tail[from..from + found]);
+            shared.push(Shared {
+                at: tail.len(),
+                text,
+                range,
+            });
+            from += found + len;
+        }
+        tail.extend_from_slice(&self.tail[from..]);
+        SplitJson {
+            head: self.head,
+            tail: tail.into_boxed_slice(),
+            shared: shared.into_boxed_slice(),
+        }
+    }
+
+    /// The tail's bytes in order, shared pieces included.
+    fn for_each_tail_part(&self, mut f: impl FnMut(&[u8])) {
+        let mut from = 0;
+        for piece in &self.shared {
+            f(&self.tail[from..piece.at]);
+            f(piece.bytes());
+            from = piece.at;
+        }
+        f(&self.tail[from..]);
     }
 
     /// resourceVersion follows the namespace in [`super::manifest::Metadata`].
@@ -46,17 +108,23 @@ impl SplitJson {
         let mut tail = Vec::with_capacity(self.tail.len() + rv.len() + 22);
         tail.extend_from_slice(br#","resourceVersion":"#);
         serde_json::to_writer(&mut tail, rv).expect("writing to a Vec cannot fail");
+        let added = tail.len();
         tail.extend_from_slice(&self.tail);
+        let mut shared = self.shared;
+        for piece in &mut shared {
+            piece.at += added;
+        }
         SplitJson {
             head: self.head,
             tail: tail.into_boxed_slice(),
+            shared,
         }
     }
 
     fn write(&self, namespace: &str, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.head);
         serde_json::to_writer(&mut *out, namespace).expect("writing to a Vec cannot fail");
-        out.extend_from_slice(&self.tail);
+        self.for_each_tail_part(|bytes| out.extend_from_slice(bytes));
     }
 
     /// Exactly the bytes [`Self::write`] writes for `namespace` (escaped as serde_json
@@ -74,11 +142,41 @@ impl SplitJson {
         }
         let mut namespace_json = Count(0);
         serde_json::to_writer(&mut namespace_json, namespace).expect("counting cannot fail");
-        self.head.len() + namespace_json.0 + self.tail.len()
+        let shared: usize = self.shared.iter().map(|p| p.range.len()).sum();
+        self.head.len() + namespace_json.0 + self.tail.len() + shared
     }
 }
 
 impl ListedJson {
+    /// As [`Self::of`], with each channel's description read from the snapshot's text of
+    /// its head (`heads`) rather than copied: the descriptions are most of a manifest, and
+    /// the snapshot keeps them anyway. Where a head's text does not end with exactly the
+    /// description shown, the description is kept as bytes of its own.
+    pub fn sharing(manifest: &PackageManifest, heads: &ChannelHeadTexts) -> ListedJson {
+        let listed = ListedJson::of(manifest);
+        if heads.is_empty() {
+            return listed;
+        }
+        let package = &manifest.status.package_name;
+        let pieces: Vec<(Arc<str>, std::ops::Range<usize>)> = manifest
+            .status
+            .channels
+            .iter()
+            .filter_map(|channel| {
+                let text = heads.get(&(package.clone(), channel.current_csv.clone()))?;
+                let mut desc = channel.current_csv_desc.clone();
+                desc.icon = Vec::new();
+                let json = serde_json::to_vec(&desc).ok()?;
+                let range = desc_in(text, &json)?;
+                Some((Arc::clone(text), range))
+            })
+            .collect();
+        ListedJson {
+            whole: listed.whole.sharing(pieces),
+            metadata: listed.metadata,
+        }
+    }
+
     pub fn of(manifest: &PackageManifest) -> ListedJson {
         let mut shown = manifest.clone().without_icons();
         shown.metadata.namespace = PLACEHOLDER.to_string();
@@ -102,9 +200,10 @@ impl ListedJson {
         }
     }
 
-    /// Both halves of the manifest, for hashing: the JSON but for the namespace.
-    pub fn parts(&self) -> [&[u8]; 2] {
-        [&self.whole.head, &self.whole.tail]
+    /// The manifest's JSON but for the namespace, in parts, for hashing.
+    pub fn for_each_part(&self, mut f: impl FnMut(&[u8])) {
+        f(&self.whole.head);
+        self.whole.for_each_tail_part(f);
     }
 
     /// Appends the manifest's JSON as seen in `namespace`.
@@ -275,6 +374,57 @@ mod tests {
                 assert_eq!(listed.written_len(ns), ours.len());
             }
         }
+    }
+
+    #[test]
+    fn descriptions_read_from_the_snapshot_give_the_same_json() {
+        use crate::packageserver::manifest::{self, fixtures};
+        let mut content = fixtures::our_catalog();
+        let heads = manifest::keep_channel_heads(&mut content);
+        let all = manifest::manifests(&content, &heads, &fixtures::info());
+        let mut shared_pieces = 0;
+        for m in all.values() {
+            let (copied, shared) = (ListedJson::of(m), ListedJson::sharing(m, &heads));
+            shared_pieces += shared.whole.shared.len();
+            assert!(
+                shared.whole.tail.len() < copied.whole.tail.len(),
+                "{}",
+                m.metadata.name
+            );
+            let (copied, shared) = (
+                copied.with_resource_version("12"),
+                shared.with_resource_version("12"),
+            );
+            for ns in ["olm", "with\"quote"] {
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                copied.write(ns, &mut a);
+                shared.write(ns, &mut b);
+                assert_eq!(
+                    String::from_utf8(b).unwrap(),
+                    String::from_utf8(a.clone()).unwrap()
+                );
+                assert_eq!(shared.written_len(ns), a.len());
+            }
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            copied.for_each_part(|p| a.extend_from_slice(p));
+            shared.for_each_part(|p| b.extend_from_slice(p));
+            assert_eq!(a, b, "the same bytes are hashed");
+        }
+        // Every channel of every package: each description is shared, none copied.
+        let channels: usize = all.values().map(|m| m.status.channels.len()).sum();
+        assert_eq!(shared_pieces, channels);
+        // A head whose text is not the description shown: kept as bytes of its own.
+        let m = &all["reverse-words"];
+        let mut other = heads.clone();
+        for text in other.values_mut() {
+            *text = Arc::from(r#"{"name":"x","labels":{},"desc":{"provider":{}}}"#);
+        }
+        let copied = ListedJson::sharing(m, &other);
+        assert!(copied.whole.shared.is_empty());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        copied.write("olm", &mut a);
+        ListedJson::of(m).write("olm", &mut b);
+        assert_eq!(a, b);
     }
 
     #[test]

@@ -4,18 +4,17 @@
 //! the first channel's) gives the provider and the CSV labels.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::catalog::csv::bundle_csv;
-use crate::catalog::fbc::{
-    Bundle, DeclarativeConfig, Meta, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA, PROP_DEPRECATED,
-    Property,
-};
+pub use crate::snapshots::ChannelHeadTexts;
 
-/// The schema of the blobs [`keep_channel_heads`] adds to a snapshot's content.
-pub const SCHEMA_CHANNEL_HEAD: &str = "olm-rs.packagemanifest.head";
+use crate::catalog::fbc::{
+    Bundle, DeclarativeConfig, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA, PROP_DEPRECATED, Property,
+};
 
 /// A fetched channel head's [`HeadCsv`] (icon included) as JSON text, in place of its
 /// manifests ([`condense_head`]) until [`keep_channel_heads`] moves it out of the bundle.
@@ -31,25 +30,23 @@ pub struct HeadCsv {
 }
 
 impl HeadCsv {
-    /// The blob a snapshot keeps: the JSON text as one string, not a JSON value tree (a
-    /// tree of a CSV description costs about three times its text in allocations).
-    fn to_blob(&self) -> Value {
+    /// The JSON text a snapshot keeps, not a JSON value tree (a tree of a CSV description
+    /// costs about three times its text in allocations). `desc` is its last field, so the
+    /// text ends with the description's JSON and a `}` (what [`desc_in`] finds).
+    fn to_text(&self) -> String {
         let mut text = serde_json::to_string(self).expect("a HeadCsv always serializes");
         // Grown while written: without this a blob keeps up to twice its size.
         text.shrink_to_fit();
-        Value::String(text)
+        text
     }
 
-    fn from_blob(blob: &Value) -> Option<HeadCsv> {
-        match blob {
-            Value::String(text) => serde_json::from_str(text).ok(),
-            _ => None,
-        }
+    fn from_text(text: &str) -> Option<HeadCsv> {
+        serde_json::from_str(text).ok()
     }
 
     fn of(bundle: &Bundle) -> Option<HeadCsv> {
         if let Some(condensed) = bundle.properties_of(PROP_HEAD_CSV).next() {
-            return HeadCsv::from_blob(condensed);
+            return HeadCsv::from_text(condensed.as_str()?);
         }
         let csv = head_csv(bundle)?;
         let labels = csv["metadata"]["labels"]
@@ -81,14 +78,14 @@ pub fn condense_head(bundle: &mut Bundle) {
     bundle.properties.retain(|p| p.type_ != PROP_BUNDLE_OBJECT);
     bundle
         .properties
-        .push(Property::new(PROP_HEAD_CSV, head.to_blob()));
+        .push(Property::new(PROP_HEAD_CSV, Value::String(head.to_text())));
 }
 
 /// Snapshots drop the bundles' manifests; before they do, this keeps what PackageManifests
 /// need of each channel head's CSV (its description, without icons) as blobs of
 /// [`SCHEMA_CHANNEL_HEAD`]: a few KiB per channel instead of every manifest; and the one
 /// icon served per package ([`super::icon`]).
-pub fn keep_channel_heads(content: &mut DeclarativeConfig) {
+pub fn keep_channel_heads(content: &mut DeclarativeConfig) -> ChannelHeadTexts {
     let mut heads = std::collections::BTreeSet::new();
     for channel in &content.channels {
         if let Ok(head) = UpgradeEdges::new(&channel.entries).head() {
@@ -102,7 +99,7 @@ pub fn keep_channel_heads(content: &mut DeclarativeConfig) {
         }
     }
     kept.heads = heads;
-    kept.finish(content);
+    kept.finish(content)
 }
 
 /// [`keep_channel_heads`] for a catalog read blob by blob, so that manifests can be dropped
@@ -114,7 +111,7 @@ pub fn keep_channel_heads(content: &mut DeclarativeConfig) {
 pub struct ChannelHeadsKeeper {
     heads: std::collections::BTreeSet<(String, String)>,
     in_channels: std::collections::BTreeSet<(String, String)>,
-    kept: Vec<Meta>,
+    kept: Vec<((String, String), String)>,
     icons: super::icon::HeadIcons,
 }
 
@@ -146,49 +143,36 @@ impl ChannelHeadsKeeper {
         };
         let key = (bundle.package.clone(), bundle.name.clone());
         if let Some(icon) = std::mem::take(&mut head.desc.icon).into_iter().next() {
-            self.icons.insert(key, icon);
+            self.icons.insert(key.clone(), icon);
         }
-        self.kept.push(Meta {
-            schema: SCHEMA_CHANNEL_HEAD.into(),
-            package: bundle.package.clone(),
-            name: bundle.name.clone(),
-            blob: head.to_blob(),
-        });
+        self.kept.push((key, head.to_text()));
     }
 
-    /// Adds the head CSVs and the default icons to `content`, as [`keep_channel_heads`] does.
-    pub fn finish(self, content: &mut DeclarativeConfig) {
+    /// The kept head CSVs (for the snapshot, beside `content`); the default icons go into
+    /// `content`, as [`keep_channel_heads`] does.
+    pub fn finish(self, content: &mut DeclarativeConfig) -> ChannelHeadTexts {
         let heads = self.heads;
-        let kept: Vec<Meta> = self
+        let kept: ChannelHeadTexts = self
             .kept
             .into_iter()
-            .filter(|m| heads.contains(&(m.package.clone(), m.name.clone())))
+            .filter(|(key, _)| heads.contains(key))
+            .map(|(key, text)| (key, Arc::from(text)))
             .collect();
-        let names = kept
-            .iter()
-            .map(|m| (m.package.clone(), m.name.clone()))
-            .collect();
-        content.others.retain(|m| m.schema != SCHEMA_CHANNEL_HEAD);
-        content.others.extend(kept);
+        let names = kept.keys().cloned().collect();
         for bundle in &mut content.bundles {
             bundle.properties.retain(|p| p.type_ != PROP_HEAD_CSV);
         }
         super::icon::keep_default_icons(content, self.icons, &names);
+        kept
     }
 }
 
-/// The [`keep_channel_heads`] blobs by (package, bundle), read when a manifest needs one:
-/// decoding them all at once would hold every description of the catalog twice.
-fn channel_heads(content: &DeclarativeConfig) -> BTreeMap<(&str, &str), &Value> {
-    let mut heads = BTreeMap::new();
-    for meta in content
-        .others
-        .iter()
-        .filter(|m| m.schema == SCHEMA_CHANNEL_HEAD)
-    {
-        heads.insert((meta.package.as_str(), meta.name.as_str()), &meta.blob);
-    }
-    heads
+/// Where a channel's description is in a kept head's text: `desc` (as the manifest shows
+/// it, serialized) is the text's last field. None when the text is not that head's.
+pub fn desc_in(text: &str, desc: &[u8]) -> Option<std::ops::Range<usize>> {
+    let end = text.len().checked_sub(1)?;
+    let start = end.checked_sub(desc.len())?;
+    (text.as_bytes().get(start..end)? == desc && text.as_bytes()[end] == b'}').then_some(start..end)
 }
 use crate::catalog::upgrade_edges::UpgradeEdges;
 
@@ -359,10 +343,11 @@ impl PackageManifest {
 /// Every PackageManifest of one catalog, by package name.
 pub fn manifests(
     content: &DeclarativeConfig,
+    heads: &ChannelHeadTexts,
     info: &CatalogInfo,
 ) -> BTreeMap<String, PackageManifest> {
     let mut out = BTreeMap::new();
-    for_each_manifest(content, info, |m| {
+    for_each_manifest(content, heads, info, |m| {
         out.insert(m.metadata.name.clone(), m);
     });
     out
@@ -373,6 +358,7 @@ pub fn manifests(
 /// manifest never holds all of them.
 pub fn for_each_manifest(
     content: &DeclarativeConfig,
+    heads: &ChannelHeadTexts,
     info: &CatalogInfo,
     mut f: impl FnMut(PackageManifest),
 ) {
@@ -381,7 +367,11 @@ pub fn for_each_manifest(
     for bundle in &content.bundles {
         bundles.insert((bundle.package.as_str(), bundle.name.as_str()), bundle);
     }
-    let kept = channel_heads(content);
+    // Decoded when a manifest needs one: all at once would hold every description twice.
+    let kept: BTreeMap<(&str, &str), &str> = heads
+        .iter()
+        .map(|((package, name), text)| ((package.as_str(), name.as_str()), &**text))
+        .collect();
     for package in &content.packages {
         let mut channels: Vec<_> = content
             .channels
@@ -407,7 +397,7 @@ pub fn for_each_manifest(
             let head = UpgradeEdges::new(&channel.entries).head().ok();
             let csv = head.and_then(|head| {
                 kept.get(&(package.name.as_str(), head))
-                    .and_then(|blob| HeadCsv::from_blob(blob))
+                    .and_then(|text| HeadCsv::from_text(text))
                     .or_else(|| {
                         bundles
                             .get(&(package.name.as_str(), head))
@@ -716,7 +706,7 @@ pub(crate) mod fixtures {
     }
 
     pub fn our_manifests() -> BTreeMap<String, PackageManifest> {
-        manifests(&our_catalog(), &info())
+        manifests(&our_catalog(), &ChannelHeadTexts::default(), &info())
     }
 }
 
@@ -726,10 +716,15 @@ mod tests {
     use super::*;
     use crate::packageserver::icon::DefaultIcons;
 
+    /// Content with its manifests: no heads kept beside it.
+    fn none() -> ChannelHeadTexts {
+        ChannelHeadTexts::default()
+    }
+
     #[test]
     fn every_package_of_our_catalog_has_a_manifest_with_channel_heads() {
         let catalog = our_catalog();
-        let all = manifests(&catalog, &info());
+        let all = manifests(&catalog, &none(), &info());
         assert_eq!(
             all.keys().collect::<Vec<_>>(),
             [
@@ -761,7 +756,7 @@ mod tests {
             );
             assert!(!channel.current_csv_desc.display_name.is_empty());
         }
-        let icon = crate::packageserver::icon::DefaultIcons::of(&catalog)
+        let icon = crate::packageserver::icon::DefaultIcons::of(&catalog, &none())
             .get("reverse-words")
             .expect("reverse-words has an icon");
         assert!(
@@ -782,15 +777,18 @@ mod tests {
     fn snapshots_without_manifests_give_the_same_packagemanifests() {
         let full = our_catalog();
         let mut slim = full.clone();
-        keep_channel_heads(&mut slim);
+        let heads = keep_channel_heads(&mut slim);
         for bundle in &mut slim.bundles {
             bundle
                 .properties
                 .retain(|p| p.type_ != crate::catalog::fbc::PROP_BUNDLE_OBJECT);
         }
-        let from_full = manifests(&full, &info());
-        let from_slim = manifests(&slim, &info());
-        let (icons_full, icons_slim) = (DefaultIcons::of(&full), DefaultIcons::of(&slim));
+        let from_full = manifests(&full, &none(), &info());
+        let from_slim = manifests(&slim, &heads, &info());
+        let (icons_full, icons_slim) = (
+            DefaultIcons::of(&full, &none()),
+            DefaultIcons::of(&slim, &heads),
+        );
         for (name, m) in &from_full {
             assert_eq!(&from_slim[name], m, "{name}");
             assert_eq!(icons_slim.get(name), icons_full.get(name), "{name}");
@@ -811,11 +809,9 @@ mod tests {
             .count();
         assert!(icons >= 1 && icons <= from_full.len(), "{icons}");
         assert!(
-            channel_heads(&slim).values().all(|b| HeadCsv::from_blob(b)
-                .unwrap()
-                .desc
-                .icon
-                .is_empty()),
+            heads
+                .values()
+                .all(|text| HeadCsv::from_text(text).unwrap().desc.icon.is_empty()),
             "channel heads keep no icons"
         );
     }
@@ -824,7 +820,7 @@ mod tests {
     fn heads_condensed_while_loading_keep_what_their_manifests_would() {
         let full = our_catalog();
         let mut whole = full.clone();
-        keep_channel_heads(&mut whole);
+        let whole_heads = keep_channel_heads(&mut whole);
         // As a load condenses each head it fetched: every bundle here, heads or not.
         let mut condensed = full.clone();
         for bundle in &mut condensed.bundles {
@@ -835,7 +831,7 @@ mod tests {
                 bundle.name
             );
         }
-        keep_channel_heads(&mut condensed);
+        let heads = keep_channel_heads(&mut condensed);
         assert!(
             condensed
                 .bundles
@@ -844,10 +840,14 @@ mod tests {
             "the condensed heads leave the bundles once kept"
         );
         assert_eq!(condensed.others, whole.others);
-        assert_eq!(manifests(&condensed, &info()), manifests(&whole, &info()));
-        let icon = DefaultIcons::of(&condensed).get("reverse-words");
+        assert_eq!(heads, whole_heads);
+        assert_eq!(
+            manifests(&condensed, &heads, &info()),
+            manifests(&whole, &whole_heads, &info())
+        );
+        let icon = DefaultIcons::of(&condensed, &heads).get("reverse-words");
         assert!(icon.is_some());
-        assert_eq!(icon, DefaultIcons::of(&full).get("reverse-words"));
+        assert_eq!(icon, DefaultIcons::of(&full, &none()).get("reverse-words"));
     }
 
     #[test]
@@ -861,16 +861,16 @@ mod tests {
         // A default channel that does not exist: no default icon, as no default channel.
         package.default_channel = "nowhere".into();
         let mut slim = full.clone();
-        keep_channel_heads(&mut slim);
-        assert_eq!(DefaultIcons::of(&full).get("reverse-words"), None);
-        assert_eq!(DefaultIcons::of(&slim).get("reverse-words"), None);
+        let heads = keep_channel_heads(&mut slim);
+        assert_eq!(DefaultIcons::of(&full, &none()).get("reverse-words"), None);
+        assert_eq!(DefaultIcons::of(&slim, &heads).get("reverse-words"), None);
     }
 
     #[test]
     fn heads_kept_blob_by_blob_are_the_heads_kept_of_the_whole() {
         let full = our_catalog();
         let mut whole = full.clone();
-        keep_channel_heads(&mut whole);
+        let whole_heads = keep_channel_heads(&mut whole);
         // Bundles before their channels, one blob at a time, as a file may order them.
         let mut keeper = ChannelHeadsKeeper::default();
         // finish() sees the whole content, as the loader merges every blob before it.
@@ -885,7 +885,9 @@ mod tests {
             bundles: vec![],
             ..full.clone()
         });
-        keeper.finish(&mut streamed);
+        let streamed_heads = keeper.finish(&mut streamed);
+        assert!(!whole_heads.is_empty());
+        assert_eq!(streamed_heads, whole_heads);
         let names = |c: &DeclarativeConfig| {
             let mut kept: Vec<(String, String, Value)> = c
                 .others
@@ -922,7 +924,7 @@ mod tests {
             ],
             ..Default::default()
         });
-        let all = manifests(&content, &info());
+        let all = manifests(&content, &none(), &info());
         let rw = &all["reverse-words"];
         assert_eq!(
             rw.status.deprecation.as_ref().unwrap().message,

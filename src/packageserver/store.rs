@@ -111,8 +111,12 @@ struct Prepared {
 
 impl Prepared {
     /// Built one at a time as each manifest comes, so a rebuild holds one whole manifest.
-    fn of(mut manifest: PackageManifest, icon: Option<&Icon>) -> Prepared {
-        let listed = ListedJson::of(&manifest);
+    fn of(
+        mut manifest: PackageManifest,
+        icon: Option<&Icon>,
+        heads: &manifest::ChannelHeadTexts,
+    ) -> Prepared {
+        let listed = ListedJson::sharing(&manifest, heads);
         let default_head = manifest
             .status
             .channels
@@ -153,9 +157,7 @@ impl Prepared {
 fn fingerprint(listed: &ListedJson, icon: Option<&Icon>) -> [u8; 32] {
     use sha2::Digest;
     let mut hash = sha2::Sha256::new();
-    for part in listed.parts() {
-        hash.update(part);
-    }
+    listed.for_each_part(|part| hash.update(part));
     // A new icon is a change too, though only the icon subresource shows it.
     hash.update(serde_json::to_vec(&icon).unwrap_or_default());
     hash.finalize().into()
@@ -259,12 +261,16 @@ impl Store {
         for (source, rebuilt) in &mut rebuilt {
             if let Some(snapshot) = snapshots.get(source) {
                 let content = &snapshot.catalog.content;
-                let icons = DefaultIcons::of(content);
+                let heads = &snapshot.channel_heads;
+                let icons = DefaultIcons::of(content, heads);
                 // By name, the last of a name winning, as a map of the manifests would.
                 let mut prepared = BTreeMap::new();
-                manifest::for_each_manifest(content, &rebuilt.info, |m| {
+                manifest::for_each_manifest(content, heads, &rebuilt.info, |m| {
                     let icon = icons.get(&m.metadata.name);
-                    prepared.insert(m.metadata.name.clone(), Prepared::of(m, icon.as_ref()));
+                    prepared.insert(
+                        m.metadata.name.clone(),
+                        Prepared::of(m, icon.as_ref(), heads),
+                    );
                 });
                 rebuilt.manifests = prepared.into_iter().collect();
                 tracing::debug!(catalog = %source, packages = rebuilt.manifests.len(), "built packagemanifests");
@@ -421,7 +427,8 @@ impl Store {
                     Some((shown, entry.snapshot.clone()))
                 })?
         };
-        shown.icon = snapshot.and_then(|s| DefaultIcons::of(&s.catalog.content).get(name));
+        shown.icon =
+            snapshot.and_then(|s| DefaultIcons::of(&s.catalog.content, &s.channel_heads).get(name));
         Some(shown)
     }
 
@@ -540,6 +547,7 @@ mod tests {
             digest: version.into(),
             origin: "test".into(),
             loaded_at: Timestamp::UNIX_EPOCH,
+            channel_heads: Default::default(),
         }
     }
 

@@ -22,7 +22,7 @@ use crate::controllers::context::Context;
 use crate::registry::client::{LoadOptions, Manifests};
 use crate::resolver::input::{Catalog, CatalogRef};
 use crate::runtime::metrics::CatalogLabels;
-use crate::snapshots::CatalogSnapshot;
+use crate::snapshots::{CatalogSnapshot, ChannelHeadTexts};
 
 /// Upstream's fallback when `registryPoll.interval` does not parse.
 const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(15 * 60);
@@ -306,6 +306,7 @@ pub(super) enum Loaded {
     Streamed {
         content: DeclarativeConfig,
         digest: String,
+        channel_heads: ChannelHeadTexts,
     },
 }
 
@@ -343,12 +344,15 @@ pub(super) fn read_streaming(
             Ok::<_, LoadError>(())
         })?;
     }
-    if keep_channel_heads {
-        heads.finish(&mut content);
-    }
+    let channel_heads = if keep_channel_heads {
+        heads.finish(&mut content)
+    } else {
+        ChannelHeadTexts::default()
+    };
     Ok(Loaded::Streamed {
         content,
         digest: digest.finish(),
+        channel_heads,
     })
 }
 
@@ -371,7 +375,11 @@ pub(super) async fn accept(
     let checked = tokio::task::spawn_blocking(move || {
         let (mut content, digest) = match loaded? {
             Loaded::Whole(content) => (content, None),
-            Loaded::Streamed { content, digest } => (content, Some(digest)),
+            Loaded::Streamed {
+                content,
+                digest,
+                channel_heads,
+            } => (content, Some((digest, channel_heads))),
         };
         let problems = validate(&content);
         if !problems.is_empty() {
@@ -383,25 +391,27 @@ pub(super) async fn accept(
             }
             return Err(("InvalidCatalog", message));
         }
-        let digest = match digest {
-            Some(digest) => digest,
+        let (digest, channel_heads) = match digest {
+            Some(streamed) => streamed,
             None => {
                 // The digest covers the manifests; the snapshot does not keep them (see below).
                 let digest = content_digest(&content);
                 // What packagemanifests show of the channel heads' CSVs outlives the manifests.
-                if keep_channel_heads {
-                    crate::packageserver::manifest::keep_channel_heads(&mut content);
-                }
-                digest
+                let channel_heads = if keep_channel_heads {
+                    crate::packageserver::manifest::keep_channel_heads(&mut content)
+                } else {
+                    ChannelHeadTexts::default()
+                };
+                (digest, channel_heads)
             }
         };
         drop_manifests(&mut content);
-        Ok((content, digest))
+        Ok((content, digest, channel_heads))
     })
     .await
     .unwrap_or_else(|join| Err(("LoadFailed", format!("checking the catalog failed: {join}"))));
     let failure = match checked {
-        Ok((content, digest)) => {
+        Ok((content, digest, channel_heads)) => {
             let current = ctx.snapshots.get(source_ref);
             if current.as_ref().is_none_or(|s| s.digest != digest) {
                 let labels = labels(source_ref);
@@ -427,6 +437,7 @@ pub(super) async fn accept(
                     digest,
                     origin: origin.clone(),
                     loaded_at: Timestamp::now(),
+                    channel_heads,
                 });
             }
             None
