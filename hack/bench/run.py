@@ -23,9 +23,10 @@ def kubectl(*args, stdin=None):
     return subprocess.run(["kubectl", *args], input=stdin, env=ENV, capture_output=True, text=True, check=True).stdout
 
 
-def rss_mib(pid):
+def rss_mib(pid, field="VmRSS"):
+    """A process's resident memory (or another /proc status field, e.g. RssAnon) in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
 

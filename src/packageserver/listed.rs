@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::manifest::{ChannelHeadTexts, PackageManifest, desc_in};
+use super::manifest::{ChannelHeadTexts, PackageManifest};
 use super::store::Visible;
 
 /// Stands in for the namespace while serializing; a control character never appears in a
@@ -127,31 +127,36 @@ impl SplitJson {
         self.for_each_tail_part(|bytes| out.extend_from_slice(bytes));
     }
 
-    /// Exactly the bytes [`Self::write`] writes for `namespace` (escaped as serde_json
-    /// escapes it, counted without writing it anywhere).
+    /// Exactly the bytes [`Self::write`] writes for `namespace`.
     fn written_len(&self, namespace: &str) -> usize {
-        struct Count(usize);
-        impl std::io::Write for Count {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0 += bytes.len();
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let mut namespace_json = Count(0);
-        serde_json::to_writer(&mut namespace_json, namespace).expect("counting cannot fail");
         let shared: usize = self.shared.iter().map(|p| p.range.len()).sum();
-        self.head.len() + namespace_json.0 + self.tail.len() + shared
+        self.head.len() + json_len(&namespace) + self.tail.len() + shared
     }
+}
+
+/// The length of `value`'s JSON as serde_json writes it, counted without writing it.
+fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).expect("counting cannot fail");
+    count.0
 }
 
 impl ListedJson {
     /// As [`Self::of`], with each channel's description read from the snapshot's text of
     /// its head (`heads`) rather than copied: the descriptions are most of a manifest, and
-    /// the snapshot keeps them anyway. Where a head's text does not end with exactly the
-    /// description shown, the description is kept as bytes of its own.
+    /// the snapshot keeps them anyway. A head's text ends with its description and a `}`
+    /// (`HeadCsv`); only bytes found equal in the manifest's JSON are shared, so a text
+    /// that does not hold the description shown leaves it copied.
     pub fn sharing(manifest: &PackageManifest, heads: &ChannelHeadTexts) -> ListedJson {
         let listed = ListedJson::of(manifest);
         if heads.is_empty() {
@@ -164,11 +169,9 @@ impl ListedJson {
             .iter()
             .filter_map(|channel| {
                 let text = heads.get(&(package.clone(), channel.current_csv.clone()))?;
-                let mut desc = channel.current_csv_desc.clone();
-                desc.icon = Vec::new();
-                let json = serde_json::to_vec(&desc).ok()?;
-                let range = desc_in(text, &json)?;
-                Some((Arc::clone(text), range))
+                let end = text.len().checked_sub(1)?;
+                let start = end.checked_sub(json_len(&channel.current_csv_desc))?;
+                Some((Arc::clone(text), start..end))
             })
             .collect();
         ListedJson {
@@ -221,10 +224,9 @@ impl ListedJson {
         self.metadata.write(namespace, out);
     }
 
-    /// An upper bound of the bytes [`Self::write_metadata`] writes for a namespace of
-    /// `namespace_len` bytes (for a buffer's capacity).
-    pub fn metadata_len_hint(&self, namespace_len: usize) -> usize {
-        self.metadata.head.len() + self.metadata.tail.len() + namespace_len + 2
+    /// Exactly the bytes [`Self::write_metadata`] writes for `namespace`.
+    pub fn metadata_written_len(&self, namespace: &str) -> usize {
+        self.metadata.written_len(namespace)
     }
 }
 

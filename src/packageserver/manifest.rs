@@ -32,7 +32,8 @@ pub struct HeadCsv {
 impl HeadCsv {
     /// The JSON text a snapshot keeps, not a JSON value tree (a tree of a CSV description
     /// costs about three times its text in allocations). `desc` is its last field, so the
-    /// text ends with the description's JSON and a `}` (what [`desc_in`] finds).
+    /// text ends with the description's JSON and a `}` (where the served manifests' JSON
+    /// reads it from, `super::listed`).
     fn to_text(&self) -> String {
         let mut text = serde_json::to_string(self).expect("a HeadCsv always serializes");
         // Grown while written: without this a blob keeps up to twice its size.
@@ -82,9 +83,9 @@ pub fn condense_head(bundle: &mut Bundle) {
 }
 
 /// Snapshots drop the bundles' manifests; before they do, this keeps what PackageManifests
-/// need of each channel head's CSV (its description, without icons) as blobs of
-/// [`SCHEMA_CHANNEL_HEAD`]: a few KiB per channel instead of every manifest; and the one
-/// icon served per package ([`super::icon`]).
+/// need of each channel head's CSV (its description, without icons) as JSON texts, returned
+/// for the snapshot to keep beside the content: a few KiB per channel instead of every
+/// manifest; and, in `content`, the one icon served per package ([`super::icon`]).
 pub fn keep_channel_heads(content: &mut DeclarativeConfig) -> ChannelHeadTexts {
     let mut heads = std::collections::BTreeSet::new();
     for channel in &content.channels {
@@ -167,13 +168,6 @@ impl ChannelHeadsKeeper {
     }
 }
 
-/// Where a channel's description is in a kept head's text: `desc` (as the manifest shows
-/// it, serialized) is the text's last field. None when the text is not that head's.
-pub fn desc_in(text: &str, desc: &[u8]) -> Option<std::ops::Range<usize>> {
-    let end = text.len().checked_sub(1)?;
-    let start = end.checked_sub(desc.len())?;
-    (text.as_bytes().get(start..end)? == desc && text.as_bytes()[end] == b'}').then_some(start..end)
-}
 use crate::catalog::upgrade_edges::UpgradeEdges;
 
 pub const GROUP: &str = "packages.operators.coreos.com";

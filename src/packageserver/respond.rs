@@ -172,7 +172,7 @@ pub fn list(
 fn list_buffer(items: &[Visible], per_item: usize) -> Vec<u8> {
     let bytes: usize = items
         .iter()
-        .map(|v| v.listed.metadata_len_hint(v.namespace().len()) + per_item)
+        .map(|v| v.listed.metadata_written_len(v.namespace()) + per_item)
         .sum();
     Vec::with_capacity(bytes + 1024)
 }
@@ -555,6 +555,7 @@ mod tests {
                 let mut expected = m.clone();
                 expected.metadata.namespace = "x".into();
                 assert_eq!(written, serde_json::to_vec(&expected.metadata).unwrap());
+                assert_eq!(listed.metadata_written_len("x"), written.len());
                 m
             })
             .collect();
