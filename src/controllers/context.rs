@@ -17,8 +17,8 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::{mpsc, watch};
 
-use super::guard::Panicked;
-use crate::runtime::metrics::Metrics;
+use super::kit::guard::Panicked;
+use crate::controllers::metrics::Metrics;
 use crate::snapshots::CatalogSnapshots;
 
 #[derive(Clone, Debug)]

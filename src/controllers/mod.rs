@@ -3,20 +3,19 @@
 //! own state in its own module and applies under its own field manager (`olm-<controller>`);
 //! they meet through the API objects and the snapshots, never through each other's internals.
 
-pub mod backoff;
-pub mod cache_ready;
 pub mod catalogsource;
 pub mod context;
 pub mod csv;
-pub mod guard;
+pub mod host;
 pub mod installplan;
+pub mod kit;
+pub mod metrics;
 pub mod operatorgroup;
-pub mod own_writes;
 pub mod ownership;
 pub mod pull_secrets;
 pub mod subscription;
 
-use crate::runtime::host::{Controller, Role};
+use crate::controllers::host::{Controller, Role};
 
 /// Every controller of `olm run`, with when it runs.
 pub fn all() -> Vec<Controller> {

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use tokio::sync::watch;
 
-use crate::runtime::metrics::Metrics;
+use crate::controllers::metrics::Metrics;
 use crate::snapshots::CatalogSnapshots;
 
 #[derive(Clone)]

@@ -7,9 +7,7 @@
 //! every controller and ends the process with an error, so two replicas never act at once.
 
 pub mod admin;
-pub mod host;
 pub mod leader;
-pub mod metrics;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,9 +21,10 @@ use tokio::sync::watch;
 use crate::api::CatalogSource;
 use crate::controllers;
 use crate::controllers::context::{Context, Settings};
+use crate::controllers::host;
+use crate::controllers::metrics::Metrics;
 use crate::snapshots::CatalogSnapshots;
 use leader::{LeaderElector, LeaseConfig};
-use metrics::Metrics;
 
 #[derive(Clone, Debug)]
 pub struct RunConfig {

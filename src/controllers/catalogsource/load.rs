@@ -19,9 +19,9 @@ use crate::catalog::fbc::{DeclarativeConfig, PROP_BUNDLE_OBJECT};
 use crate::catalog::load::LoadError;
 use crate::catalog::validate::validate;
 use crate::controllers::context::Context;
+use crate::controllers::metrics::CatalogLabels;
 use crate::registry::client::{LoadOptions, Manifests};
 use crate::resolver::input::{Catalog, CatalogRef};
-use crate::runtime::metrics::CatalogLabels;
 use crate::snapshots::{CatalogSnapshot, ChannelHeadTexts};
 
 /// Upstream's fallback when `registryPoll.interval` does not parse.
@@ -206,7 +206,7 @@ pub async fn sync_config_map(
     };
     // The first round may come before the ConfigMap watch has listed; "not found" must mean
     // not found.
-    let _ = crate::controllers::cache_ready::listed(&cctx.config_maps).await;
+    let _ = crate::controllers::kit::cache_ready::listed(&cctx.config_maps).await;
     let Some(watched) = cctx
         .config_maps
         .get(&ObjectRef::new(name).within(&source_ref.namespace))

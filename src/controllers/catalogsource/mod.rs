@@ -15,26 +15,23 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
-use kube::core::error_boundary::InvalidObject;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::Api;
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 
-use super::backoff::Backoff;
 use super::context::Context;
-use super::guard::catch_panic;
+use super::kit::guard::Panicked;
+use super::kit::{self, KitState, ReconcileError, Reconciler, apply_status};
 use crate::api::{CatalogSource, CatalogSourceStatus, SourceType};
+use crate::controllers::host::Shutdown;
 use crate::registry::client::RegistryClient;
 use crate::resolver::input::CatalogRef;
-use crate::runtime::host::Shutdown;
 use status::{Observation, announcements, desired_status, owned_fields, panicked_status};
 
 pub const CONTROLLER: &str = "catalogsource";
@@ -82,8 +79,8 @@ pub enum Error {
     },
 }
 
-impl Error {
-    pub fn metric_label(&self) -> &'static str {
+impl ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
         match self {
             Error::ReadConfigMap { .. } => "read_configmap",
             Error::WriteStatus { .. } => "write_status",
@@ -96,7 +93,7 @@ impl Error {
 pub struct CatalogSourceContext {
     pub shared: Arc<Context>,
     state: CatalogSourceState,
-    backoff: Backoff<CatalogRef>,
+    kit: KitState<CatalogRef>,
     /// Metadata of the ConfigMaps in the watched namespaces: a ConfigMap catalog is re-read
     /// only when its resourceVersion moves, with no periodic GET.
     config_maps: Store<PartialObjectMeta<ConfigMap>>,
@@ -198,55 +195,53 @@ impl CatalogSourceState {
     }
 }
 
-pub async fn reconcile(
-    guarded: Arc<DeserializeGuard<CatalogSource>>,
-    ctx: Arc<CatalogSourceContext>,
-) -> Result<Action, Error> {
-    let _timer = ctx.shared.metrics.reconcile_started(CONTROLLER);
-    let source = match &guarded.0 {
-        Ok(source) => source,
-        Err(invalid) => {
-            report_invalid(invalid, &ctx.shared).await;
-            return Ok(Action::await_change());
-        }
-    };
-    let source_ref = CatalogRef::new(source.name_any(), source.namespace().unwrap_or_default());
-    match catch_panic(sync(source, &source_ref, &ctx)).await {
-        Ok(Ok(action)) => {
-            ctx.backoff.reset(&source_ref);
-            Ok(action)
-        }
-        Ok(Err(error)) => Err(error),
-        Err(panic) => {
-            ctx.shared
-                .report_panic(
-                    CONTROLLER,
-                    &source_ref.to_string(),
-                    Some(&source.object_ref(&())),
-                    &panic,
-                )
-                .await;
-            // The object says so too (leader only), until a good round removes it.
-            if ctx.shared.is_leader() {
-                let message = format!("reconcile {panic}; other CatalogSources are unaffected");
-                let status = panicked_status(
-                    source.status.as_ref(),
-                    message,
-                    source.metadata.generation,
-                    now(),
-                );
-                write_status(source, &source_ref, &status, &ctx.shared).await?;
-            }
-            Err(Error::Panicked {
-                source_ref,
-                panic: panic.to_string(),
-            })
+impl Reconciler for CatalogSourceContext {
+    type Object = CatalogSource;
+    type Key = CatalogRef;
+    type Error = Error;
+    const CONTROLLER: &'static str = CONTROLLER;
+    const FIELD_MANAGER: &'static str = FIELD_MANAGER;
+
+    fn shared(&self) -> &Context {
+        &self.shared
+    }
+
+    fn kit(&self) -> &KitState<CatalogRef> {
+        &self.kit
+    }
+
+    fn key(meta: &ObjectMeta) -> CatalogRef {
+        CatalogRef::new(
+            meta.name.clone().unwrap_or_default(),
+            meta.namespace.clone().unwrap_or_default(),
+        )
+    }
+
+    async fn sync(&self, source: &CatalogSource) -> Result<Action, Error> {
+        sync(source, &Self::key(&source.metadata), self).await
+    }
+
+    fn panicked(source_ref: &CatalogRef, panic: &Panicked) -> Error {
+        Error::Panicked {
+            source_ref: source_ref.clone(),
+            panic: panic.to_string(),
         }
     }
-}
 
-fn now() -> Timestamp {
-    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH)
+    /// The object says so too (leader only), until a good round removes it.
+    async fn after_panic(&self, source: &CatalogSource, panic: &Panicked) -> Result<(), Error> {
+        if self.shared.is_leader() {
+            let message = format!("reconcile {panic}; other CatalogSources are unaffected");
+            let status = panicked_status(
+                source.status.as_ref(),
+                message,
+                source.metadata.generation,
+                kit::now(),
+            );
+            write_status(source, &status, self).await?;
+        }
+        Ok(())
+    }
 }
 
 /// One round: gather (health check, content load), decide (pure), apply (status, Events).
@@ -255,7 +250,7 @@ async fn sync(
     source_ref: &CatalogRef,
     ctx: &CatalogSourceContext,
 ) -> Result<Action, Error> {
-    let now = now();
+    let now = kit::now();
     fault_injection::maybe_panic(source);
     let round = match source.spec.source_type {
         SourceType::Grpc => load::sync_grpc(source, source_ref, ctx).await,
@@ -285,7 +280,7 @@ async fn sync(
     let current = source.status.as_ref().map(owned_fields);
     // Standbys load catalogs (their snapshots serve reads) but never write.
     if current.as_ref() != Some(&owned_fields(&desired)) && ctx.shared.is_leader() {
-        write_status(source, source_ref, &desired, &ctx.shared).await?;
+        write_status(source, &desired, ctx).await?;
         let regarding = source.object_ref(&());
         for announcement in announcements(source.status.as_ref(), &desired) {
             let type_ = if announcement.warning {
@@ -309,92 +304,27 @@ async fn sync(
         .map_or_else(Action::await_change, Action::requeue))
 }
 
-pub fn error_policy(
-    guarded: Arc<DeserializeGuard<CatalogSource>>,
-    error: &Error,
-    ctx: Arc<CatalogSourceContext>,
-) -> Action {
-    ctx.shared
-        .metrics
-        .reconcile_failed(CONTROLLER, error.metric_label());
-    let meta = match &guarded.0 {
-        Ok(source) => &source.metadata,
-        Err(invalid) => &invalid.metadata,
-    };
-    let source_ref = CatalogRef::new(
-        meta.name.clone().unwrap_or_default(),
-        meta.namespace.clone().unwrap_or_default(),
-    );
-    let delay = ctx.backoff.next_delay(&source_ref);
-    tracing::warn!(%error, retry_in = ?delay, "CatalogSource reconcile failed");
-    Action::requeue(delay)
-}
-
-/// Applies the fields this controller owns, under its own field manager and without
-/// `force`: a field another manager owns is a conflict to report, not to take over.
+/// Applies the fields this controller owns.
 async fn write_status(
     source: &CatalogSource,
-    source_ref: &CatalogRef,
     status: &CatalogSourceStatus,
-    ctx: &Context,
+    ctx: &CatalogSourceContext,
 ) -> Result<(), Error> {
-    let api: Api<CatalogSource> = Api::namespaced(ctx.client.clone(), &source_ref.namespace);
-    let patch = json!({
-        "apiVersion": CatalogSource::api_version(&()),
-        "kind": CatalogSource::kind(&()),
-        "status": owned_fields(status),
-    });
-    api.patch_status(
-        &source.name_any(),
-        &PatchParams::apply(FIELD_MANAGER),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(|error| Error::WriteStatus {
-        source_ref: source_ref.clone(),
-        error,
-    })?;
-    ctx.metrics.status_written(CONTROLLER);
+    apply_status(ctx, source, &owned_fields(status))
+        .await
+        .map_err(|error| Error::WriteStatus {
+            source_ref: CatalogSourceContext::key(&source.metadata),
+            error,
+        })?;
     Ok(())
-}
-
-/// An object our types cannot read: say why on the object, and wait for it to change.
-/// No status is written (a write would trigger another round of the same failure).
-async fn report_invalid(invalid: &InvalidObject, ctx: &Context) {
-    let name = invalid.metadata.name.clone().unwrap_or_default();
-    let namespace = invalid.metadata.namespace.clone().unwrap_or_default();
-    tracing::warn!(%namespace, %name, error = %invalid.error, "cannot read CatalogSource; skipping it");
-    let regarding = ObjectReference {
-        api_version: Some(CatalogSource::api_version(&()).into_owned()),
-        kind: Some(CatalogSource::kind(&()).into_owned()),
-        name: Some(name),
-        namespace: Some(namespace),
-        uid: invalid.metadata.uid.clone(),
-        ..ObjectReference::default()
-    };
-    ctx.event(
-        &regarding,
-        EventType::Warning,
-        "InvalidObject",
-        "Read",
-        format!("cannot read this CatalogSource: {}", invalid.error),
-    )
-    .await;
 }
 
 /// Runs the controller until `shutdown`; in-flight rounds finish first. It runs on every
 /// replica (the snapshots serve reads everywhere); status and Events only on the leader,
 /// which re-reconciles everything when it gains the Lease.
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
-    let namespace = shared.settings.watch_namespace.clone();
-    let api: Api<DeserializeGuard<CatalogSource>> = match &namespace {
-        Some(ns) => Api::namespaced(shared.client.clone(), ns),
-        None => Api::all(shared.client.clone()),
-    };
-    let config_map_api: Api<PartialObjectMeta<ConfigMap>> = match &namespace {
-        Some(ns) => Api::namespaced(shared.client.clone(), ns),
-        None => Api::all(shared.client.clone()),
-    };
+    let api: Api<DeserializeGuard<CatalogSource>> = kit::scoped_api(&shared);
+    let config_map_api: Api<PartialObjectMeta<ConfigMap>> = kit::scoped_api(&shared);
     let (config_maps, writer) = reflector::store();
     let config_map_events = reflector::reflector(
         writer,
@@ -408,25 +338,16 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let ctx = Arc::new(CatalogSourceContext {
         shared: Arc::clone(&shared),
         state: CatalogSourceState::default(),
-        backoff: Backoff::default(),
+        kit: KitState::default(),
         config_maps,
     });
     let pruner = tokio::spawn(prune_deleted(sources.clone(), Arc::clone(&ctx)));
-    controller
+    let controller = controller
         .watches_stream(config_map_events, move |config_map| {
             sources_using(&sources, &config_map)
         })
-        .reconcile_all_on(shared.leadership_gained())
-        .graceful_shutdown_on(shutdown.requested())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok((object, _)) => tracing::debug!(catalogsource = %object, "reconciled"),
-                // Watch errors are retried with backoff by the controller; log them only.
-                Err(error) => tracing::warn!(%error, "CatalogSource controller"),
-            }
-        })
-        .await;
+        .reconcile_all_on(shared.leadership_gained());
+    kit::run(controller, ctx, shutdown).await;
     pruner.abort();
 }
 
@@ -458,7 +379,7 @@ async fn prune_deleted(
     store: Store<DeserializeGuard<CatalogSource>>,
     ctx: Arc<CatalogSourceContext>,
 ) {
-    if !crate::controllers::cache_ready::listed(&store).await {
+    if !crate::controllers::kit::cache_ready::listed(&store).await {
         return;
     }
     let mut tick = tokio::time::interval(ctx.shared.settings.catalog_check_interval);

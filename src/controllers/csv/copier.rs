@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::{self, Action, applier};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -20,7 +19,11 @@ use serde_json::{Value, json};
 use super::phase::GroupState;
 use super::{CsvContext, CsvRef, Error, FIELD_MANAGER, Round, copies, group_of};
 use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion};
-use crate::runtime::host::Shutdown;
+use crate::controllers::context::Context;
+use crate::controllers::host::Shutdown;
+use crate::controllers::kit::guard::Panicked;
+use crate::controllers::kit::{self, KitState, ObjectKey, Reconciler};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// Source CSVs whose copies are written at the same time.
 const SOURCES_AT_ONCE: u16 = 4;
@@ -36,11 +39,16 @@ pub(super) async fn run(
     let queue = requests
         .map(Ok::<_, std::convert::Infallible>)
         .take_until(shutdown.requested());
+    let csvs = ctx.csvs.clone();
+    let copier = Arc::new(Copier {
+        csv: ctx,
+        kit: KitState::default(),
+    });
     applier(
-        |source, ctx| Box::pin(reconcile(source, ctx)),
-        error_policy,
-        Arc::clone(&ctx),
-        ctx.csvs.clone(),
+        |source, copier| Box::pin(kit::reconcile::<Copier>(source, copier)),
+        kit::error_policy::<Copier>,
+        copier,
+        csvs,
         queue,
         controller::Config::default().concurrency(SOURCES_AT_ONCE),
     )
@@ -56,44 +64,58 @@ pub(super) async fn run(
     .await;
 }
 
-async fn reconcile(
-    guarded: Arc<DeserializeGuard<ClusterServiceVersion>>,
-    ctx: Arc<CsvContext>,
-) -> Result<Action, Error> {
-    let Ok(csv) = &guarded.0 else {
-        return Ok(Action::await_change());
-    };
-    if csv.metadata.deletion_timestamp.is_some() {
-        // The phase machine's cleanup deletes the copies.
-        return Ok(Action::await_change());
-    }
-    // Until every cache is listed, a namespace or copy not seen is not missing.
-    if !ctx.caches_ready().await {
-        return Ok(Action::requeue(Duration::from_secs(1)));
-    }
-    let round = Round {
-        csv,
-        ctx: &ctx,
-        namespace: csv.namespace().unwrap_or_default(),
-        name: csv.name_any(),
-    };
-    if let (_, GroupState::Member { targets, .. }) = group_of(&round) {
-        sync(&round, &targets).await?;
-    }
-    Ok(Action::await_change())
+/// The copier's own queue state; the phase machine's context is shared.
+struct Copier {
+    csv: Arc<CsvContext>,
+    kit: KitState<ObjectKey>,
 }
 
-fn error_policy(
-    guarded: Arc<DeserializeGuard<ClusterServiceVersion>>,
-    error: &Error,
-    ctx: Arc<CsvContext>,
-) -> Action {
-    ctx.shared
-        .metrics
-        .reconcile_failed("csv-copies", error.metric_label());
-    let delay = ctx.copy_backoff.next_delay(&super::guarded_key(&guarded));
-    tracing::warn!(%error, retry_in = ?delay, "writing copied CSVs failed");
-    Action::requeue(delay)
+impl Reconciler for Copier {
+    type Object = ClusterServiceVersion;
+    type Key = ObjectKey;
+    type Error = Error;
+    const CONTROLLER: &'static str = "csv-copies";
+    const FIELD_MANAGER: &'static str = FIELD_MANAGER;
+    /// The phase machine reports unreadable CSVs already.
+    const REPORTS_INVALID: bool = false;
+
+    fn shared(&self) -> &Context {
+        &self.csv.shared
+    }
+
+    fn kit(&self) -> &KitState<ObjectKey> {
+        &self.kit
+    }
+
+    fn key(meta: &ObjectMeta) -> ObjectKey {
+        ObjectKey::of(meta)
+    }
+
+    async fn sync(&self, csv: &ClusterServiceVersion) -> Result<Action, Error> {
+        let ctx = &self.csv;
+        if csv.metadata.deletion_timestamp.is_some() {
+            // The phase machine's cleanup deletes the copies.
+            return Ok(Action::await_change());
+        }
+        // Until every cache is listed, a namespace or copy not seen is not missing.
+        if !ctx.caches_ready().await {
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
+        let round = Round {
+            csv,
+            ctx,
+            namespace: csv.namespace().unwrap_or_default(),
+            name: csv.name_any(),
+        };
+        if let (_, GroupState::Member { targets, .. }) = group_of(&round) {
+            sync(&round, &targets).await?;
+        }
+        Ok(Action::await_change())
+    }
+
+    fn panicked(key: &ObjectKey, panic: &Panicked) -> Error {
+        <CsvContext as Reconciler>::panicked(key, panic)
+    }
 }
 
 /// Creates or updates the copies whose source changed; deletes those no longer targeted.
@@ -202,8 +224,8 @@ pub(super) async fn delete_copy(
 /// Copies whose source CSV is gone (deleted while OLM was down, or never cleaned up by an
 /// older OLM) are deleted. Only sources in the watched scope are judged.
 pub(super) async fn prune_orphans(ctx: Arc<CsvContext>) {
-    if !crate::controllers::cache_ready::listed(&ctx.csvs).await
-        || !crate::controllers::cache_ready::listed(&ctx.copies).await
+    if !crate::controllers::kit::cache_ready::listed(&ctx.csvs).await
+        || !crate::controllers::kit::cache_ready::listed(&ctx.copies).await
     {
         return;
     }
@@ -211,7 +233,7 @@ pub(super) async fn prune_orphans(ctx: Arc<CsvContext>) {
     let mut tick = tokio::time::interval(Duration::from_secs(30));
     loop {
         tick.tick().await;
-        let live = crate::controllers::cache_ready::live_keys(&ctx.csvs);
+        let live = crate::controllers::kit::cache_ready::live_keys(&ctx.csvs);
         for copy in ctx.copies.state() {
             let Some(source_ns) = copy.labels().get(COPIED_FROM_LABEL) else {
                 continue;

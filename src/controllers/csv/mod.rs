@@ -21,9 +21,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, ObjectReference, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
@@ -35,10 +36,9 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::{OnceCell, mpsc};
 
-use super::backoff::Backoff;
 use super::context::Context;
-use super::guard::catch_panic;
-use super::own_writes::OwnWrites;
+use super::kit::guard::Panicked;
+use super::kit::{self, KitState, ObjectKey, ReconcileError, Reconciler, apply_status};
 use super::ownership::{
     DEPLOYMENT_SPEC_HASH_LABEL, OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL,
     owner_selector,
@@ -47,7 +47,7 @@ use crate::api::{
     COPIED_FROM_LABEL, ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, OperatorGroup,
     Subscription, SubscriptionConfig, check_install_modes,
 };
-use crate::runtime::host::Shutdown;
+use crate::controllers::host::Shutdown;
 use phase::{GroupState, Health, Observation, Related, Step};
 
 pub const CONTROLLER: &str = "csv";
@@ -75,8 +75,8 @@ pub enum Error {
     },
 }
 
-impl Error {
-    pub fn metric_label(&self) -> &'static str {
+impl ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube { step, .. } => step,
             Error::Panicked { .. } => "panic",
@@ -86,10 +86,7 @@ impl Error {
 
 pub struct CsvContext {
     pub shared: Arc<Context>,
-    backoff: Backoff<(String, String)>,
-    /// What this controller last wrote to each CSV, to see when the cache is behind.
-    own_writes: OwnWrites<(String, String)>,
-    copy_backoff: Backoff<(String, String)>,
+    kit: KitState<ObjectKey>,
     csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
     groups: Store<DeserializeGuard<OperatorGroup>>,
     deployments: Store<Deployment>,
@@ -107,69 +104,38 @@ fn key(csv: &ClusterServiceVersion) -> (String, String) {
     (csv.namespace().unwrap_or_default(), csv.name_any())
 }
 
-/// The backoff key of a CSV that may not have deserialized.
-fn guarded_key(guarded: &DeserializeGuard<ClusterServiceVersion>) -> (String, String) {
-    let meta = guarded.meta();
-    (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    )
-}
-
 fn now() -> Timestamp {
-    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH)
+    kit::now()
 }
 
-pub async fn reconcile(
-    guarded: Arc<DeserializeGuard<ClusterServiceVersion>>,
-    ctx: Arc<CsvContext>,
-) -> Result<Action, Error> {
-    let _timer = ctx.shared.metrics.reconcile_started(CONTROLLER);
-    let csv = match &guarded.0 {
-        Ok(csv) => csv,
-        Err(invalid) => {
-            let regarding = ObjectReference {
-                api_version: Some(ClusterServiceVersion::api_version(&()).into_owned()),
-                kind: Some(ClusterServiceVersion::kind(&()).into_owned()),
-                name: invalid.metadata.name.clone(),
-                namespace: invalid.metadata.namespace.clone(),
-                uid: invalid.metadata.uid.clone(),
-                ..ObjectReference::default()
-            };
-            tracing::warn!(name = ?invalid.metadata.name, error = %invalid.error, "cannot read ClusterServiceVersion; skipping it");
-            ctx.shared
-                .event(
-                    &regarding,
-                    EventType::Warning,
-                    "InvalidObject",
-                    "Read",
-                    format!("cannot read this ClusterServiceVersion: {}", invalid.error),
-                )
-                .await;
-            return Ok(Action::await_change());
-        }
-    };
-    let (namespace, name) = key(csv);
-    match catch_panic(sync(csv, &ctx)).await {
-        Ok(Ok(action)) => {
-            ctx.backoff.reset(&(namespace, name));
-            Ok(action)
-        }
-        Ok(Err(error)) => Err(error),
-        Err(panic) => {
-            ctx.shared
-                .report_panic(
-                    CONTROLLER,
-                    &format!("{namespace}/{name}"),
-                    Some(&csv.object_ref(&())),
-                    &panic,
-                )
-                .await;
-            Err(Error::Panicked {
-                namespace,
-                name,
-                panic: panic.to_string(),
-            })
+impl Reconciler for CsvContext {
+    type Object = ClusterServiceVersion;
+    type Key = ObjectKey;
+    type Error = Error;
+    const CONTROLLER: &'static str = CONTROLLER;
+    const FIELD_MANAGER: &'static str = FIELD_MANAGER;
+
+    fn shared(&self) -> &Context {
+        &self.shared
+    }
+
+    fn kit(&self) -> &KitState<ObjectKey> {
+        &self.kit
+    }
+
+    fn key(meta: &ObjectMeta) -> ObjectKey {
+        ObjectKey::of(meta)
+    }
+
+    async fn sync(&self, csv: &ClusterServiceVersion) -> Result<Action, Error> {
+        sync(csv, self).await
+    }
+
+    fn panicked(key: &ObjectKey, panic: &Panicked) -> Error {
+        Error::Panicked {
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            panic: panic.to_string(),
         }
     }
 }
@@ -201,12 +167,12 @@ impl CsvContext {
     /// Every cache has been listed once: before that a missing group or Deployment is not
     /// missing, only not yet seen (deciding on it would fail a healthy CSV after a restart).
     async fn caches_ready(&self) -> bool {
-        crate::controllers::cache_ready::listed(&self.groups).await
-            && crate::controllers::cache_ready::listed(&self.deployments).await
-            && crate::controllers::cache_ready::listed(&self.namespaces).await
-            && crate::controllers::cache_ready::listed(&self.copies).await
-            && crate::controllers::cache_ready::listed(&self.subscriptions).await
-            && crate::controllers::cache_ready::listed(&self.csvs).await
+        crate::controllers::kit::cache_ready::listed(&self.groups).await
+            && crate::controllers::kit::cache_ready::listed(&self.deployments).await
+            && crate::controllers::kit::cache_ready::listed(&self.namespaces).await
+            && crate::controllers::kit::cache_ready::listed(&self.copies).await
+            && crate::controllers::kit::cache_ready::listed(&self.subscriptions).await
+            && crate::controllers::kit::cache_ready::listed(&self.csvs).await
     }
 }
 
@@ -215,14 +181,6 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let (namespace, name) = key(csv);
-    let written_key = (namespace.clone(), name.clone());
-    // The watch event of our last write is on its way and brings a round of its own.
-    if ctx
-        .own_writes
-        .is_behind(&written_key, csv.metadata.resource_version.as_deref())
-    {
-        return Ok(Action::requeue(Duration::from_secs(1)));
-    }
     let round = Round {
         csv,
         ctx,
@@ -231,7 +189,6 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
     };
     if csv.metadata.deletion_timestamp.is_some() {
         cleanup(&round).await?;
-        ctx.own_writes.forget(&written_key);
         return Ok(Action::await_change());
     }
     if !csv.finalizers().iter().any(|f| f == FINALIZER) {
@@ -248,8 +205,8 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
             )
             .await
             .map_err(round.fail("add_finalizer"))?;
-        ctx.own_writes.wrote(
-            written_key.clone(),
+        ctx.kit.own_writes.wrote(
+            ObjectKey::of(&csv.metadata),
             written.metadata.resource_version.as_deref(),
         );
     }
@@ -746,24 +703,9 @@ async fn write_status(
     if stored.map(owned_fields) == Some(owned_fields(&desired)) {
         return Ok(());
     }
-    let patch = json!({
-        "apiVersion": ClusterServiceVersion::api_version(&()),
-        "kind": ClusterServiceVersion::kind(&()),
-        "status": owned_fields(&desired),
-    });
-    let written = csv_api(round)
-        .patch_status(
-            &round.name,
-            &PatchParams::apply(FIELD_MANAGER),
-            &Patch::Apply(&patch),
-        )
+    apply_status(round.ctx, round.csv, &owned_fields(&desired))
         .await
         .map_err(round.fail("write_status"))?;
-    round.ctx.own_writes.wrote(
-        (round.namespace.clone(), round.name.clone()),
-        written.metadata.resource_version.as_deref(),
-    );
-    round.ctx.shared.metrics.status_written(CONTROLLER);
     for passed in passed {
         transition_event(round, passed).await;
     }
@@ -885,19 +827,6 @@ async fn cleanup(round: &Round<'_>) -> Result<(), Error> {
     Ok(())
 }
 
-pub fn error_policy(
-    guarded: Arc<DeserializeGuard<ClusterServiceVersion>>,
-    error: &Error,
-    ctx: Arc<CsvContext>,
-) -> Action {
-    ctx.shared
-        .metrics
-        .reconcile_failed(CONTROLLER, error.metric_label());
-    let delay = ctx.backoff.next_delay(&guarded_key(&guarded));
-    tracing::warn!(%error, retry_in = ?delay, "ClusterServiceVersion reconcile failed");
-    Action::requeue(delay)
-}
-
 type CsvRef = ObjectRef<DeserializeGuard<ClusterServiceVersion>>;
 
 fn csvs_where(
@@ -911,27 +840,12 @@ fn csvs_where(
         .collect()
 }
 
-fn in_scope<K>(api_all: Api<K>, scoped: Option<&str>, client: kube::Client) -> Api<K>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-{
-    match scoped {
-        Some(ns) => Api::namespaced(client, ns),
-        None => api_all,
-    }
-}
-
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let client = shared.client.clone();
-    let scope = shared.settings.watch_namespace.clone();
-    let scope = scope.as_deref();
-    let csv_api: Api<DeserializeGuard<ClusterServiceVersion>> =
-        in_scope(Api::all(client.clone()), scope, client.clone());
-    let group_api: Api<DeserializeGuard<OperatorGroup>> =
-        in_scope(Api::all(client.clone()), scope, client.clone());
-    let deployment_api: Api<Deployment> = in_scope(Api::all(client.clone()), scope, client.clone());
-    let subscription_api: Api<DeserializeGuard<Subscription>> =
-        in_scope(Api::all(client.clone()), scope, client.clone());
+    let csv_api: Api<DeserializeGuard<ClusterServiceVersion>> = kit::scoped_api(&shared);
+    let group_api: Api<DeserializeGuard<OperatorGroup>> = kit::scoped_api(&shared);
+    let deployment_api: Api<Deployment> = kit::scoped_api(&shared);
+    let subscription_api: Api<DeserializeGuard<Subscription>> = kit::scoped_api(&shared);
 
     let config = || watcher::Config::default().any_semantic();
     let (groups, writer) = reflector::store();
@@ -994,9 +908,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let (copy_tx, copy_rx) = mpsc::unbounded_channel();
     let ctx = Arc::new(CsvContext {
         shared: Arc::clone(&shared),
-        backoff: Backoff::default(),
-        own_writes: OwnWrites::default(),
-        copy_backoff: Backoff::default(),
+        kit: KitState::default(),
         csvs: csvs.clone(),
         groups: groups.clone(),
         deployments,
@@ -1055,7 +967,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         shutdown.clone(),
     ));
 
-    controller
+    let controller = controller
         .watches_stream(
             group_events,
             move |group: DeserializeGuard<OperatorGroup>| {
@@ -1091,16 +1003,8 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         )
         .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(
             related_rx,
-        ))
-        .graceful_shutdown_on(shutdown.requested())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok((object, _)) => tracing::debug!(csv = %object, "reconciled"),
-                Err(error) => tracing::warn!(%error, "ClusterServiceVersion controller"),
-            }
-        })
-        .await;
+        ));
+    kit::run(controller, ctx, shutdown).await;
     let _ = copier.await;
     pruner.abort();
 }

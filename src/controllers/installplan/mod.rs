@@ -27,9 +27,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
@@ -43,15 +42,14 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::backoff::Backoff;
 use super::context::Context;
-use super::guard::catch_panic;
-use super::own_writes::OwnWrites;
+use super::kit::guard::Panicked;
+use super::kit::{self, KitState, ObjectKey, ReconcileError, Reconciler, apply_status};
 use crate::api::{
     Approval, ClusterServiceVersion, InstallPlan, InstallPlanCondition, InstallPlanPhase,
     InstallPlanStatus, OperatorGroup, Step, StepStatus,
 };
-use crate::runtime::host::Shutdown;
+use crate::controllers::host::Shutdown;
 use manifests::Fetched;
 use steps::{BundleManifests, KIND_CRD, KIND_CSV, KIND_SUBSCRIPTION, LABEL_MANAGED};
 
@@ -79,106 +77,68 @@ pub enum Error {
         name: String,
         message: String,
     },
+    #[error("InstallPlan {key}: reconcile {panic}")]
+    Panicked { key: ObjectKey, panic: String },
 }
 
-impl Error {
-    pub fn metric_label(&self) -> &'static str {
+impl ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube { .. } => "kube",
             Error::Other { .. } => "other",
+            Error::Panicked { .. } => "panic",
         }
     }
 }
 
 pub struct InstallPlanContext {
     pub shared: Arc<Context>,
-    backoff: Backoff<String>,
+    kit: KitState<ObjectKey>,
     /// Discovery results per group/version/kind.
     discovered: Mutex<HashMap<GroupVersionKind, (ApiResource, ApiCapabilities)>>,
     /// Clients that impersonate an OperatorGroup's service account, per account.
     impersonating: Mutex<HashMap<String, Client>>,
-    /// The status this controller last wrote to each plan, to see when the cache is behind.
-    own_writes: OwnWrites<(String, String)>,
 }
 
 fn now() -> Timestamp {
-    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH)
+    kit::now()
 }
 
-pub async fn reconcile(
-    guarded: Arc<DeserializeGuard<InstallPlan>>,
-    ctx: Arc<InstallPlanContext>,
-) -> Result<Action, Error> {
-    let _timer = ctx.shared.metrics.reconcile_started(CONTROLLER);
-    let plan = match &guarded.0 {
-        Ok(plan) => plan,
-        Err(invalid) => {
-            tracing::warn!(name = ?invalid.metadata.name, error = %invalid.error, "cannot read InstallPlan; skipping it");
-            return Ok(Action::await_change());
-        }
-    };
-    let key = format!(
-        "{}/{}",
-        plan.namespace().unwrap_or_default(),
-        plan.name_any()
-    );
-    match catch_panic(sync(plan, &ctx)).await {
-        Ok(Ok(action)) => {
-            ctx.backoff.reset(&key);
-            Ok(action)
-        }
-        Ok(Err(error)) => Err(error),
-        Err(panic) => {
-            ctx.shared
-                .report_panic(CONTROLLER, &key.to_string(), None, &panic)
-                .await;
-            Err(Error::Other {
-                namespace: plan.namespace().unwrap_or_default(),
-                name: plan.name_any(),
-                message: format!("reconcile {panic}"),
-            })
+impl Reconciler for InstallPlanContext {
+    type Object = InstallPlan;
+    type Key = ObjectKey;
+    type Error = Error;
+    const CONTROLLER: &'static str = CONTROLLER;
+    const FIELD_MANAGER: &'static str = FIELD_MANAGER;
+
+    fn shared(&self) -> &Context {
+        &self.shared
+    }
+
+    fn kit(&self) -> &KitState<ObjectKey> {
+        &self.kit
+    }
+
+    fn key(meta: &ObjectMeta) -> ObjectKey {
+        ObjectKey::of(meta)
+    }
+
+    async fn sync(&self, plan: &InstallPlan) -> Result<Action, Error> {
+        sync(plan, self).await
+    }
+
+    fn panicked(key: &ObjectKey, panic: &Panicked) -> Error {
+        Error::Panicked {
+            key: key.clone(),
+            panic: panic.to_string(),
         }
     }
-}
-
-pub fn error_policy(
-    guarded: Arc<DeserializeGuard<InstallPlan>>,
-    error: &Error,
-    ctx: Arc<InstallPlanContext>,
-) -> Action {
-    ctx.shared
-        .metrics
-        .reconcile_failed(CONTROLLER, error.metric_label());
-    let meta = match &guarded.0 {
-        Ok(plan) => &plan.metadata,
-        Err(invalid) => &invalid.metadata,
-    };
-    let key = format!(
-        "{}/{}",
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default()
-    );
-    let delay = ctx.backoff.next_delay(&key);
-    tracing::warn!(%error, retry_in = ?delay, "InstallPlan reconcile failed");
-    Action::requeue(delay)
 }
 
 async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Error> {
-    let key = (plan.namespace().unwrap_or_default(), plan.name_any());
-    // The watch event of our last status write is on its way and brings a round of its own.
-    if ctx
-        .own_writes
-        .is_behind(&key, plan.metadata.resource_version.as_deref())
-    {
-        return Ok(Action::requeue(Duration::from_secs(1)));
-    }
     let status = plan.status.clone().unwrap_or_default();
     match status.phase {
-        InstallPlanPhase::Complete | InstallPlanPhase::Failed => {
-            // Final, and the cache has caught up with it: nothing more to compare against.
-            ctx.own_writes.forget(&key);
-            Ok(Action::await_change())
-        }
+        InstallPlanPhase::Complete | InstallPlanPhase::Failed => Ok(Action::await_change()),
         _ if status.plan.is_empty() => prepare(plan, ctx).await,
         InstallPlanPhase::RequiresApproval => {
             if plan.spec.approved {
@@ -817,32 +777,14 @@ async fn write_status(
     status: &InstallPlanStatus,
     ctx: &InstallPlanContext,
 ) -> Result<InstallPlan, Error> {
-    let namespace = plan.namespace().unwrap_or_default();
-    let api: Api<InstallPlan> = Api::namespaced(ctx.shared.client.clone(), &namespace);
-    let patch = json!({
-        "apiVersion": InstallPlan::api_version(&()),
-        "kind": InstallPlan::kind(&()),
-        "status": status,
-    });
-    let written = api
-        .patch_status(
-            &plan.name_any(),
-            &PatchParams::apply(FIELD_MANAGER),
-            &Patch::Apply(&patch),
-        )
+    apply_status(ctx, plan, status)
         .await
         .map_err(|error| Error::Kube {
-            namespace: namespace.clone(),
+            namespace: plan.namespace().unwrap_or_default(),
             name: plan.name_any(),
             action: "writing status".into(),
             error,
-        })?;
-    ctx.own_writes.wrote(
-        (namespace, plan.name_any()),
-        written.metadata.resource_version.as_deref(),
-    );
-    ctx.shared.metrics.status_written(CONTROLLER);
-    Ok(written)
+        })
 }
 
 async fn event(
@@ -882,16 +824,12 @@ fn waiting_for_crd(
 
 /// Runs the controller until `shutdown` (leader only).
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
-    let api: Api<DeserializeGuard<InstallPlan>> = match &shared.settings.watch_namespace {
-        Some(ns) => Api::namespaced(shared.client.clone(), ns),
-        None => Api::all(shared.client.clone()),
-    };
+    let api: Api<DeserializeGuard<InstallPlan>> = kit::scoped_api(&shared);
     let ctx = Arc::new(InstallPlanContext {
         shared: Arc::clone(&shared),
-        backoff: Backoff::default(),
+        kit: KitState::default(),
         discovered: Mutex::default(),
         impersonating: Mutex::default(),
-        own_writes: OwnWrites::default(),
     });
     let crds = watcher(
         Api::<PartialObjectMeta<CustomResourceDefinition>>::all(shared.client.clone()),
@@ -901,21 +839,12 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     .touched_objects();
     let controller = Controller::new(api, watcher::Config::default().any_semantic());
     let plans = controller.store();
-    controller
-        // A plan waiting for a CRD to be established goes on as soon as it is.
-        .watches_stream(
-            crds,
-            move |crd: PartialObjectMeta<CustomResourceDefinition>| {
-                waiting_for_crd(&plans, &crd.name_any())
-            },
-        )
-        .graceful_shutdown_on(shutdown.requested())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok((object, _)) => tracing::trace!(installplan = %object, "reconciled"),
-                Err(error) => tracing::debug!(%error, "InstallPlan controller"),
-            }
-        })
-        .await;
+    // A plan waiting for a CRD to be established goes on as soon as it is.
+    let controller = controller.watches_stream(
+        crds,
+        move |crd: PartialObjectMeta<CustomResourceDefinition>| {
+            waiting_for_crd(&plans, &crd.name_any())
+        },
+    );
+    kit::run(controller, ctx, shutdown).await;
 }

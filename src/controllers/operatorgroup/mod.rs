@@ -18,7 +18,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
@@ -28,14 +28,14 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::backoff::Backoff;
 use super::context::Context;
-use super::guard::catch_panic;
+use super::kit::guard::Panicked;
+use super::kit::{self, KitState, ObjectKey, ReconcileError, Reconciler, apply_status};
 use super::ownership::{
     OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL, PERMISSIONS_HASH_LABEL,
 };
 use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion, OperatorGroup};
-use crate::runtime::host::Shutdown;
+use crate::controllers::host::Shutdown;
 use status::{NamespaceInfo, Observation};
 
 pub const CONTROLLER: &str = "operatorgroup";
@@ -59,8 +59,8 @@ pub enum Error {
     },
 }
 
-impl Error {
-    pub fn metric_label(&self) -> &'static str {
+impl ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube { step, .. } => step,
             Error::Panicked { .. } => "panic",
@@ -70,7 +70,7 @@ impl Error {
 
 pub struct OperatorGroupContext {
     pub shared: Arc<Context>,
-    backoff: Backoff<(String, String)>,
+    kit: KitState<ObjectKey>,
     groups: Store<DeserializeGuard<OperatorGroup>>,
     namespaces: Store<PartialObjectMeta<Namespace>>,
     csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
@@ -81,53 +81,44 @@ fn key(group: &OperatorGroup) -> (String, String) {
     (group.namespace().unwrap_or_default(), group.name_any())
 }
 
-pub async fn reconcile(
-    guarded: Arc<DeserializeGuard<OperatorGroup>>,
-    ctx: Arc<OperatorGroupContext>,
-) -> Result<Action, Error> {
-    let _timer = ctx.shared.metrics.reconcile_started(CONTROLLER);
-    let group = match &guarded.0 {
-        Ok(group) => group,
-        Err(invalid) => {
-            tracing::warn!(name = ?invalid.metadata.name, error = %invalid.error, "cannot read OperatorGroup; skipping it");
-            return Ok(Action::await_change());
-        }
-    };
-    let (namespace, name) = key(group);
-    match catch_panic(sync(group, &ctx)).await {
-        Ok(Ok(action)) => {
-            ctx.backoff.reset(&(namespace, name));
-            Ok(action)
-        }
-        Ok(Err(error)) => Err(error),
-        Err(panic) => {
-            ctx.shared
-                .report_panic(
-                    CONTROLLER,
-                    &format!("{namespace}/{name}"),
-                    Some(&group.object_ref(&())),
-                    &panic,
-                )
-                .await;
-            Err(Error::Panicked {
-                namespace,
-                name,
-                panic: panic.to_string(),
-            })
+impl Reconciler for OperatorGroupContext {
+    type Object = OperatorGroup;
+    type Key = ObjectKey;
+    type Error = Error;
+    const CONTROLLER: &'static str = CONTROLLER;
+    const FIELD_MANAGER: &'static str = FIELD_MANAGER;
+
+    fn shared(&self) -> &Context {
+        &self.shared
+    }
+
+    fn kit(&self) -> &KitState<ObjectKey> {
+        &self.kit
+    }
+
+    fn key(meta: &ObjectMeta) -> ObjectKey {
+        ObjectKey::of(meta)
+    }
+
+    async fn sync(&self, group: &OperatorGroup) -> Result<Action, Error> {
+        sync(group, self).await
+    }
+
+    fn panicked(key: &ObjectKey, panic: &Panicked) -> Error {
+        Error::Panicked {
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            panic: panic.to_string(),
         }
     }
 }
 
-fn now() -> Timestamp {
-    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH)
-}
-
 async fn sync(group: &OperatorGroup, ctx: &OperatorGroupContext) -> Result<Action, Error> {
     // Until every cache is listed, an absent namespace or CSV is only not yet seen.
-    let ready = crate::controllers::cache_ready::listed(&ctx.groups).await
-        && crate::controllers::cache_ready::listed(&ctx.namespaces).await
-        && crate::controllers::cache_ready::listed(&ctx.csvs).await
-        && crate::controllers::cache_ready::listed(&ctx.cluster_roles).await;
+    let ready = crate::controllers::kit::cache_ready::listed(&ctx.groups).await
+        && crate::controllers::kit::cache_ready::listed(&ctx.namespaces).await
+        && crate::controllers::kit::cache_ready::listed(&ctx.csvs).await
+        && crate::controllers::kit::cache_ready::listed(&ctx.cluster_roles).await;
     if !ready {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
@@ -185,7 +176,7 @@ async fn sync(group: &OperatorGroup, ctx: &OperatorGroupContext) -> Result<Actio
         targets: targets.clone(),
         groups_in_namespace,
         service_account_uid: service_account_uid.clone(),
-        now: now(),
+        now: kit::now(),
     };
     let desired = status::desired_status(group, &observed);
     let current = group.status.as_ref().map(status::owned_fields);
@@ -195,20 +186,9 @@ async fn sync(group: &OperatorGroup, ctx: &OperatorGroupContext) -> Result<Actio
     // Apply: status, annotations, roles.
     let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &namespace);
     if current.as_ref() != Some(&status::owned_fields(&desired)) {
-        let patch = json!({
-            "apiVersion": OperatorGroup::api_version(&()),
-            "kind": OperatorGroup::kind(&()),
-            "status": status::owned_fields(&desired),
-        });
-        groups
-            .patch_status(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER),
-                &Patch::Apply(&patch),
-            )
+        apply_status(ctx, group, &status::owned_fields(&desired))
             .await
             .map_err(kube_error("write_status"))?;
-        ctx.shared.metrics.status_written(CONTROLLER);
         let before = group.status.as_ref().map(|s| s.namespaces.clone());
         if before.as_ref() != Some(&desired.namespaces) {
             ctx.shared
@@ -339,24 +319,6 @@ async fn apply_cluster_roles(
     Ok(())
 }
 
-pub fn error_policy(
-    guarded: Arc<DeserializeGuard<OperatorGroup>>,
-    error: &Error,
-    ctx: Arc<OperatorGroupContext>,
-) -> Action {
-    ctx.shared
-        .metrics
-        .reconcile_failed(CONTROLLER, error.metric_label());
-    let meta = guarded.meta();
-    let key = (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    );
-    let delay = ctx.backoff.next_delay(&key);
-    tracing::warn!(%error, retry_in = ?delay, "OperatorGroup reconcile failed");
-    Action::requeue(delay)
-}
-
 /// Every OperatorGroup in `namespace` (None: all of them).
 fn groups_in(
     groups: &Store<DeserializeGuard<OperatorGroup>>,
@@ -372,15 +334,8 @@ fn groups_in(
 
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let client = shared.client.clone();
-    let scope = shared.settings.watch_namespace.clone();
-    let group_api: Api<DeserializeGuard<OperatorGroup>> = match &scope {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    let csv_api: Api<DeserializeGuard<ClusterServiceVersion>> = match &scope {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
+    let group_api: Api<DeserializeGuard<OperatorGroup>> = kit::scoped_api(&shared);
+    let csv_api: Api<DeserializeGuard<ClusterServiceVersion>> = kit::scoped_api(&shared);
 
     let (namespaces, ns_writer) = reflector::store();
     let namespace_events = reflector::reflector(
@@ -422,7 +377,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let groups = controller.store();
     let ctx = Arc::new(OperatorGroupContext {
         shared: Arc::clone(&shared),
-        backoff: Backoff::default(),
+        kit: KitState::default(),
         groups: groups.clone(),
         namespaces,
         csvs,
@@ -432,7 +387,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let pruner = tokio::spawn(prune_group_roles(Arc::clone(&ctx)));
     let for_namespaces = groups.clone();
     let for_csvs = groups.clone();
-    controller
+    let controller = controller
         .watches_stream(
             namespace_events,
             move |_ns: PartialObjectMeta<Namespace>| groups_in(&for_namespaces, None),
@@ -442,16 +397,8 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
             move |csv: DeserializeGuard<ClusterServiceVersion>| {
                 groups_in(&for_csvs, csv.meta().namespace.as_deref())
             },
-        )
-        .graceful_shutdown_on(shutdown.requested())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok((object, _)) => tracing::debug!(operatorgroup = %object, "reconciled"),
-                Err(error) => tracing::warn!(%error, "OperatorGroup controller"),
-            }
-        })
-        .await;
+        );
+    kit::run(controller, ctx, shutdown).await;
     pruner.abort();
     role_task.abort();
 }
@@ -459,8 +406,8 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
 /// Deletes the ClusterRoles of groups that no longer exist (a group has no finalizer, so a
 /// deletion while OLM was down is caught here too). Only groups in the watched scope count.
 async fn prune_group_roles(ctx: Arc<OperatorGroupContext>) {
-    if !crate::controllers::cache_ready::listed(&ctx.groups).await
-        || !crate::controllers::cache_ready::listed(&ctx.cluster_roles).await
+    if !crate::controllers::kit::cache_ready::listed(&ctx.groups).await
+        || !crate::controllers::kit::cache_ready::listed(&ctx.cluster_roles).await
     {
         return;
     }
@@ -469,7 +416,7 @@ async fn prune_group_roles(ctx: Arc<OperatorGroupContext>) {
     let mut tick = tokio::time::interval(Duration::from_secs(15));
     loop {
         tick.tick().await;
-        let live = crate::controllers::cache_ready::live_keys(&ctx.groups);
+        let live = crate::controllers::kit::cache_ready::live_keys(&ctx.groups);
         for role in ctx.cluster_roles.state() {
             let labels: &BTreeMap<String, String> = role.labels();
             if labels.get(OWNER_KIND_LABEL).map(String::as_str) != Some("OperatorGroup") {

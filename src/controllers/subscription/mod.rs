@@ -23,26 +23,24 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 
-use super::backoff::Backoff;
 use super::context::Context;
-use super::guard::catch_panic;
+use super::kit::guard::Panicked;
+use super::kit::{self, KitState, ReconcileError, Reconciler, apply_status};
 use crate::api::{
     ANNOTATION_PLANNED_BUNDLES, Approval, CatalogSource, ClusterServiceVersion, InstallPlan,
     InstallPlanSpec, OperatorGroup, Subscription, SubscriptionStatus,
 };
+use crate::controllers::host::Shutdown;
 use crate::resolver::{CatalogIndex, CatalogRef, Namespace, Outcome};
-use crate::runtime::host::Shutdown;
 use crate::snapshots::CatalogSnapshot;
 use decide::{
     CatalogHealth, Existing, Failure, PlanGroup, REASON_ERROR, Resolution, StatusInput,
@@ -69,8 +67,8 @@ pub enum Error {
     Panicked { namespace: String, panic: String },
 }
 
-impl Error {
-    pub fn metric_label(&self) -> &'static str {
+impl ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube { .. } => "kube",
             Error::Panicked { .. } => "panic",
@@ -100,7 +98,8 @@ pub struct SubscriptionContext {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// The fingerprint of the inputs of each namespace's last completed resolution.
     resolved: Mutex<HashMap<String, u64>>,
-    backoff: Backoff<String>,
+    /// Failures back off per namespace: a round resolves a whole namespace.
+    kit: KitState<String>,
 }
 
 fn ok<K: Clone>(guarded: &Arc<DeserializeGuard<K>>) -> Option<&K> {
@@ -271,13 +270,13 @@ fn healthy(source: &CatalogSource, snapshot: Option<&CatalogSnapshot>) -> bool {
 }
 
 fn now() -> Time {
-    Time(Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH))
+    Time(kit::now())
 }
 
 impl SubscriptionContext {
     /// Every cache has been listed once (false only when the process is stopping).
     async fn caches_listed(&self) -> bool {
-        use crate::controllers::cache_ready::listed;
+        use crate::controllers::kit::cache_ready::listed;
         listed(&self.subscriptions).await
             && listed(&self.csvs).await
             && listed(&self.plans).await
@@ -286,57 +285,40 @@ impl SubscriptionContext {
     }
 }
 
-pub async fn reconcile(
-    guarded: Arc<DeserializeGuard<Subscription>>,
-    ctx: Arc<SubscriptionContext>,
-) -> Result<Action, Error> {
-    let _timer = ctx.shared.metrics.reconcile_started(CONTROLLER);
-    let meta = match &guarded.0 {
-        Ok(sub) => &sub.metadata,
-        Err(invalid) => {
-            tracing::warn!(name = ?invalid.metadata.name, error = %invalid.error, "cannot read Subscription; skipping it");
-            return Ok(Action::await_change());
-        }
-    };
-    let namespace = meta.namespace.clone().unwrap_or_default();
-    // Before every cache has listed, an absent CSV or plan is only not yet seen: resolving
-    // then could plan an install that exists already.
-    if !ctx.caches_listed().await {
-        return Ok(Action::await_change());
-    }
-    match catch_panic(sync_namespace(&namespace, &ctx)).await {
-        Ok(Ok(())) => {
-            ctx.backoff.reset(&namespace);
-            Ok(Action::await_change())
-        }
-        Ok(Err(error)) => Err(error),
-        Err(panic) => {
-            ctx.shared
-                .report_panic(CONTROLLER, &namespace, None, &panic)
-                .await;
-            Err(Error::Panicked {
-                namespace,
-                panic: panic.to_string(),
-            })
-        }
-    }
-}
+impl Reconciler for SubscriptionContext {
+    type Object = Subscription;
+    type Key = String;
+    type Error = Error;
+    const CONTROLLER: &'static str = CONTROLLER;
+    const FIELD_MANAGER: &'static str = FIELD_MANAGER;
 
-pub fn error_policy(
-    guarded: Arc<DeserializeGuard<Subscription>>,
-    error: &Error,
-    ctx: Arc<SubscriptionContext>,
-) -> Action {
-    ctx.shared
-        .metrics
-        .reconcile_failed(CONTROLLER, error.metric_label());
-    let namespace = match &guarded.0 {
-        Ok(sub) => sub.namespace().unwrap_or_default(),
-        Err(invalid) => invalid.metadata.namespace.clone().unwrap_or_default(),
-    };
-    let delay = ctx.backoff.next_delay(&namespace);
-    tracing::warn!(%error, retry_in = ?delay, "Subscription reconcile failed");
-    Action::requeue(delay)
+    fn shared(&self) -> &Context {
+        &self.shared
+    }
+
+    fn kit(&self) -> &KitState<String> {
+        &self.kit
+    }
+
+    fn key(meta: &ObjectMeta) -> String {
+        meta.namespace.clone().unwrap_or_default()
+    }
+
+    async fn sync(&self, sub: &Subscription) -> Result<Action, Error> {
+        // Before every cache has listed, an absent CSV or plan is only not yet seen:
+        // resolving then could plan an install that exists already.
+        if self.caches_listed().await {
+            sync_namespace(&Self::key(&sub.metadata), self).await?;
+        }
+        Ok(Action::await_change())
+    }
+
+    fn panicked(namespace: &String, panic: &Panicked) -> Error {
+        Error::Panicked {
+            namespace: namespace.clone(),
+            panic: panic.to_string(),
+        }
+    }
 }
 
 /// One round for a namespace: gather → (unchanged? stop) → resolve → plans → statuses.
@@ -513,7 +495,7 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
             referenced.insert(r);
         }
         if sub.status.as_ref() != Some(&desired) {
-            write_status(sub, &desired, shared).await?;
+            write_status(sub, &desired, ctx).await?;
             announce(sub, &desired, shared).await;
         }
     }
@@ -668,26 +650,12 @@ async fn create_plan(
 async fn write_status(
     sub: &Subscription,
     status: &SubscriptionStatus,
-    ctx: &Context,
+    ctx: &SubscriptionContext,
 ) -> Result<(), Error> {
-    let namespace = sub.namespace().unwrap_or_default();
-    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &namespace);
-    let patch = json!({
-        "apiVersion": Subscription::api_version(&()),
-        "kind": Subscription::kind(&()),
-        "status": status,
-    });
-    api.patch_status(
-        &sub.name_any(),
-        &PatchParams::apply(FIELD_MANAGER),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(kube_error(
-        &namespace,
+    apply_status(ctx, sub, status).await.map_err(kube_error(
+        &sub.namespace().unwrap_or_default(),
         format!("writing the status of Subscription {}", sub.name_any()),
     ))?;
-    ctx.metrics.status_written(CONTROLLER);
     Ok(())
 }
 
@@ -805,10 +773,7 @@ where
         + Sync
         + 'static,
 {
-    let api: Api<DeserializeGuard<K>> = match &shared.settings.watch_namespace {
-        Some(ns) => Api::namespaced(shared.client.clone(), ns),
-        None => Api::all(shared.client.clone()),
-    };
+    let api: Api<DeserializeGuard<K>> = kit::scoped_api(shared);
     let (store, writer) = reflector::store();
     let stream = reflector::reflector(
         writer,
@@ -821,15 +786,8 @@ where
 
 /// Runs the controller until `shutdown` (leader only).
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
-    let api: Api<DeserializeGuard<Subscription>> = match &shared.settings.watch_namespace {
-        Some(ns) => Api::namespaced(shared.client.clone(), ns),
-        None => Api::all(shared.client.clone()),
-    };
-    let csv_api: Api<DeserializeGuard<ClusterServiceVersion>> =
-        match &shared.settings.watch_namespace {
-            Some(ns) => Api::namespaced(shared.client.clone(), ns),
-            None => Api::all(shared.client.clone()),
-        };
+    let api: Api<DeserializeGuard<Subscription>> = kit::scoped_api(&shared);
+    let csv_api: Api<DeserializeGuard<ClusterServiceVersion>> = kit::scoped_api(&shared);
     // Copied CSVs are never installed CSVs to the resolver, and there may be one per
     // operator and namespace: holding them would cost more than everything else together.
     let (csvs, writer) = reflector::store();
@@ -860,7 +818,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         catalogs,
         locks: Mutex::default(),
         resolved: Mutex::default(),
-        backoff: Backoff::default(),
+        kit: KitState::default(),
     });
     let global = shared.settings.global_catalog_namespace.clone();
     let (s1, s2, s3, s4) = (
@@ -869,7 +827,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         subscriptions.clone(),
         subscriptions.clone(),
     );
-    controller
+    let controller = controller
         .watches_stream(csv_events, move |csv| {
             subscriptions_in(&s1, namespace_of(&csv).as_deref())
         })
@@ -896,14 +854,6 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
                 }
             },
         )
-        .reconcile_on(snapshot_changes(Arc::clone(&shared), subscriptions.clone()))
-        .graceful_shutdown_on(shutdown.requested())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok((object, _)) => tracing::trace!(subscription = %object, "reconciled"),
-                Err(error) => tracing::debug!(%error, "Subscription controller"),
-            }
-        })
-        .await;
+        .reconcile_on(snapshot_changes(Arc::clone(&shared), subscriptions.clone()));
+    kit::run(controller, ctx, shutdown).await;
 }

@@ -38,12 +38,27 @@ impl<K: Eq + Hash> OwnWrites<K> {
     }
 
     /// Whether `cached` (the resourceVersion in the cache) predates the last write of `key`.
+    /// A cache that has caught up stays caught up (a watch only moves forward), so the
+    /// write is forgotten then: only writes still in flight are kept.
     pub fn is_behind(&self, key: &K, cached: Option<&str>) -> bool {
         let Some(cached) = cached.and_then(|v| v.parse::<u64>().ok()) else {
             return false;
         };
-        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        last.get(key).is_some_and(|&written| cached < written)
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        match last.get(key) {
+            Some(&written) if cached < written => true,
+            Some(_) => {
+                last.remove(key);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// How many writes are still in flight (tests).
+    #[cfg(test)]
+    fn in_flight(&self) -> usize {
+        self.last.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Forgets `key` (its object is gone).
@@ -71,6 +86,7 @@ mod tests {
             "someone wrote after us"
         );
         assert!(!writes.is_behind(&"b", Some("1")), "another object");
+        assert_eq!(writes.in_flight(), 0, "a caught-up write is forgotten");
     }
 
     #[test]

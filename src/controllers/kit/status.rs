@@ -1,0 +1,39 @@
+//! Status writes, one way for every controller: server-side apply of the fields the
+//! controller owns, under its own field manager and without `force` (a field another
+//! manager owns is a conflict to report, not to take over), counted, and remembered as an
+//! own write so the next round can tell when its cache is behind.
+
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde::Serialize;
+use serde_json::json;
+
+use super::{ObjectKey, Reconciler};
+
+/// Applies `status` to `object` as `R`'s field manager; returns the object as written.
+pub async fn apply_status<R: Reconciler>(
+    ctx: &R,
+    object: &R::Object,
+    status: &impl Serialize,
+) -> Result<R::Object, kube::Error> {
+    use kube::Resource;
+    let key = ObjectKey::of(object.meta());
+    let api: Api<R::Object> = Api::namespaced(ctx.shared().client.clone(), &key.namespace);
+    let patch = json!({
+        "apiVersion": R::Object::api_version(&()),
+        "kind": R::Object::kind(&()),
+        "status": status,
+    });
+    let written = api
+        .patch_status(
+            &object.name_any(),
+            &PatchParams::apply(R::FIELD_MANAGER),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+    ctx.kit()
+        .own_writes
+        .wrote(key, written.meta().resource_version.as_deref());
+    ctx.shared().metrics.status_written(R::CONTROLLER);
+    Ok(written)
+}
