@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState};
+use crate::controllers::kit::{Cond, ConditionStatus};
 
 pub const CONDITION_CONNECTED: &str = "Connected";
 pub const CONDITION_CATALOG_LOADED: &str = "CatalogLoaded";
@@ -112,19 +113,7 @@ fn condition(
     previous: Option<&Condition>,
     now: Timestamp,
 ) -> Condition {
-    let status = if ok { "True" } else { "False" };
-    // The transition time moves only when the status does, as the Kubernetes conventions ask.
-    let last_transition_time = previous
-        .filter(|p| p.status == status)
-        .map_or(Time(now), |p| p.last_transition_time.clone());
-    Condition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message,
-        observed_generation: generation,
-        last_transition_time,
-    }
+    Cond::new(type_, ok, reason, message).into_meta(previous, generation, now)
 }
 
 pub fn desired_status(
@@ -250,7 +239,7 @@ pub fn desired_status(
     let first_failure = [Some(&connected), Some(&loaded), spec_valid.as_ref()]
         .into_iter()
         .flatten()
-        .find(|c| c.status != "True");
+        .find(|c| !ConditionStatus::True.is(&c.status));
     let mut status = current.cloned().unwrap_or_default();
     status.connection_state = connection_state;
     status.reason = first_failure.map(|c| c.reason.clone());
@@ -359,9 +348,11 @@ pub fn announcements(
         if !changed {
             continue;
         }
-        let ok = new.status == "True";
+        let ok = ConditionStatus::True.is(&new.status);
         let reason = match (new.type_.as_str(), ok) {
-            (CONDITION_CATALOG_LOADED, true) if old.is_some_and(|o| o.status == "True") => {
+            (CONDITION_CATALOG_LOADED, true)
+                if old.is_some_and(|o| ConditionStatus::True.is(&o.status)) =>
+            {
                 "CatalogUpdated".to_string()
             }
             (CONDITION_CATALOG_LOADED, true) => "CatalogLoaded".to_string(),

@@ -38,7 +38,9 @@ use tokio::sync::{OnceCell, mpsc};
 
 use super::context::Context;
 use super::kit::guard::Panicked;
-use super::kit::{self, KitState, ObjectKey, ReconcileError, Reconciler, apply_status};
+use super::kit::{
+    self, ConditionStatus, KitState, ObjectKey, ReconcileError, Reconciler, apply_status,
+};
 use super::ownership::{
     DEPLOYMENT_SPEC_HASH_LABEL, OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL,
     owner_selector,
@@ -477,7 +479,7 @@ async fn gather_requirements(round: &Round<'_>) -> Result<requirements::Found, E
                 let is_true = |t: &str| {
                     conditions
                         .iter()
-                        .any(|c| c.type_ == t && c.status == "True")
+                        .any(|c| c.type_ == t && ConditionStatus::True.is(&c.status))
                 };
                 requirements::CrdState {
                     uid: crd.metadata.uid.clone().unwrap_or_default(),

@@ -44,7 +44,9 @@ use serde_json::{Value, json};
 
 use super::context::Context;
 use super::kit::guard::Panicked;
-use super::kit::{self, KitState, ObjectKey, ReconcileError, Reconciler, apply_status};
+use super::kit::{
+    self, Cond, ConditionStatus, KitState, ObjectKey, ReconcileError, Reconciler, apply_status,
+};
 use crate::api::{
     Approval, ClusterServiceVersion, InstallPlan, InstallPlanCondition, InstallPlanPhase,
     InstallPlanStatus, OperatorGroup, Step, StepStatus,
@@ -163,19 +165,18 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
 
 fn condition(
     type_: &str,
-    status: &str,
+    status: ConditionStatus,
     reason: Option<&str>,
     message: Option<String>,
 ) -> InstallPlanCondition {
     let now = Time(now());
-    InstallPlanCondition {
-        type_: Some(type_.into()),
-        status: Some(status.into()),
-        last_update_time: Some(now.clone()),
-        last_transition_time: Some(now),
-        reason: reason.map(String::from),
-        message,
-    }
+    Cond::new(
+        type_,
+        status,
+        reason.unwrap_or_default(),
+        message.unwrap_or_default(),
+    )
+    .into_install_plan(now.clone(), now)
 }
 
 /// First sight: fetch manifests, build the steps, and move to RequiresApproval or
@@ -303,7 +304,7 @@ async fn prepare(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action,
         } else {
             InstallPlanPhase::Installing
         },
-        conditions: vec![condition("Resolved", "True", None, None)],
+        conditions: vec![condition("Resolved", ConditionStatus::True, None, None)],
         catalog_sources,
         plan: steps,
         start_time: (!waits).then(|| Time(now())),
@@ -336,7 +337,7 @@ async fn fail(
         .retain(|c| c.type_.as_deref() != Some("Installed"));
     status.conditions.push(condition(
         "Installed",
-        "False",
+        ConditionStatus::False,
         Some(reason),
         Some(message.clone()),
     ));
@@ -483,7 +484,7 @@ async fn execute(
         .retain(|c| c.type_.as_deref() != Some("Installed"));
     status
         .conditions
-        .push(condition("Installed", "True", None, None));
+        .push(condition("Installed", ConditionStatus::True, None, None));
     write_status(plan, &status, ctx).await?;
     event(
         plan,
@@ -649,7 +650,7 @@ fn established(crd: &DynamicObject) -> bool {
         .as_array()
         .into_iter()
         .flatten()
-        .any(|c| c["type"] == "Established" && c["status"] == "True")
+        .any(|c| c["type"] == "Established" && c["status"] == ConditionStatus::True.as_str())
 }
 
 /// Refuses a CRD update that would drop a stored version or that existing custom resources

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::api::{BundleLookup, InstallPlanCondition, PlannedBundle};
 use crate::controllers::context::Context;
+use crate::controllers::kit::{Cond, ConditionStatus};
 use crate::oci::bundle::{bundle_objects, select_bundle};
 use crate::oci::registry::{Options, Session, parse_reference};
 
@@ -133,14 +134,13 @@ fn lookup_condition(
     since: &Time,
     updated: Time,
 ) -> InstallPlanCondition {
-    InstallPlanCondition {
-        type_: Some(type_.into()),
-        status: Some("True".into()),
-        last_update_time: Some(updated),
-        last_transition_time: Some(since.clone()),
-        reason: Some(failure.reason.into()),
-        message: Some(failure.message.clone()),
-    }
+    Cond::new(
+        type_,
+        ConditionStatus::True,
+        failure.reason,
+        failure.message.clone(),
+    )
+    .into_install_plan(since.clone(), updated)
 }
 
 /// `failed`: this round's failures (bundle, image, failure); `previous`: the lookups the

@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{ClusterServiceVersion, OperatorGroup, OperatorGroupStatus};
+use crate::controllers::kit::{Cond, ConditionStatus};
 use crate::controllers::ownership::{
     self, MANAGED_LABEL, PERMISSIONS_HASH_LABEL, owner_labels, selector_is_empty, selector_matches,
     short_hash,
@@ -137,16 +138,7 @@ fn condition(
     now: Timestamp,
 ) -> Condition {
     let previous = current.conditions.iter().find(|c| c.type_ == type_);
-    Condition {
-        type_: type_.into(),
-        status: "True".into(),
-        reason: reason.into(),
-        message,
-        observed_generation: None,
-        last_transition_time: previous
-            .filter(|p| p.status == "True")
-            .map_or(Time(now), |p| p.last_transition_time.clone()),
-    }
+    Cond::new(type_, ConditionStatus::True, reason, message).into_meta(previous, None, now)
 }
 
 /// The status fields this controller owns, for comparison and for the apply patch.

@@ -15,6 +15,7 @@ use crate::api::{
     SubscriptionState, SubscriptionStatus,
 };
 use crate::catalog::semver_range::parse_version;
+use crate::controllers::kit::{Cond, ConditionStatus};
 use crate::resolver::{
     self, CatalogIndex, CatalogRef, InstalledCsv, Namespace, Outcome, Plan, Reason, ResolveError,
     Step,
@@ -501,14 +502,14 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
     conditions.push(if unhealthy.is_empty() {
         condition(
             "CatalogSourcesUnhealthy",
-            "False",
+            ConditionStatus::False,
             "AllCatalogSourcesHealthy",
             "all available catalogsources are healthy".into(),
         )
     } else {
         condition(
             "CatalogSourcesUnhealthy",
-            "True",
+            ConditionStatus::True,
             "UnhealthyCatalogSourceFound",
             format!("targeted catalogsource {} unhealthy", unhealthy.join(", ")),
         )
@@ -516,7 +517,7 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
     if let Some(failure) = input.failure {
         conditions.push(condition(
             "ResolutionFailed",
-            "True",
+            ConditionStatus::True,
             failure.reason,
             failure.message.clone(),
         ));
@@ -526,7 +527,7 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
         match plan.phase() {
             InstallPlanPhase::RequiresApproval => conditions.push(condition(
                 "InstallPlanPending",
-                "True",
+                ConditionStatus::True,
                 "RequiresApproval",
                 format!("InstallPlan {name} waits for approval (spec.approved: true)"),
             )),
@@ -544,11 +545,16 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
                 let message = status
                     .and_then(|s| s.message.clone())
                     .unwrap_or_else(|| format!("InstallPlan {name} failed"));
-                conditions.push(condition("InstallPlanFailed", "True", &reason, message));
+                conditions.push(condition(
+                    "InstallPlanFailed",
+                    ConditionStatus::True,
+                    &reason,
+                    message,
+                ));
             }
             _ => conditions.push(condition(
                 "InstallPlanPending",
-                "True",
+                ConditionStatus::True,
                 "Installing",
                 format!("InstallPlan {name} is installing"),
             )),
@@ -561,7 +567,7 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
             .unwrap_or_default();
         conditions.push(condition(
             "InstallPlanMissing",
-            "True",
+            ConditionStatus::True,
             "ReferencedInstallPlanNotFound",
             format!("InstallPlan {name} referenced by this Subscription does not exist"),
         ));
@@ -587,15 +593,13 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
     status
 }
 
-fn condition(type_: &str, status: &str, reason: &str, message: String) -> SubscriptionCondition {
-    SubscriptionCondition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: Some(reason.into()),
-        message: Some(message),
-        last_heartbeat_time: None,
-        last_transition_time: None,
-    }
+fn condition(
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: String,
+) -> SubscriptionCondition {
+    Cond::new(type_, status, reason, message).into_subscription()
 }
 
 /// One entry per visible catalog; an entry keeps its `lastUpdated` while its health holds.

@@ -34,7 +34,7 @@ use kube::{Resource, ResourceExt};
 
 use super::context::Context;
 use super::kit::guard::Panicked;
-use super::kit::{self, KitState, ReconcileError, Reconciler, apply_status};
+use super::kit::{self, ConditionStatus, KitState, ReconcileError, Reconciler, apply_status};
 use crate::api::{
     ANNOTATION_PLANNED_BUNDLES, Approval, CatalogSource, ClusterServiceVersion, InstallPlan,
     InstallPlanSpec, OperatorGroup, Subscription, SubscriptionStatus,
@@ -665,7 +665,7 @@ async fn announce(sub: &Subscription, desired: &SubscriptionStatus, ctx: &Contex
         s.and_then(|s| {
             s.conditions
                 .iter()
-                .find(|c| c.type_ == "ResolutionFailed" && c.status == "True")
+                .find(|c| c.type_ == "ResolutionFailed" && ConditionStatus::True.is(&c.status))
                 .and_then(|c| c.message.clone())
         })
     };
