@@ -17,6 +17,7 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::{mpsc, watch};
 
+use super::informers::{ClusterInformers, Informers};
 use super::kit::guard::Panicked;
 use crate::controllers::metrics::Metrics;
 use crate::snapshots::CatalogSnapshots;
@@ -82,6 +83,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub snapshots: Arc<CatalogSnapshots>,
     pub settings: Settings,
+    /// One watch per kind read by several controllers, for this context's scope.
+    pub informers: Arc<Informers>,
     leading: watch::Receiver<bool>,
 }
 
@@ -101,8 +104,15 @@ impl Context {
         let recorder = Recorder::new(client.clone(), reporter);
         let (events, queue) = mpsc::unbounded_channel();
         tokio::spawn(publish_events(recorder, queue));
+        let cluster = Arc::new(ClusterInformers::new(&client));
+        let informers = Arc::new(Informers::new(
+            &client,
+            settings.watch_namespace.as_deref(),
+            cluster,
+        ));
         Context {
             events,
+            informers,
             client,
             metrics,
             snapshots,
@@ -114,7 +124,13 @@ impl Context {
     /// The same process-wide parts (one Recorder, metrics, snapshots, leadership) for
     /// controllers scoped to another namespace.
     pub fn scoped_to(&self, namespace: Option<String>) -> Context {
+        let informers = Arc::new(Informers::new(
+            &self.client,
+            namespace.as_deref(),
+            Arc::clone(&self.informers.cluster),
+        ));
         Context {
+            informers,
             client: self.client.clone(),
             events: self.events.clone(),
             metrics: Arc::clone(&self.metrics),

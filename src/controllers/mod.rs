@@ -7,6 +7,7 @@ pub mod catalogsource;
 pub mod context;
 pub mod csv;
 pub mod host;
+pub mod informers;
 pub mod installplan;
 pub mod kit;
 pub mod metrics;

@@ -323,7 +323,6 @@ async fn write_status(
 /// replica (the snapshots serve reads everywhere); status and Events only on the leader,
 /// which re-reconciles everything when it gains the Lease.
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
-    let api: Api<DeserializeGuard<CatalogSource>> = kit::scoped_api(&shared);
     let config_map_api: Api<PartialObjectMeta<ConfigMap>> = kit::scoped_api(&shared);
     let (config_maps, writer) = reflector::store();
     let config_map_events = reflector::reflector(
@@ -333,8 +332,8 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     .default_backoff()
     .touched_objects();
 
-    let controller = Controller::new(api, watcher::Config::default().any_semantic());
-    let sources = controller.store();
+    let (sources, source_changes) = shared.informers.catalog_sources.subscribe_touched();
+    let controller = Controller::for_shared_stream(source_changes, sources.clone());
     let ctx = Arc::new(CatalogSourceContext {
         shared: Arc::clone(&shared),
         state: CatalogSourceState::default(),

@@ -844,16 +844,10 @@ fn csvs_where(
 
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let client = shared.client.clone();
-    let csv_api: Api<DeserializeGuard<ClusterServiceVersion>> = kit::scoped_api(&shared);
-    let group_api: Api<DeserializeGuard<OperatorGroup>> = kit::scoped_api(&shared);
+    let informers = &shared.informers;
     let deployment_api: Api<Deployment> = kit::scoped_api(&shared);
-    let subscription_api: Api<DeserializeGuard<Subscription>> = kit::scoped_api(&shared);
-
     let config = || watcher::Config::default().any_semantic();
-    let (groups, writer) = reflector::store();
-    let group_events = reflector::reflector(writer, watcher(group_api, config()))
-        .default_backoff()
-        .touched_objects();
+    let (groups, group_changes) = informers.operator_groups.subscribe_touched();
     let (deployments, writer) = reflector::store();
     let deployment_events = reflector::reflector(
         writer,
@@ -864,16 +858,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     )
     .default_backoff()
     .touched_objects();
-    let (namespaces, writer) = reflector::store();
-    let namespace_events = reflector::reflector(
-        writer,
-        watcher(
-            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-            config(),
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
+    let (namespaces, namespace_changes) = informers.cluster.namespaces.subscribe_touched();
     // Copies live in target namespaces, also outside a watched namespace.
     let (copies, writer) = reflector::store();
     let copy_events = reflector::reflector(
@@ -893,19 +878,12 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     )
     .default_backoff()
     .touched_objects();
-    let (subscriptions, writer) = reflector::store();
-    let subscription_events = reflector::reflector(writer, watcher(subscription_api, config()))
-        .default_backoff()
-        .touched_objects();
-    let crd_events = watcher(
-        Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()),
-        config(),
-    )
-    .default_backoff()
-    .touched_objects();
+    let (subscriptions, subscription_changes) = informers.subscriptions.subscribe_touched();
+    let (_, crd_changes) = informers.cluster.crds.subscribe_touched();
 
-    let controller = Controller::new(csv_api, config().labels(&format!("!{COPIED_FROM_LABEL}")));
-    let csvs = controller.store();
+    // The shared CSV informer leaves copies out (the copier watches those above).
+    let (csvs, csv_changes) = informers.csvs.subscribe_touched();
+    let controller = Controller::for_shared_stream(csv_changes, csvs.clone());
     let (related_tx, related_rx) = mpsc::unbounded_channel();
     let (copy_tx, copy_rx) = mpsc::unbounded_channel();
     let ctx = Arc::new(CsvContext {
@@ -938,27 +916,25 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         };
         futures::future::ready(source)
     });
-    let namespace_changes = namespace_events
-        .filter_map(|ns| futures::future::ready(ns.ok()))
-        .flat_map(move |_ns: PartialObjectMeta<Namespace>| {
-            let global: HashSet<String> = groups_for_ns
-                .state()
-                .iter()
-                .filter_map(|g| g.0.as_ref().ok())
-                .filter(|g| {
-                    g.status
-                        .as_ref()
-                        .is_some_and(|s| s.namespaces.len() == 1 && s.namespaces[0].is_empty())
-                })
-                .filter_map(|g| g.metadata.namespace.clone())
-                .collect();
-            futures::stream::iter(csvs_where(&for_ns, |csv| {
-                csv.metadata
-                    .namespace
+    let namespace_changes = namespace_changes.flat_map(move |_namespace| {
+        let global: HashSet<String> = groups_for_ns
+            .state()
+            .iter()
+            .filter_map(|g| g.0.as_ref().ok())
+            .filter(|g| {
+                g.status
                     .as_ref()
-                    .is_some_and(|ns| global.contains(ns))
-            }))
-        });
+                    .is_some_and(|s| s.namespaces.len() == 1 && s.namespaces[0].is_empty())
+            })
+            .filter_map(|g| g.metadata.namespace.clone())
+            .collect();
+        futures::stream::iter(csvs_where(&for_ns, |csv| {
+            csv.metadata
+                .namespace
+                .as_ref()
+                .is_some_and(|ns| global.contains(ns))
+        }))
+    });
     let copy_requests = futures::stream::select(
         tokio_stream::wrappers::UnboundedReceiverStream::new(copy_rx),
         futures::stream::select(changed_copies, namespace_changes),
@@ -970,13 +946,10 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     ));
 
     let controller = controller
-        .watches_stream(
-            group_events,
-            move |group: DeserializeGuard<OperatorGroup>| {
-                let ns = group.meta().namespace.clone();
-                csvs_where(&for_groups, |csv| csv.metadata.namespace == ns)
-            },
-        )
+        .watches_shared_stream(group_changes, move |group| {
+            let ns = group.meta().namespace.clone();
+            csvs_where(&for_groups, |csv| csv.metadata.namespace == ns)
+        })
         .watches_stream(deployment_events, |deployment: Deployment| {
             let labels = deployment.labels();
             match (labels.get(OWNER_LABEL), labels.get(OWNER_NAMESPACE_LABEL)) {
@@ -984,16 +957,13 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
                 _ => vec![],
             }
         })
-        .watches_stream(
-            subscription_events,
-            move |sub: DeserializeGuard<Subscription>| {
-                let ns = sub.meta().namespace.clone();
-                csvs_where(&for_subs, |csv| csv.metadata.namespace == ns)
-            },
-        )
-        .watches_stream(
-            crd_events,
-            move |crd: PartialObjectMeta<CustomResourceDefinition>| {
+        .watches_shared_stream(subscription_changes, move |sub| {
+            let ns = sub.meta().namespace.clone();
+            csvs_where(&for_subs, |csv| csv.metadata.namespace == ns)
+        })
+        .watches_shared_stream(
+            crd_changes,
+            move |crd: Arc<PartialObjectMeta<CustomResourceDefinition>>| {
                 let name = crd.name_any();
                 csvs_where(&for_crds, |csv| {
                     csv.spec

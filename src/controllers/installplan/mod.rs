@@ -27,18 +27,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
-use kube::core::{DeserializeGuard, PartialObjectMeta};
+use kube::core::DeserializeGuard;
 use kube::discovery::{ApiCapabilities, Scope};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -825,27 +823,18 @@ fn waiting_for_crd(
 
 /// Runs the controller until `shutdown` (leader only).
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
-    let api: Api<DeserializeGuard<InstallPlan>> = kit::scoped_api(&shared);
     let ctx = Arc::new(InstallPlanContext {
         shared: Arc::clone(&shared),
         kit: KitState::default(),
         discovered: Mutex::default(),
         impersonating: Mutex::default(),
     });
-    let crds = watcher(
-        Api::<PartialObjectMeta<CustomResourceDefinition>>::all(shared.client.clone()),
-        watcher::Config::default().any_semantic(),
-    )
-    .default_backoff()
-    .touched_objects();
-    let controller = Controller::new(api, watcher::Config::default().any_semantic());
-    let plans = controller.store();
+    let (plans, plan_changes) = shared.informers.install_plans.subscribe_touched();
+    let (_, crd_changes) = shared.informers.cluster.crds.subscribe_touched();
     // A plan waiting for a CRD to be established goes on as soon as it is.
-    let controller = controller.watches_stream(
-        crds,
-        move |crd: PartialObjectMeta<CustomResourceDefinition>| {
+    let controller = Controller::for_shared_stream(plan_changes, plans.clone())
+        .watches_shared_stream(crd_changes, move |crd| {
             waiting_for_crd(&plans, &crd.name_any())
-        },
-    );
+        });
     kit::run(controller, ctx, shutdown).await;
 }

@@ -223,11 +223,10 @@ pub async fn run<R: Reconciler>(
 async fn report_invalid<K: Resource<DynamicType = ()>>(invalid: &InvalidObject, ctx: &Context) {
     let kind = K::kind(&());
     tracing::warn!(
-        %kind,
         namespace = ?invalid.metadata.namespace,
         name = ?invalid.metadata.name,
         error = %invalid.error,
-        "cannot read this object; skipping it until it changes"
+        "cannot read {kind}; skipping it until it changes"
     );
     let regarding = ObjectReference {
         api_version: Some(K::api_version(&()).into_owned()),

@@ -34,7 +34,7 @@ use super::kit::{self, KitState, ObjectKey, ReconcileError, Reconciler, apply_st
 use super::ownership::{
     OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL, PERMISSIONS_HASH_LABEL,
 };
-use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion, OperatorGroup};
+use crate::api::{ClusterServiceVersion, OperatorGroup};
 use crate::controllers::host::Shutdown;
 use status::{NamespaceInfo, Observation};
 
@@ -334,31 +334,8 @@ fn groups_in(
 
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let client = shared.client.clone();
-    let group_api: Api<DeserializeGuard<OperatorGroup>> = kit::scoped_api(&shared);
-    let csv_api: Api<DeserializeGuard<ClusterServiceVersion>> = kit::scoped_api(&shared);
-
-    let (namespaces, ns_writer) = reflector::store();
-    let namespace_events = reflector::reflector(
-        ns_writer,
-        watcher(
-            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-            watcher::Config::default().any_semantic(),
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
-    let (csvs, csv_writer) = reflector::store();
-    let csv_events = reflector::reflector(
-        csv_writer,
-        watcher(
-            csv_api,
-            watcher::Config::default()
-                .labels(&format!("!{COPIED_FROM_LABEL}"))
-                .any_semantic(),
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
+    let (namespaces, namespace_changes) = shared.informers.cluster.namespaces.subscribe_touched();
+    let (csvs, csv_changes) = shared.informers.csvs.subscribe_touched();
     let (cluster_roles, role_writer) = reflector::store();
     let role_watch = reflector::reflector(
         role_writer,
@@ -373,8 +350,8 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     .touched_objects()
     .for_each(|_| async {});
 
-    let controller = Controller::new(group_api, watcher::Config::default().any_semantic());
-    let groups = controller.store();
+    let (groups, group_changes) = shared.informers.operator_groups.subscribe_touched();
+    let controller = Controller::for_shared_stream(group_changes, groups.clone());
     let ctx = Arc::new(OperatorGroupContext {
         shared: Arc::clone(&shared),
         kit: KitState::default(),
@@ -388,16 +365,12 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let for_namespaces = groups.clone();
     let for_csvs = groups.clone();
     let controller = controller
-        .watches_stream(
-            namespace_events,
-            move |_ns: PartialObjectMeta<Namespace>| groups_in(&for_namespaces, None),
-        )
-        .watches_stream(
-            csv_events,
-            move |csv: DeserializeGuard<ClusterServiceVersion>| {
-                groups_in(&for_csvs, csv.meta().namespace.as_deref())
-            },
-        );
+        .watches_shared_stream(namespace_changes, move |_namespace| {
+            groups_in(&for_namespaces, None)
+        })
+        .watches_shared_stream(csv_changes, move |csv| {
+            groups_in(&for_csvs, csv.meta().namespace.as_deref())
+        });
     kit::run(controller, ctx, shutdown).await;
     pruner.abort();
     role_task.abort();

@@ -28,8 +28,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use super::context::Context;
@@ -757,58 +756,18 @@ fn snapshot_changes(
     .flatten()
 }
 
-/// A cache of `K` in the watched namespaces, and the stream of its changes.
-fn watch<K>(
-    shared: &Context,
-) -> (
-    Store<DeserializeGuard<K>>,
-    impl Stream<Item = Result<DeserializeGuard<K>, watcher::Error>> + Send + 'static,
-)
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let api: Api<DeserializeGuard<K>> = kit::scoped_api(shared);
-    let (store, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default().any_semantic()),
-    )
-    .default_backoff()
-    .touched_objects();
-    (store, stream)
-}
-
 /// Runs the controller until `shutdown` (leader only).
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
-    let api: Api<DeserializeGuard<Subscription>> = kit::scoped_api(&shared);
-    let csv_api: Api<DeserializeGuard<ClusterServiceVersion>> = kit::scoped_api(&shared);
+    let informers = &shared.informers;
     // Copied CSVs are never installed CSVs to the resolver, and there may be one per
-    // operator and namespace: holding them would cost more than everything else together.
-    let (csvs, writer) = reflector::store();
-    let csv_events = triggers::phase_changes(
-        reflector::reflector(
-            writer,
-            watcher(
-                csv_api,
-                watcher::Config::default()
-                    .labels(&format!("!{}", decide::LABEL_COPIED_FROM))
-                    .any_semantic(),
-            ),
-        )
-        .default_backoff(),
-    );
-    let (plans, plan_events) = watch::<InstallPlan>(&shared);
-    let (groups, group_events) = watch::<OperatorGroup>(&shared);
-    let (catalogs, catalog_events) = watch::<CatalogSource>(&shared);
-
-    let controller = Controller::new(api, watcher::Config::default().any_semantic());
-    let subscriptions = controller.store();
+    // operator and namespace: the shared CSV informer leaves them out.
+    let (csvs, csv_changes) = informers.csvs.subscribe();
+    let csv_changes = triggers::phase_changes(csv_changes);
+    let (plans, plan_changes) = informers.install_plans.subscribe_touched();
+    let (groups, group_changes) = informers.operator_groups.subscribe_touched();
+    let (catalogs, catalog_changes) = informers.catalog_sources.subscribe_touched();
+    let (subscriptions, subscription_changes) = informers.subscriptions.subscribe_touched();
+    let controller = Controller::for_shared_stream(subscription_changes, subscriptions.clone());
     let ctx = Arc::new(SubscriptionContext {
         shared: Arc::clone(&shared),
         subscriptions: subscriptions.clone(),
@@ -828,18 +787,18 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         subscriptions.clone(),
     );
     let controller = controller
-        .watches_stream(csv_events, move |csv| {
+        .watches_shared_stream(csv_changes, move |csv| {
             subscriptions_in(&s1, namespace_of(&csv).as_deref())
         })
-        .watches_stream(plan_events, move |plan| {
+        .watches_shared_stream(plan_changes, move |plan| {
             subscriptions_in(&s2, namespace_of(&plan).as_deref())
         })
-        .watches_stream(group_events, move |group| {
+        .watches_shared_stream(group_changes, move |group| {
             subscriptions_in(&s3, namespace_of(&group).as_deref())
         })
-        .watches_stream(
-            catalog_events,
-            move |catalog: DeserializeGuard<CatalogSource>| {
+        .watches_shared_stream(
+            catalog_changes,
+            move |catalog: Arc<DeserializeGuard<CatalogSource>>| {
                 let ns = namespace_of(&catalog);
                 if ns.as_deref() == Some(global.as_str()) {
                     s4.state()

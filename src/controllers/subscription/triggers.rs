@@ -3,12 +3,13 @@
 //! install) leaves resolution's input as it was, so it must not cost a resolution.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt, future};
 use kube::core::DeserializeGuard;
-use kube::runtime::watcher;
 
 use crate::api::ClusterServiceVersion;
+use crate::controllers::informers::Change;
 
 type Guarded = DeserializeGuard<ClusterServiceVersion>;
 
@@ -25,25 +26,23 @@ fn phase(csv: &Guarded) -> Option<String> {
     Some(format!("{phase:?}"))
 }
 
-/// The CSVs of a watcher event stream whose phase changed since last seen (or that are new
+/// The CSVs of an informer's changes whose phase changed since last seen (or that are new
 /// or deleted); a relist of unchanged CSVs passes nothing.
-pub fn phase_changes<S>(events: S) -> impl Stream<Item = Result<Guarded, watcher::Error>>
+pub fn phase_changes<S>(changes: S) -> impl Stream<Item = Arc<Guarded>>
 where
-    S: Stream<Item = Result<watcher::Event<Guarded>, watcher::Error>>,
+    S: Stream<Item = Change<Guarded>>,
 {
     let mut seen: HashMap<(Option<String>, Option<String>), Option<String>> = HashMap::new();
-    events.filter_map(move |event| {
-        let passed = match event {
-            Err(error) => Some(Err(error)),
-            Ok(watcher::Event::Apply(csv) | watcher::Event::InitApply(csv)) => {
+    changes.filter_map(move |change| {
+        let passed = match change {
+            Change::Applied(csv) => {
                 let phase = phase(&csv);
-                (seen.insert(key(&csv), phase.clone()) != Some(phase)).then_some(Ok(csv))
+                (seen.insert(key(&csv), phase.clone()) != Some(phase)).then_some(csv)
             }
-            Ok(watcher::Event::Delete(csv)) => {
+            Change::Deleted(csv) => {
                 seen.remove(&key(&csv));
-                Some(Ok(csv))
+                Some(csv)
             }
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
         };
         future::ready(passed)
     })
@@ -54,7 +53,7 @@ mod tests {
     use super::*;
     use crate::api::{ClusterServiceVersionStatus, CsvPhase};
 
-    fn csv(name: &str, phase: Option<CsvPhase>, note: &str) -> Guarded {
+    fn csv(name: &str, phase: Option<CsvPhase>, note: &str) -> Arc<Guarded> {
         let mut csv = ClusterServiceVersion::new(name, Default::default());
         csv.metadata.namespace = Some("ns".into());
         csv.metadata.annotations = Some([("note".to_string(), note.to_string())].into());
@@ -62,35 +61,28 @@ mod tests {
             phase: Some(phase),
             ..Default::default()
         });
-        DeserializeGuard(Ok(csv))
+        Arc::new(DeserializeGuard(Ok(csv)))
     }
 
     #[tokio::test]
     async fn only_new_gone_and_phase_changed_csvs_pass() {
-        use watcher::Event::*;
-        let events = vec![
-            Init,
-            InitApply(csv("a", Some(CsvPhase::Succeeded), "1")),
-            InitDone,
-            Apply(csv("a", Some(CsvPhase::Succeeded), "2")),
-            Apply(csv("b", None, "1")),
-            Apply(csv("b", Some(CsvPhase::Pending), "1")),
-            Apply(csv("b", Some(CsvPhase::Pending), "2")),
+        use Change::*;
+        let changes = vec![
+            // The first list.
+            Applied(csv("a", Some(CsvPhase::Succeeded), "1")),
+            Applied(csv("a", Some(CsvPhase::Succeeded), "2")),
+            Applied(csv("b", None, "1")),
+            Applied(csv("b", Some(CsvPhase::Pending), "1")),
+            Applied(csv("b", Some(CsvPhase::Pending), "2")),
             // A relist of what is known passes nothing.
-            Init,
-            InitApply(csv("a", Some(CsvPhase::Succeeded), "2")),
-            InitDone,
-            Delete(csv("a", Some(CsvPhase::Succeeded), "2")),
-            Apply(csv("a", Some(CsvPhase::Pending), "3")),
+            Applied(csv("a", Some(CsvPhase::Succeeded), "2")),
+            Deleted(csv("a", Some(CsvPhase::Succeeded), "2")),
+            Applied(csv("a", Some(CsvPhase::Pending), "3")),
         ];
-        let passed: Vec<(String, Option<String>)> =
-            phase_changes(futures::stream::iter(events.into_iter().map(Ok)))
-                .map(|csv| {
-                    let csv = csv.unwrap();
-                    (key(&csv).1.unwrap(), phase(&csv))
-                })
-                .collect()
-                .await;
+        let passed: Vec<(String, Option<String>)> = phase_changes(futures::stream::iter(changes))
+            .map(|csv| (key(&csv).1.unwrap(), phase(&csv)))
+            .collect()
+            .await;
         let phase = |p: &str| Some(p.to_string());
         assert_eq!(
             passed,

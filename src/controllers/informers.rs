@@ -1,0 +1,346 @@
+//! Shared informers: one watch and one cache per kind and scope, however many controllers
+//! read that kind.
+//!
+//! CSVs, OperatorGroups, Subscriptions, InstallPlans, CatalogSources, Namespaces and CRDs are
+//! each read by two or three controllers. Each [`Informer`] lists and watches its kind once
+//! and hands every subscriber the same [`Store`] plus a stream of what changed (applied and
+//! deleted objects, as the shared `Arc`s the store holds). An informer starts with its first
+//! subscriber, so a standby replica, which runs only the catalog cache, watches only what
+//! that cache reads. A subscriber that comes after the first list is handed the listed
+//! objects first, so it reconciles everything as if it had listed itself.
+//!
+//! Unlike kube-runtime's shared reflectors (`store_shared`), deletions are passed on: the
+//! OperatorGroup controller recomputes its targets when a namespace goes, the Subscription
+//! controller re-resolves when a CSV goes.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::Api;
+use kube::core::{DeserializeGuard, PartialObjectMeta};
+use kube::runtime::reflector::{self, Lookup, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+use crate::api::{
+    COPIED_FROM_LABEL, CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup,
+    Subscription,
+};
+
+/// One change an informer passes on.
+#[derive(Debug)]
+pub enum Change<K> {
+    Applied(Arc<K>),
+    Deleted(Arc<K>),
+}
+
+impl<K> Change<K> {
+    pub fn object(self) -> Arc<K> {
+        match self {
+            Change::Applied(object) | Change::Deleted(object) => object,
+        }
+    }
+}
+
+type Driver = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>;
+
+/// One list+watch of `K`, shared.
+pub struct Informer<K>
+where
+    K: Lookup + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    kind: &'static str,
+    store: Store<K>,
+    listed: Arc<AtomicBool>,
+    subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<Change<K>>>>>,
+    /// The watch, until the first subscriber starts it.
+    driver: Mutex<Option<Driver>>,
+}
+
+impl<K> Informer<K>
+where
+    K: Resource<DynamicType = ()>
+        + Lookup<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    fn new(kind: &'static str, api: Api<K>, config: watcher::Config) -> Self {
+        let (store, writer) = reflector::store();
+        let listed = Arc::new(AtomicBool::new(false));
+        let subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<Change<K>>>>> = Arc::default();
+        let driver: Driver = {
+            let (listed, subscribers) = (Arc::clone(&listed), Arc::clone(&subscribers));
+            Box::new(move || {
+                Box::pin(drive(
+                    kind,
+                    watcher(api, config).default_backoff(),
+                    writer,
+                    listed,
+                    subscribers,
+                ))
+            })
+        };
+        Informer {
+            kind,
+            store,
+            listed,
+            subscribers,
+            driver: Mutex::new(Some(driver)),
+        }
+    }
+
+    /// The shared cache and a stream of its changes from now on (everything listed so far
+    /// comes first). Starts the watch on first use.
+    pub fn subscribe(&self) -> (Store<K>, impl Stream<Item = Change<K>> + Send + 'static) {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        {
+            let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+            if self.listed.load(Ordering::Acquire) {
+                for object in self.store.state() {
+                    let _ = sender.send(Change::Applied(object));
+                }
+            }
+            subscribers.push(sender);
+        }
+        let driver = self.driver.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(driver) = driver {
+            tracing::debug!(kind = self.kind, "starting a shared watch");
+            tokio::spawn(driver());
+        }
+        (self.store.clone(), UnboundedReceiverStream::new(receiver))
+    }
+
+    /// What `subscribe` hands on, as the `Arc`s a controller's shared streams take.
+    pub fn subscribe_touched(&self) -> (Store<K>, impl Stream<Item = Arc<K>> + Send + 'static) {
+        let (store, changes) = self.subscribe();
+        (store, changes.map(Change::object))
+    }
+}
+
+/// Keeps the store current and passes each change to every live subscriber. A first list
+/// (and every relist) is passed on once it is complete, as the store swaps it in.
+async fn drive<K>(
+    kind: &'static str,
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    mut writer: reflector::store::Writer<K>,
+    listed: Arc<AtomicBool>,
+    subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<Change<K>>>>>,
+) where
+    K: Lookup<DynamicType = ()> + Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let store = writer.as_reader();
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                // default_backoff() has waited already; the watch goes on.
+                tracing::warn!(kind, %error, "watch failed; retrying");
+                continue;
+            }
+        };
+        writer.apply_watcher_event(&event);
+        let changes: Vec<Change<K>> = match event {
+            watcher::Event::Apply(object) => {
+                let key = reflector::ObjectRef::from_obj(&object);
+                store.get(&key).map(Change::Applied).into_iter().collect()
+            }
+            watcher::Event::Delete(object) => vec![Change::Deleted(Arc::new(object))],
+            watcher::Event::InitDone => {
+                listed.store(true, Ordering::Release);
+                store.state().into_iter().map(Change::Applied).collect()
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => continue,
+        };
+        let mut subscribers = subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        subscribers.retain(|subscriber| {
+            changes
+                .iter()
+                .all(|change| subscriber.send(change.share()).is_ok())
+        });
+    }
+}
+
+impl<K> Change<K> {
+    fn share(&self) -> Change<K> {
+        match self {
+            Change::Applied(object) => Change::Applied(Arc::clone(object)),
+            Change::Deleted(object) => Change::Deleted(Arc::clone(object)),
+        }
+    }
+}
+
+/// The informers of one scope (a watched namespace, or all); cluster-scoped kinds are
+/// shared by every scope.
+pub struct Informers {
+    pub csvs: Informer<DeserializeGuard<ClusterServiceVersion>>,
+    pub operator_groups: Informer<DeserializeGuard<OperatorGroup>>,
+    pub subscriptions: Informer<DeserializeGuard<Subscription>>,
+    pub install_plans: Informer<DeserializeGuard<InstallPlan>>,
+    pub catalog_sources: Informer<DeserializeGuard<CatalogSource>>,
+    pub cluster: Arc<ClusterInformers>,
+}
+
+pub struct ClusterInformers {
+    pub namespaces: Informer<PartialObjectMeta<Namespace>>,
+    pub crds: Informer<PartialObjectMeta<CustomResourceDefinition>>,
+}
+
+impl ClusterInformers {
+    pub fn new(client: &Client) -> Self {
+        let config = || watcher::Config::default().any_semantic();
+        ClusterInformers {
+            namespaces: Informer::new("Namespace", Api::all(client.clone()), config()),
+            crds: Informer::new(
+                "CustomResourceDefinition",
+                Api::all(client.clone()),
+                config(),
+            ),
+        }
+    }
+}
+
+impl Informers {
+    pub fn new(client: &Client, scope: Option<&str>, cluster: Arc<ClusterInformers>) -> Self {
+        let config = || watcher::Config::default().any_semantic();
+        let api = || -> ScopedApi { ScopedApi { client, scope } };
+        Informers {
+            // Copied CSVs are read by the copier alone, from a metadata watch of its own.
+            csvs: Informer::new(
+                "ClusterServiceVersion",
+                api().of(),
+                config().labels(&format!("!{COPIED_FROM_LABEL}")),
+            ),
+            operator_groups: Informer::new("OperatorGroup", api().of(), config()),
+            subscriptions: Informer::new("Subscription", api().of(), config()),
+            install_plans: Informer::new("InstallPlan", api().of(), config()),
+            catalog_sources: Informer::new("CatalogSource", api().of(), config()),
+            cluster,
+        }
+    }
+}
+
+struct ScopedApi<'a> {
+    client: &'a Client,
+    scope: Option<&'a str>,
+}
+
+impl ScopedApi<'_> {
+    fn of<K>(&self) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    {
+        match self.scope {
+            Some(namespace) => Api::namespaced(self.client.clone(), namespace),
+            None => Api::all(self.client.clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    fn config_map(name: &str, version: &str) -> ConfigMap {
+        let mut map = ConfigMap::default();
+        map.metadata.name = Some(name.into());
+        map.metadata.namespace = Some("ns".into());
+        map.metadata.resource_version = Some(version.into());
+        map
+    }
+
+    async fn next(changes: &mut (impl Stream<Item = Change<ConfigMap>> + Unpin)) -> String {
+        let change = tokio::time::timeout(Duration::from_secs(5), changes.next())
+            .await
+            .expect("a change")
+            .expect("an open stream");
+        match change {
+            Change::Applied(o) => format!("+{}", o.metadata.name.clone().unwrap_or_default()),
+            Change::Deleted(o) => format!("-{}", o.metadata.name.clone().unwrap_or_default()),
+        }
+    }
+
+    /// The driver with a scripted watch: every subscriber sees the list once complete,
+    /// then each change including deletions; a late subscriber is handed the list first.
+    #[tokio::test]
+    async fn every_subscriber_sees_the_list_then_each_change_including_deletions() {
+        use watcher::Event::*;
+        let (store, writer) = reflector::store::<ConfigMap>();
+        let listed = Arc::new(AtomicBool::new(false));
+        let subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<Change<ConfigMap>>>>> = Arc::default();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut early = {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            subscribers.lock().unwrap().push(sender);
+            UnboundedReceiverStream::new(receiver)
+        };
+        tokio::spawn(drive(
+            "ConfigMap",
+            UnboundedReceiverStream::new(rx).map(Ok),
+            writer,
+            Arc::clone(&listed),
+            Arc::clone(&subscribers),
+        ));
+        for event in [Init, InitApply(config_map("a", "1")), InitDone] {
+            tx.send(event).unwrap();
+        }
+        assert_eq!(next(&mut early).await, "+a");
+        assert!(listed.load(Ordering::Acquire));
+        tx.send(Apply(config_map("b", "2"))).unwrap();
+        assert_eq!(next(&mut early).await, "+b");
+        tx.send(Delete(config_map("a", "3"))).unwrap();
+        assert_eq!(next(&mut early).await, "-a");
+        assert_eq!(store.state().len(), 1, "the store follows the watch");
+
+        // A dropped subscriber is forgotten; the others go on.
+        drop(early);
+        tx.send(Apply(config_map("c", "4"))).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !subscribers.lock().unwrap().is_empty() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the dropped subscriber is removed");
+    }
+
+    #[tokio::test]
+    async fn a_late_subscriber_is_handed_what_was_listed() {
+        let client_free = Informer::<ConfigMap> {
+            kind: "ConfigMap",
+            store: {
+                let (store, mut writer) = reflector::store::<ConfigMap>();
+                writer.apply_watcher_event(&watcher::Event::Init);
+                writer.apply_watcher_event(&watcher::Event::InitApply(config_map("a", "1")));
+                writer.apply_watcher_event(&watcher::Event::InitDone);
+                store
+            },
+            listed: Arc::new(AtomicBool::new(true)),
+            subscribers: Arc::default(),
+            driver: Mutex::new(None),
+        };
+        let (store, changes) = client_free.subscribe();
+        let mut changes = std::pin::pin!(changes);
+        assert_eq!(next(&mut changes).await, "+a");
+        assert_eq!(store.state().len(), 1);
+        assert_eq!(client_free.subscribers.lock().unwrap().len(), 1);
+    }
+}
