@@ -180,85 +180,157 @@ fn condition(
 /// First sight: fetch manifests, build the steps, and move to RequiresApproval or
 /// Installing (upstream never shows Planning).
 async fn prepare(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Error> {
-    let namespace = plan.namespace().unwrap_or_default();
-    let other = |message: String| Error::Other {
-        namespace: namespace.clone(),
-        name: plan.name_any(),
-        message,
-    };
-    let bundles = match plan.planned_bundles() {
-        Ok(b) => b,
-        Err(message) => {
-            return fail(
-                plan,
-                InstallPlanStatus::default(),
-                "InvalidInstallPlan",
-                message,
-                ctx,
-            )
-            .await;
-        }
-    };
     let current = plan.status.clone().unwrap_or_default();
-    let mut with_manifests = Vec::new();
-    let mut catalog_sources = Vec::new();
-    let mut unpack_timeout = None;
-    let mut failed_pulls = Vec::new();
-    for bundle in bundles {
-        let source = format!("{}/{}", bundle.catalog_namespace, bundle.catalog);
-        if !catalog_sources.contains(&bundle.catalog) {
-            catalog_sources.push(bundle.catalog.clone());
+    let decision = match plan.planned_bundles() {
+        Ok(bundles) => {
+            let fetched = fetch_bundles(plan, bundles, &current, ctx).await?;
+            decide_prepared(plan, &current, fetched, now())
         }
-        match manifests::fetch(&bundle, &ctx.shared).await {
+        Err(message) => Prepared::Fail {
+            status: InstallPlanStatus::default(),
+            reason: "InvalidInstallPlan",
+            message,
+        },
+    };
+    match decision {
+        Prepared::Fail {
+            status,
+            reason,
+            message,
+        } => fail(plan, status, reason, message, ctx).await,
+        Prepared::WaitForImages(next) => {
+            if next != current {
+                write_status(plan, &next, ctx).await?;
+            }
+            Ok(Action::requeue(UNPACK_RECHECK))
+        }
+        Prepared::Ready { status, waits } => {
+            let written = write_status(plan, &status, ctx).await?;
+            if waits {
+                let namespace = plan.namespace().unwrap_or_default();
+                event(plan, ctx, EventType::Normal, "RequiresApproval", format!(
+                    "InstallPlan for {} waits for approval: kubectl patch installplan {} -n {namespace} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'",
+                    plan.spec.cluster_service_version_names.join(", "), plan.name_any()
+                )).await;
+                return Ok(Action::await_change());
+            }
+            // Automatic: on with the steps in this round, from the status just written.
+            execute(&written, status, ctx).await
+        }
+    }
+}
+
+/// What the bundles of a plan yielded: their objects, or why an image pull failed.
+struct FetchedBundles {
+    with_manifests: Vec<BundleManifests>,
+    catalog_sources: Vec<String>,
+    failed_pulls: Vec<(crate::api::PlannedBundle, String, unpack::PullFailure)>,
+    /// The unpack timeout, once a bundle needed a pull.
+    unpack_timeout: Option<Duration>,
+}
+
+/// The gather step of a new plan: each bundle's manifests from its catalog, or pulled from
+/// its bundle image.
+async fn fetch_bundles(
+    plan: &InstallPlan,
+    bundles: Vec<crate::api::PlannedBundle>,
+    current: &InstallPlanStatus,
+    ctx: &InstallPlanContext,
+) -> Result<FetchedBundles, Error> {
+    let namespace = plan.namespace().unwrap_or_default();
+    let mut fetched = FetchedBundles {
+        with_manifests: Vec::new(),
+        catalog_sources: Vec::new(),
+        failed_pulls: Vec::new(),
+        unpack_timeout: None,
+    };
+    for bundle in bundles {
+        if !fetched.catalog_sources.contains(&bundle.catalog) {
+            fetched.catalog_sources.push(bundle.catalog.clone());
+        }
+        let (image, properties, secrets) = match manifests::fetch(&bundle, &ctx.shared).await {
             Ok(Fetched::Objects {
                 objects,
                 properties,
-            }) => with_manifests.push(BundleManifests {
-                bundle,
-                objects,
-                properties,
-            }),
+            }) => {
+                fetched.with_manifests.push(BundleManifests {
+                    bundle,
+                    objects,
+                    properties,
+                });
+                continue;
+            }
             Ok(Fetched::NeedsUnpack {
                 image,
                 properties,
                 secrets,
-            }) => {
-                let timeout = match unpack_timeout {
-                    Some(timeout) => timeout,
-                    None => {
-                        let timeout =
-                            namespace_unpack_timeout(&namespace, ctx)
-                                .await
-                                .map_err(|e| Error::Kube {
-                                    namespace: namespace.clone(),
-                                    name: plan.name_any(),
-                                    action: "reading the OperatorGroup".into(),
-                                    error: e,
-                                })?;
-                        *unpack_timeout.insert(timeout)
-                    }
-                };
-                let limit =
-                    unpack::remaining(&current.bundle_lookups, &bundle.name, now(), timeout);
-                match unpack::pull_bundle(&bundle, &image, &secrets, &ctx.shared, limit).await {
-                    Ok(objects) => with_manifests.push(BundleManifests {
-                        bundle,
-                        objects,
-                        properties,
-                    }),
-                    Err(failure) => failed_pulls.push((bundle, image, failure)),
-                }
-            }
+            }) => (image, properties, secrets),
             Err(message) => {
-                return Err(other(format!(
-                    "fetching the manifests of bundle {} from catalog {source}: {message}",
-                    bundle.name
-                )));
+                return Err(Error::Other {
+                    namespace,
+                    name: plan.name_any(),
+                    message: format!(
+                        "fetching the manifests of bundle {} from catalog {}/{}: {message}",
+                        bundle.name, bundle.catalog_namespace, bundle.catalog
+                    ),
+                });
             }
+        };
+        let timeout = match fetched.unpack_timeout {
+            Some(timeout) => timeout,
+            None => *fetched.unpack_timeout.insert(
+                namespace_unpack_timeout(&namespace, ctx)
+                    .await
+                    .map_err(|error| Error::Kube {
+                        namespace: namespace.clone(),
+                        name: plan.name_any(),
+                        action: "reading the OperatorGroup".into(),
+                        error,
+                    })?,
+            ),
+        };
+        let limit = unpack::remaining(&current.bundle_lookups, &bundle.name, now(), timeout);
+        match unpack::pull_bundle(&bundle, &image, &secrets, &ctx.shared, limit).await {
+            Ok(objects) => fetched.with_manifests.push(BundleManifests {
+                bundle,
+                objects,
+                properties,
+            }),
+            Err(failure) => fetched.failed_pulls.push((bundle, image, failure)),
         }
     }
-    if let Some(timeout) = unpack_timeout.filter(|_| !failed_pulls.is_empty()) {
-        match unpack::decide(&failed_pulls, &current.bundle_lookups, now(), timeout) {
+    Ok(fetched)
+}
+
+/// What a new plan becomes.
+#[derive(Debug)]
+enum Prepared {
+    Fail {
+        status: InstallPlanStatus,
+        reason: &'static str,
+        message: String,
+    },
+    /// Bundle images are still being pulled; the status that says so.
+    WaitForImages(InstallPlanStatus),
+    /// Steps built: RequiresApproval (`waits`) or Installing.
+    Ready {
+        status: InstallPlanStatus,
+        waits: bool,
+    },
+}
+
+/// The decide step of a new plan (pure).
+fn decide_prepared(
+    plan: &InstallPlan,
+    current: &InstallPlanStatus,
+    fetched: FetchedBundles,
+    now: Timestamp,
+) -> Prepared {
+    if let Some(timeout) = fetched
+        .unpack_timeout
+        .filter(|_| !fetched.failed_pulls.is_empty())
+    {
+        return match unpack::decide(&fetched.failed_pulls, &current.bundle_lookups, now, timeout) {
             unpack::Decision::Wait(lookups) => {
                 let mut next = current.clone();
                 next.message = lookups
@@ -267,32 +339,28 @@ async fn prepare(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action,
                     .next()
                     .map(|m| format!("waiting for bundle images: {m}"));
                 next.bundle_lookups = lookups;
-                if next != current {
-                    write_status(plan, &next, ctx).await?;
-                }
-                return Ok(Action::requeue(UNPACK_RECHECK));
+                Prepared::WaitForImages(next)
             }
-            unpack::Decision::Fail { message, lookups } => {
-                let status = InstallPlanStatus {
+            unpack::Decision::Fail { message, lookups } => Prepared::Fail {
+                status: InstallPlanStatus {
                     bundle_lookups: lookups,
-                    catalog_sources,
+                    catalog_sources: fetched.catalog_sources,
                     ..InstallPlanStatus::default()
-                };
-                return fail(plan, status, unpack::LOOKUP_FAILED, message, ctx).await;
-            }
-        }
+                },
+                reason: unpack::LOOKUP_FAILED,
+                message,
+            },
+        };
     }
-    let steps = match steps::build_steps(&namespace, &with_manifests) {
+    let namespace = plan.namespace().unwrap_or_default();
+    let steps = match steps::build_steps(&namespace, &fetched.with_manifests) {
         Ok(steps) => steps,
         Err(error) => {
-            return fail(
-                plan,
-                InstallPlanStatus::default(),
-                "InstallComponentFailed",
-                error.to_string(),
-                ctx,
-            )
-            .await;
+            return Prepared::Fail {
+                status: InstallPlanStatus::default(),
+                reason: "InstallComponentFailed",
+                message: error.to_string(),
+            };
         }
     };
     let waits = plan.spec.approval == Approval::Manual && !plan.spec.approved;
@@ -303,21 +371,12 @@ async fn prepare(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action,
             InstallPlanPhase::Installing
         },
         conditions: vec![condition("Resolved", ConditionStatus::True, None, None)],
-        catalog_sources,
+        catalog_sources: fetched.catalog_sources,
         plan: steps,
-        start_time: (!waits).then(|| Time(now())),
+        start_time: (!waits).then(|| Time(now)),
         ..InstallPlanStatus::default()
     };
-    let written = write_status(plan, &status, ctx).await?;
-    if waits {
-        event(plan, ctx, EventType::Normal, "RequiresApproval", format!(
-            "InstallPlan for {} waits for approval: kubectl patch installplan {} -n {namespace} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'",
-            plan.spec.cluster_service_version_names.join(", "), plan.name_any()
-        )).await;
-        return Ok(Action::await_change());
-    }
-    // Automatic: on with the steps in this round, from the status just written.
-    execute(&written, status, ctx).await
+    Prepared::Ready { status, waits }
 }
 
 async fn fail(

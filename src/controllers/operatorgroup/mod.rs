@@ -36,7 +36,7 @@ use super::ownership::{
 };
 use crate::api::{ClusterServiceVersion, OperatorGroup};
 use crate::controllers::host::Shutdown;
-use status::{NamespaceInfo, Observation};
+use status::{Gathered, NamespaceInfo, Plan};
 
 pub const CONTROLLER: &str = "operatorgroup";
 pub const FIELD_MANAGER: &str = "olm-operatorgroup";
@@ -122,19 +122,33 @@ async fn sync(group: &OperatorGroup, ctx: &OperatorGroupContext) -> Result<Actio
     if !ready {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    let (namespace, name) = key(group);
-    let kube_error = |step: &'static str| {
-        let (namespace, name) = (namespace.clone(), name.clone());
-        move |error| Error::Kube {
-            namespace,
-            name,
-            step,
-            error,
-        }
-    };
-    let client = &ctx.shared.client;
+    let observed = gather(group, ctx).await?;
+    let plan = status::decide(group, &observed, kit::now());
+    apply(group, &plan, ctx).await?;
+    // A named ServiceAccount that does not exist yet: look again later (no SA watch).
+    Ok(
+        if group.spec.service_account_name.is_some() && observed.service_account_uid.is_none() {
+            Action::requeue(Duration::from_secs(30))
+        } else {
+            Action::await_change()
+        },
+    )
+}
 
-    // Gather.
+fn kube_error(group: &OperatorGroup, step: &'static str) -> impl FnOnce(kube::Error) -> Error {
+    let (namespace, name) = key(group);
+    move |error| Error::Kube {
+        namespace,
+        name,
+        step,
+        error,
+    }
+}
+
+/// What a round reads: the caches, the group's ServiceAccount and the provided APIs' CRDs.
+async fn gather(group: &OperatorGroup, ctx: &OperatorGroupContext) -> Result<Gathered, Error> {
+    let (namespace, _) = key(group);
+    let client = &ctx.shared.client;
     let namespaces: Vec<NamespaceInfo> = ctx
         .namespaces
         .state()
@@ -144,7 +158,6 @@ async fn sync(group: &OperatorGroup, ctx: &OperatorGroupContext) -> Result<Actio
             labels: ns.labels().clone(),
         })
         .collect();
-    let targets = status::target_namespaces(group, &namespaces);
     let groups_in_namespace = ctx
         .groups
         .state()
@@ -155,125 +168,105 @@ async fn sync(group: &OperatorGroup, ctx: &OperatorGroupContext) -> Result<Actio
         Some(sa) if !sa.is_empty() => Api::<ServiceAccount>::namespaced(client.clone(), &namespace)
             .get_opt(sa)
             .await
-            .map_err(kube_error("read_service_account"))?
+            .map_err(kube_error(group, "read_service_account"))?
             .and_then(|sa| sa.metadata.uid),
         _ => None,
     };
-    let members: Vec<Arc<DeserializeGuard<ClusterServiceVersion>>> = ctx
+    let members: Vec<ClusterServiceVersion> = ctx
         .csvs
         .state()
-        .into_iter()
-        .filter(|csv| csv.meta().namespace.as_deref() == Some(namespace.as_str()))
-        .collect();
-    let members: Vec<&ClusterServiceVersion> = members
         .iter()
+        .filter(|csv| csv.meta().namespace.as_deref() == Some(namespace.as_str()))
         .filter_map(|g| g.0.as_ref().ok())
         .filter(|csv| !csv.is_copy())
+        .cloned()
         .collect();
-
-    // Decide.
-    let observed = Observation {
-        targets: targets.clone(),
-        groups_in_namespace,
-        service_account_uid: service_account_uid.clone(),
-        now: kit::now(),
-    };
-    let desired = status::desired_status(group, &observed);
-    let current = group.status.as_ref().map(status::owned_fields);
-    let apis = status::provided_apis(members.iter().copied());
-    let provided = status::provided_apis_annotation(&apis);
-
-    // Apply: status, annotations, roles.
-    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &namespace);
-    if current.as_ref() != Some(&status::owned_fields(&desired)) {
-        apply_status(ctx, group, &status::owned_fields(&desired))
+    // Roles per API only once its CRD exists (they are owned by it).
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crd_uids = BTreeMap::new();
+    for api in status::provided_apis(&members) {
+        if let Some(uid) = crds
+            .get_metadata_opt(&api.crd)
             .await
-            .map_err(kube_error("write_status"))?;
-        let before = group.status.as_ref().map(|s| s.namespaces.clone());
-        if before.as_ref() != Some(&desired.namespaces) {
+            .map_err(kube_error(group, "read_crd"))?
+            .and_then(|crd| crd.metadata.uid)
+        {
+            crd_uids.insert(api.crd, uid);
+        }
+    }
+    Ok(Gathered {
+        namespaces,
+        groups_in_namespace,
+        service_account_uid,
+        members,
+        crd_uids,
+    })
+}
+
+/// Writes what `decide` found out of date: status (and its Event), the group's annotation,
+/// the members' annotations, the ClusterRoles.
+async fn apply(
+    group: &OperatorGroup,
+    plan: &Plan,
+    ctx: &OperatorGroupContext,
+) -> Result<(), Error> {
+    let (namespace, name) = key(group);
+    let client = &ctx.shared.client;
+    if let Some(desired) = &plan.status {
+        apply_status(ctx, group, desired)
+            .await
+            .map_err(kube_error(group, "write_status"))?;
+        if let Some(targets) = &plan.targets_changed {
             ctx.shared
                 .event(
                     &group.object_ref(&()),
                     EventType::Normal,
                     "TargetNamespacesChanged",
                     "Sync",
-                    format!(
-                        "target namespaces: {}",
-                        describe_targets(&desired.namespaces)
-                    ),
+                    format!("target namespaces: {}", describe_targets(targets)),
                 )
                 .await;
         }
     }
-    if group.annotations().get(status::PROVIDED_APIS_ANNOTATION) != Some(&provided) {
+    if let Some(provided) = &plan.provided_apis {
         let patch = json!({
             "apiVersion": OperatorGroup::api_version(&()),
             "kind": OperatorGroup::kind(&()),
             "metadata": { "name": name, "annotations": { status::PROVIDED_APIS_ANNOTATION: provided } },
         });
-        groups
+        Api::<OperatorGroup>::namespaced(client.clone(), &namespace)
             .patch(
                 &name,
                 &PatchParams::apply(FIELD_MANAGER).force(),
                 &Patch::Apply(&patch),
             )
             .await
-            .map_err(kube_error("annotate_group"))?;
+            .map_err(kube_error(group, "annotate_group"))?;
     }
-    // With two groups in the namespace no CSV is a member of either (TooManyOperatorGroups).
-    if groups_in_namespace == 1 {
-        let wanted = status::member_annotations(group, &targets);
-        let csv_api: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &namespace);
-        for csv in members
-            .iter()
-            .filter(|csv| !status::has_annotations(csv, &wanted))
-        {
-            let patch = json!({
-                "apiVersion": ClusterServiceVersion::api_version(&()),
-                "kind": ClusterServiceVersion::kind(&()),
-                "metadata": { "name": csv.name_any(), "annotations": wanted },
-            });
-            match csv_api
-                .patch(
-                    &csv.name_any(),
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&patch),
-                )
-                .await
-            {
-                Ok(_) => {}
-                // Deleted since the cache saw it.
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => return Err(kube_error("annotate_csv")(error)),
-            }
-        }
-    }
-
-    let mut roles = status::group_cluster_roles(group, &apis);
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for api in &apis {
-        // Roles per API only once its CRD exists (they are owned by it).
-        if let Some(uid) = crds
-            .get_metadata_opt(&api.crd)
+    let csv_api: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &namespace);
+    for csv in &plan.annotate_members {
+        let patch = json!({
+            "apiVersion": ClusterServiceVersion::api_version(&()),
+            "kind": ClusterServiceVersion::kind(&()),
+            "metadata": { "name": csv, "annotations": plan.member_annotations },
+        });
+        match csv_api
+            .patch(
+                csv,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
             .await
-            .map_err(kube_error("read_crd"))?
-            .and_then(|crd| crd.metadata.uid)
         {
-            roles.extend(status::api_cluster_roles(api, &uid));
+            Ok(_) => {}
+            // Deleted since the cache saw it.
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(kube_error(group, "annotate_csv")(error)),
         }
     }
-    apply_cluster_roles(&roles, ctx)
+    apply_cluster_roles(&plan.cluster_roles, ctx)
         .await
-        .map_err(kube_error("apply_cluster_role"))?;
-
-    // A named ServiceAccount that does not exist yet: look again later (no SA watch).
-    Ok(
-        if group.spec.service_account_name.is_some() && service_account_uid.is_none() {
-            Action::requeue(Duration::from_secs(30))
-        } else {
-            Action::await_change()
-        },
-    )
+        .map_err(kube_error(group, "apply_cluster_role"))
 }
 
 fn describe_targets(targets: &[String]) -> String {

@@ -141,6 +141,89 @@ fn condition(
     Cond::new(type_, ConditionStatus::True, reason, message).into_meta(previous, None, now)
 }
 
+/// What the OperatorGroup controller reads for one group.
+#[derive(Clone, Debug, Default)]
+pub struct Gathered {
+    pub namespaces: Vec<NamespaceInfo>,
+    /// OperatorGroups in the group's namespace, this one included.
+    pub groups_in_namespace: usize,
+    /// `spec.serviceAccountName`'s ServiceAccount, when it exists (its uid).
+    pub service_account_uid: Option<String>,
+    /// The CSVs of the group's namespace (no copies).
+    pub members: Vec<ClusterServiceVersion>,
+    /// The uid of each provided API's CRD that exists, by CRD name.
+    pub crd_uids: BTreeMap<String, String>,
+}
+
+/// What a round writes; each part only when the object differs from it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// The status fields this controller owns.
+    pub status: Option<OperatorGroupStatus>,
+    /// New target namespaces, for the Event (with `status`).
+    pub targets_changed: Option<Vec<String>>,
+    /// The `olm.providedAPIs` annotation.
+    pub provided_apis: Option<String>,
+    /// Member CSVs whose annotations lack `member_annotations`.
+    pub annotate_members: Vec<String>,
+    pub member_annotations: BTreeMap<String, String>,
+    /// Every ClusterRole of the group (applied when its hash label differs from the cache).
+    pub cluster_roles: Vec<ClusterRole>,
+}
+
+/// The decide step: from what was gathered to what must be written.
+pub fn decide(group: &OperatorGroup, gathered: &Gathered, now: Timestamp) -> Plan {
+    let targets = target_namespaces(group, &gathered.namespaces);
+    let observed = Observation {
+        targets: targets.clone(),
+        groups_in_namespace: gathered.groups_in_namespace,
+        service_account_uid: gathered.service_account_uid.clone(),
+        now,
+    };
+    let desired = owned_fields(&desired_status(group, &observed));
+    let current = group.status.as_ref().map(owned_fields);
+    let status = (current.as_ref() != Some(&desired)).then(|| desired.clone());
+    let targets_changed = status
+        .as_ref()
+        .filter(|d| current.as_ref().map(|c| &c.namespaces) != Some(&d.namespaces))
+        .map(|d| d.namespaces.clone());
+    let apis = provided_apis(&gathered.members);
+    let provided = provided_apis_annotation(&apis);
+    let provided_apis = (group
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PROVIDED_APIS_ANNOTATION))
+        != Some(&provided))
+    .then_some(provided);
+    // With two groups in the namespace no CSV is a member of either (TooManyOperatorGroups).
+    let member_annotations = member_annotations(group, &targets);
+    let annotate_members = if gathered.groups_in_namespace == 1 {
+        gathered
+            .members
+            .iter()
+            .filter(|csv| !has_annotations(csv, &member_annotations))
+            .map(|csv| csv.metadata.name.clone().unwrap_or_default())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut cluster_roles = group_cluster_roles(group, &apis);
+    for api in &apis {
+        if let Some(uid) = gathered.crd_uids.get(&api.crd) {
+            cluster_roles.extend(api_cluster_roles(api, uid));
+        }
+    }
+    Plan {
+        status,
+        targets_changed,
+        provided_apis,
+        annotate_members,
+        member_annotations,
+        cluster_roles,
+    }
+}
+
 /// The status fields this controller owns, for comparison and for the apply patch.
 pub fn owned_fields(status: &OperatorGroupStatus) -> OperatorGroupStatus {
     OperatorGroupStatus {
@@ -479,6 +562,85 @@ mod tests {
         assert_eq!(
             found.service_account_ref.unwrap().name.as_deref(),
             Some("installer")
+        );
+    }
+
+    /// The decide step over a whole round: a first round writes status, the provided-APIs
+    /// annotation, member annotations and every role (per-API roles only once the CRD
+    /// exists); a round over what it wrote writes nothing; a second group in the namespace
+    /// stops member annotations.
+    #[test]
+    fn a_round_writes_only_what_differs_and_nothing_at_steady_state() {
+        let mut og = group(OperatorGroupSpec {
+            target_namespaces: Some(vec!["a".into()]),
+            ..OperatorGroupSpec::default()
+        });
+        let mut csv = ClusterServiceVersion::new("rw.v1", Default::default());
+        csv.metadata.namespace = Some("op".into());
+        csv.spec.customresourcedefinitions = Some(CustomResourceDefinitions {
+            owned: vec![CrdDescription {
+                name: "reversewordsapps.apps.linuxera.org".into(),
+                version: "v1alpha1".into(),
+                kind: "ReverseWordsApp".into(),
+                ..CrdDescription::default()
+            }],
+            required: vec![],
+        });
+        let mut gathered = Gathered {
+            namespaces: namespaces(),
+            groups_in_namespace: 1,
+            members: vec![csv.clone()],
+            ..Gathered::default()
+        };
+        let now = Timestamp::from_second(1_000).unwrap();
+        let first = decide(&og, &gathered, now);
+        assert_eq!(first.status.as_ref().unwrap().namespaces, ["a"]);
+        assert_eq!(
+            first.targets_changed.as_deref(),
+            Some(&["a".to_string()][..])
+        );
+        assert_eq!(
+            first.provided_apis.as_deref(),
+            Some("ReverseWordsApp.v1alpha1.apps.linuxera.org")
+        );
+        assert_eq!(first.annotate_members, ["rw.v1"]);
+        assert_eq!(first.member_annotations["olm.targetNamespaces"], "a");
+        let group_roles = first.cluster_roles.len();
+        gathered
+            .crd_uids
+            .insert("reversewordsapps.apps.linuxera.org".into(), "uid".into());
+        assert_eq!(
+            decide(&og, &gathered, now).cluster_roles.len(),
+            group_roles + 4,
+            "admin, edit, view and crdview once the CRD exists"
+        );
+
+        // What the first round wrote, as the next round reads it.
+        og.status = first.status.clone();
+        og.metadata.annotations = Some(BTreeMap::from([(
+            PROVIDED_APIS_ANNOTATION.to_string(),
+            first.provided_apis.clone().unwrap(),
+        )]));
+        csv.metadata.annotations = Some(first.member_annotations.clone());
+        gathered.members = vec![csv];
+        let later = Timestamp::from_second(2_000).unwrap();
+        let steady = decide(&og, &gathered, later);
+        assert_eq!(
+            (
+                steady.status,
+                steady.provided_apis,
+                steady.annotate_members.len()
+            ),
+            (None, None, 0)
+        );
+
+        gathered.groups_in_namespace = 2;
+        gathered.members[0].metadata.annotations = None;
+        let crowded = decide(&og, &gathered, later);
+        assert!(crowded.annotate_members.is_empty());
+        assert!(
+            crowded.status.is_some(),
+            "TooManyOperatorGroups is reported"
         );
     }
 

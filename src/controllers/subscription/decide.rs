@@ -393,6 +393,87 @@ pub fn next_generation(plans: &[&InstallPlan]) -> i32 {
         .saturating_add(1)
 }
 
+/// What a round resolved and planned, as the status step reads it.
+pub struct Round<'a> {
+    pub resolution: &'a Resolution,
+    /// Every plan of the namespace: listed fresh, plus those this round created.
+    pub plans: &'a [&'a InstallPlan],
+    /// The new or adopted plan of each Subscription that has one this round.
+    pub plan_of: &'a BTreeMap<String, String>,
+    /// CSVs present in the namespace.
+    pub csvs: &'a BTreeSet<String>,
+    pub catalogs: &'a [CatalogHealth],
+    pub now: Time,
+}
+
+/// The status step's decisions: one status per Subscription (in order), and the plans to
+/// delete.
+#[derive(Debug)]
+pub struct Statuses {
+    pub desired: Vec<SubscriptionStatus>,
+    pub prune: Vec<String>,
+}
+
+/// Every Subscription's status after a round, and the old plans none of them points to
+/// that exceed `keep`.
+pub fn statuses(subs: &[&Subscription], round: &Round<'_>, keep: usize) -> Statuses {
+    let outcomes: BTreeMap<&str, &Outcome> = round
+        .resolution
+        .plan
+        .subscriptions
+        .iter()
+        .map(|r| (r.subscription.as_str(), &r.outcome))
+        .collect();
+    let find_plan = |name: &str| round.plans.iter().copied().find(|p| p.name_any() == name);
+    let mut referenced: BTreeSet<String> = BTreeSet::new();
+    let mut desired = Vec::with_capacity(subs.len());
+    for sub in subs {
+        let name = sub.name_any();
+        let referenced_name = sub
+            .status
+            .as_ref()
+            .and_then(|s| s.install_plan_ref.as_ref())
+            .and_then(|r| r.name.clone());
+        let (outcome, plan) = match (pinned_plan(sub, round.plans), round.plan_of.get(&name)) {
+            (Some(p), _) => (None, Some(p)),
+            (None, Some(new)) => (outcomes.get(name.as_str()).copied(), find_plan(new)),
+            // Nothing new to plan: the plan it references (if still there) tells how the
+            // last install went (a Failed one shows as InstallPlanFailed, as upstream).
+            (None, None) => (
+                outcomes.get(name.as_str()).copied(),
+                referenced_name.as_deref().and_then(find_plan),
+            ),
+        };
+        let plan_missing = plan.is_none()
+            && referenced_name
+                .as_deref()
+                .is_some_and(|r| find_plan(r).is_none())
+            && !matches!(outcome, Some(Outcome::AtLatestKnown { .. }));
+        let input = StatusInput {
+            failure: round.resolution.failures.get(&name),
+            outcome,
+            plan,
+            plan_missing,
+            csvs: round.csvs,
+            catalogs: round.catalogs,
+            now: round.now.clone(),
+        };
+        let status = desired_status(sub, &input);
+        if let Some(r) = status
+            .install_plan_ref
+            .as_ref()
+            .and_then(|r| r.name.clone())
+        {
+            referenced.insert(r);
+        }
+        desired.push(status);
+    }
+    Statuses {
+        desired,
+        prune: plans_to_prune(round.plans, &referenced, keep),
+    }
+}
+
 /// Plans to delete so that at most `keep` remain: the oldest finished ones no Subscription
 /// points to.
 pub fn plans_to_prune(

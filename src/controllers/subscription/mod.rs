@@ -39,12 +39,11 @@ use crate::api::{
     InstallPlanSpec, OperatorGroup, Subscription, SubscriptionStatus,
 };
 use crate::controllers::host::Shutdown;
-use crate::resolver::{CatalogIndex, CatalogRef, Namespace, Outcome};
+use crate::resolver::{CatalogIndex, CatalogRef, Namespace};
 use crate::snapshots::CatalogSnapshot;
 use decide::{
-    CatalogHealth, Existing, Failure, PlanGroup, REASON_ERROR, Resolution, StatusInput,
-    desired_status, existing_plan, installed_csvs, next_generation, pinned_plan, plans_to_prune,
-    resolve_namespace, resolver_subscription, split,
+    CatalogHealth, Existing, Failure, PlanGroup, REASON_ERROR, Resolution, Round, existing_plan,
+    installed_csvs, next_generation, pinned_plan, resolve_namespace, resolver_subscription, split,
 };
 
 pub const CONTROLLER: &str = "subscription";
@@ -339,169 +338,39 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
         return Ok(());
     }
     tracing::debug!(%namespace, "resolving");
-    let shared = &ctx.shared;
     let subs: Vec<&Subscription> = gathered.subscriptions.iter().collect();
 
     // Plans: a fresh list, so that nothing planned by an earlier round is missed.
-    let plan_api: Api<InstallPlan> = Api::namespaced(shared.client.clone(), namespace);
+    let plan_api: Api<InstallPlan> = Api::namespaced(ctx.shared.client.clone(), namespace);
     let mut plans: Vec<InstallPlan> = plan_api
         .list(&ListParams::default())
         .await
         .map_err(kube_error(namespace, "listing InstallPlans"))?
         .items;
 
-    let catalog_health: Vec<CatalogHealth> = gathered
-        .catalogs
-        .iter()
-        .map(|c| {
-            let source = CatalogRef::new(c.name_any(), c.namespace().unwrap_or_default());
-            let snapshot = gathered
-                .snapshots
-                .iter()
-                .find(|s| s.catalog.name == source.name && s.catalog.namespace == source.namespace);
-            CatalogHealth {
-                healthy: healthy(c, snapshot.map(|s| s.as_ref())),
-                uid: c.uid(),
-                source,
-            }
-        })
-        .collect();
+    let resolution = resolve(namespace, &subs, &gathered).await;
+    let plan_of = ensure_plans(namespace, &resolution, &subs, &mut plans, ctx).await?;
 
-    let resolution = if gathered.groups.len() != 1 {
-        let failure = Failure {
-            reason: REASON_ERROR,
-            message: format!(
-                "expected 1 OperatorGroup in the namespace, found {}",
-                gathered.groups.len()
-            ),
-        };
-        Resolution {
-            failures: subs
-                .iter()
-                .map(|s| (s.name_any(), failure.clone()))
-                .collect(),
-            ..Resolution::default()
-        }
-    } else {
-        let csv_refs: Vec<&ClusterServiceVersion> = gathered.csvs.iter().collect();
-        let input = Namespace {
-            name: namespace.to_string(),
-            installed: installed_csvs(&csv_refs, &subs),
-            subscriptions: subs.iter().map(|s| resolver_subscription(s)).collect(),
-        };
-        let snapshots = gathered.snapshots.clone();
-        let mut resolution = tokio::task::spawn_blocking(move || {
-            let index = CatalogIndex::from_catalogs(snapshots.iter().map(|s| &s.catalog));
-            resolve_namespace(&index, input)
-        })
-        .await
-        .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
-        explain_failures(&mut resolution.failures, &subs, &gathered);
-        resolution
-    };
-
-    // One InstallPlan per group, unless one exists or a Subscription of it is held.
-    let outcomes: BTreeMap<&str, &Outcome> = resolution
-        .plan
-        .subscriptions
-        .iter()
-        .map(|r| (r.subscription.as_str(), &r.outcome))
-        .collect();
-    let mut plan_of: BTreeMap<String, String> = BTreeMap::new();
-    for group in split(&resolution.plan) {
-        let plan_refs: Vec<&InstallPlan> = plans.iter().collect();
-        let held = subs.iter().any(|s| {
-            group.subscriptions.contains(&s.name_any()) && pinned_plan(s, &plan_refs).is_some()
-        });
-        if held {
-            continue;
-        }
-        let name = match existing_plan(&group.csv_names(), &plan_refs) {
-            Existing::Reuse(name) => Some(name),
-            Existing::Completed(name) => {
-                if csvs_exist(namespace, &group.csv_names(), shared).await? {
-                    // Installed already; the CSV cache has not caught up yet.
-                    tracing::debug!(%namespace, plan = %name, "CSVs of a Complete plan exist; not planning them again");
-                    None
-                } else {
-                    Some(create_plan(namespace, &group, &subs, &plan_refs, shared).await?)
-                }
-            }
-            Existing::None => {
-                Some(create_plan(namespace, &group, &subs, &plan_refs, shared).await?)
-            }
-        };
-        if let Some(name) = name {
-            if !plans.iter().any(|p| p.name_any() == name) {
-                plans.push(
-                    plan_api
-                        .get(&name)
-                        .await
-                        .map_err(kube_error(namespace, format!("reading InstallPlan {name}")))?,
-                );
-            }
-            for sub in &group.subscriptions {
-                plan_of.insert(sub.clone(), name.clone());
-            }
-        }
-    }
-
-    // Statuses.
+    // Decide every status (pure), then write what changed and prune old plans.
     let csv_names: BTreeSet<String> = gathered.csvs.iter().map(|c| c.name_any()).collect();
-    let now = now();
-    let plan_refs: Vec<&InstallPlan> = plans.iter().collect();
-    let find_plan = |name: &str| plan_refs.iter().copied().find(|p| p.name_any() == name);
-    let mut referenced: BTreeSet<String> = BTreeSet::new();
-    for sub in &subs {
-        let name = sub.name_any();
-        let pinned = pinned_plan(sub, &plan_refs);
-        let referenced_name = sub
-            .status
-            .as_ref()
-            .and_then(|s| s.install_plan_ref.as_ref())
-            .and_then(|r| r.name.clone());
-        let failure = resolution.failures.get(&name);
-        let (outcome, plan) = match (pinned, plan_of.get(&name)) {
-            (Some(p), _) => (None, Some(p)),
-            (None, Some(new)) => (outcomes.get(name.as_str()).copied(), find_plan(new)),
-            // Nothing new to plan: the plan it references (if still there) tells how the
-            // last install went (a Failed one shows as InstallPlanFailed, as upstream).
-            (None, None) => (
-                outcomes.get(name.as_str()).copied(),
-                referenced_name.as_deref().and_then(find_plan),
-            ),
-        };
-        let plan_missing = plan.is_none()
-            && referenced_name
-                .as_deref()
-                .is_some_and(|r| find_plan(r).is_none())
-            && !matches!(outcome, Some(Outcome::AtLatestKnown { .. }));
-        let input = StatusInput {
-            failure,
-            outcome,
-            plan,
-            plan_missing,
-            csvs: &csv_names,
-            catalogs: &catalog_health,
-            now: now.clone(),
-        };
-        let desired = desired_status(sub, &input);
-        if let Some(r) = desired
-            .install_plan_ref
-            .as_ref()
-            .and_then(|r| r.name.clone())
-        {
-            referenced.insert(r);
-        }
-        if sub.status.as_ref() != Some(&desired) {
-            write_status(sub, &desired, ctx).await?;
-            announce(sub, &desired, shared).await;
+    let round = Round {
+        resolution: &resolution,
+        plans: &plans.iter().collect::<Vec<_>>(),
+        plan_of: &plan_of,
+        csvs: &csv_names,
+        catalogs: &catalog_health(&gathered),
+        now: now(),
+    };
+    let statuses = decide::statuses(&subs, &round, MAX_PLANS_PER_NAMESPACE);
+    for (sub, desired) in subs.iter().zip(&statuses.desired) {
+        if sub.status.as_ref() != Some(desired) {
+            write_status(sub, desired, ctx).await?;
+            announce(sub, desired, &ctx.shared).await;
         }
     }
-
-    for name in plans_to_prune(&plan_refs, &referenced, MAX_PLANS_PER_NAMESPACE) {
+    for name in &statuses.prune {
         tracing::info!(%namespace, plan = %name, "deleting an old InstallPlan (at most {MAX_PLANS_PER_NAMESPACE} are kept)");
-        match plan_api.delete(&name, &DeleteParams::background()).await {
+        match plan_api.delete(name, &DeleteParams::background()).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(error) => {
@@ -518,6 +387,111 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
         .unwrap_or_else(|e| e.into_inner())
         .insert(namespace.to_string(), fingerprint);
     Ok(())
+}
+
+/// The health of every catalog the namespace sees, as its Subscriptions report it.
+fn catalog_health(gathered: &Gathered) -> Vec<CatalogHealth> {
+    gathered
+        .catalogs
+        .iter()
+        .map(|c| {
+            let source = CatalogRef::new(c.name_any(), c.namespace().unwrap_or_default());
+            let snapshot = gathered
+                .snapshots
+                .iter()
+                .find(|s| s.catalog.name == source.name && s.catalog.namespace == source.namespace);
+            CatalogHealth {
+                healthy: healthy(c, snapshot.map(|s| s.as_ref())),
+                uid: c.uid(),
+                source,
+            }
+        })
+        .collect()
+}
+
+/// Resolves the namespace (on a blocking thread: the solver is synchronous), or fails every
+/// Subscription when the namespace has not exactly one OperatorGroup.
+async fn resolve(namespace: &str, subs: &[&Subscription], gathered: &Gathered) -> Resolution {
+    if gathered.groups.len() != 1 {
+        let failure = Failure {
+            reason: REASON_ERROR,
+            message: format!(
+                "expected 1 OperatorGroup in the namespace, found {}",
+                gathered.groups.len()
+            ),
+        };
+        return Resolution {
+            failures: subs
+                .iter()
+                .map(|s| (s.name_any(), failure.clone()))
+                .collect(),
+            ..Resolution::default()
+        };
+    }
+    let csv_refs: Vec<&ClusterServiceVersion> = gathered.csvs.iter().collect();
+    let input = Namespace {
+        name: namespace.to_string(),
+        installed: installed_csvs(&csv_refs, subs),
+        subscriptions: subs.iter().map(|s| resolver_subscription(s)).collect(),
+    };
+    let snapshots = gathered.snapshots.clone();
+    let mut resolution = tokio::task::spawn_blocking(move || {
+        let index = CatalogIndex::from_catalogs(snapshots.iter().map(|s| &s.catalog));
+        resolve_namespace(&index, input)
+    })
+    .await
+    .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
+    explain_failures(&mut resolution.failures, subs, gathered);
+    resolution
+}
+
+/// One InstallPlan per group of the resolution, unless one exists or a Subscription of the
+/// group is held by its plan; returns the plan of each Subscription that has a new or
+/// adopted one, with every such plan added to `plans`.
+async fn ensure_plans(
+    namespace: &str,
+    resolution: &Resolution,
+    subs: &[&Subscription],
+    plans: &mut Vec<InstallPlan>,
+    ctx: &SubscriptionContext,
+) -> Result<BTreeMap<String, String>, Error> {
+    let shared = &ctx.shared;
+    let mut plan_of: BTreeMap<String, String> = BTreeMap::new();
+    for group in split(&resolution.plan) {
+        let plan_refs: Vec<&InstallPlan> = plans.iter().collect();
+        let held = subs.iter().any(|s| {
+            group.subscriptions.contains(&s.name_any()) && pinned_plan(s, &plan_refs).is_some()
+        });
+        if held {
+            continue;
+        }
+        let name = match existing_plan(&group.csv_names(), &plan_refs) {
+            Existing::Reuse(name) => name,
+            Existing::Completed(name)
+                if csvs_exist(namespace, &group.csv_names(), shared).await? =>
+            {
+                // Installed already; the CSV cache has not caught up yet.
+                tracing::debug!(%namespace, plan = %name, "CSVs of a Complete plan exist; not planning them again");
+                continue;
+            }
+            Existing::Completed(_) | Existing::None => {
+                create_plan(namespace, &group, subs, &plan_refs, shared).await?
+            }
+        };
+        if !plans.iter().any(|p| p.name_any() == name) {
+            let plan_api: Api<InstallPlan> = Api::namespaced(shared.client.clone(), namespace);
+            plans.push(
+                plan_api
+                    .get(&name)
+                    .await
+                    .map_err(kube_error(namespace, format!("reading InstallPlan {name}")))?,
+            );
+        }
+        for sub in &group.subscriptions {
+            plan_of.insert(sub.clone(), name.clone());
+        }
+    }
+    Ok(plan_of)
 }
 
 /// Says which catalogs were searched, and why a catalog that exists has no content yet.

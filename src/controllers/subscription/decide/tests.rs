@@ -522,3 +522,62 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
         .unwrap();
     assert!(c.message.as_deref().unwrap().contains("install-gone"));
 }
+
+/// The status step of a round, over a whole namespace: a Subscription held by its plan in
+/// progress keeps it; one given a new plan points to it; one whose plan was deleted says so;
+/// and the plans nobody references beyond five are pruned, never one in use.
+#[test]
+fn a_rounds_statuses_follow_held_new_and_missing_plans_and_prune_the_rest() {
+    let reference = |name: &str| SubscriptionStatus {
+        install_plan_ref: Some(ObjectReference {
+            name: Some(name.into()),
+            ..ObjectReference::default()
+        }),
+        ..SubscriptionStatus::default()
+    };
+    let mut held = sub("held", "reverse-words", json!({}));
+    held.status = Some(reference("p7"));
+    let fresh = sub("fresh", "ptemplate", json!({}));
+    let mut orphaned = sub("orphaned", "at", json!({}));
+    orphaned.status = Some(reference("gone"));
+    let mut plans: Vec<InstallPlan> = (1..=6)
+        .map(|g| plan(&format!("p{g}"), &["old"], g, InstallPlanPhase::Complete))
+        .collect();
+    plans.push(plan("p7", &["rw.v1"], 7, InstallPlanPhase::Installing));
+    plans.push(plan("p8", &["pt.v1"], 8, InstallPlanPhase::Installing));
+    let plans: Vec<&InstallPlan> = plans.iter().collect();
+    let plan_of = BTreeMap::from([("fresh".to_string(), "p8".to_string())]);
+    let resolution = Resolution::default();
+    let csvs = BTreeSet::new();
+    let round = Round {
+        resolution: &resolution,
+        plans: &plans,
+        plan_of: &plan_of,
+        csvs: &csvs,
+        catalogs: &[],
+        now: time(100),
+    };
+    let statuses = statuses(&[&held, &fresh, &orphaned], &round, 5);
+
+    let plan_name = |s: &SubscriptionStatus| {
+        s.install_plan_ref
+            .as_ref()
+            .and_then(|r| r.name.clone())
+            .unwrap_or_default()
+    };
+    let has = |s: &SubscriptionStatus, type_: &str| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    };
+    let [held, fresh, orphaned] = &statuses.desired[..] else {
+        panic!("one status per Subscription: {statuses:?}")
+    };
+    assert_eq!(plan_name(held), "p7");
+    assert!(has(held, "InstallPlanPending"), "{held:?}");
+    assert_eq!(plan_name(fresh), "p8");
+    assert!(has(fresh, "InstallPlanPending"), "{fresh:?}");
+    assert!(has(orphaned, "InstallPlanMissing"), "{orphaned:?}");
+    // Eight plans, five kept: the three oldest Complete ones go; p7 and p8 are in use.
+    assert_eq!(statuses.prune, ["p1", "p2", "p3"]);
+}
