@@ -16,16 +16,11 @@
 pub fn return_freed_memory_promptly() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
-        unsafe extern "C" {
-            fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
-        }
-        const M_TRIM_THRESHOLD: std::ffi::c_int = -1;
-        const M_MMAP_THRESHOLD: std::ffi::c_int = -3;
-        const DEFAULT: std::ffi::c_int = 128 * 1024;
+        const DEFAULT: libc::c_int = 128 * 1024;
         // SAFETY: mallopt only changes malloc's tuning parameters; it has no preconditions.
         unsafe {
-            mallopt(M_TRIM_THRESHOLD, DEFAULT);
-            mallopt(M_MMAP_THRESHOLD, DEFAULT);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, DEFAULT);
+            libc::mallopt(libc::M_MMAP_THRESHOLD, DEFAULT);
         }
     }
 }
@@ -41,13 +36,9 @@ pub fn return_freed_memory_promptly() {
 pub fn use_one_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
-        unsafe extern "C" {
-            fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
-        }
-        const M_ARENA_MAX: std::ffi::c_int = -8;
         // SAFETY: mallopt only changes malloc's tuning parameters; it has no preconditions.
         unsafe {
-            mallopt(M_ARENA_MAX, 1);
+            libc::mallopt(libc::M_ARENA_MAX, 1);
         }
     }
 }
@@ -57,12 +48,28 @@ pub fn use_one_arena() {
 pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
-        unsafe extern "C" {
-            fn malloc_trim(pad: usize) -> std::ffi::c_int;
-        }
         // SAFETY: glibc's malloc_trim only releases free memory; it has no preconditions.
         unsafe {
-            malloc_trim(0);
+            libc::malloc_trim(0);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The tunings are ones glibc accepts (mallopt returns 1 on success, 0 for a parameter
+    /// it does not know), and each function runs in a process that already has threads.
+    #[test]
+    fn tunings_are_accepted() {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: mallopt only changes malloc's tuning parameters; it has no preconditions.
+        unsafe {
+            assert_eq!(libc::mallopt(libc::M_TRIM_THRESHOLD, 128 * 1024), 1);
+            assert_eq!(libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024), 1);
+            assert_eq!(libc::mallopt(libc::M_ARENA_MAX, 1), 1);
+        }
+        super::return_freed_memory_promptly();
+        super::use_one_arena();
+        super::release_free_memory();
     }
 }

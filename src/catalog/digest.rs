@@ -6,7 +6,8 @@
 //! as sets, `olm.bundle.object` data decoded to the manifest it carries, so that base64 of
 //! YAML and base64 of JSON of the same object agree). Each section's item digests are sorted
 //! before they are hashed together, so the order blobs were loaded or streamed in does not
-//! matter. SHA-256 is ring's (already built for kube's TLS).
+//! matter. SHA-256 is the sha2 crate's, as everywhere else in olm (OCI digests,
+//! packageserver hashes).
 
 use serde_json::Value;
 
@@ -181,28 +182,24 @@ fn hex(bytes: &[u8]) -> String {
     out
 }
 
-/// SHA-256 (ring's), fed with unambiguous, length-prefixed items.
+/// SHA-256 (the sha2 crate's), fed with unambiguous, length-prefixed items.
 struct Sha256 {
-    context: ring::digest::Context,
+    context: sha2::Sha256,
 }
 
 impl Sha256 {
     fn new() -> Self {
         Sha256 {
-            context: ring::digest::Context::new(&ring::digest::SHA256),
+            context: <sha2::Sha256 as sha2::Digest>::new(),
         }
     }
 
     fn update(&mut self, data: &[u8]) {
-        self.context.update(data);
+        sha2::Digest::update(&mut self.context, data);
     }
 
     fn finish(self) -> [u8; 32] {
-        self.context
-            .finish()
-            .as_ref()
-            .try_into()
-            .expect("a SHA-256 digest is 32 bytes")
+        sha2::Digest::finalize(self.context).into()
     }
 
     fn count(&mut self, n: usize) {

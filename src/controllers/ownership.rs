@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt};
 
 pub const MANAGED_LABEL: &str = "olm.managed";
 pub const OWNER_LABEL: &str = "olm.owner";
@@ -79,28 +80,11 @@ pub fn name_with_hash(base: &str, hash: &str, limit: usize) -> String {
 }
 
 /// Whether `labels` match `selector` (matchLabels and matchExpressions, as the API server
-/// evaluates them). An empty selector matches everything.
+/// evaluates them), by kube's [`Selector`]. An empty selector matches everything; one kube
+/// cannot convert (an unknown operator, or `In` or `NotIn` with no `values` at all, which
+/// the API server refuses too) matches nothing.
 pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    if let Some(wanted) = &selector.match_labels
-        && !wanted.iter().all(|(k, v)| labels.get(k) == Some(v))
-    {
-        return false;
-    }
-    for expression in selector.match_expressions.iter().flatten() {
-        let value = labels.get(&expression.key);
-        let values = expression.values.as_deref().unwrap_or_default();
-        let ok = match expression.operator.as_str() {
-            "In" => value.is_some_and(|v| values.contains(v)),
-            "NotIn" => value.is_none_or(|v| !values.contains(v)),
-            "Exists" => value.is_some(),
-            "DoesNotExist" => value.is_none(),
-            _ => false,
-        };
-        if !ok {
-            return false;
-        }
-    }
-    true
+    Selector::try_from(selector.clone()).is_ok_and(|selector| selector.matches(labels))
 }
 
 /// Whether `selector` selects nothing in particular (no labels, no expressions).
@@ -154,5 +138,35 @@ mod tests {
             values: Some(vec!["a".into()]),
         }]);
         assert!(!selector_matches(&selector, &labels));
+        let only = |key: &str, operator: &str, values: Option<&[&str]>| LabelSelector {
+            match_labels: None,
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: key.into(),
+                operator: operator.into(),
+                values: values.map(|v| v.iter().map(|v| v.to_string()).collect()),
+            }]),
+        };
+        for (selector, expected) in [
+            (only("team", "In", Some(&["b", "a"])), true),
+            (only("team", "In", Some(&["b"])), false),
+            (only("env", "In", Some(&["a"])), false),
+            (only("env", "NotIn", Some(&["a"])), true),
+            (only("team", "Exists", None), true),
+            (only("env", "Exists", None), false),
+            (only("team", "DoesNotExist", None), false),
+            // What the API server refuses to convert matches nothing.
+            (only("team", "Equals", Some(&["a"])), false),
+            (only("env", "NotIn", None), false),
+        ] {
+            assert_eq!(
+                selector_matches(&selector, &labels),
+                expected,
+                "{selector:?}"
+            );
+        }
+        // matchLabels and matchExpressions must all hold.
+        let mut both = only("team", "Exists", None);
+        both.match_labels = Some(BTreeMap::from([("team".into(), "b".into())]));
+        assert!(!selector_matches(&both, &labels));
     }
 }

@@ -79,12 +79,14 @@ fn ok(body: &Value) -> Response {
 
 async fn openapi_v3_index() -> Response {
     let doc = openapi::v3_group_version().to_string();
-    let digest = ring::digest::digest(&ring::digest::SHA256, doc.as_bytes());
-    let hash: String = digest.as_ref()[..16]
-        .iter()
-        .map(|b| format!("{b:02X}"))
-        .collect();
-    ok(&openapi::v3_index(&hash))
+    ok(&openapi::v3_index(&openapi_v3_hash(&doc)))
+}
+
+/// The hash the v3 index names a group-version document by: the first 16 bytes of its
+/// SHA-256, in upper-case hex.
+fn openapi_v3_hash(doc: &str) -> String {
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(doc.as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02X}")).collect()
 }
 
 async fn fallback(method: Method) -> Response {
@@ -596,5 +598,11 @@ mod tests {
                 path: "/openapi/v2".into()
             }
         );
+    }
+
+    #[test]
+    fn openapi_v3_hash_is_the_head_of_the_sha256() {
+        // SHA-256("abc") = ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad
+        assert_eq!(openapi_v3_hash("abc"), "BA7816BF8F01CFEA414140DE5DAE2223");
     }
 }

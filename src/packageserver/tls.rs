@@ -13,6 +13,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
+use x509_cert::certificate::{CertificateInner, Raw};
 
 /// How long a generated serving certificate is valid.
 pub const VALIDITY_DAYS: i64 = 365;
@@ -148,54 +149,24 @@ pub fn server_config(
     Ok(config)
 }
 
-/// The subject common name of a DER certificate (a minimal walk of the ASN.1: Certificate →
-/// TBSCertificate → subject Name → the CN attribute).
+/// The subject common name of a DER certificate: the first CN attribute of its subject, if
+/// its bytes are UTF-8 (whatever its string type).
+///
+/// The certificate is one rustls has already verified against the request-header CA; it is
+/// decoded with x509-cert's `Raw` profile, which skips RFC 5280's limit on serial numbers
+/// that webpki does not enforce, so that any certificate the handshake accepted is named.
 pub fn common_name(der: &[u8]) -> Option<String> {
-    let (_, cert, _) = read_tlv(der)?;
-    let (_, tbs, _) = read_tlv(cert)?;
-    let mut rest = tbs;
-    // [0] version (optional), serialNumber, signature, issuer, validity, subject.
-    let (tag, _, after) = read_tlv(rest)?;
-    if tag == 0xa0 {
-        rest = after;
-    }
-    for _ in 0..4 {
-        rest = read_tlv(rest)?.2;
-    }
-    let (_, subject, _) = read_tlv(rest)?;
-    let mut rdns = subject;
-    while !rdns.is_empty() {
-        let (_, set, next) = read_tlv(rdns)?;
-        let (_, attribute, _) = read_tlv(set)?;
-        let (oid_tag, oid, value) = read_tlv(attribute)?;
-        if oid_tag == 0x06 && oid == [0x55, 0x04, 0x03] {
-            let (_, text, _) = read_tlv(value)?;
-            return String::from_utf8(text.to_vec()).ok();
-        }
-        rdns = next;
-    }
-    None
-}
-
-/// (tag, contents, rest) of one DER element.
-fn read_tlv(data: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let tag = *data.first()?;
-    let first = *data.get(1)? as usize;
-    let (len, header) = if first < 0x80 {
-        (first, 2)
-    } else {
-        let n = first & 0x7f;
-        if n == 0 || n > 4 {
-            return None;
-        }
-        let mut len = 0usize;
-        for i in 0..n {
-            len = (len << 8) | *data.get(2 + i)? as usize;
-        }
-        (len, 2 + n)
-    };
-    let end = header.checked_add(len)?;
-    Some((tag, data.get(header..end)?, &data[end..]))
+    use x509_cert::der::Decode;
+    use x509_cert::der::oid::db::rfc4519::CN;
+    let cert = CertificateInner::<Raw>::from_der(der).ok()?;
+    let value = cert
+        .tbs_certificate
+        .subject
+        .0
+        .iter()
+        .flat_map(|rdn| rdn.0.iter())
+        .find(|attribute| attribute.oid == CN)?;
+    String::from_utf8(value.value.value().to_vec()).ok()
 }
 
 #[cfg(test)]
@@ -212,6 +183,59 @@ mod tests {
         let ca = CertificateDer::from_pem_slice(cert.ca_pem.as_bytes()).unwrap();
         assert_eq!(common_name(&ca).as_deref(), Some("olm-packageserver-ca"));
         assert_eq!(common_name(b"\x30\x03"), None);
+    }
+
+    /// A client certificate like the API server's front-proxy one, signed by a CA of its own.
+    fn client_cert(params: impl FnOnce(&mut CertificateParams)) -> CertificateDer<'static> {
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "front-proxy-ca");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let issuer = Issuer::new(ca_params, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        // rcgen's default subject is CN=rcgen self signed cert.
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params(&mut p);
+        p.signed_by(&key, &issuer).unwrap().der().clone()
+    }
+
+    #[test]
+    fn the_client_certificate_common_name_is_read_back() {
+        // The CN after other subject attributes.
+        let der = client_cert(|p| {
+            p.distinguished_name
+                .push(DnType::OrganizationName, "system:masters");
+            p.distinguished_name
+                .push(DnType::CommonName, "front-proxy-client");
+        });
+        assert_eq!(common_name(&der).as_deref(), Some("front-proxy-client"));
+        // Any string type whose bytes are UTF-8.
+        let der = client_cert(|p| {
+            p.distinguished_name.push(
+                DnType::CommonName,
+                rcgen::DnValue::PrintableString("aggregator".try_into().unwrap()),
+            );
+        });
+        assert_eq!(common_name(&der).as_deref(), Some("aggregator"));
+        // A serial number longer than RFC 5280's 20 bytes, which webpki accepts.
+        let der = client_cert(|p| {
+            p.serial_number = Some(vec![0x7f; 24].into());
+            p.distinguished_name
+                .push(DnType::CommonName, "front-proxy-client");
+        });
+        assert_eq!(common_name(&der).as_deref(), Some("front-proxy-client"));
+        // No CN, or not a certificate.
+        let der = client_cert(|p| {
+            p.distinguished_name
+                .push(DnType::OrganizationName, "system:masters");
+        });
+        assert_eq!(common_name(&der), None);
+        assert_eq!(common_name(&der[..der.len() - 1]), None);
+        assert_eq!(common_name(b""), None);
     }
 
     #[test]
