@@ -136,14 +136,14 @@ fn bench(c: &mut Criterion) {
             "the whole dependency cluster is installed"
         );
         group.bench_with_input(BenchmarkId::new("synthetic", size), &size, |b, _| {
-            b.iter(|| resolve(&index, &namespace).unwrap())
+            b.iter(|| resolve(&index, &namespace).unwrap());
         });
     }
     let index = CatalogIndex::new(&[testdata()]);
     let namespace = subscribe("rabbitmq-messaging-topology-operator", "community");
     assert_eq!(resolve(&index, &namespace).unwrap().steps.len(), 2);
     group.bench_function("testdata/rabbitmq-messaging-topology-operator", |b| {
-        b.iter(|| resolve(&index, &namespace).unwrap())
+        b.iter(|| resolve(&index, &namespace).unwrap());
     });
     group.finish();
 
@@ -154,7 +154,7 @@ fn bench(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     let catalog = synthetic(10_000);
     group.bench_function("synthetic/10000", |b| {
-        b.iter(|| CatalogIndex::new(std::slice::from_ref(&catalog)))
+        b.iter(|| CatalogIndex::new(std::slice::from_ref(&catalog)));
     });
     group.finish();
 }

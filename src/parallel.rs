@@ -7,7 +7,7 @@ use std::sync::{Condvar, Mutex, PoisonError};
 
 /// How many threads to work on: the cores this process may use.
 pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 struct Queue<I, O> {

@@ -8,12 +8,9 @@ pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(term) => term,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
+        let Ok(mut term) = signal(SignalKind::terminate()) else {
+            let _ = ctrl_c.await;
+            return;
         };
         tokio::select! {
             _ = ctrl_c => {}

@@ -166,11 +166,15 @@ impl CatalogSnapshots {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<CatalogRef, Arc<CatalogSnapshot>>> {
         // A panic while holding the lock cannot leave the map half-written (every write is a
         // single insert or remove), so a poisoned lock is still consistent.
-        self.by_ref.read().unwrap_or_else(|e| e.into_inner())
+        self.by_ref
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<CatalogRef, Arc<CatalogSnapshot>>> {
-        self.by_ref.write().unwrap_or_else(|e| e.into_inner())
+        self.by_ref
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -58,7 +58,10 @@ fn broken_catalogs_are_rejected_with_the_rule_they_break() {
     for (case, expected) in cases {
         let dir = repo().join("tests/catalogs/broken").join(case);
         let config = load_path(&dir).unwrap_or_else(|e| panic!("{case}: {e}"));
-        let problems: Vec<String> = validate(&config).iter().map(|p| p.to_string()).collect();
+        let problems: Vec<String> = validate(&config)
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
         assert!(
             problems.iter().any(|p| p.contains(expected)),
             "{case}: expected {expected:?} in {problems:#?}"
@@ -122,7 +125,10 @@ fn every_community_operators_bundle_and_package_renders_and_validates() {
         .into_iter()
         .partition(|p| p.package == "kuadrant-operator");
     assert_eq!(
-        others.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+        others
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect::<Vec<_>>(),
         Vec::<String>::new()
     );
     assert_eq!(kuadrant.len(), 14, "{kuadrant:#?}");

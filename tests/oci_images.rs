@@ -66,10 +66,10 @@ fn normalize(mut blob: Value) -> Value {
                 p["value"]["data"] = serde_json::from_slice(&bytes).unwrap();
             }
         }
-        props.sort_by_key(|p| p.to_string());
+        props.sort_by_key(std::string::ToString::to_string);
     }
     if let Some(Value::Array(images)) = blob.get_mut("relatedImages") {
-        images.sort_by_key(|i| i.to_string());
+        images.sort_by_key(std::string::ToString::to_string);
     }
     blob
 }

@@ -123,7 +123,7 @@ fn related_images_with_an_empty_image_are_a_warning_not_an_error() {
             serde_json::from_value(json!({"schema": "olm.channel", "name": "stable", "package": b.package, "entries": [{"name": b.name}]}))
                 .unwrap(),
         ],
-        bundles: vec![b.clone()],
+        bundles: vec![b],
         ..Default::default()
     };
     let problems = olm::catalog::validate::validate(&config);

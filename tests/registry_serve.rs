@@ -163,7 +163,7 @@ fn error(s: &tonic::Status) -> Value {
     json!({ "code": format!("{:?}", s.code()), "message": s.message() })
 }
 
-async fn unary<T>(r: Result<tonic::Response<T>, tonic::Status>, f: impl Fn(&T) -> Value) -> Value {
+fn unary<T>(r: Result<tonic::Response<T>, tonic::Status>, f: impl Fn(&T) -> Value) -> Value {
     match r {
         Ok(r) => f(r.get_ref()),
         Err(s) => error(&s),
@@ -187,7 +187,7 @@ async fn sorted_stream<T>(
             Err(s) => return error(&s),
         }
     }
-    items.sort_by_key(|v| v.to_string());
+    items.sort_by_key(std::string::ToString::to_string);
     Value::Array(items)
 }
 
@@ -277,8 +277,8 @@ async fn compare(dir: &Path) -> Report {
             name: p.to_string(),
         };
         let (a, b) = (
-            unary(o.get_package(req.clone()).await, package).await,
-            unary(t.get_package(req).await, package).await,
+            unary(o.get_package(req.clone()).await, package),
+            unary(t.get_package(req).await, package),
         );
         if let Some(chs) = b.get("channels").and_then(Value::as_array) {
             channels.extend(
@@ -303,8 +303,8 @@ async fn compare(dir: &Path) -> Report {
         };
         #[allow(deprecated)]
         let (a, b) = (
-            unary(o.get_bundle_for_channel(req.clone()).await, bundle).await,
-            unary(t.get_bundle_for_channel(req).await, bundle).await,
+            unary(o.get_bundle_for_channel(req.clone()).await, bundle),
+            unary(t.get_bundle_for_channel(req).await, bundle),
         );
         report.check("GetBundleForChannel", &format!("{p}/{c}"), a, b);
     }
@@ -319,8 +319,8 @@ async fn compare(dir: &Path) -> Report {
         };
         let what = format!("{}/{}/{}", b.package_name, b.channel_name, b.csv_name);
         let (x, y) = (
-            unary(o.get_bundle(req.clone()).await, bundle).await,
-            unary(t.get_bundle(req).await, bundle).await,
+            unary(o.get_bundle(req.clone()).await, bundle),
+            unary(t.get_bundle(req).await, bundle),
         );
         report.check("GetBundle", &what, x, y);
 
@@ -337,8 +337,8 @@ async fn compare(dir: &Path) -> Report {
             channel_name: b.channel_name.clone(),
         };
         let (x, y) = (
-            unary(o.get_bundle_that_replaces(req.clone()).await, bundle).await,
-            unary(t.get_bundle_that_replaces(req).await, bundle).await,
+            unary(o.get_bundle_that_replaces(req.clone()).await, bundle),
+            unary(t.get_bundle_that_replaces(req).await, bundle),
         );
         if candidates.len() > 1 {
             let ok = candidates.iter().any(|c| x["csvName"] == json!(c.csv_name))
@@ -363,8 +363,8 @@ async fn compare(dir: &Path) -> Report {
             csv_name: "x.v1".into(),
         };
         let (x, y) = (
-            unary(o.get_bundle(req.clone()).await, bundle).await,
-            unary(t.get_bundle(req).await, bundle).await,
+            unary(o.get_bundle(req.clone()).await, bundle),
+            unary(t.get_bundle(req).await, bundle),
         );
         report.check("GetBundle", &format!("{p}/{c}/x.v1"), x, y);
         let req = api::GetReplacementRequest {
@@ -373,8 +373,8 @@ async fn compare(dir: &Path) -> Report {
             channel_name: c.to_string(),
         };
         let (x, y) = (
-            unary(o.get_bundle_that_replaces(req.clone()).await, bundle).await,
-            unary(t.get_bundle_that_replaces(req).await, bundle).await,
+            unary(o.get_bundle_that_replaces(req.clone()).await, bundle),
+            unary(t.get_bundle_that_replaces(req).await, bundle),
         );
         report.check("GetBundleThatReplaces", &format!("{p}/{c}/x.v1"), x, y);
     }
@@ -385,8 +385,8 @@ async fn compare(dir: &Path) -> Report {
             csv_name: "no-such-bundle".into(),
         };
         let (x, y) = (
-            unary(o.get_bundle(req.clone()).await, bundle).await,
-            unary(t.get_bundle(req).await, bundle).await,
+            unary(o.get_bundle(req.clone()).await, bundle),
+            unary(t.get_bundle(req).await, bundle),
         );
         report.check("GetBundle", "missing bundle", x, y);
     }
@@ -452,9 +452,8 @@ async fn compare(dir: &Path) -> Report {
             unary(
                 o.get_default_bundle_that_provides(req.clone()).await,
                 bundle,
-            )
-            .await,
-            unary(t.get_default_bundle_that_provides(req).await, bundle).await,
+            ),
+            unary(t.get_default_bundle_that_provides(req).await, bundle),
         );
         report.check("GetDefaultBundleThatProvides", &what, x, y);
     }
@@ -525,15 +524,13 @@ async fn compare(dir: &Path) -> Report {
                     .check(req.clone())
                     .await,
                 check,
-            )
-            .await,
+            ),
             unary(
                 tonic_health::pb::health_client::HealthClient::new(their_channel.clone())
                     .check(req)
                     .await,
                 check,
-            )
-            .await,
+            ),
         );
         report.check("grpc.health.v1.Health/Check", svc, x, y);
     }
@@ -658,7 +655,7 @@ async fn load_from_both(dir: &Path) -> (DeclarativeConfig, DeclarativeConfig) {
 /// comparable data.
 fn canonical(c: &DeclarativeConfig) -> Value {
     let sorted = |mut v: Vec<Value>| {
-        v.sort_by_key(|x| x.to_string());
+        v.sort_by_key(std::string::ToString::to_string);
         Value::Array(v)
     };
     let manifest = |p: &olm::catalog::fbc::Property| {

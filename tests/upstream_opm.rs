@@ -124,10 +124,10 @@ fn normalize(mut bundle: Value) -> Value {
                 p["value"]["data"] = serde_json::from_slice(&bytes).unwrap();
             }
         }
-        props.sort_by_key(|p| p.to_string());
+        props.sort_by_key(std::string::ToString::to_string);
     }
     if let Some(Value::Array(images)) = bundle.get_mut("relatedImages") {
-        images.sort_by_key(|i| i.to_string());
+        images.sort_by_key(std::string::ToString::to_string);
     }
     bundle
 }
@@ -477,7 +477,7 @@ fn stream_cases() -> Vec<(&'static str, Files)> {
         (
             "separator-only-yaml-file",
             vec![
-                ("c.json", valid.clone().into_bytes()),
+                ("c.json", valid.into_bytes()),
                 ("sep.yaml", s("---\n".into())),
             ],
         ),

@@ -607,7 +607,7 @@ mod install_mode_tests {
     }
 
     fn targets(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
+        list.iter().map(std::string::ToString::to_string).collect()
     }
 
     #[test]

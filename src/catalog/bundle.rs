@@ -415,7 +415,7 @@ fn read_metadata(dir: &Path) -> Result<Metadata, BundleError> {
             out.warnings.push(BundleProblem {
                 file: file.clone(),
                 message,
-            })
+            });
         };
         let document = match parse_documents(&file, text) {
             Ok(docs) => docs.into_iter().next().unwrap_or_default(),
@@ -524,7 +524,7 @@ pub fn validate_bundle(bundle: &BundleDir) -> Vec<BundleProblem> {
         problems.push(BundleProblem {
             file: file.to_path_buf(),
             message,
-        })
+        });
     };
 
     match bundle
@@ -532,7 +532,7 @@ pub fn validate_bundle(bundle: &BundleDir) -> Vec<BundleProblem> {
         .get(ANNOTATION_MEDIATYPE)
         .map(String::as_str)
     {
-        Some("registry+v1") | Some("plain+v0") => {}
+        Some("registry+v1" | "plain+v0") => {}
         Some(other) => problem(
             &annotations_file,
             format!("{ANNOTATION_MEDIATYPE} is {other:?}, expected \"registry+v1\""),
@@ -693,7 +693,7 @@ pub fn validate_bundle(bundle: &BundleDir) -> Vec<BundleProblem> {
         }
         if d["spec"]["template"]["spec"]["containers"]
             .as_array()
-            .is_none_or(|c| c.is_empty())
+            .is_none_or(std::vec::Vec::is_empty)
         {
             problem(
                 file,

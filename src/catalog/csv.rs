@@ -34,15 +34,12 @@ pub struct ObjectJson {
 /// `decode_bundle_object` reads it.
 pub fn bundle_object_json(value: &Value) -> Result<ObjectJson, String> {
     let bytes = bundle_object_bytes(value)?;
-    let is_csv = match json_object_kind(&bytes) {
-        Some(kind) => kind,
-        None => {
-            let object = parse_manifest(&bytes)?;
-            return Ok(ObjectJson {
-                is_csv: is_csv(&object),
-                json: serde_json::to_string(&object).unwrap_or_default(),
-            });
-        }
+    let Some(is_csv) = json_object_kind(&bytes) else {
+        let object = parse_manifest(&bytes)?;
+        return Ok(ObjectJson {
+            is_csv: is_csv(&object),
+            json: serde_json::to_string(&object).unwrap_or_default(),
+        });
     };
     let json = String::from_utf8(super::compact_json::strip_whitespace(bytes))
         .map_err(|e| format!("olm.bundle.object data: {e}"))?;
@@ -121,9 +118,8 @@ pub fn package_display(csv: &Value) -> (Option<Icon>, String) {
 /// decodes them (Go's `[]registry.Icon`, data as `[]byte`): any malformed entry means no
 /// icons at all, and an entry without data is still an icon.
 pub fn first_icon_as_opm(spec: &Map<String, Value>) -> Option<Icon> {
-    let icons = match spec.get("icon")? {
-        Value::Array(a) => a,
-        _ => return None,
+    let Value::Array(icons) = spec.get("icon")? else {
+        return None;
     };
     let no_fields = Map::new();
     let mut decoded = Vec::with_capacity(icons.len());

@@ -367,9 +367,9 @@ mod tests {
         let base = catalog();
         let digest = content_digest(&base);
         assert_eq!(digest.len(), 64);
-        assert_eq!(digest, content_digest(&base.clone()));
+        assert_eq!(digest, content_digest(&base));
 
-        let mut shuffled = base.clone();
+        let mut shuffled = base;
         shuffled.packages.reverse();
         shuffled.channels[0].entries.reverse();
         shuffled.channels[0].entries[0].skips.reverse();

@@ -42,7 +42,7 @@ fn collect_files(
         .map_err(io)?
         .collect::<Result<_, _>>()
         .map_err(io)?;
-    entries.sort_by_key(|e| e.file_name());
+    entries.sort_by_key(std::fs::DirEntry::file_name);
     for entry in entries {
         let path = entry.path();
         let is_dir = entry.file_type().map_err(io)?.is_dir() || path.is_dir();

@@ -101,7 +101,7 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
                 let Some(&c) = t.first() else { return false };
                 let class = &p[1..end];
                 let (negate, class) = match class.first() {
-                    Some(b'!') | Some(b'^') => (true, &class[1..]),
+                    Some(b'!' | b'^') => (true, &class[1..]),
                     _ => (false, class),
                 };
                 let mut i = 0;

@@ -245,7 +245,7 @@ fn api_services(csv: &Value, which: &str) -> Vec<Value> {
 }
 
 fn sort_dedup(values: &mut Vec<Value>) {
-    values.sort_by_key(|v| v.to_string());
+    values.sort_by_key(std::string::ToString::to_string);
     values.dedup();
 }
 
@@ -600,7 +600,10 @@ pub fn render_package(
         with_versions.push((version, b));
     }
     with_versions.sort_by(|a, b| a.0.cmp_precedence(&b.0));
-    let packages: std::collections::BTreeSet<&str> = bundles.iter().map(|b| b.package()).collect();
+    let packages: std::collections::BTreeSet<&str> = bundles
+        .iter()
+        .map(super::bundle::BundleDir::package)
+        .collect();
     if packages.len() != 1 {
         return Err(input_error(
             dir,

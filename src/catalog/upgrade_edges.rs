@@ -145,7 +145,7 @@ mod tests {
         ChannelEntry {
             name: name.into(),
             replaces: replaces.into(),
-            skips: skips.iter().map(|s| s.to_string()).collect(),
+            skips: skips.iter().map(std::string::ToString::to_string).collect(),
             skip_range: skip_range.into(),
         }
     }

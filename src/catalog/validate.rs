@@ -214,7 +214,7 @@ pub fn validate(config: &DeclarativeConfig) -> Vec<Problem> {
     }
     for (name, package) in &packages {
         let pkg_channels = channels.get(name);
-        if pkg_channels.is_none_or(|c| c.is_empty()) {
+        if pkg_channels.is_none_or(std::collections::BTreeMap::is_empty) {
             report.add(
                 name,
                 None,
@@ -450,7 +450,7 @@ fn validate_channel(
                 "channel entry names a bundle that does not exist".into(),
             );
         }
-        if e.skips.iter().any(|s| s.is_empty()) {
+        if e.skips.iter().any(std::string::String::is_empty) {
             report.add(
                 package,
                 ch,
@@ -600,7 +600,7 @@ fn validate_deprecations(
                         None,
                         Rule::Deprecation,
                         "deprecation names an unknown channel".into(),
-                    )
+                    );
                 }
                 SCHEMA_BUNDLE if !bundles.get(package).is_some_and(|b| b.contains_key(name)) => {
                     report.add(
@@ -609,7 +609,7 @@ fn validate_deprecations(
                         Some(name),
                         Rule::Deprecation,
                         "deprecation names an unknown bundle".into(),
-                    )
+                    );
                 }
                 SCHEMA_CHANNEL | SCHEMA_BUNDLE => {}
                 other => report.add(

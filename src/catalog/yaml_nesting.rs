@@ -134,7 +134,7 @@ impl<'a> Scanner<'a> {
         let indent = rest.iter().take_while(|&&b| b == b' ').count();
         let line_len = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
         if let Some(parent) = self.block_scalar_parent {
-            let blank = rest[..line_len].iter().all(|b| b.is_ascii_whitespace());
+            let blank = rest[..line_len].iter().all(u8::is_ascii_whitespace);
             if blank || indent > parent {
                 self.at += line_len;
                 return;

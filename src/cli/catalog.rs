@@ -165,7 +165,7 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
                         serde_json::to_string_pretty(
                             &serde_json::json!({ "valid": problems.is_empty(), "problems": problems })
                         )?
-                    )
+                    );
                 }
                 ReportFormat::Text => {
                     for p in &problems {

@@ -70,7 +70,7 @@ pub fn run(args: ResolveArgs) -> anyhow::Result<()> {
     };
     match (resolve(&index, &namespace), args.output) {
         (Ok(plan), OutputFormat::Json) => {
-            println!("{}", serde_json::to_string_pretty(&plan.steps)?)
+            println!("{}", serde_json::to_string_pretty(&plan.steps)?);
         }
         (Ok(plan), OutputFormat::Text) => {
             for step in &plan.steps {

@@ -169,7 +169,7 @@ impl Context {
 
     /// Queues an Event for publishing (leader only); a failure to record one is logged,
     /// never fatal.
-    pub async fn event(
+    pub fn event(
         &self,
         regarding: &ObjectReference,
         type_: EventType,
@@ -207,7 +207,7 @@ async fn publish_events(
 impl Context {
     /// What every controller does with a caught panic: count it, log it with its backtrace,
     /// and (when there is an object to hang it on) publish a Warning Event on the object.
-    pub async fn report_panic(
+    pub fn report_panic(
         &self,
         controller: &'static str,
         object: &str,
@@ -230,8 +230,7 @@ impl Context {
                 "Panicked",
                 "Sync",
                 format!("reconcile {panic}; other {kind}s are unaffected"),
-            )
-            .await;
+            );
         }
     }
 }

@@ -181,7 +181,7 @@ impl Running {
                 let message = match error.try_into_panic() {
                     Ok(payload) => payload
                         .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
+                        .map(std::string::ToString::to_string)
                         .or_else(|| payload.downcast_ref::<String>().cloned())
                         .unwrap_or_default(),
                     Err(_) => "cancelled".into(),

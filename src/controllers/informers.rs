@@ -108,7 +108,10 @@ where
     pub fn subscribe(&self) -> (Store<K>, impl Stream<Item = Change<K>> + Send + 'static) {
         let (sender, receiver) = mpsc::unbounded_channel();
         {
-            let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+            let mut subscribers = self
+                .subscribers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if self.listed.load(Ordering::Acquire) {
                 for object in self.store.state() {
                     let _ = sender.send(Change::Applied(object));
@@ -116,7 +119,11 @@ where
             }
             subscribers.push(sender);
         }
-        let driver = self.driver.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let driver = self
+            .driver
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         if let Some(driver) = driver {
             tracing::debug!(kind = self.kind, "starting a shared watch");
             tokio::spawn(driver());
@@ -166,7 +173,9 @@ async fn drive<K>(
             }
             watcher::Event::Init | watcher::Event::InitApply(_) => continue,
         };
-        let mut subscribers = subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut subscribers = subscribers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         subscribers.retain(|subscriber| {
             changes
                 .iter()

@@ -143,7 +143,7 @@ mod tests {
             match_expressions: Some(vec![LabelSelectorRequirement {
                 key: key.into(),
                 operator: operator.into(),
-                values: values.map(|v| v.iter().map(|v| v.to_string()).collect()),
+                values: values.map(|v| v.iter().map(std::string::ToString::to_string).collect()),
             }]),
         };
         for (selector, expected) in [

@@ -97,8 +97,10 @@ fn convert(
              and password or token"
                 .into(),
         )),
-        Err(CredentialRetrievalError::NoCredentialConfigured)
-        | Err(CredentialRetrievalError::ConfigNotFound) => Ok(RegistryAuth::Anonymous),
+        Err(
+            CredentialRetrievalError::NoCredentialConfigured
+            | CredentialRetrievalError::ConfigNotFound,
+        ) => Ok(RegistryAuth::Anonymous),
         Err(e) => Err(unusable(e.to_string())),
     }
 }

@@ -152,7 +152,7 @@ impl Layout {
                 .open(&path)
             {
                 Ok(file) => return Ok((file, path)),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(self.io(e)),
             }
         }

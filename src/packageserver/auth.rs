@@ -178,7 +178,10 @@ impl Authorizer {
     pub async fn allowed(&self, user: &User, attributes: &Attributes) -> Result<bool, kube::Error> {
         let key = (user.clone(), attributes.clone());
         {
-            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            let mut cache = self
+                .cache
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let now = Instant::now();
             if cache.len() > 10_000 {
                 cache.retain(|_, (_, at)| now.duration_since(*at) < DECISION_TTL);
@@ -198,7 +201,7 @@ impl Authorizer {
         let allowed = answer.status.is_some_and(|s| s.allowed);
         self.cache
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(key, (allowed, Instant::now()));
         Ok(allowed)
     }
@@ -227,13 +230,13 @@ fn review_spec(user: &User, attributes: &Attributes) -> SubjectAccessReviewSpec 
                 name: name.clone(),
                 subresource: subresource.clone(),
                 ..Default::default()
-            })
+            });
         }
         Attributes::NonResource { path } => {
             spec.non_resource_attributes = Some(NonResourceAttributes {
                 path: Some(path.clone()),
                 verb: Some("get".into()),
-            })
+            });
         }
     }
     spec

@@ -417,7 +417,7 @@ mod tests {
         assert_eq!(shared_pieces, channels);
         // A head whose text is not the description shown: kept as bytes of its own.
         let m = &all["reverse-words"];
-        let mut other = heads.clone();
+        let mut other = heads;
         for text in other.values_mut() {
             *text = Arc::from(r#"{"name":"x","labels":{},"desc":{"provider":{}}}"#);
         }

@@ -877,7 +877,7 @@ mod tests {
         }
         keeper.add(&DeclarativeConfig {
             bundles: vec![],
-            ..full.clone()
+            ..full
         });
         let streamed_heads = keeper.finish(&mut streamed);
         assert!(!whole_heads.is_empty());

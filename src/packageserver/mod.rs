@@ -238,7 +238,9 @@ async fn keep_in_sync(
                         continue;
                     }
                 };
-                let mut all = partitions.lock().unwrap_or_else(|e| e.into_inner());
+                let mut all = partitions
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 let map = &mut all[index];
                 match event {
                     watcher::Event::Init => pending = Some(BTreeMap::new()),
@@ -269,8 +271,10 @@ async fn keep_in_sync(
         });
     }
     let sources = move || -> Partition {
-        let all = partitions.lock().unwrap_or_else(|e| e.into_inner());
-        all.iter().flat_map(|p| p.clone()).collect()
+        let all = partitions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.iter().flat_map(std::clone::Clone::clone).collect()
     };
     let mut snapshot_changes = snapshots.changes();
     loop {

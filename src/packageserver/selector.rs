@@ -53,7 +53,7 @@ fn split_top_level(text: &str) -> Result<Vec<&str>, String> {
             ')' => {
                 depth = depth
                     .checked_sub(1)
-                    .ok_or_else(|| format!("unbalanced ')' in label selector {text:?}"))?
+                    .ok_or_else(|| format!("unbalanced ')' in label selector {text:?}"))?;
             }
             ',' if depth == 0 => {
                 parts.push(&text[start..i]);

@@ -114,8 +114,8 @@ fn attributes(method: &Method, path: &str, query: &str) -> Attributes {
         ["namespaces", ns, tail @ ..] => (Some(ns.to_string()), tail),
         tail => (None, tail),
     };
-    let name = tail.get(1).map(|n| n.to_string());
-    let subresource = tail.get(2).map(|s| s.to_string());
+    let name = tail.get(1).map(std::string::ToString::to_string);
+    let subresource = tail.get(2).map(std::string::ToString::to_string);
     let watching = query
         .split('&')
         .any(|p| p == "watch=true" || p == "watch=1");
@@ -334,7 +334,7 @@ fn watch_response(
 ) -> Response {
     let start = match query.resource_version.as_deref() {
         _ if query.send_initial_events == Some(true) => Start::Everything,
-        None | Some("") | Some("0") => Start::Everything,
+        None | Some("" | "0") => Start::Everything,
         Some(rv) => match rv.parse::<u64>() {
             Ok(rv) => Start::After(rv),
             Err(_) => {
@@ -401,26 +401,27 @@ fn watch_response(
         ticker.tick().await;
         loop {
             tokio::select! {
-                _ = &mut deadline => return,
-                _ = writer.tx.closed() => return,
-                _ = ticker.tick(), if bookmarks => {
-                    if !writer.bookmark(last, false).await { return; }
-                }
-                event = receiver.recv() => match event {
-                    Ok(event) => {
-                        if event.revision <= last { continue; }
-                        last = event.revision;
-                        if let Some((type_, manifest, listed)) = visible(&state.store, namespace.as_deref(), &event)
-                            && filter.matches(&manifest)
-                            && !writer.send(type_.as_str(), &manifest, &listed).await
-                        {
-                            return;
+                            _ = &mut deadline => return,
+                            _ = writer.tx.closed() => return,
+                            _ = ticker.tick(), if bookmarks => {
+                                if !writer.bookmark(last, false).await { return; }
+                            }
+                            event = receiver.recv() => match event {
+                                Ok(event) => {
+                                    if event.revision <= last { continue; }
+                                    last = event.revision;
+                                    if let Some((type_, manifest, listed)) = visible(&state.store, namespace.as_deref(), &event)
+                                        && filter.matches(&manifest)
+                                        && !writer.send(type_.as_str(), &manifest, &listed).await
+                                    {
+                                        return;
+                                    }
+                                }
+                                // Too slow a reader: end the watch; the client resumes or relists.
+                                Err(broadcast::error::RecvError::Lagged(_) |
+            broadcast::error::RecvError::Closed) => return,
+                            },
                         }
-                    }
-                    // Too slow a reader: end the watch; the client resumes or relists.
-                    Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
-                },
-            }
         }
     });
     let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {

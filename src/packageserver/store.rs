@@ -219,7 +219,9 @@ impl Store {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub fn revision(&self) -> u64 {
@@ -278,7 +280,7 @@ impl Store {
             }
         }
         let mut state = self.lock();
-        for (source, entry) in state.catalogs.iter_mut() {
+        for (source, entry) in &mut state.catalogs {
             if let Some(snapshot) = snapshots.get(source) {
                 entry.priority = snapshot.catalog.priority;
                 // A priority change replaces the snapshot (same content): hold the current

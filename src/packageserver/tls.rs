@@ -96,7 +96,10 @@ impl CertResolver {
 
     pub fn replace(&self, cert: &ServingCert) -> Result<(), TlsError> {
         let key = certified_key(cert)?;
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = key;
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = key;
         Ok(())
     }
 }
@@ -104,7 +107,10 @@ impl CertResolver {
 impl ResolvesServerCert for CertResolver {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(Arc::clone(
-            &self.0.read().unwrap_or_else(|e| e.into_inner()),
+            &self
+                .0
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
         ))
     }
 }

@@ -60,7 +60,10 @@ impl StoreWriter {
     }
 
     pub fn finish(self) -> std::io::Result<Store> {
-        let file = self.out.into_inner().map_err(|e| e.into_error())?;
+        let file = self
+            .out
+            .into_inner()
+            .map_err(std::io::IntoInnerError::into_error)?;
         Ok(Store { file })
     }
 }

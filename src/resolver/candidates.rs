@@ -300,7 +300,10 @@ impl<'a> OlmProblem<'a> {
                 if versions.is_empty() {
                     format!(", but no catalog has an installable bundle of package {package}")
                 } else {
-                    let list: Vec<String> = versions.iter().map(|v| v.to_string()).collect();
+                    let list: Vec<String> = versions
+                        .iter()
+                        .map(std::string::ToString::to_string)
+                        .collect();
                     format!(
                         ", but package {package} only has versions {} available",
                         list.join(", ")

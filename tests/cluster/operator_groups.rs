@@ -214,7 +214,7 @@ async fn a_restart_while_installing_converges_without_duplicates() {
         let csv = get(&ns.name, "csv/reverse-words.v0.3.0")?;
         matches!(
             csv["status"]["phase"].as_str(),
-            Some("Installing") | Some("Succeeded")
+            Some("Installing" | "Succeeded")
         )
         .then_some(())
     })

@@ -424,7 +424,7 @@ pub async fn wait_gone(namespace: &str, resource: &str) {
     eventually(&format!("{resource} deleted"), WAIT, || async {
         get(namespace, resource).is_none().then_some(())
     })
-    .await
+    .await;
 }
 
 pub fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {

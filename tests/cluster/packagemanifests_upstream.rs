@@ -112,7 +112,7 @@ fn comparable(item: &Value) -> Value {
     let mut status = item["status"].clone();
     for channel in status["channels"].as_array_mut().into_iter().flatten() {
         if let Some(images) = channel["currentCSVDesc"]["relatedImages"].as_array_mut() {
-            images.sort_by_key(|i| i.to_string());
+            images.sort_by_key(std::string::ToString::to_string);
         }
         if let Some(entries) = channel["entries"].as_array_mut() {
             sort_equal_versions(entries);

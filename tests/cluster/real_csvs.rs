@@ -90,7 +90,7 @@ async fn every_real_csv_is_accepted_and_keeps_its_install_strategy() {
                     return Some(format!("{}: install strategy changed by the API server", file.display()));
                 }
                 // And through our typed API: what we read, we write back unchanged.
-                let typed: ClusterServiceVersion = match serde_json::from_value(stored.clone()) {
+                let typed: ClusterServiceVersion = match serde_json::from_value(stored) {
                     Ok(t) => t,
                     Err(e) => return Some(format!("{}: does not deserialize: {e}", file.display())),
                 };

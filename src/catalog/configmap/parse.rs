@@ -203,7 +203,7 @@ impl Csv {
         let metadata = go_json::get(map, "metadata").and_then(Value::as_object);
         let spec = go_json::get(map, "spec").and_then(Value::as_object);
         let version = match spec.and_then(|s| go_json::get(s, "version")) {
-            None | Some(Value::Null) | Some(Value::String(_)) => Ok(()),
+            None | Some(Value::Null | Value::String(_)) => Ok(()),
             Some(other) => Err(err(format!(
                 "spec.version must be a string, not {}",
                 json_kind(other)

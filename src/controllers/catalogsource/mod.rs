@@ -130,7 +130,10 @@ pub(crate) struct LoadRecord {
 
 impl CatalogSourceState {
     fn with<T>(&self, source: &CatalogRef, f: impl FnOnce(&mut SourceState) -> T) -> T {
-        let mut map = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self
+            .sources
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(map.entry(source.clone()).or_default())
     }
 
@@ -190,7 +193,10 @@ impl CatalogSourceState {
     }
 
     fn retain(&self, live: &HashSet<CatalogRef>) {
-        let mut map = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self
+            .sources
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.retain(|source, _| live.contains(source));
     }
 }
@@ -288,15 +294,13 @@ async fn sync(
             } else {
                 EventType::Normal
             };
-            ctx.shared
-                .event(
-                    &regarding,
-                    type_,
-                    &announcement.reason,
-                    "Sync",
-                    announcement.note,
-                )
-                .await;
+            ctx.shared.event(
+                &regarding,
+                type_,
+                &announcement.reason,
+                "Sync",
+                announcement.note,
+            );
         }
     }
     Ok(round

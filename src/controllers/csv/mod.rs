@@ -331,7 +331,7 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
             .await
         {
             Ok(_) => {
-                tracing::info!(csv = %round.name, namespace = %round.namespace, "deleted the replaced ClusterServiceVersion")
+                tracing::info!(csv = %round.name, namespace = %round.namespace, "deleted the replaced ClusterServiceVersion");
             }
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(error) => return Err(round.fail("delete_replaced")(error)),
@@ -665,7 +665,7 @@ async fn install(
                 .await
             {
                 Ok(_) => {
-                    tracing::info!(kind, name = %object.name_any(), csv = %round.name, "deleted what the CSV no longer lists")
+                    tracing::info!(kind, name = %object.name_any(), csv = %round.name, "deleted what the CSV no longer lists");
                 }
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
                 Err(e) => {
@@ -709,10 +709,10 @@ async fn write_status(
         .await
         .map_err(round.fail("write_status"))?;
     for passed in passed {
-        transition_event(round, passed).await;
+        transition_event(round, passed);
     }
     if phase::is_transition(current, step) {
-        transition_event(round, step).await;
+        transition_event(round, step);
         // The CSVs this one replaces or is replaced by wait on its phase.
         let mut related: Vec<String> = round.csv.spec.replaces.iter().cloned().collect();
         related.extend(
@@ -726,7 +726,7 @@ async fn write_status(
                     o.metadata.namespace.as_deref() == Some(round.namespace.as_str())
                         && o.spec.replaces.as_deref() == Some(round.name.as_str())
                 })
-                .map(|o| o.name_any()),
+                .map(kube::ResourceExt::name_any),
         );
         // A `replaces` that was never installed (a fresh install) has nothing to wake.
         related.retain(|name| {
@@ -747,23 +747,19 @@ async fn write_status(
 }
 
 /// The Event of one phase transition.
-async fn transition_event(round: &Round<'_>, step: &Step) {
+fn transition_event(round: &Round<'_>, step: &Step) {
     let type_ = if step.phase == CsvPhase::Failed {
         EventType::Warning
     } else {
         EventType::Normal
     };
-    round
-        .ctx
-        .shared
-        .event(
-            &round.csv.object_ref(&()),
-            type_,
-            step.reason,
-            "Sync",
-            format!("{:?}: {}", step.phase, step.message),
-        )
-        .await;
+    round.ctx.shared.event(
+        &round.csv.object_ref(&()),
+        type_,
+        step.reason,
+        "Sync",
+        format!("{:?}: {}", step.phase, step.message),
+    );
 }
 
 /// Deletes what owner references cannot: cluster-scoped RBAC, RBAC in other namespaces, and

@@ -678,7 +678,7 @@ mod tests {
         assert_eq!(waiting.requeue_after, Some(Duration::from_secs(200)));
         let late = Observation {
             now: at(301),
-            ..unready.clone()
+            ..unready
         };
         assert_eq!(
             next(Some(installing.clone()), &late),
@@ -823,7 +823,7 @@ mod tests {
         let s2 = next_status(Some(&s1), &first, vec![], at(50));
         assert_eq!(s1, s2);
         // A new message in the same phase: lastUpdateTime only.
-        let mut reworded = first.clone();
+        let mut reworded = first;
         reworded.message = "other".into();
         let s3 = next_status(Some(&s2), &reworded, vec![], at(60));
         assert_eq!(s3.last_transition_time, s1.last_transition_time);

@@ -89,7 +89,7 @@ fn crd_status(
 pub fn parse_kube_version(text: &str) -> Option<(u64, u64, u64)> {
     let core = text.trim().trim_start_matches('v');
     let core = core.split(['+', '-']).next()?;
-    let mut parts = core.split('.').map(|p| p.parse::<u64>());
+    let mut parts = core.split('.').map(str::parse::<u64>);
     let major = parts.next()?.ok()?;
     let minor = parts.next().unwrap_or(Ok(0)).ok()?;
     let patch = parts.next().unwrap_or(Ok(0)).ok()?;
@@ -119,7 +119,7 @@ pub fn judge(csv: &ClusterServiceVersion, found: &Found) -> Judged {
                     group: "operators.coreos.com".into(),
                     version: "v1alpha1".into(),
                     kind: "ClusterServiceVersion".into(),
-                    name: name.clone(),
+                    name,
                     status: PRESENT_NOT_SATISFIED.into(),
                     message,
                     uuid: None,

@@ -152,8 +152,7 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
                     EventType::Normal,
                     "Approved",
                     "InstallPlan approved; installing".into(),
-                )
-                .await;
+                );
             }
             Ok(Action::await_change())
         }
@@ -208,10 +207,17 @@ async fn prepare(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action,
             let written = write_status(plan, &status, ctx).await?;
             if waits {
                 let namespace = plan.namespace().unwrap_or_default();
-                event(plan, ctx, EventType::Normal, "RequiresApproval", format!(
-                    "InstallPlan for {} waits for approval: kubectl patch installplan {} -n {namespace} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'",
-                    plan.spec.cluster_service_version_names.join(", "), plan.name_any()
-                )).await;
+                event(
+                    plan,
+                    ctx,
+                    EventType::Normal,
+                    "RequiresApproval",
+                    format!(
+                        "InstallPlan for {} waits for approval: kubectl patch installplan {} -n {namespace} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'",
+                        plan.spec.cluster_service_version_names.join(", "),
+                        plan.name_any()
+                    ),
+                );
                 return Ok(Action::await_change());
             }
             // Automatic: on with the steps in this round, from the status just written.
@@ -373,7 +379,7 @@ fn decide_prepared(
         conditions: vec![condition("Resolved", ConditionStatus::True, None, None)],
         catalog_sources: fetched.catalog_sources,
         plan: steps,
-        start_time: (!waits).then(|| Time(now)),
+        start_time: (!waits).then_some(Time(now)),
         ..InstallPlanStatus::default()
     };
     Prepared::Ready { status, waits }
@@ -399,7 +405,7 @@ async fn fail(
         Some(message.clone()),
     ));
     write_status(plan, &status, ctx).await?;
-    event(plan, ctx, EventType::Warning, reason, message).await;
+    event(plan, ctx, EventType::Warning, reason, message);
     Ok(Action::await_change())
 }
 
@@ -552,8 +558,7 @@ async fn execute(
             "installed {}",
             plan.spec.cluster_service_version_names.join(", ")
         ),
-    )
-    .await;
+    );
     let _ = kube_err;
     Ok(Action::await_change())
 }
@@ -579,7 +584,7 @@ async fn discover(
     if let Some(found) = ctx
         .discovered
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .get(gvk)
         .cloned()
     {
@@ -589,7 +594,7 @@ async fn discover(
         Ok(found) => {
             ctx.discovered
                 .lock()
-                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .insert(gvk.clone(), found.clone());
             Ok(Some(found))
         }
@@ -687,10 +692,7 @@ async fn apply_step(
         return Ok(Applied::Waiting);
     }
     if r.kind == KIND_CSV {
-        csv_uids.insert(
-            r.name.clone(),
-            applied.metadata.uid.clone().unwrap_or_default(),
-        );
+        csv_uids.insert(r.name.clone(), applied.metadata.uid.unwrap_or_default());
     }
     // A CRD this plan created and then waited for is still "Created".
     Ok(Applied::Done(
@@ -805,7 +807,7 @@ async fn scoped_client(
     if let Some(client) = ctx
         .impersonating
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .get(&user)
         .cloned()
     {
@@ -824,7 +826,7 @@ async fn scoped_client(
         .map_err(|e| ScopeError::Config(format!("building a client for {user}: {e}")))?;
     ctx.impersonating
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .insert(user, client.clone());
     Ok(Some(client))
 }
@@ -845,7 +847,7 @@ async fn write_status(
         })
 }
 
-async fn event(
+fn event(
     plan: &InstallPlan,
     ctx: &InstallPlanContext,
     type_: EventType,
@@ -853,8 +855,7 @@ async fn event(
     note: String,
 ) {
     ctx.shared
-        .event(&plan.object_ref(&()), type_, reason, "Install", note)
-        .await;
+        .event(&plan.object_ref(&()), type_, reason, "Install", note);
 }
 
 /// The plans with a step waiting for the CRD `name` to be established.

@@ -39,7 +39,10 @@ impl<K: Eq + Hash + Clone> Backoff<K> {
 
     /// The delay before the next try of `key`, one step longer than the last.
     pub fn next_delay(&self, key: &K) -> Duration {
-        let mut map = self.per_object.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self
+            .per_object
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.entry(key.clone())
             .or_insert_with(|| self.builder.build())
             .next()
@@ -48,7 +51,10 @@ impl<K: Eq + Hash + Clone> Backoff<K> {
 
     /// `key` reconciled fine: its next failure starts from the shortest delay again.
     pub fn reset(&self, key: &K) {
-        let mut map = self.per_object.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self
+            .per_object
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.remove(key);
     }
 }

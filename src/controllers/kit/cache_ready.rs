@@ -21,9 +21,8 @@ where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
     loop {
-        match tokio::time::timeout(RECHECK, store.wait_until_ready()).await {
-            Ok(result) => return result.is_ok(),
-            Err(_elapsed) => continue,
+        if let Ok(result) = tokio::time::timeout(RECHECK, store.wait_until_ready()).await {
+            return result.is_ok();
         }
     }
 }

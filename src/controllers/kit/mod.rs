@@ -146,7 +146,7 @@ pub async fn reconcile<R: Reconciler>(
         Ok(object) => object,
         Err(invalid) => {
             if R::REPORTS_INVALID {
-                report_invalid::<R::Object>(invalid, shared).await;
+                report_invalid::<R::Object>(invalid, shared);
             }
             return Ok(Action::await_change());
         }
@@ -168,14 +168,12 @@ pub async fn reconcile<R: Reconciler>(
         }
         Ok(Err(error)) => Err(error),
         Err(panic) => {
-            shared
-                .report_panic(
-                    R::CONTROLLER,
-                    &key.to_string(),
-                    Some(&object.object_ref(&())),
-                    &panic,
-                )
-                .await;
+            shared.report_panic(
+                R::CONTROLLER,
+                &key.to_string(),
+                Some(&object.object_ref(&())),
+                &panic,
+            );
             ctx.after_panic(object, &panic).await?;
             Err(R::panicked(&key, &panic))
         }
@@ -220,7 +218,7 @@ pub async fn run<R: Reconciler>(
 
 /// An object that does not deserialize: a Warning Event on it (its reference comes from the
 /// metadata that did), and nothing else until it changes.
-async fn report_invalid<K: Resource<DynamicType = ()>>(invalid: &InvalidObject, ctx: &Context) {
+fn report_invalid<K: Resource<DynamicType = ()>>(invalid: &InvalidObject, ctx: &Context) {
     let kind = K::kind(&());
     tracing::warn!(
         namespace = ?invalid.metadata.namespace,
@@ -242,8 +240,7 @@ async fn report_invalid<K: Resource<DynamicType = ()>>(invalid: &InvalidObject, 
         "InvalidObject",
         "Read",
         format!("cannot read this {kind}: {}", invalid.error),
-    )
-    .await;
+    );
 }
 
 /// Now, to the second: what every timestamp OLM writes carries (as upstream's metav1.Time).

@@ -31,7 +31,10 @@ impl<K: Eq + Hash> OwnWrites<K> {
     /// Records the resourceVersion a write of `key` returned.
     pub fn wrote(&self, key: K, resource_version: Option<&str>) {
         if let Some(version) = resource_version.and_then(|v| v.parse::<u64>().ok()) {
-            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            let mut last = self
+                .last
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let entry = last.entry(key).or_insert(version);
             *entry = (*entry).max(version);
         }
@@ -44,7 +47,10 @@ impl<K: Eq + Hash> OwnWrites<K> {
         let Some(cached) = cached.and_then(|v| v.parse::<u64>().ok()) else {
             return false;
         };
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match last.get(key) {
             Some(&written) if cached < written => true,
             Some(_) => {
@@ -58,14 +64,17 @@ impl<K: Eq + Hash> OwnWrites<K> {
     /// How many writes are still in flight (tests).
     #[cfg(test)]
     fn in_flight(&self) -> usize {
-        self.last.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 
     /// Forgets `key` (its object is gone).
     pub fn forget(&self, key: &K) {
         self.last
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(key);
     }
 }

@@ -217,15 +217,13 @@ async fn apply(
             .await
             .map_err(kube_error(group, "write_status"))?;
         if let Some(targets) = &plan.targets_changed {
-            ctx.shared
-                .event(
-                    &group.object_ref(&()),
-                    EventType::Normal,
-                    "TargetNamespacesChanged",
-                    "Sync",
-                    format!("target namespaces: {}", describe_targets(targets)),
-                )
-                .await;
+            ctx.shared.event(
+                &group.object_ref(&()),
+                EventType::Normal,
+                "TargetNamespacesChanged",
+                "Sync",
+                format!("target namespaces: {}", describe_targets(targets)),
+            );
         }
     }
     if let Some(provided) = &plan.provided_apis {
@@ -401,11 +399,11 @@ async fn prune_group_roles(ctx: Arc<OperatorGroupContext>) {
             let name = role.name_any();
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {
-                    tracing::info!(clusterrole = %name, group = ?owner, "deleted the ClusterRole of a deleted OperatorGroup")
+                    tracing::info!(clusterrole = %name, group = ?owner, "deleted the ClusterRole of a deleted OperatorGroup");
                 }
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
                 Err(error) => {
-                    tracing::warn!(%error, clusterrole = %name, "could not delete ClusterRole")
+                    tracing::warn!(%error, clusterrole = %name, "could not delete ClusterRole");
                 }
             }
         }

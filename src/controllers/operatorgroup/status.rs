@@ -428,7 +428,7 @@ pub fn api_cluster_roles(api: &ProvidedApi, crd_uid: &str) -> Vec<ClusterRole> {
                 PolicyRule {
                     api_groups: Some(vec![api.group.clone()]),
                     resources: Some(vec![api.plural.clone()]),
-                    verbs: verbs.iter().map(|v| v.to_string()).collect(),
+                    verbs: verbs.iter().map(std::string::ToString::to_string).collect(),
                     ..PolicyRule::default()
                 },
             )
@@ -621,7 +621,7 @@ mod tests {
             PROVIDED_APIS_ANNOTATION.to_string(),
             first.provided_apis.clone().unwrap(),
         )]));
-        csv.metadata.annotations = Some(first.member_annotations.clone());
+        csv.metadata.annotations = Some(first.member_annotations);
         gathered.members = vec![csv];
         let later = Timestamp::from_second(2_000).unwrap();
         let steady = decide(&og, &gathered, later);

@@ -551,7 +551,7 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
     }
     match input.outcome {
         Some(Outcome::AtLatestKnown { csv }) => status.current_csv = Some(csv.clone()),
-        Some(Outcome::Install { bundle: to }) | Some(Outcome::Upgrade { to, .. }) => {
+        Some(Outcome::Install { bundle: to } | Outcome::Upgrade { to, .. }) => {
             status.current_csv = Some(to.clone());
         }
         None => {}
@@ -664,7 +664,7 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
     }
     status.conditions = conditions;
 
-    let mut unchanged_base = previous.clone();
+    let mut unchanged_base = previous;
     unchanged_base.last_updated = None;
     let mut compared = status.clone();
     compared.last_updated = None;

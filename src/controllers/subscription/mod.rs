@@ -116,7 +116,10 @@ struct Gathered {
 
 impl SubscriptionContext {
     fn lock(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut locks = self
+            .locks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         Arc::clone(locks.entry(namespace.to_string()).or_default())
     }
 
@@ -331,7 +334,7 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
     let unchanged = ctx
         .resolved
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .get(namespace)
         == Some(&fingerprint);
     if unchanged {
@@ -352,7 +355,11 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
     let plan_of = ensure_plans(namespace, &resolution, &subs, &mut plans, ctx).await?;
 
     // Decide every status (pure), then write what changed and prune old plans.
-    let csv_names: BTreeSet<String> = gathered.csvs.iter().map(|c| c.name_any()).collect();
+    let csv_names: BTreeSet<String> = gathered
+        .csvs
+        .iter()
+        .map(kube::ResourceExt::name_any)
+        .collect();
     let round = Round {
         resolution: &resolution,
         plans: &plans.iter().collect::<Vec<_>>(),
@@ -365,7 +372,7 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
     for (sub, desired) in subs.iter().zip(&statuses.desired) {
         if sub.status.as_ref() != Some(desired) {
             write_status(sub, desired, ctx).await?;
-            announce(sub, desired, &ctx.shared).await;
+            announce(sub, desired, &ctx.shared);
         }
     }
     for name in &statuses.prune {
@@ -384,7 +391,7 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
 
     ctx.resolved
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .insert(namespace.to_string(), fingerprint);
     Ok(())
 }
@@ -401,7 +408,7 @@ fn catalog_health(gathered: &Gathered) -> Vec<CatalogHealth> {
                 .iter()
                 .find(|s| s.catalog.name == source.name && s.catalog.namespace == source.namespace);
             CatalogHealth {
-                healthy: healthy(c, snapshot.map(|s| s.as_ref())),
+                healthy: healthy(c, snapshot.map(std::convert::AsRef::as_ref)),
                 uid: c.uid(),
                 source,
             }
@@ -614,8 +621,7 @@ async fn create_plan(
                 "InstallPlan {name} ({approval:?}) installs {}",
                 group.csv_names().join(", ")
             ),
-        )
-        .await;
+        );
     }
     Ok(name)
 }
@@ -633,7 +639,7 @@ async fn write_status(
 }
 
 /// A Warning Event when resolution newly fails (or fails differently).
-async fn announce(sub: &Subscription, desired: &SubscriptionStatus, ctx: &Context) {
+fn announce(sub: &Subscription, desired: &SubscriptionStatus, ctx: &Context) {
     let failed = |s: Option<&SubscriptionStatus>| {
         s.and_then(|s| {
             s.conditions
@@ -651,8 +657,7 @@ async fn announce(sub: &Subscription, desired: &SubscriptionStatus, ctx: &Contex
             "ResolutionFailed",
             "Resolve",
             message,
-        )
-        .await;
+        );
     }
 }
 

@@ -55,8 +55,7 @@ impl Assembly {
                         channel: b.channel_name.clone(),
                     });
                     if let Some(d) = &b.deprecation {
-                        self.bundle_deprecations
-                            .push((key.clone(), d.message.clone()));
+                        self.bundle_deprecations.push((key, d.message.clone()));
                     }
                 }
                 Err(reason) => {

@@ -71,7 +71,9 @@ impl RegistryClient {
         match tokio::time::timeout(options.timeout, self.load_phases(options, &phase)).await {
             Ok(result) => result,
             Err(_) => {
-                let rpc = *phase.lock().unwrap_or_else(|e| e.into_inner());
+                let rpc = *phase
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 Err(ClientError::Timeout {
                     address: self.address.clone(),
                     rpc: format!("{rpc} (the whole catalog load)"),
@@ -86,7 +88,11 @@ impl RegistryClient {
         options: &LoadOptions,
         phase: &Mutex<&'static str>,
     ) -> Result<DeclarativeConfig, ClientError> {
-        let enter = |name: &'static str| *phase.lock().unwrap_or_else(|e| e.into_inner()) = name;
+        let enter = |name: &'static str| {
+            *phase
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = name;
+        };
         let concurrency = options.concurrency.max(1);
         let timeout = self.load_timeout();
         let mut assembly = Assembly::default();

@@ -406,7 +406,7 @@ fn legacy_bundles_get_properties_from_apis_and_dependencies() {
     );
     assert!(f.image.is_empty() && f.related_images.is_empty());
 
-    let mut broken = b.clone();
+    let mut broken = b;
     broken.properties.push(api::Property {
         r#type: "olm.maxOpenShiftVersion".into(),
         value: "4.1{".into(),

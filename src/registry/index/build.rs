@@ -404,7 +404,7 @@ impl Index {
             std::thread::Builder::new()
                 .name("catalog-load".into())
                 .spawn_scoped(s, || Self::load_here(root))
-                .map(|t| t.join())
+                .map(std::thread::ScopedJoinHandle::join)
         });
         let index = match loaded {
             Ok(Ok(index)) => index?,

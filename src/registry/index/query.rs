@@ -234,7 +234,7 @@ impl Index {
         kind: &str,
     ) -> Result<Vec<api::ChannelEntry>, QueryError> {
         let mut out = Vec::new();
-        for ch in self.channels.iter() {
+        for ch in &self.channels {
             if self.provides(ch.head, (group, version, kind)) {
                 self.entries_for_bundle(ch.head, false, &mut out);
             }
@@ -254,7 +254,7 @@ impl Index {
         let mut any = false;
         // Packages are sorted, so the first default-channel head that provides the API is
         // the one with the lowest package name, as upstream picks.
-        for pkg in self.packages.iter() {
+        for pkg in &self.packages {
             for ch in self.channels_of(pkg) {
                 if self.provides(ch.head, (group, version, kind)) {
                     any = true;

@@ -32,7 +32,7 @@ impl EntryExt for ChannelEntry {
         self
     }
     fn skips(mut self, s: &[&str]) -> Self {
-        self.skips = s.iter().map(|x| x.to_string()).collect();
+        self.skips = s.iter().map(std::string::ToString::to_string).collect();
         self
     }
     fn range(mut self, r: &str) -> Self {

@@ -276,7 +276,7 @@ mod tests {
     fn an_unchanged_record_keeps_its_first_sighting_and_a_renewal_restarts_the_clock() {
         let t0 = Instant::now();
         let first = observe(None, held_by("other", 10), t0);
-        let again = observe(Some(first.clone()), held_by("other", 10), t0 + s(5));
+        let again = observe(Some(first), held_by("other", 10), t0 + s(5));
         assert_eq!(again.since, t0);
         let mut renewed = held_by("other", 10);
         renewed.renew_time = Some(MicroTime(Timestamp::from_second(60).unwrap()));

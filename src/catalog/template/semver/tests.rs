@@ -95,7 +95,12 @@ fn channels_of(cfg: &DeclarativeConfig) -> Specs {
 fn expect(channels: &[(&str, &[&str])]) -> Specs {
     channels
         .iter()
-        .map(|(n, es)| (n.to_string(), es.iter().map(|e| e.to_string()).collect()))
+        .map(|(n, es)| {
+            (
+                n.to_string(),
+                es.iter().map(std::string::ToString::to_string).collect(),
+            )
+        })
         .collect()
 }
 

@@ -51,7 +51,10 @@ fn plan(name: &str, csvs: &[&str], generation: i32, phase: InstallPlanPhase) -> 
         crate::api::InstallPlanSpec {
             catalog_source: None,
             catalog_source_namespace: None,
-            cluster_service_version_names: csvs.iter().map(|s| s.to_string()).collect(),
+            cluster_service_version_names: csvs
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
             approval: Approval::Automatic,
             approved: true,
             generation: Some(generation),
@@ -77,7 +80,7 @@ fn namespace(subs: &[&Subscription], installed: Vec<InstalledCsv>) -> Namespace 
 #[test]
 fn installed_csvs_skip_copies_and_csvs_on_their_way_out() {
     let s = sub("rw", "reverse-words", json!({}));
-    let mut with_status = s.clone();
+    let mut with_status = s;
     with_status.status = Some(SubscriptionStatus {
         current_csv: Some("reverse-words.v0.2.0".into()),
         ..SubscriptionStatus::default()
@@ -234,7 +237,10 @@ fn a_shared_dependency_ties_two_subscriptions_into_one_plan() {
         catalog_namespace: "ns".into(),
         channel: "stable".into(),
         replaces: None,
-        dependency_of: dependency_of.iter().map(|s| s.to_string()).collect(),
+        dependency_of: dependency_of
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
         reason,
     };
     let subscribed = |s: &str| Reason::Subscribed {
@@ -407,7 +413,7 @@ fn status_follows_the_plan_then_the_csv_and_is_stable() {
     assert_eq!(done.last_updated, Some(time(200)));
 
     // The same inputs later: the same status, so nothing is written.
-    let mut s3 = s.clone();
+    let mut s3 = s;
     s3.status = Some(done.clone());
     let again = desired_status(
         &s3,
@@ -499,7 +505,7 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
         .unwrap();
     assert_eq!(c.message.as_deref(), Some("step 3 Role r: denied"));
 
-    let mut referencing = s.clone();
+    let mut referencing = s;
     referencing.status = Some(SubscriptionStatus {
         install_plan_ref: Some(ObjectReference {
             name: Some("install-gone".into()),
