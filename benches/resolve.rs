@@ -108,7 +108,7 @@ fn subscribe(package: &str, catalog: &str) -> Namespace {
         subscriptions: vec![Subscription {
             name: package.into(),
             package: package.into(),
-            channel: String::new(),
+            channel: None,
             source: CatalogRef::new(catalog, "olm"),
             starting_csv: None,
         }],

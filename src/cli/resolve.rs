@@ -208,7 +208,7 @@ fn parse_subscription(spec: &str, catalogs: &[Catalog]) -> anyhow::Result<Subscr
     Ok(Subscription {
         name: package.into(),
         package: package.into(),
-        channel: get(&pairs, "channel").unwrap_or_default().into(),
+        channel: get(&pairs, "channel").map(String::from),
         source: catalog_ref(get(&pairs, "source"), package, catalogs, spec)?,
         starting_csv: get(&pairs, "starting").map(String::from),
     })

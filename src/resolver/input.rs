@@ -54,8 +54,8 @@ pub struct InstalledCsv {
 pub struct Subscription {
     pub name: String,
     pub package: String,
-    /// Empty means the package's default channel.
-    pub channel: String,
+    /// None: the package's default channel.
+    pub channel: Option<String>,
     pub source: CatalogRef,
     /// Install this CSV instead of the channel head when nothing is installed yet.
     pub starting_csv: Option<String>,

@@ -48,10 +48,10 @@ pub fn target(
             package: sub.package.clone(),
             catalog: sub.source.clone(),
         })?;
-    let channel = if sub.channel.is_empty() {
-        package.default_channel.clone()
-    } else {
-        sub.channel.clone()
+    // An empty channel is no channel, as upstream reads `spec.channel: ""`.
+    let channel = match sub.channel.as_deref() {
+        None | Some("") => package.default_channel.clone(),
+        Some(channel) => channel.to_string(),
     };
     if channel.is_empty() {
         return Err(SubscriptionError::NoDefaultChannel {

@@ -12,13 +12,18 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, applier};
-use kube::runtime::reflector::ObjectRef;
+use std::collections::HashSet;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::core::{DeserializeGuard, PartialObjectMeta};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::phase::GroupState;
 use super::{CsvContext, CsvRef, Error, FIELD_MANAGER, Round, copies, group_of};
-use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion};
+use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion, OperatorGroup};
 use crate::controllers::context::Context;
 use crate::controllers::host::Shutdown;
 use crate::controllers::kit::guard::Panicked;
@@ -116,6 +121,71 @@ impl Reconciler for Copier {
     fn panicked(key: &ObjectKey, panic: &Panicked) -> Error {
         <CsvContext as Reconciler>::panicked(key, panic)
     }
+}
+
+/// The copies' metadata, from a watch of their own (they live in target namespaces, also
+/// outside a watched namespace), and the source of each copy that changed.
+pub(super) fn watch_copies(
+    client: kube::Client,
+) -> (
+    Store<PartialObjectMeta<ClusterServiceVersion>>,
+    impl Stream<Item = CsvRef> + Send + 'static,
+) {
+    let (store, writer) = reflector::store();
+    let copies = watcher(
+        Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client),
+        watcher::Config::default()
+            .any_semantic()
+            .labels(COPIED_FROM_LABEL),
+    )
+    // One per operator and namespace: keep only what the copier reads (names, labels,
+    // the hash annotation), not the source's annotations and managed fields again.
+    .modify(|copy: &mut PartialObjectMeta<ClusterServiceVersion>| {
+        copy.metadata.managed_fields = None;
+        if let Some(annotations) = copy.metadata.annotations.as_mut() {
+            annotations.retain(|key, _| key == copies::COPIED_HASH_ANNOTATION);
+        }
+    });
+    let sources = reflector::reflector(writer, copies)
+        .default_backoff()
+        .touched_objects()
+        .filter_map(|copy| {
+            let source = copy.ok().and_then(|copy| {
+                copy.labels()
+                    .get(COPIED_FROM_LABEL)
+                    .map(|ns| ObjectRef::new(&copy.name_any()).within(ns))
+            });
+            futures::future::ready(source)
+        });
+    (store, sources)
+}
+
+/// The CSVs of AllNamespaces groups, each time a namespace comes or goes (their copies
+/// follow the namespaces).
+pub(super) fn all_namespaces_sources(
+    namespace_changes: impl Stream<Item = Arc<PartialObjectMeta<Namespace>>> + Send + 'static,
+    groups: Store<DeserializeGuard<OperatorGroup>>,
+    csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
+) -> impl Stream<Item = CsvRef> + Send + 'static {
+    namespace_changes.flat_map(move |_namespace| {
+        let global: HashSet<String> = groups
+            .state()
+            .iter()
+            .filter_map(|g| g.0.as_ref().ok())
+            .filter(|g| {
+                g.status
+                    .as_ref()
+                    .is_some_and(|s| s.namespaces.len() == 1 && s.namespaces[0].is_empty())
+            })
+            .filter_map(|g| g.metadata.namespace.clone())
+            .collect();
+        futures::stream::iter(super::csvs_where(&csvs, |csv| {
+            csv.metadata
+                .namespace
+                .as_ref()
+                .is_some_and(|ns| global.contains(ns))
+        }))
+    })
 }
 
 /// Creates or updates the copies whose source changed; deletes those no longer targeted.

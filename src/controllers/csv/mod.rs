@@ -19,7 +19,6 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -193,28 +192,82 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
         cleanup(&round).await?;
         return Ok(Action::await_change());
     }
-    if !csv.finalizers().iter().any(|f| f == FINALIZER) {
-        let patch = json!({
-            "apiVersion": ClusterServiceVersion::api_version(&()),
-            "kind": ClusterServiceVersion::kind(&()),
-            "metadata": { "name": round.name, "finalizers": [FINALIZER] },
-        });
-        let written = csv_api(&round)
-            .patch(
-                &round.name,
-                &PatchParams::apply(FIELD_MANAGER),
-                &Patch::Apply(&patch),
-            )
-            .await
-            .map_err(round.fail("add_finalizer"))?;
-        ctx.kit.own_writes.wrote(
-            ObjectKey::of(&csv.metadata),
-            written.metadata.resource_version.as_deref(),
-        );
-    }
+    ensure_finalizer(&round).await?;
+    let gathered = gather(&round).await?;
 
-    // Gather.
-    let (group, group_state) = group_of(&round);
+    // Decide (through the phases that wait for nothing), apply.
+    let (passed, from) = phase::pass_through(
+        csv.status.as_ref(),
+        &gathered.observed,
+        &gathered.judged.statuses,
+        now(),
+    );
+    let current = from.as_ref().or(csv.status.as_ref());
+    let mut step = phase::decide(current, &gathered.observed);
+    if step.install && gathered.observed.strategy_problem.is_none() {
+        let first = current.and_then(|s| s.phase) == Some(CsvPhase::InstallReady);
+        if first || drifted(&round, &gathered.built) {
+            let strategy = csv.spec.install.spec.clone().unwrap_or_default();
+            let rbac = rbac::plan(&strategy, &gathered.owner, &gathered.targets);
+            let applied = install(&round, &rbac, &gathered.built).await;
+            step = phase::after_install(step, applied);
+        }
+    }
+    write_status(&round, current, &passed, &step, gathered.judged.statuses).await?;
+    if let GroupState::Member { .. } = &gathered.observed.group {
+        // The copier reads the status back from the cache once the watch delivers it.
+        let _ = ctx
+            .copy_requests
+            .send(ObjectRef::new(&round.name).within(&round.namespace));
+    }
+    if step.delete {
+        delete_replaced(&round).await?;
+    }
+    Ok(step
+        .requeue_after
+        .map_or_else(Action::await_change, Action::requeue))
+}
+
+/// The cleanup finalizer, added once (as an own write: the next round must see it).
+async fn ensure_finalizer(round: &Round<'_>) -> Result<(), Error> {
+    if round.csv.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    let patch = json!({
+        "apiVersion": ClusterServiceVersion::api_version(&()),
+        "kind": ClusterServiceVersion::kind(&()),
+        "metadata": { "name": round.name, "finalizers": [FINALIZER] },
+    });
+    let written = csv_api(round)
+        .patch(
+            &round.name,
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(round.fail("add_finalizer"))?;
+    round.ctx.kit.own_writes.wrote(
+        ObjectKey::of(&round.csv.metadata),
+        written.metadata.resource_version.as_deref(),
+    );
+    Ok(())
+}
+
+/// What a round of the phase machine reads, and what the phase step observes of it.
+struct Gathered {
+    targets: Vec<String>,
+    owner: deployment::Owner,
+    /// The strategy's Deployments as OLM makes them (name, body).
+    built: Vec<(String, Value)>,
+    judged: requirements::Judged,
+    observed: Observation,
+}
+
+/// The gather step: the group, the Deployments to make and their health, the requirements,
+/// and the CSVs this one replaces or is replaced by.
+async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
+    let (csv, ctx) = (round.csv, round.ctx);
+    let (group, group_state) = group_of(round);
     let targets = match &group_state {
         GroupState::Member { targets, .. } => targets.clone(),
         _ => vec![],
@@ -225,14 +278,12 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
         uid: csv.metadata.uid.clone().unwrap_or_default(),
         annotations: pod_annotations(csv, group.as_ref(), &targets),
     };
-    let config = subscription_config(&round);
+    let config = subscription_config(round);
     let (built, strategy_problem) = build_deployments(csv, &owner, config.as_ref());
-    let found = gather_requirements(&round).await?;
+    let found = gather_requirements(round).await?;
     let judged = requirements::judge(csv, &found);
     let related = |name: &str| {
-        round
-            .ctx
-            .csvs
+        ctx.csvs
             .get(&ObjectRef::new(name).within(&round.namespace))
             .and_then(|g| g.0.as_ref().ok().cloned())
     };
@@ -279,67 +330,57 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
         })
         .collect();
     let observed = Observation {
-        group: group_state.clone(),
-        strategy_problem: strategy_problem.clone(),
-        unmet: judged.unmet.clone(),
-        replaces,
-        replaced_by,
+        group: group_state,
         health: if built.is_empty() && strategy_problem.is_none() {
             Health::Ready
         } else {
             deployment::combined(healths)
         },
+        strategy_problem,
+        unmet: judged.unmet.clone(),
+        replaces,
+        replaced_by,
         now: now(),
         install_check_timeout: ctx.shared.settings.install_check_timeout,
     };
+    Ok(Gathered {
+        targets,
+        owner,
+        built,
+        judged,
+        observed,
+    })
+}
 
-    // Decide (through the phases that wait for nothing), apply.
-    let (passed, from) =
-        phase::pass_through(csv.status.as_ref(), &observed, &judged.statuses, now());
-    let current = from.as_ref().or(csv.status.as_ref());
-    let mut step = phase::decide(current, &observed);
-    if step.install && strategy_problem.is_none() {
-        let first = current.and_then(|s| s.phase) == Some(CsvPhase::InstallReady);
-        let drifted = built.iter().any(|(name, body)| {
-            let found = ctx
-                .deployments
-                .get(&ObjectRef::new(name).within(&round.namespace));
-            found.is_none_or(|d| {
-                let labels = d.labels();
-                labels.get(OWNER_LABEL) != Some(&round.name)
-                    || labels.get(DEPLOYMENT_SPEC_HASH_LABEL).map(String::as_str)
-                        != deployment::spec_hash(body)
-            })
-        });
-        if first || drifted {
-            let strategy = csv.spec.install.spec.clone().unwrap_or_default();
-            let rbac = rbac::plan(&strategy, &owner, &targets);
-            let applied = install(&round, &rbac, &built).await;
-            step = phase::after_install(step, applied);
+/// Whether a Deployment the strategy lists is missing, not ours, or not what we would make.
+fn drifted(round: &Round<'_>, built: &[(String, Value)]) -> bool {
+    built.iter().any(|(name, body)| {
+        let found = round
+            .ctx
+            .deployments
+            .get(&ObjectRef::new(name).within(&round.namespace));
+        found.is_none_or(|d| {
+            let labels = d.labels();
+            labels.get(OWNER_LABEL) != Some(&round.name)
+                || labels.get(DEPLOYMENT_SPEC_HASH_LABEL).map(String::as_str)
+                    != deployment::spec_hash(body)
+        })
+    })
+}
+
+/// A replaced CSV whose replacement succeeded goes.
+async fn delete_replaced(round: &Round<'_>) -> Result<(), Error> {
+    match csv_api(round)
+        .delete(&round.name, &DeleteParams::default())
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(csv = %round.name, namespace = %round.namespace, "deleted the replaced ClusterServiceVersion");
+            Ok(())
         }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(round.fail("delete_replaced")(error)),
     }
-    write_status(&round, current, &passed, &step, judged.statuses).await?;
-    if let GroupState::Member { .. } = &group_state {
-        // The copier reads the status back from the cache once the watch delivers it.
-        let _ = ctx
-            .copy_requests
-            .send(ObjectRef::new(&round.name).within(&round.namespace));
-    }
-    if step.delete {
-        match csv_api(&round)
-            .delete(&round.name, &DeleteParams::default())
-            .await
-        {
-            Ok(_) => {
-                tracing::info!(csv = %round.name, namespace = %round.namespace, "deleted the replaced ClusterServiceVersion");
-            }
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(error) => return Err(round.fail("delete_replaced")(error)),
-        }
-    }
-    Ok(step
-        .requeue_after
-        .map_or_else(Action::await_change, Action::requeue))
 }
 
 fn csv_api(round: &Round) -> Api<ClusterServiceVersion> {
@@ -839,47 +880,15 @@ fn csvs_where(
 }
 
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
-    let client = shared.client.clone();
     let informers = &shared.informers;
-    let deployment_api: Api<Deployment> = kit::scoped_api(&shared);
-    let config = || watcher::Config::default().any_semantic();
     let (groups, group_changes) = informers.operator_groups.subscribe_touched();
-    let (deployments, writer) = reflector::store();
-    let deployment_events = reflector::reflector(
-        writer,
-        watcher(
-            deployment_api,
-            config().labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion")),
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
+    let (deployments, deployment_changes) = watch_deployments(kit::scoped_api(&shared));
     let (namespaces, namespace_changes) = informers.cluster.namespaces.subscribe_touched();
-    // Copies live in target namespaces, also outside a watched namespace.
-    let (copies, writer) = reflector::store();
-    let copy_events = reflector::reflector(
-        writer,
-        watcher(
-            Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client.clone()),
-            config().labels(COPIED_FROM_LABEL),
-        )
-        // One per operator and namespace: keep only what the copier reads (names, labels,
-        // the hash annotation), not the source's annotations and managed fields again.
-        .modify(|copy: &mut PartialObjectMeta<ClusterServiceVersion>| {
-            copy.metadata.managed_fields = None;
-            if let Some(annotations) = copy.metadata.annotations.as_mut() {
-                annotations.retain(|key, _| key == copies::COPIED_HASH_ANNOTATION);
-            }
-        }),
-    )
-    .default_backoff()
-    .touched_objects();
+    let (copies, changed_copies) = copier::watch_copies(shared.client.clone());
     let (subscriptions, subscription_changes) = informers.subscriptions.subscribe_touched();
     let (_, crd_changes) = informers.cluster.crds.subscribe_touched();
-
     // The shared CSV informer leaves copies out (the copier watches those above).
     let (csvs, csv_changes) = informers.csvs.subscribe_touched();
-    let controller = Controller::for_shared_stream(csv_changes, csvs.clone());
     let (related_tx, related_rx) = mpsc::unbounded_channel();
     let (copy_tx, copy_rx) = mpsc::unbounded_channel();
     let ctx = Arc::new(CsvContext {
@@ -889,7 +898,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         groups: groups.clone(),
         deployments,
         namespaces,
-        copies: copies.clone(),
+        copies,
         subscriptions,
         server_version: OnceCell::new(),
         related: related_tx,
@@ -899,41 +908,12 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
 
     // The copier's queue: the phase machine's rounds, changes to copies, namespaces that
     // come or go (they change the copies of AllNamespaces operators).
-    let (for_groups, for_crds, for_subs, for_ns) =
-        (csvs.clone(), csvs.clone(), csvs.clone(), csvs.clone());
-    let groups_for_ns = groups.clone();
-    let changed_copies = copy_events.filter_map(|copy| {
-        let source = match copy {
-            Ok(copy) => copy
-                .labels()
-                .get(COPIED_FROM_LABEL)
-                .map(|ns| ObjectRef::new(&copy.name_any()).within(ns)),
-            Err(_) => None,
-        };
-        futures::future::ready(source)
-    });
-    let namespace_changes = namespace_changes.flat_map(move |_namespace| {
-        let global: HashSet<String> = groups_for_ns
-            .state()
-            .iter()
-            .filter_map(|g| g.0.as_ref().ok())
-            .filter(|g| {
-                g.status
-                    .as_ref()
-                    .is_some_and(|s| s.namespaces.len() == 1 && s.namespaces[0].is_empty())
-            })
-            .filter_map(|g| g.metadata.namespace.clone())
-            .collect();
-        futures::stream::iter(csvs_where(&for_ns, |csv| {
-            csv.metadata
-                .namespace
-                .as_ref()
-                .is_some_and(|ns| global.contains(ns))
-        }))
-    });
     let copy_requests = futures::stream::select(
         tokio_stream::wrappers::UnboundedReceiverStream::new(copy_rx),
-        futures::stream::select(changed_copies, namespace_changes),
+        futures::stream::select(
+            changed_copies,
+            copier::all_namespaces_sources(namespace_changes, groups, csvs.clone()),
+        ),
     );
     let copier = tokio::spawn(copier::run(
         Arc::clone(&ctx),
@@ -941,12 +921,13 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         shutdown.clone(),
     ));
 
-    let controller = controller
+    let (for_groups, for_crds, for_subs) = (csvs.clone(), csvs.clone(), csvs.clone());
+    let controller = Controller::for_shared_stream(csv_changes, csvs)
         .watches_shared_stream(group_changes, move |group| {
             let ns = group.meta().namespace.clone();
             csvs_where(&for_groups, |csv| csv.metadata.namespace == ns)
         })
-        .watches_stream(deployment_events, |deployment: Deployment| {
+        .watches_stream(deployment_changes, |deployment: Deployment| {
             let labels = deployment.labels();
             match (labels.get(OWNER_LABEL), labels.get(OWNER_NAMESPACE_LABEL)) {
                 (Some(name), Some(ns)) => vec![ObjectRef::new(name).within(ns)],
@@ -957,22 +938,36 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
             let ns = sub.meta().namespace.clone();
             csvs_where(&for_subs, |csv| csv.metadata.namespace == ns)
         })
-        .watches_shared_stream(
-            crd_changes,
-            move |crd: Arc<PartialObjectMeta<CustomResourceDefinition>>| {
-                let name = crd.name_any();
-                csvs_where(&for_crds, |csv| {
-                    csv.spec
-                        .customresourcedefinitions
-                        .as_ref()
-                        .is_some_and(|c| c.owned.iter().chain(&c.required).any(|d| d.name == name))
-                })
-            },
-        )
+        .watches_shared_stream(crd_changes, move |crd| {
+            let name = crd.name_any();
+            csvs_where(&for_crds, |csv| {
+                csv.spec
+                    .customresourcedefinitions
+                    .as_ref()
+                    .is_some_and(|c| c.owned.iter().chain(&c.required).any(|d| d.name == name))
+            })
+        })
         .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(
             related_rx,
         ));
     kit::run(controller, ctx, shutdown).await;
     let _ = copier.await;
     pruner.abort();
+}
+
+/// The Deployments OLM made for CSVs (only this controller reads them).
+fn watch_deployments(
+    api: Api<Deployment>,
+) -> (
+    Store<Deployment>,
+    impl futures::Stream<Item = Result<Deployment, watcher::Error>> + Send + 'static,
+) {
+    let (store, writer) = reflector::store();
+    let config = watcher::Config::default()
+        .any_semantic()
+        .labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion"));
+    let changes = reflector::reflector(writer, watcher(api, config))
+        .default_backoff()
+        .touched_objects();
+    (store, changes)
 }

@@ -11,7 +11,10 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use crate::api::{ClusterServiceVersion, PlannedBundle, Step, StepResource, StepStatus};
+use crate::api::{
+    Approval, ClusterServiceVersion, PlannedBundle, Step, StepResource, StepStatus, Subscription,
+    SubscriptionSpec,
+};
 use crate::controllers::subscription::decide::ANNOTATION_PROPERTIES;
 
 /// Annotation upstream puts on Subscriptions it generates for dependencies.
@@ -220,23 +223,26 @@ fn prepare_csv(object: Value, b: &BundleManifests) -> Value {
 }
 
 fn generated_subscription(name: &str, b: &PlannedBundle) -> Value {
-    let generated_by = b.dependency_of.join(",");
-    json!({
-        "apiVersion": "operators.coreos.com/v1alpha1",
-        "kind": KIND_SUBSCRIPTION,
-        "metadata": {
-            "name": name,
-            "annotations": { ANNOTATION_GENERATED_BY: generated_by },
+    let mut sub = Subscription::new(
+        name,
+        SubscriptionSpec {
+            source: b.catalog.clone(),
+            source_namespace: b.catalog_namespace.clone(),
+            name: b.package.clone(),
+            channel: Some(b.channel.clone()),
+            starting_csv: Some(b.name.clone()),
+            install_plan_approval: Some(Approval::Automatic),
+            config: None,
         },
-        "spec": {
-            "name": b.package,
-            "channel": b.channel,
-            "source": b.catalog,
-            "sourceNamespace": b.catalog_namespace,
-            "startingCSV": b.name,
-            "installPlanApproval": "Automatic",
-        }
-    })
+    );
+    sub.metadata.annotations = Some(
+        [(
+            ANNOTATION_GENERATED_BY.to_string(),
+            b.dependency_of.join(","),
+        )]
+        .into(),
+    );
+    serde_json::to_value(&sub).unwrap_or_default()
 }
 
 /// CRD upgrade safety, part one: every version the API server has stored objects in must

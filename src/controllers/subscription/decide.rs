@@ -120,7 +120,7 @@ pub fn resolver_subscription(sub: &Subscription) -> resolver::Subscription {
     resolver::Subscription {
         name: sub.name_any(),
         package: sub.spec.name.clone(),
-        channel: sub.spec.channel.clone().unwrap_or_default(),
+        channel: sub.spec.channel.clone(),
         source: CatalogRef::new(&sub.spec.source, &sub.spec.source_namespace),
         starting_csv: sub.spec.starting_csv.clone().filter(|s| !s.is_empty()),
     }

@@ -156,7 +156,7 @@ pub fn sub(package: &str, catalog: &str) -> Subscription {
     Subscription {
         name: package.into(),
         package: package.into(),
-        channel: String::new(),
+        channel: None,
         source: CatalogRef::new(catalog, "olm"),
         starting_csv: None,
     }

@@ -85,7 +85,7 @@ fn reverse_words_upgrades_along_replaces_then_the_skip_range() {
     // The alpha channel has 0.2.1 too, but it is skipped: 0.2.0 still jumps to 0.4.0, the
     // newest bundle whose skipRange covers it.
     let mut alpha = subscribe("reverse-words", "olm-rs");
-    alpha.channel = "alpha".into();
+    alpha.channel = Some("alpha".into());
     let plan = resolve(
         &index,
         &ns(vec![installed("reverse-words", "0.2.0")], vec![alpha]),

@@ -271,7 +271,7 @@ fn candidates_come_only_from_the_subscription_catalog_and_channel() {
         vec!["p.v1.1.0@ops"]
     );
     let mut fast = sub("p", "ops");
-    fast.channel = "fast".into();
+    fast.channel = Some("fast".into());
     let plan = run(&[ops, other], &ns(vec![], vec![fast])).unwrap();
     assert_eq!(steps(&plan), vec!["p.v2.0.0@ops"]);
     assert_eq!(plan.steps[0].channel, "fast");
@@ -335,7 +335,7 @@ fn subscription_errors_name_the_missing_piece() {
     );
     let cats = [alpha_catalog(), two_heads, no_default];
     let mut wrong_channel = sub("p", "ops");
-    wrong_channel.channel = "beta".into();
+    wrong_channel.channel = Some("beta".into());
     let cases: Vec<(Subscription, &[&str])> = vec![
         (
             sub("p", "nowhere"),
