@@ -3,13 +3,13 @@
 //! fails (the last good snapshot stays in use).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::catalog::fbc::DeclarativeConfig;
+use crate::catalog::fbc::{Bundle, DeclarativeConfig};
 use crate::resolver::input::{Catalog, CatalogRef};
 
 /// A catalog's content as last loaded, and where it came from.
@@ -31,9 +31,30 @@ pub struct CatalogSnapshot {
 /// that the served manifests' JSON shares each description instead of copying it.
 pub type ChannelHeadTexts = BTreeMap<(String, String), Arc<str>>;
 
-/// All snapshots of this process, shared by the controllers (and later the packageserver).
+/// What a reader of the snapshots other than the resolver keeps of each catalog load,
+/// beside its content (the packageserver: its channel heads' CSVs). `runtime/` registers
+/// one on the snapshots when the process serves that reader; without one a load keeps
+/// nothing more. The loaders call it; nothing below its owner names it.
+pub trait LoadProjection: Send + Sync {
+    /// Condenses a channel head's bundle as a registry load fetches it, so that a load
+    /// never holds every head's manifests at once.
+    fn condense_fetched(&self) -> fn(&mut Bundle);
+    /// A projection of a catalog read blob by blob.
+    fn streaming(&self) -> Box<dyn StreamingProjection>;
+    /// The projection of a catalog read whole; what it keeps leaves `content`.
+    fn keep(&self, content: &mut DeclarativeConfig) -> ChannelHeadTexts;
+}
+
+/// [`LoadProjection::keep`] for a catalog read blob by blob.
+pub trait StreamingProjection: Send {
+    fn add(&mut self, blob: &DeclarativeConfig);
+    fn finish(self: Box<Self>, content: &mut DeclarativeConfig) -> ChannelHeadTexts;
+}
+
+/// All snapshots of this process, shared by the controllers and the packageserver.
 pub struct CatalogSnapshots {
     by_ref: RwLock<BTreeMap<CatalogRef, Arc<CatalogSnapshot>>>,
+    projection: OnceLock<Arc<dyn LoadProjection>>,
     /// Bumped whenever a snapshot is added, replaced or dropped (not on priority changes):
     /// readers compare digests to learn which catalogs changed.
     changes: watch::Sender<u64>,
@@ -43,6 +64,7 @@ impl Default for CatalogSnapshots {
     fn default() -> Self {
         CatalogSnapshots {
             by_ref: RwLock::default(),
+            projection: OnceLock::new(),
             changes: watch::Sender::new(0),
         }
     }
@@ -63,6 +85,15 @@ pub struct SnapshotSummary {
 }
 
 impl CatalogSnapshots {
+    /// Registers what loads keep beside the content (once, before the first load).
+    pub fn set_projection(&self, projection: Arc<dyn LoadProjection>) {
+        let _ = self.projection.set(projection);
+    }
+
+    pub fn projection(&self) -> Option<&Arc<dyn LoadProjection>> {
+        self.projection.get()
+    }
+
     pub fn get(&self, source: &CatalogRef) -> Option<Arc<CatalogSnapshot>> {
         self.read().get(source).cloned()
     }

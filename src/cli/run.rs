@@ -131,7 +131,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             watch_namespaces: watch_namespaces(args.watch_namespace.clone()),
         }
     });
-    let keep_channel_heads = packages.is_some();
     let config = RunConfig {
         packages,
         admin_address: args.admin_address,
@@ -150,7 +149,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             disable_copied_csvs: args.disable_copied_csvs,
             image_cache_dir: args.image_cache_dir,
             insecure_registries: args.insecure_registries,
-            keep_channel_heads,
         },
     };
     // Catalog loads free large buffers; have glibc hand them back rather than keep them.

@@ -52,10 +52,6 @@ pub struct Settings {
     pub image_cache_dir: std::path::PathBuf,
     /// Registries (`host:port`) reached over plain HTTP; loopback always is.
     pub insecure_registries: Vec<String>,
-    /// Snapshots keep what packagemanifests show of each channel head (its CSV's description
-    /// and the package icon), fetched while a catalog loads: on when this process serves the
-    /// packages API, off otherwise (nothing else reads them).
-    pub keep_channel_heads: bool,
 }
 
 impl Default for Settings {
@@ -72,7 +68,6 @@ impl Default for Settings {
             disable_copied_csvs: false,
             image_cache_dir: std::env::temp_dir().join("olm-rs-images"),
             insecure_registries: Vec::new(),
-            keep_channel_heads: true,
         }
     }
 }

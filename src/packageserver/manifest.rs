@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::catalog::csv::bundle_csv;
 pub use crate::snapshots::ChannelHeadTexts;
+use crate::snapshots::{LoadProjection, StreamingProjection};
 
 use crate::catalog::fbc::{
     Bundle, DeclarativeConfig, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA, PROP_DEPRECATED, Property,
@@ -674,6 +675,33 @@ impl<'a> Deprecations<'a> {
         self.0.get(&(package, schema, name)).map(|m| Deprecation {
             message: (*m).to_string(),
         })
+    }
+}
+
+/// The packageserver's [`LoadProjection`]: channel heads' CSVs kept beside each snapshot.
+pub struct ChannelHeadProjection;
+
+impl LoadProjection for ChannelHeadProjection {
+    fn condense_fetched(&self) -> fn(&mut Bundle) {
+        condense_head
+    }
+
+    fn streaming(&self) -> Box<dyn StreamingProjection> {
+        Box::new(ChannelHeadsKeeper::default())
+    }
+
+    fn keep(&self, content: &mut DeclarativeConfig) -> ChannelHeadTexts {
+        keep_channel_heads(content)
+    }
+}
+
+impl StreamingProjection for ChannelHeadsKeeper {
+    fn add(&mut self, blob: &DeclarativeConfig) {
+        ChannelHeadsKeeper::add(self, blob);
+    }
+
+    fn finish(self: Box<Self>, content: &mut DeclarativeConfig) -> ChannelHeadTexts {
+        ChannelHeadsKeeper::finish(*self, content)
     }
 }
 

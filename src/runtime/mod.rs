@@ -47,6 +47,12 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
 
     let metrics = Arc::new(Metrics::default());
     let snapshots = Arc::new(CatalogSnapshots::default());
+    // Serving packagemanifests: catalog loads keep the channel heads' CSVs they show.
+    if config.packages.is_some() {
+        snapshots.set_projection(Arc::new(
+            crate::packageserver::manifest::ChannelHeadProjection,
+        ));
+    }
     let ready = Arc::new(AtomicBool::new(false));
     let (leading_tx, leading_rx) = watch::channel(false);
     let (stop_tx, stop_rx) = watch::channel(false);

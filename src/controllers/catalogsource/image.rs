@@ -176,9 +176,9 @@ async fn poll_once(
         .rootfs
         .join(configs.strip_prefix("/").unwrap_or(&configs));
     let described = format!("image {image}@{digest}");
-    let keep_channel_heads = cctx.shared.settings.keep_channel_heads;
+    let projection = cctx.shared.snapshots.projection().cloned();
     let loaded = tokio::task::spawn_blocking(move || {
-        read_streaming(&dir, keep_channel_heads)
+        read_streaming(&dir, projection.as_deref())
             .map_err(|e| ("InvalidCatalog", format!("{described}: {e}")))
     })
     .await

@@ -22,7 +22,7 @@ use crate::controllers::context::Context;
 use crate::controllers::metrics::CatalogLabels;
 use crate::registry::client::{LoadOptions, Manifests};
 use crate::resolver::input::{Catalog, CatalogRef};
-use crate::snapshots::{CatalogSnapshot, ChannelHeadTexts};
+use crate::snapshots::{CatalogSnapshot, ChannelHeadTexts, LoadProjection};
 
 /// Upstream's fallback when `registryPoll.interval` does not parse.
 const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(15 * 60);
@@ -128,13 +128,14 @@ pub async fn sync_grpc(
         // on the server (fetched with GetBundle when a bundle is installed), as upstream
         // keeps them out of the catalog operator. That keeps a snapshot small. Channel
         // heads' CSVs are fetched for packagemanifests (their descriptions are kept).
+        let projection = ctx.snapshots.projection();
         let options = LoadOptions {
-            manifests: if ctx.settings.keep_channel_heads {
+            manifests: if projection.is_some() {
                 Manifests::ChannelHeads
             } else {
                 Manifests::AsListed
             },
-            condense_fetched: Some(crate::packageserver::manifest::condense_head),
+            condense_fetched: projection.map(|p| p.condense_fetched()),
             timeout: ctx.settings.catalog_load_timeout,
             ..LoadOptions::default()
         };
@@ -311,25 +312,24 @@ pub(super) enum Loaded {
 }
 
 /// Reads the file-based catalog at `root` one blob at a time, keeping what a snapshot keeps:
-/// each blob's digest is taken and (with `keep_channel_heads`, see
-/// [`crate::controllers::context::Settings`]) its channel heads' CSVs kept before its manifests are
+/// each blob's digest is taken and (with the snapshots' [`LoadProjection`], when one is
+/// registered) what it keeps of the blob taken before its manifests are
 /// dropped (their data made `null`, as `olm catalog validate` reads them), so a catalog of
 /// any size passes through in the memory of its largest blob plus what the snapshot holds.
 pub(super) fn read_streaming(
     root: &std::path::Path,
-    keep_channel_heads: bool,
+    projection: Option<&dyn LoadProjection>,
 ) -> Result<Loaded, LoadError> {
     use crate::catalog::digest::ContentDigest;
     use crate::catalog::load::{LoadOptions as FileOptions, for_each_blob};
-    use crate::packageserver::manifest::ChannelHeadsKeeper;
     let mut digest = ContentDigest::default();
-    let mut heads = ChannelHeadsKeeper::default();
+    let mut kept = projection.map(LoadProjection::streaming);
     let mut content = DeclarativeConfig::default();
     for file in crate::catalog::files::catalog_files(root)? {
         for_each_blob(&file, FileOptions::default(), |mut blob| {
             digest.add(&blob);
-            if keep_channel_heads {
-                heads.add(&blob);
+            if let Some(kept) = kept.as_mut() {
+                kept.add(&blob);
             }
             for bundle in &mut blob.bundles {
                 for p in bundle
@@ -344,11 +344,8 @@ pub(super) fn read_streaming(
             Ok::<_, LoadError>(())
         })?;
     }
-    let channel_heads = if keep_channel_heads {
-        heads.finish(&mut content)
-    } else {
-        ChannelHeadTexts::default()
-    };
+    let channel_heads =
+        kept.map_or_else(ChannelHeadTexts::default, |kept| kept.finish(&mut content));
     Ok(Loaded::Streamed {
         content,
         digest: digest.finish(),
@@ -371,7 +368,7 @@ pub(super) async fn accept(
         .catalog_loads
         .get_or_create(&labels(source_ref))
         .inc();
-    let keep_channel_heads = ctx.settings.keep_channel_heads;
+    let projection = ctx.snapshots.projection().cloned();
     let checked = tokio::task::spawn_blocking(move || {
         let (mut content, digest) = match loaded? {
             Loaded::Whole(content) => (content, None),
@@ -397,11 +394,8 @@ pub(super) async fn accept(
                 // The digest covers the manifests; the snapshot does not keep them (see below).
                 let digest = content_digest(&content);
                 // What packagemanifests show of the channel heads' CSVs outlives the manifests.
-                let channel_heads = if keep_channel_heads {
-                    crate::packageserver::manifest::keep_channel_heads(&mut content)
-                } else {
-                    ChannelHeadTexts::default()
-                };
+                let channel_heads =
+                    projection.map_or_else(ChannelHeadTexts::default, |p| p.keep(&mut content));
                 (digest, channel_heads)
             }
         };
