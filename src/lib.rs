@@ -5,17 +5,18 @@
 //! [`registry`] speaks the registry gRPC API; [`controllers`] reconcile the kinds and
 //! [`runtime`] hosts them in `olm run`; [`snapshots`] is the catalog cache every replica holds; [`cli`] is the thin `olm` command line on top.
 
+// The pure half (catalogs, bundles, the resolver) is its own crate, with no Kubernetes
+// client and no async runtime; its modules keep their paths here.
+pub use olm_catalog::{catalog, parallel, resolver};
+
 pub mod allocator;
 pub mod api;
-pub mod catalog;
 pub mod cli;
 pub mod controllers;
 pub mod memory;
 pub mod oci;
 pub mod packageserver;
-pub mod parallel;
 pub mod registry;
-pub mod resolver;
 pub mod runtime;
 pub mod signal;
 pub mod snapshots;

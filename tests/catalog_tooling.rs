@@ -110,7 +110,11 @@ fn every_community_operators_bundle_and_package_renders_and_validates() {
     for dir in common::bundle_dirs(&community_operators()) {
         bundles += 1;
         let bundle = read_bundle(&dir).unwrap_or_else(|e| panic!("{e}"));
-        bundle_problems.extend(validate_bundle(&bundle).into_iter().map(|p| p.to_string()));
+        bundle_problems.extend(
+            validate_bundle(&bundle, &olm::api::check_csv_schema)
+                .into_iter()
+                .map(|p| p.to_string()),
+        );
     }
     for package in subdirs(&community_operators()) {
         let config = render_package_dir(&package, &RenderOptions::default())

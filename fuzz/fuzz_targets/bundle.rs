@@ -45,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if let Ok(bundle) = read_bundle(&dir) {
-        let _ = validate_bundle(&bundle);
+        let _ = validate_bundle(&bundle, &olm::api::check_csv_schema);
         let _ = render_bundle(&bundle, &RenderOptions::default());
         let _ = render_bundle(
             &bundle,

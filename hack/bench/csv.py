@@ -19,6 +19,9 @@ Part 2, idle (--operators 20, --idle 60): more namespaces like part 1's, install
 until --operators CSVs are Succeeded; then --settle s (15) counted apart and an --idle window
 in which OLM's requests are counted from the audit log (writes must be 0), as is the change of
 `olm_status_writes_total` and `olm_reconciles_total` on /metrics, and RSS (VmRSS) of olm run.
+With --startup S, olm run is then restarted on the cluster with those operators installed and
+its requests in its first S s are counted from the audit log by verb and resource (the lists
+and watches it starts with), as is its RSS at the end of them.
 
 Part 3, AllNamespaces at scale (--csvs 100, --namespaces 200, --copies both): --csvs
 namespaces each with an AllNamespaces OperatorGroup (no targetNamespaces) and a CSV
@@ -33,7 +36,7 @@ requests answered 201 (a create or an apply that created), per resource; copies 
 counted by listing. Run once with copied CSVs and once with --disable-copied-csvs, each on its
 own control plane.
 
-Usage: hack/bench/csv.py [--parts 1,2,3] [--runs 10] [--operators 20] [--idle 60]
+Usage: hack/bench/csv.py [--parts 1,2,3] [--runs 10] [--operators 20] [--idle 60] [--startup 20]
            [--csvs 100] [--namespaces 200] [--copies both|on|off] [--olm PATH] [--json]
        (needs `cargo build --release --bin olm`, or --olm PATH to a built one)
 """
@@ -109,6 +112,7 @@ class Bench:
         self.procs = ib.Processes(self.workdir)
         self.cluster = ib.Cluster("csvbench")
         self.olm = None
+        self.olm_started = None
         self.admin = None
         self.notes = []
         BENCHES.append(self)
@@ -140,12 +144,13 @@ class Bench:
         self.k("create", "-f", "-", stdin=crds)
         self.k("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
 
-    def start_olm(self):
+    def start_olm(self, name="olm-run"):
         self.admin = ib.free_port()
         env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig))
         env.setdefault("RUST_LOG", "info")
-        self.olm = self.procs.spawn("olm-run", [self.args.olm, "run", "--leader-elect=false",
-                                                "--admin-address", f"127.0.0.1:{self.admin}", *self.olm_flags],
+        self.olm_started = time.time()
+        self.olm = self.procs.spawn(name, [self.args.olm, "run", "--leader-elect=false",
+                                           "--admin-address", f"127.0.0.1:{self.admin}", *self.olm_flags],
                                     env=env, cwd=self.workdir)
         ib.wait_port(self.procs, self.olm, self.admin, 60)
         deadline = time.time() + 60
@@ -161,6 +166,17 @@ class Bench:
                 raise BenchError(f"olm run is not ready after 60 s; log: {self.workdir / 'olm-run.log'}")
             time.sleep(0.1)
         log(f"{self.label}: olm run ready (pid {self.olm.pid}, admin :{self.admin}, flags {self.olm_flags or 'none'})")
+
+    def stop_olm(self):
+        """SIGTERM to olm run (its own process group), SIGKILL after 10 s."""
+        try:
+            os.killpg(self.olm.pid, signal.SIGTERM)
+            self.olm.wait(10)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(self.olm.pid, signal.SIGKILL)
+            self.olm.wait()
 
     def metrics(self):
         return metrics(self.admin)
@@ -425,6 +441,8 @@ def parts_1_2(args, workdir, parts):
                                "median_writes": statistics.median(r["writes"] for r in runs)}
         if 2 in parts:
             result["part2"] = idle_part(args, bench, n_first)
+            if args.startup:
+                result["part2"]["startup"] = startup_part(args, bench)
         result["olm_log"] = bench.olm_log_problems()
         result["notes"] = bench.notes
     finally:
@@ -469,6 +487,29 @@ def idle_part(args, bench, have):
             "status_writes": metric_delta(m0, m1, "olm_status_writes_total"),
             "reconciles": metric_delta(m0, m1, "olm_reconciles_total"),
             "idle": idle, "settle": settle}
+
+
+def startup_part(args, bench):
+    """Restarts olm run (the operators installed) and counts its requests in its first
+    --startup s, by verb and resource; lists and watches of one namespace name it."""
+    log(f"part 2: restarting olm run; counting its requests in its first {args.startup:g} s")
+    bench.stop_olm()
+    bench.start_olm("olm-run-restarted")
+    start = bench.olm_started
+    ready = time.time() - start
+    end = start + args.startup
+    while time.time() < end:
+        bench.check_alive()
+        time.sleep(min(0.5, max(0.0, end - time.time())))
+    rss = bench.rss()
+    bench.audit.catch_up(end, bench.poke)
+    mine = ib.olm_requests(bench.audit.window(start, end))
+    by = collections.Counter((r[1], r[3] + (f" ns={r[4]}" if r[4] and r[1] in ("list", "watch") else ""))
+                             for r in mine)
+    return {"seconds": args.startup, "ready_seconds": round(ready, 3), "rss": rss, "requests": len(mine),
+            "writes": sum(1 for r in mine if r[1] in ib.WRITE_VERBS),
+            "by_verb": dict(sorted(collections.Counter(r[1] for r in mine).items())),
+            "by_verb_resource": {f"{v} {res}": n for (v, res), n in sorted(by.items())}}
 
 
 # ---------------------------------------------------------------------------- part 3
@@ -640,6 +681,20 @@ def report(res, args):
         if p2["reconciles"]["by_label"]:
             print("   idle reconciles: " + ", ".join(f"{k} {v:g}" for k, v in p2["reconciles"]["by_label"].items()))
         print(f"   zero writes while idle: {'met' if p2['idle']['writes'] == 0 and p2['status_writes']['total'] == 0 else 'NOT met'}")
+        st = p2.get("startup")
+        if st:
+            print(f"\n   olm run restarted with the {p2['operators']} operators: its requests in its first {st['seconds']:g} s"
+                  f" (ready after {st['ready_seconds']:.1f} s; RSS then {fmt(st['rss']['rss_mib'], 'MiB')})")
+            per = {}
+            for key, n in st["by_verb_resource"].items():
+                verb, resource = key.split(" ", 1)
+                per.setdefault(resource, collections.Counter())[verb if verb in ("list", "watch") else "other"] += n
+            rows = [["resource", "list", "watch", "other"]]
+            rows += [[r, *(str(c[v]) for v in ("list", "watch", "other"))] for r, c in sorted(per.items())]
+            rows.append(["total", *(str(sum(c[v] for c in per.values())) for v in ("list", "watch", "other"))])
+            table(rows)
+            print(f"   {st['requests']} requests, {st['writes']} writes; by verb: "
+                  + ", ".join(f"{v} {n}" for v, n in st["by_verb"].items()))
     p3 = res.get("all_namespaces") or {}
     if p3:
         modes = [m for m in ("on", "off") if m in p3]
@@ -692,6 +747,8 @@ def main():
     ap.add_argument("--operators", type=int, default=20, help="part 2: operators installed while idle (default 20)")
     ap.add_argument("--idle", type=float, default=60, help="part 2: idle seconds (default 60)")
     ap.add_argument("--settle", type=float, default=15, help="part 2: seconds after the last Succeeded before idle (default 15)")
+    ap.add_argument("--startup", type=float, default=0,
+                    help="part 2: then restart olm run and count its requests in its first this many seconds (default 0: no restart)")
     ap.add_argument("--csvs", type=int, default=100, help="part 3: AllNamespaces CSVs (default 100)")
     ap.add_argument("--namespaces", type=int, default=200, help="part 3: bench namespaces in all (default 200)")
     ap.add_argument("--copies", choices=["both", "on", "off"], default="both", help="part 3: copied CSVs (default both)")

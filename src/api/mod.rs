@@ -4,7 +4,16 @@
 mod catalogsource;
 mod crdgen;
 mod csv;
-pub mod duration;
+pub use olm_catalog::duration;
+
+/// Whether `object` reads as our typed ClusterServiceVersion: the schema check
+/// `catalog::bundle::validate_bundle` is given.
+pub fn check_csv_schema(object: &serde_json::Value) -> Result<(), String> {
+    use serde::Deserialize;
+    ClusterServiceVersion::deserialize(object)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
 mod installplan;
 pub mod operatorgroup;
 pub(crate) mod schema;

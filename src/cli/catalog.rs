@@ -243,7 +243,7 @@ pub fn run_bundle(command: BundleCommand) -> anyhow::Result<()> {
             let mut failed = 0;
             for dir in &dirs {
                 let problems = match read_bundle(dir) {
-                    Ok(bundle) => validate_bundle(&bundle)
+                    Ok(bundle) => validate_bundle(&bundle, &crate::api::check_csv_schema)
                         .into_iter()
                         .map(|p| p.to_string())
                         .collect(),

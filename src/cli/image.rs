@@ -213,7 +213,7 @@ fn build_and_maybe_push(
 
 pub fn bundle_build(args: BuildArgs) -> anyhow::Result<()> {
     let bundle = read_bundle(&args.dir)?;
-    let problems = crate::catalog::bundle::validate_bundle(&bundle);
+    let problems = crate::catalog::bundle::validate_bundle(&bundle, &crate::api::check_csv_schema);
     if !problems.is_empty() {
         let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
         bail!(

@@ -8,7 +8,7 @@ use crate::catalog::load::load_path;
 use crate::catalog::render::{RenderOptions, render_package_folders};
 
 fn our_catalog() -> CatalogIndex {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("catalog");
     let content = load_path(&dir).expect("catalog/ loads");
     CatalogIndex::new(&[Catalog {
         name: "olm-rs".into(),
@@ -95,7 +95,8 @@ fn reverse_words_upgrades_along_replaces_then_the_skip_range() {
 }
 
 fn testdata_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/community-operators/operators")
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join("../shared/testdata/community-operators/operators")
 }
 
 /// Every testdata package rendered into one catalog (rendering is slow in debug: once).

@@ -348,7 +348,7 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
 
 /// The CSV's `relatedImages`, the images of its deployments' containers, and the bundle
 /// image itself; each image once.
-pub(crate) fn related_images(csv: &Value, bundle_image: &str) -> Vec<RelatedImage> {
+pub fn related_images(csv: &Value, bundle_image: &str) -> Vec<RelatedImage> {
     let mut out: Vec<RelatedImage> = Vec::new();
     // An entry of the CSV's own list is kept even with an empty image, as opm keeps it.
     let mut push = |name: &str, image: &str, from_list: bool| {

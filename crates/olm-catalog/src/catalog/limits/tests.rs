@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::api::duration::{MAX_DURATION_TEXT, parse_go_duration};
 use crate::catalog::bundle::read_bundle;
 use crate::catalog::configmap::{MAX_CONFIGMAP_BYTES, from_configmap_data};
 use crate::catalog::load::{LoadError, load_path, load_str};
 use crate::catalog::semver_range::{MAX_RANGE_BYTES, VersionRange};
+use crate::duration::{MAX_DURATION_TEXT, parse_go_duration};
 
 const FILE: &str = "catalog.json";
 
@@ -179,7 +179,7 @@ fn scratch(name: &str) -> PathBuf {
 
 /// A copy of the project's `at` 0.1.0 bundle in a scratch directory.
 fn bundle_copy(name: &str) -> PathBuf {
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("bundles/at/0.1.0");
+    let from = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("bundles/at/0.1.0");
     let dir = scratch(name);
     for sub in ["manifests", "metadata"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
@@ -265,7 +265,8 @@ fn bundle_directories_named_by_annotations_stay_inside_the_bundle() {
 }
 
 fn configmap_data() -> BTreeMap<String, String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/catalogs/configmap/etcd.yaml");
+    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join("tests/catalogs/configmap/etcd.yaml");
     let object: serde_json::Value =
         serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     serde_json::from_value(object["data"].clone()).unwrap()

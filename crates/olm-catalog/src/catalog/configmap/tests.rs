@@ -5,7 +5,7 @@ use crate::catalog::validate::validate;
 use base64::Engine;
 use serde_json::{Value, json};
 
-const FIXTURE: &str = include_str!("../../../tests/catalogs/configmap/etcd.yaml");
+const FIXTURE: &str = include_str!("../../../../../tests/catalogs/configmap/etcd.yaml");
 
 /// The `data` of the fixture ConfigMap.
 fn fixture() -> BTreeMap<String, String> {
