@@ -889,6 +889,11 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let (_, crd_changes) = informers.cluster.crds.subscribe_touched();
     // The shared CSV informer leaves copies out (the copier watches those above).
     let (csvs, csv_changes) = informers.csvs.subscribe_touched();
+    // A replaced CSV moves on when its replacement's phase does. Its round must read the
+    // replacement from the cache, so the cache's own change triggers it: a wake-up sent
+    // right after the replacement's status write could find the cache a step behind, and
+    // leave the old CSV Replacing until something else moved.
+    let (_, replacement_changes) = informers.csvs.subscribe_touched();
     let (related_tx, related_rx) = mpsc::unbounded_channel();
     let (copy_tx, copy_rx) = mpsc::unbounded_channel();
     let ctx = Arc::new(CsvContext {
@@ -933,6 +938,11 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
                 (Some(name), Some(ns)) => vec![ObjectRef::new(name).within(ns)],
                 _ => vec![],
             }
+        })
+        .watches_shared_stream(replacement_changes, |csv| {
+            let csv = csv.0.as_ref().ok()?;
+            let replaces = csv.spec.replaces.as_deref().filter(|r| !r.is_empty())?;
+            Some(ObjectRef::new(replaces).within(csv.metadata.namespace.as_deref()?))
         })
         .watches_shared_stream(subscription_changes, move |sub| {
             let ns = sub.meta().namespace.clone();
