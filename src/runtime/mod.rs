@@ -106,18 +106,7 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
             None
         }
     };
-    {
-        let metrics = Arc::clone(&metrics);
-        let mut leading = leading_rx.clone();
-        tokio::spawn(async move {
-            loop {
-                metrics.leader.set(i64::from(*leading.borrow_and_update()));
-                if leading.changed().await.is_err() {
-                    break;
-                }
-            }
-        });
-    }
+    tokio::spawn(report_leadership(Arc::clone(&metrics), leading_rx.clone()));
 
     let ctx = Arc::new(Context::new(
         client,
@@ -190,4 +179,14 @@ pub fn default_identity() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "olm".into());
     format!("{host}-{}", std::process::id())
+}
+
+/// Keeps the `leader` gauge equal to whether this replica leads.
+async fn report_leadership(metrics: Arc<Metrics>, mut leading: watch::Receiver<bool>) {
+    loop {
+        metrics.leader.set(i64::from(*leading.borrow_and_update()));
+        if leading.changed().await.is_err() {
+            break;
+        }
+    }
 }

@@ -178,7 +178,6 @@ pub async fn sync_config_map(
     cctx: &CatalogSourceContext,
     now: Timestamp,
 ) -> Result<Round, Error> {
-    let ctx = &cctx.shared;
     let not_found = |name: &str| Round {
         connection: Connection::Failed {
             address: None,
@@ -223,41 +222,9 @@ pub async fn sync_config_map(
         .state
         .last_load(source_ref)
         .is_some_and(|record| record.origin == config_map_origin(name, &watched_version));
-    if !seen {
-        let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &source_ref.namespace);
-        let config_map = api
-            .get_opt(name)
-            .await
-            .map_err(|error| Error::ReadConfigMap {
-                source_ref: source_ref.clone(),
-                config_map: name.to_string(),
-                error,
-            })?;
+    if !seen && !read_config_map(source, source_ref, cctx, name).await? {
         // Gone between the watch event and the GET: the watch brings the deletion next.
-        let Some(config_map) = config_map else {
-            return Ok(not_found(name));
-        };
-        // The origin names the version read, even if it moved since the watch event.
-        let read_version = config_map
-            .metadata
-            .resource_version
-            .clone()
-            .unwrap_or_default();
-        let data = config_map.data.unwrap_or_default();
-        let described = format!("ConfigMap {}/{name}", source_ref.namespace);
-        let loaded = tokio::task::spawn_blocking(move || {
-            from_configmap_data(&data)
-                .map_err(|e| ("InvalidConfigMap", format!("{described}: {e}")))
-        })
-        .await
-        .unwrap_or_else(|join| {
-            Err((
-                "InvalidConfigMap",
-                format!("parsing the ConfigMap failed: {join}"),
-            ))
-        });
-        let origin = config_map_origin(name, &read_version);
-        accept(source, source_ref, cctx, origin, loaded.map(Loaded::Whole)).await;
+        return Ok(not_found(name));
     }
     // The reference moves (with its update time) only when a new version was read.
     let loaded_version = cctx
@@ -292,6 +259,49 @@ pub async fn sync_config_map(
         spec_problem: None,
         requeue_after: None,
     })
+}
+
+/// Reads a new version of a ConfigMap catalog and hands it to [`accept`]; false when the
+/// ConfigMap is gone.
+async fn read_config_map(
+    source: &CatalogSource,
+    source_ref: &CatalogRef,
+    cctx: &CatalogSourceContext,
+    name: &str,
+) -> Result<bool, Error> {
+    let api: Api<ConfigMap> = Api::namespaced(cctx.shared.client.clone(), &source_ref.namespace);
+    let config_map = api
+        .get_opt(name)
+        .await
+        .map_err(|error| Error::ReadConfigMap {
+            source_ref: source_ref.clone(),
+            config_map: name.to_string(),
+            error,
+        })?;
+    let Some(config_map) = config_map else {
+        return Ok(false);
+    };
+    // The origin names the version read, even if it moved since the watch event.
+    let read_version = config_map
+        .metadata
+        .resource_version
+        .clone()
+        .unwrap_or_default();
+    let data = config_map.data.unwrap_or_default();
+    let described = format!("ConfigMap {}/{name}", source_ref.namespace);
+    let loaded = tokio::task::spawn_blocking(move || {
+        from_configmap_data(&data).map_err(|e| ("InvalidConfigMap", format!("{described}: {e}")))
+    })
+    .await
+    .unwrap_or_else(|join| {
+        Err((
+            "InvalidConfigMap",
+            format!("parsing the ConfigMap failed: {join}"),
+        ))
+    });
+    let origin = config_map_origin(name, &read_version);
+    accept(source, source_ref, cctx, origin, loaded.map(Loaded::Whole)).await;
+    Ok(true)
 }
 
 fn config_map_origin(name: &str, resource_version: &str) -> String {

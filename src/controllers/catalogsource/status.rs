@@ -104,135 +104,98 @@ fn describe(summary: &ContentSummary) -> String {
     )
 }
 
-fn condition(
-    type_: &str,
-    ok: bool,
-    reason: &str,
-    message: String,
+/// This round's conditions: its generation and time, and a transition time kept while a
+/// condition's status holds.
+struct Conditions<'a> {
+    current: Option<&'a CatalogSourceStatus>,
     generation: Option<i64>,
-    previous: Option<&Condition>,
     now: Timestamp,
-) -> Condition {
-    Cond::new(type_, ok, reason, message).into_meta(previous, generation, now)
+}
+
+impl Conditions<'_> {
+    fn make(&self, type_: &str, ok: bool, reason: &str, message: String) -> Condition {
+        let previous = self
+            .current
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_));
+        Cond::new(type_, ok, reason, message).into_meta(previous, self.generation, self.now)
+    }
+
+    /// `connectionState` and the Connected condition.
+    fn connection(&self, connection: &Connection) -> (Option<GrpcConnectionState>, Condition) {
+        let state = |address: &Option<String>, state: &str| {
+            Some(connection_state(self.current, address, state, self.now))
+        };
+        match connection {
+            Connection::Ready { address, message } => (
+                state(address, STATE_READY),
+                self.make(CONDITION_CONNECTED, true, "Connected", message.clone()),
+            ),
+            Connection::Failed {
+                address,
+                reason,
+                message,
+            } => (
+                state(address, STATE_TRANSIENT_FAILURE),
+                self.make(CONDITION_CONNECTED, false, reason, message.clone()),
+            ),
+            Connection::InvalidSpec { message } => (
+                None,
+                self.make(CONDITION_CONNECTED, false, "InvalidSpec", message.clone()),
+            ),
+        }
+    }
+
+    /// The CatalogLoaded condition.
+    fn loaded(&self, content: &Content, connection: &Connection) -> Condition {
+        let (ok, reason, message) = match content {
+            Content::Loaded(summary) => (true, "Loaded", describe(summary)),
+            Content::Failed {
+                reason,
+                message,
+                last_good,
+            } => (
+                false,
+                *reason,
+                match last_good {
+                    Some(summary) => format!(
+                        "{message}; still using the last good content: {}",
+                        describe(summary)
+                    ),
+                    None => format!("{message}; no content loaded"),
+                },
+            ),
+            Content::NotLoaded => (
+                false,
+                "NotLoaded",
+                match connection {
+                    Connection::Ready { .. } => "not loaded yet".to_string(),
+                    Connection::Failed { message, .. } | Connection::InvalidSpec { message } => {
+                        format!("not loaded: {message}")
+                    }
+                },
+            ),
+        };
+        self.make(CONDITION_CATALOG_LOADED, ok, reason, message)
+    }
 }
 
 pub fn desired_status(
     current: Option<&CatalogSourceStatus>,
     observed: &Observation,
 ) -> CatalogSourceStatus {
-    let previous =
-        |type_: &str| current.and_then(|s| s.conditions.iter().find(|c| c.type_ == type_));
-    let now = observed.now;
-    let generation = observed.generation;
-
-    let (connection_state, connected) = match &observed.connection {
-        Connection::Ready { address, message } => (
-            Some(connection_state(current, address, STATE_READY, now)),
-            condition(
-                CONDITION_CONNECTED,
-                true,
-                "Connected",
-                message.clone(),
-                generation,
-                previous(CONDITION_CONNECTED),
-                now,
-            ),
-        ),
-        Connection::Failed {
-            address,
-            reason,
-            message,
-        } => (
-            Some(connection_state(
-                current,
-                address,
-                STATE_TRANSIENT_FAILURE,
-                now,
-            )),
-            condition(
-                CONDITION_CONNECTED,
-                false,
-                reason,
-                message.clone(),
-                generation,
-                previous(CONDITION_CONNECTED),
-                now,
-            ),
-        ),
-        Connection::InvalidSpec { message } => (
-            None,
-            condition(
-                CONDITION_CONNECTED,
-                false,
-                "InvalidSpec",
-                message.clone(),
-                generation,
-                previous(CONDITION_CONNECTED),
-                now,
-            ),
-        ),
+    let conditions = Conditions {
+        current,
+        generation: observed.generation,
+        now: observed.now,
     };
-
-    let loaded = match &observed.content {
-        Content::Loaded(summary) => condition(
-            CONDITION_CATALOG_LOADED,
-            true,
-            "Loaded",
-            describe(summary),
-            generation,
-            previous(CONDITION_CATALOG_LOADED),
-            now,
-        ),
-        Content::Failed {
-            reason,
-            message,
-            last_good,
-        } => {
-            let message = match last_good {
-                Some(summary) => format!(
-                    "{message}; still using the last good content: {}",
-                    describe(summary)
-                ),
-                None => format!("{message}; no content loaded"),
-            };
-            condition(
-                CONDITION_CATALOG_LOADED,
-                false,
-                reason,
-                message,
-                generation,
-                previous(CONDITION_CATALOG_LOADED),
-                now,
-            )
-        }
-        Content::NotLoaded => {
-            let message = match &observed.connection {
-                Connection::Ready { .. } => "not loaded yet".to_string(),
-                Connection::Failed { message, .. } | Connection::InvalidSpec { message } => {
-                    format!("not loaded: {message}")
-                }
-            };
-            condition(
-                CONDITION_CATALOG_LOADED,
-                false,
-                "NotLoaded",
-                message,
-                generation,
-                previous(CONDITION_CATALOG_LOADED),
-                now,
-            )
-        }
-    };
-
+    let (connection_state, connected) = conditions.connection(&observed.connection);
+    let loaded = conditions.loaded(&observed.content, &observed.connection);
     let spec_valid = observed.spec_problem.as_ref().map(|message| {
-        condition(
+        conditions.make(
             CONDITION_SPEC_VALID,
             false,
             "InvalidPollInterval",
             message.clone(),
-            generation,
-            previous(CONDITION_SPEC_VALID),
-            now,
         )
     });
 
@@ -288,20 +251,12 @@ pub fn panicked_status(
     now: Timestamp,
 ) -> CatalogSourceStatus {
     let mut status = owned_fields(&current.cloned().unwrap_or_default());
-    let previous = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == CONDITION_RECONCILED)
-        .cloned();
-    let failed = condition(
-        CONDITION_RECONCILED,
-        false,
-        "Panicked",
-        panic,
+    let failed = Conditions {
+        current: Some(&status),
         generation,
-        previous.as_ref(),
         now,
-    );
+    }
+    .make(CONDITION_RECONCILED, false, "Panicked", panic);
     status
         .conditions
         .retain(|c| c.type_ != CONDITION_RECONCILED);

@@ -158,30 +158,98 @@ fn elapsed_since(then: Option<&Time>, now: Timestamp) -> Duration {
 
 /// The next step from `current` (None: never synced).
 pub fn decide(current: Option<&ClusterServiceVersionStatus>, observed: &Observation) -> Step {
-    let phase = current.and_then(|s| s.phase).unwrap_or_default();
-    let reason = current.and_then(|s| s.reason.as_deref()).unwrap_or("");
-    let message = current.and_then(|s| s.message.clone()).unwrap_or_default();
-    let since = elapsed_since(
-        current.and_then(|s| s.last_transition_time.as_ref()),
-        observed.now,
-    );
-    let stay = || Step::to(phase, static_reason(reason), message.clone());
+    let decision = Decision {
+        phase: current.and_then(|s| s.phase).unwrap_or_default(),
+        reason: current.and_then(|s| s.reason.as_deref()).unwrap_or(""),
+        message: current.and_then(|s| s.message.clone()).unwrap_or_default(),
+        since: elapsed_since(
+            current.and_then(|s| s.last_transition_time.as_ref()),
+            observed.now,
+        ),
+        observed,
+    };
+    if let Some(step) = decision
+        .outside_the_install()
+        .or_else(|| decision.group_or_replacement())
+    {
+        return step;
+    }
+    match decision.phase {
+        CsvPhase::Pending => decision.pending(),
+        CsvPhase::InstallReady => decision.install_ready(),
+        CsvPhase::Installing => decision.installing(),
+        CsvPhase::Succeeded => decision.succeeded(),
+        CsvPhase::Failed => decision.failed(),
+        _ => decision.stay(),
+    }
+}
 
-    match phase {
-        CsvPhase::None | CsvPhase::Unknown => {
-            return Step::to(
+/// One decision: where the CSV is (phase, reason, message, for how long) and what the
+/// round observed.
+struct Decision<'a> {
+    phase: CsvPhase,
+    reason: &'a str,
+    message: String,
+    since: Duration,
+    observed: &'a Observation,
+}
+
+impl Decision<'_> {
+    fn stay(&self) -> Step {
+        Step::to(self.phase, static_reason(self.reason), self.message.clone())
+    }
+
+    fn unmet(&self) -> Step {
+        Step::to(
+            CsvPhase::Pending,
+            REQUIREMENTS_NOT_MET,
+            format!(
+                "one or more requirements couldn't be found: {}",
+                self.observed.unmet.join("; ")
+            ),
+        )
+    }
+
+    fn invalid(problem: &str) -> Step {
+        Step::to(
+            CsvPhase::Failed,
+            INVALID_INSTALL_STRATEGY,
+            format!("install strategy invalid: {problem}"),
+        )
+    }
+
+    /// Succeeded when the Deployments are ready; Failed when they failed (not when already
+    /// Failed: that is no news).
+    fn health_step(&self, from_failed: bool) -> Option<Step> {
+        match &self.observed.health {
+            Health::Ready => Some(Step::to(
+                CsvPhase::Succeeded,
+                INSTALL_SUCCEEDED,
+                "install strategy completed with no errors",
+            )),
+            Health::Failed(why) if !from_failed => Some(Step::to(
+                CsvPhase::Failed,
+                INSTALL_CHECK_FAILED,
+                format!("install failed: {why}"),
+            )),
+            _ => None,
+        }
+    }
+
+    /// The phases outside the install: never synced, Deleting, Replacing.
+    fn outside_the_install(&self) -> Option<Step> {
+        match self.phase {
+            CsvPhase::None | CsvPhase::Unknown => Some(Step::to(
                 CsvPhase::Pending,
                 REQUIREMENTS_UNKNOWN,
                 "requirements not yet checked",
-            );
-        }
-        CsvPhase::Deleting => {
-            let mut step = stay();
-            step.delete = true;
-            return step;
-        }
-        CsvPhase::Replacing => {
-            return match &observed.replaced_by {
+            )),
+            CsvPhase::Deleting => {
+                let mut step = self.stay();
+                step.delete = true;
+                Some(step)
+            }
+            CsvPhase::Replacing => Some(match &self.observed.replaced_by {
                 Some(new) if new.phase == CsvPhase::Succeeded => {
                     let mut step = Step::to(
                         CsvPhase::Deleting,
@@ -194,187 +262,165 @@ pub fn decide(current: Option<&ClusterServiceVersionStatus>, observed: &Observat
                     step.delete = true;
                     step
                 }
-                Some(_) => stay(),
+                Some(_) => self.stay(),
                 None => Step::to(
                     CsvPhase::Pending,
                     REQUIREMENTS_UNKNOWN,
                     "the ClusterServiceVersion replacing this one is gone",
                 ),
-            };
+            }),
+            _ => None,
         }
-        _ => {}
     }
 
-    // Group problems fail the CSV from any installable phase; waiting changes nothing.
-    if observed.group == GroupState::Waiting {
-        return stay().requeue(Duration::from_secs(5));
-    }
-    if let Some(failed) = group_failure(&observed.group) {
-        return if phase == CsvPhase::Failed && reason == failed.reason && message == failed.message
+    /// Group problems fail the CSV from any installable phase (waiting changes nothing); a
+    /// Succeeded CSV with a replacement moves to Replacing.
+    fn group_or_replacement(&self) -> Option<Step> {
+        let observed = self.observed;
+        if observed.group == GroupState::Waiting {
+            return Some(self.stay().requeue(Duration::from_secs(5)));
+        }
+        if let Some(failed) = group_failure(&observed.group) {
+            return Some(
+                if self.phase == CsvPhase::Failed
+                    && self.reason == failed.reason
+                    && self.message == failed.message
+                {
+                    self.stay()
+                } else {
+                    failed
+                },
+            );
+        }
+        if self.phase == CsvPhase::Succeeded
+            && let Some(new) = &observed.replaced_by
         {
-            stay()
+            return Some(Step::to(
+                CsvPhase::Replacing,
+                BEING_REPLACED,
+                format!("being replaced by csv: {}", new.name),
+            ));
+        }
+        None
+    }
+
+    fn pending(&self) -> Step {
+        let observed = self.observed;
+        if let Some(problem) = &observed.strategy_problem {
+            Self::invalid(problem)
+        } else if !observed.unmet.is_empty() {
+            self.unmet()
+        } else if let Some(old) = observed
+            .replaces
+            .as_ref()
+            .filter(|old| !matches!(old.phase, CsvPhase::Replacing | CsvPhase::Deleting))
+        {
+            // The old CSV moves to Replacing on its own round; look again soon.
+            Step::to(
+                CsvPhase::Pending,
+                ALL_REQUIREMENTS_MET,
+                format!("waiting for {} to enter Replacing", old.name),
+            )
+            .requeue(Duration::from_secs(2))
         } else {
-            failed
+            Step::to(
+                CsvPhase::InstallReady,
+                ALL_REQUIREMENTS_MET,
+                "all requirements found, attempting install",
+            )
+        }
+    }
+
+    fn install_ready(&self) -> Step {
+        if let Some(problem) = &self.observed.strategy_problem {
+            Self::invalid(problem)
+        } else if !self.observed.unmet.is_empty() {
+            self.unmet()
+        } else {
+            Step::to(
+                CsvPhase::Installing,
+                INSTALL_SUCCEEDED,
+                "waiting for install components to report healthy",
+            )
+            .installing()
+        }
+    }
+
+    fn installing(&self) -> Step {
+        if let Some(done) = self.health_step(false) {
+            return done.installing();
+        }
+        let observed = self.observed;
+        let why = match &observed.health {
+            Health::NotReady(why) => why.clone(),
+            _ => String::new(),
         };
-    }
-    if phase == CsvPhase::Succeeded
-        && let Some(new) = &observed.replaced_by
-    {
-        return Step::to(
-            CsvPhase::Replacing,
-            BEING_REPLACED,
-            format!("being replaced by csv: {}", new.name),
-        );
-    }
-
-    let unmet = || {
-        Step::to(
-            CsvPhase::Pending,
-            REQUIREMENTS_NOT_MET,
-            format!(
-                "one or more requirements couldn't be found: {}",
-                observed.unmet.join("; ")
-            ),
-        )
-    };
-    let invalid = |problem: &String| {
-        Step::to(
-            CsvPhase::Failed,
-            INVALID_INSTALL_STRATEGY,
-            format!("install strategy invalid: {problem}"),
-        )
-    };
-    let health_step = |from_failed: bool| match &observed.health {
-        Health::Ready => Some(Step::to(
-            CsvPhase::Succeeded,
-            INSTALL_SUCCEEDED,
-            "install strategy completed with no errors",
-        )),
-        Health::Failed(why) if !from_failed => Some(Step::to(
-            CsvPhase::Failed,
-            INSTALL_CHECK_FAILED,
-            format!("install failed: {why}"),
-        )),
-        _ => None,
-    };
-
-    match phase {
-        CsvPhase::Pending => {
-            if let Some(problem) = &observed.strategy_problem {
-                invalid(problem)
-            } else if !observed.unmet.is_empty() {
-                unmet()
-            } else if let Some(old) = observed
-                .replaces
-                .as_ref()
-                .filter(|old| !matches!(old.phase, CsvPhase::Replacing | CsvPhase::Deleting))
-            {
-                // The old CSV moves to Replacing on its own round; look again soon.
-                Step::to(
-                    CsvPhase::Pending,
-                    ALL_REQUIREMENTS_MET,
-                    format!("waiting for {} to enter Replacing", old.name),
-                )
-                .requeue(Duration::from_secs(2))
-            } else {
-                Step::to(
-                    CsvPhase::InstallReady,
-                    ALL_REQUIREMENTS_MET,
-                    "all requirements found, attempting install",
-                )
-            }
-        }
-        CsvPhase::InstallReady => {
-            if let Some(problem) = &observed.strategy_problem {
-                invalid(problem)
-            } else if !observed.unmet.is_empty() {
-                unmet()
-            } else {
-                Step::to(
-                    CsvPhase::Installing,
-                    INSTALL_SUCCEEDED,
-                    "waiting for install components to report healthy",
-                )
-                .installing()
-            }
-        }
-        CsvPhase::Installing => {
-            if let Some(done) = health_step(false) {
-                return done.installing();
-            }
-            let why = match &observed.health {
-                Health::NotReady(why) => why.clone(),
-                _ => String::new(),
-            };
-            if since >= observed.install_check_timeout {
-                Step::to(
-                    CsvPhase::Failed,
-                    INSTALL_CHECK_FAILED,
-                    format!(
-                        "install timeout after {:?}: {why}",
-                        observed.install_check_timeout
-                    ),
-                )
-            } else {
-                Step::to(
-                    CsvPhase::Installing,
-                    INSTALL_WAITING,
-                    format!("installing: {why}"),
-                )
-                .installing()
-                .requeue(observed.install_check_timeout - since)
-            }
-        }
-        CsvPhase::Succeeded => {
-            if !observed.unmet.is_empty() {
-                let mut step = unmet();
-                step.phase = CsvPhase::Failed;
-                step
-            } else {
-                match &observed.health {
-                    Health::Ready => stay().installing(),
-                    Health::NotReady(why) | Health::Failed(why) => Step::to(
-                        CsvPhase::Failed,
-                        COMPONENT_UNHEALTHY,
-                        format!("installing: {why}"),
-                    ),
-                }
-            }
-        }
-        CsvPhase::Failed => {
-            let back_to_pending = |why: &str| {
-                Step::to(
-                    CsvPhase::Pending,
-                    REQUIREMENTS_UNKNOWN,
-                    format!("{why}; checking requirements again"),
-                )
-            };
-            match reason {
-                r if GROUP_REASONS.contains(&r) => {
-                    back_to_pending("the OperatorGroup is usable now")
-                }
-                INVALID_INSTALL_STRATEGY => match &observed.strategy_problem {
-                    Some(problem) => invalid(problem),
-                    None => back_to_pending("the install strategy is valid now"),
-                },
-                REQUIREMENTS_NOT_MET if observed.unmet.is_empty() => {
-                    back_to_pending("requirements are met now")
-                }
-                REQUIREMENTS_NOT_MET => stay(),
-                COMPONENT_UNHEALTHY | INSTALL_CHECK_FAILED => match health_step(true) {
-                    Some(healed) => healed,
-                    // An unhealthy Deployment that was changed or deleted is put back.
-                    None => stay().installing(),
-                },
-                _ if since >= REINSTALL_AFTER => Step::to(
-                    CsvPhase::Pending,
-                    NEEDS_REINSTALL,
-                    "retrying the install after a failure",
+        if self.since >= observed.install_check_timeout {
+            Step::to(
+                CsvPhase::Failed,
+                INSTALL_CHECK_FAILED,
+                format!(
+                    "install timeout after {:?}: {why}",
+                    observed.install_check_timeout
                 ),
-                _ => stay().requeue(REINSTALL_AFTER - since),
-            }
+            )
+        } else {
+            Step::to(
+                CsvPhase::Installing,
+                INSTALL_WAITING,
+                format!("installing: {why}"),
+            )
+            .installing()
+            .requeue(observed.install_check_timeout - self.since)
         }
-        _ => stay(),
+    }
+
+    fn succeeded(&self) -> Step {
+        if !self.observed.unmet.is_empty() {
+            let mut step = self.unmet();
+            step.phase = CsvPhase::Failed;
+            return step;
+        }
+        match &self.observed.health {
+            Health::Ready => self.stay().installing(),
+            Health::NotReady(why) | Health::Failed(why) => Step::to(
+                CsvPhase::Failed,
+                COMPONENT_UNHEALTHY,
+                format!("installing: {why}"),
+            ),
+        }
+    }
+
+    fn failed(&self) -> Step {
+        let back_to_pending = |why: &str| {
+            Step::to(
+                CsvPhase::Pending,
+                REQUIREMENTS_UNKNOWN,
+                format!("{why}; checking requirements again"),
+            )
+        };
+        match self.reason {
+            r if GROUP_REASONS.contains(&r) => back_to_pending("the OperatorGroup is usable now"),
+            INVALID_INSTALL_STRATEGY => match &self.observed.strategy_problem {
+                Some(problem) => Self::invalid(problem),
+                None => back_to_pending("the install strategy is valid now"),
+            },
+            REQUIREMENTS_NOT_MET if self.observed.unmet.is_empty() => {
+                back_to_pending("requirements are met now")
+            }
+            REQUIREMENTS_NOT_MET => self.stay(),
+            COMPONENT_UNHEALTHY | INSTALL_CHECK_FAILED => match self.health_step(true) {
+                Some(healed) => healed,
+                // An unhealthy Deployment that was changed or deleted is put back.
+                None => self.stay().installing(),
+            },
+            _ if self.since >= REINSTALL_AFTER => Step::to(
+                CsvPhase::Pending,
+                NEEDS_REINSTALL,
+                "retrying the install after a failure",
+            ),
+            _ => self.stay().requeue(REINSTALL_AFTER - self.since),
+        }
     }
 }
 

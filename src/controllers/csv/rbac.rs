@@ -11,13 +11,13 @@
 //! covers the operator's namespace too: the same CSV installed in two namespaces gets two
 //! sets of cluster-scoped objects instead of fighting over one.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use serde_json::{Value, json};
 
 use super::deployment::Owner;
-use crate::api::{COPIED_FROM_LABEL, StrategyDetailsDeployment};
+use crate::api::{COPIED_FROM_LABEL, StrategyDeploymentPermissions, StrategyDetailsDeployment};
 use crate::controllers::ownership::{PERMISSIONS_HASH_LABEL, name_with_hash, short_hash};
 
 /// Names are cut to 63 characters (as upstream) so they are valid everywhere.
@@ -51,7 +51,27 @@ pub fn plan(
     owner: &Owner,
     targets: &[String],
 ) -> Vec<Planned> {
-    let mut planned = Vec::new();
+    let mut planned = service_accounts(strategy, owner);
+    for permission in &strategy.permissions {
+        planned.extend(namespaced_permission(permission, owner, targets));
+    }
+    for permission in &strategy.cluster_permissions {
+        let sa = &permission.service_account_name;
+        let hash = permission_hash(owner, permission);
+        let name = name_with_hash(&owner.csv, &hash, NAME_LIMIT);
+        planned.extend(cluster_pair(
+            &name,
+            &hash,
+            permission.rules.clone(),
+            &permission_labels(owner, &hash, false),
+            subject(owner, sa),
+        ));
+    }
+    planned
+}
+
+/// The ServiceAccounts the permissions name (`default` exists already).
+fn service_accounts(strategy: &StrategyDetailsDeployment, owner: &Owner) -> Vec<Planned> {
     let accounts: BTreeSet<&str> = strategy
         .permissions
         .iter()
@@ -59,8 +79,9 @@ pub fn plan(
         .map(|p| p.service_account_name.as_str())
         .filter(|sa| !sa.is_empty() && *sa != "default")
         .collect();
-    for sa in accounts {
-        planned.push(Planned {
+    accounts
+        .into_iter()
+        .map(|sa| Planned {
             kind: "ServiceAccount",
             namespace: Some(owner.namespace.clone()),
             name: sa.into(),
@@ -74,97 +95,92 @@ pub fn plan(
                     "ownerReferences": [owner.reference()],
                 },
             }),
+        })
+        .collect()
+}
+
+/// A stable hash of one permission of the CSV (it names the objects and detects change).
+fn permission_hash(owner: &Owner, permission: &StrategyDeploymentPermissions) -> String {
+    let rules = serde_json::to_vec(&permission.rules).unwrap_or_default();
+    short_hash(&[
+        owner.namespace.as_bytes(),
+        owner.csv.as_bytes(),
+        permission.service_account_name.as_bytes(),
+        &rules,
+    ])
+}
+
+fn subject(owner: &Owner, sa: &str) -> Value {
+    json!([{ "kind": "ServiceAccount", "name": sa, "namespace": owner.namespace }])
+}
+
+fn permission_labels(owner: &Owner, hash: &str, copied: bool) -> BTreeMap<String, String> {
+    let mut labels = owner.labels();
+    labels.insert(PERMISSIONS_HASH_LABEL.into(), hash.into());
+    if copied {
+        labels.insert(COPIED_FROM_LABEL.into(), owner.namespace.clone());
+    }
+    labels
+}
+
+/// A namespaced permission: a Role and RoleBinding in the operator's namespace and in each
+/// target namespace, or (AllNamespaces) a ClusterRole and ClusterRoleBinding.
+fn namespaced_permission(
+    permission: &StrategyDeploymentPermissions,
+    owner: &Owner,
+    targets: &[String],
+) -> Vec<Planned> {
+    let mut planned = Vec::new();
+    let sa = &permission.service_account_name;
+    let hash = permission_hash(owner, permission);
+    let name = name_with_hash(&format!("{}-{sa}", owner.csv), &hash, NAME_LIMIT);
+    let mut namespaces = vec![owner.namespace.clone()];
+    if !is_all_namespaces(targets) {
+        namespaces.extend(targets.iter().filter(|ns| **ns != owner.namespace).cloned());
+    }
+    for namespace in namespaces {
+        let own = namespace == owner.namespace;
+        let mut meta = json!({
+            "name": name,
+            "namespace": namespace,
+            "labels": permission_labels(owner, &hash, !own),
+        });
+        if own {
+            meta["ownerReferences"] = json!([owner.reference()]);
+        }
+        planned.push(Planned {
+            kind: "Role",
+            namespace: Some(namespace.clone()),
+            name: name.clone(),
+            body: json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": meta.clone(),
+                "rules": permission.rules,
+            }),
+        });
+        planned.push(Planned {
+            kind: "RoleBinding",
+            namespace: Some(namespace.clone()),
+            name: name.clone(),
+            body: json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": meta,
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
+                "subjects": subject(owner, sa),
+            }),
         });
     }
-
-    let subject =
-        |sa: &str| json!([{ "kind": "ServiceAccount", "name": sa, "namespace": owner.namespace }]);
-    let labels = |hash: &str, copied: bool| {
-        let mut labels = owner.labels();
-        labels.insert(PERMISSIONS_HASH_LABEL.into(), hash.into());
-        if copied {
-            labels.insert(COPIED_FROM_LABEL.into(), owner.namespace.clone());
-        }
-        labels
-    };
-
-    for permission in &strategy.permissions {
-        let sa = &permission.service_account_name;
-        let rules = serde_json::to_vec(&permission.rules).unwrap_or_default();
-        let hash = short_hash(&[
-            owner.namespace.as_bytes(),
-            owner.csv.as_bytes(),
-            sa.as_bytes(),
-            &rules,
-        ]);
-        let name = name_with_hash(&format!("{}-{sa}", owner.csv), &hash, NAME_LIMIT);
-        let mut namespaces = vec![owner.namespace.clone()];
-        if !is_all_namespaces(targets) {
-            namespaces.extend(targets.iter().filter(|ns| **ns != owner.namespace).cloned());
-        }
-        for namespace in namespaces {
-            let own = namespace == owner.namespace;
-            let mut meta = json!({
-                "name": name,
-                "namespace": namespace,
-                "labels": labels(&hash, !own),
-            });
-            if own {
-                meta["ownerReferences"] = json!([owner.reference()]);
-            }
-            planned.push(Planned {
-                kind: "Role",
-                namespace: Some(namespace.clone()),
-                name: name.clone(),
-                body: json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "Role",
-                    "metadata": meta.clone(),
-                    "rules": permission.rules,
-                }),
-            });
-            planned.push(Planned {
-                kind: "RoleBinding",
-                namespace: Some(namespace.clone()),
-                name: name.clone(),
-                body: json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "RoleBinding",
-                    "metadata": meta,
-                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
-                    "subjects": subject(sa),
-                }),
-            });
-        }
-        if is_all_namespaces(targets) {
-            let mut rules = permission.rules.clone();
-            rules.push(namespaces_rule());
-            planned.extend(cluster_pair(
-                &name,
-                &hash,
-                rules,
-                &labels(&hash, false),
-                subject(sa),
-            ));
-        }
-    }
-
-    for permission in &strategy.cluster_permissions {
-        let sa = &permission.service_account_name;
-        let rules = serde_json::to_vec(&permission.rules).unwrap_or_default();
-        let hash = short_hash(&[
-            owner.namespace.as_bytes(),
-            owner.csv.as_bytes(),
-            sa.as_bytes(),
-            &rules,
-        ]);
-        let name = name_with_hash(&owner.csv, &hash, NAME_LIMIT);
+    if is_all_namespaces(targets) {
+        let mut rules = permission.rules.clone();
+        rules.push(namespaces_rule());
         planned.extend(cluster_pair(
             &name,
             &hash,
-            permission.rules.clone(),
-            &labels(&hash, false),
-            subject(sa),
+            rules,
+            &permission_labels(owner, &hash, false),
+            subject(owner, sa),
         ));
     }
     planned

@@ -532,22 +532,7 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
         last_updated: previous.last_updated.clone(),
     };
     if let Some(plan) = input.plan {
-        let uid = plan.metadata.uid.clone().unwrap_or_default();
-        status.install_plan_ref = Some(ObjectReference {
-            api_version: Some(InstallPlan::api_version(&()).into_owned()),
-            kind: Some(InstallPlan::kind(&()).into_owned()),
-            name: Some(plan.name_any()),
-            namespace: plan.namespace(),
-            uid: Some(uid.clone()),
-            ..ObjectReference::default()
-        });
-        status.installplan = Some(InstallPlanReference {
-            api_version: InstallPlan::api_version(&()).into_owned(),
-            kind: InstallPlan::kind(&()).into_owned(),
-            name: plan.name_any(),
-            uuid: uid,
-        });
-        status.install_plan_generation = plan.spec.generation;
+        refer_to_plan(&mut status, plan);
     }
     match input.outcome {
         Some(Outcome::AtLatestKnown { csv }) => status.current_csv = Some(csv.clone()),
@@ -572,7 +557,54 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
         _ if status.current_csv.is_some() => Some(SubscriptionState::UpgradePending),
         _ => previous.state,
     };
+    let mut conditions = conditions(&previous, input);
+    // A condition that keeps its status keeps its transition time.
+    for c in &mut conditions {
+        let kept = previous
+            .conditions
+            .iter()
+            .find(|p| p.type_ == c.type_ && p.status == c.status)
+            .and_then(|p| p.last_transition_time.clone());
+        c.last_transition_time = Some(kept.unwrap_or_else(|| input.now.clone()));
+    }
+    status.conditions = conditions;
 
+    let mut unchanged_base = previous;
+    unchanged_base.last_updated = None;
+    let mut compared = status.clone();
+    compared.last_updated = None;
+    if compared != unchanged_base || status.last_updated.is_none() {
+        status.last_updated = Some(input.now.clone());
+    }
+    status
+}
+
+/// Points `status` at `plan` (both of upstream's references, and its generation).
+fn refer_to_plan(status: &mut SubscriptionStatus, plan: &InstallPlan) {
+    let uid = plan.metadata.uid.clone().unwrap_or_default();
+    status.install_plan_ref = Some(ObjectReference {
+        api_version: Some(InstallPlan::api_version(&()).into_owned()),
+        kind: Some(InstallPlan::kind(&()).into_owned()),
+        name: Some(plan.name_any()),
+        namespace: plan.namespace(),
+        uid: Some(uid.clone()),
+        ..ObjectReference::default()
+    });
+    status.installplan = Some(InstallPlanReference {
+        api_version: InstallPlan::api_version(&()).into_owned(),
+        kind: InstallPlan::kind(&()).into_owned(),
+        name: plan.name_any(),
+        uuid: uid,
+    });
+    status.install_plan_generation = plan.spec.generation;
+}
+
+/// The conditions a round shows: catalog health, a resolution failure, and how the plan
+/// went (pending, failed, missing).
+fn conditions(
+    previous: &SubscriptionStatus,
+    input: &StatusInput<'_>,
+) -> Vec<SubscriptionCondition> {
     let mut conditions = Vec::new();
     let unhealthy: Vec<String> = input
         .catalogs
@@ -653,25 +685,7 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
             format!("InstallPlan {name} referenced by this Subscription does not exist"),
         ));
     }
-    // A condition that keeps its status keeps its transition time.
-    for c in &mut conditions {
-        let kept = previous
-            .conditions
-            .iter()
-            .find(|p| p.type_ == c.type_ && p.status == c.status)
-            .and_then(|p| p.last_transition_time.clone());
-        c.last_transition_time = Some(kept.unwrap_or_else(|| input.now.clone()));
-    }
-    status.conditions = conditions;
-
-    let mut unchanged_base = previous;
-    unchanged_base.last_updated = None;
-    let mut compared = status.clone();
-    compared.last_updated = None;
-    if compared != unchanged_base || status.last_updated.is_none() {
-        status.last_updated = Some(input.now.clone());
-    }
-    status
+    conditions
 }
 
 fn condition(
