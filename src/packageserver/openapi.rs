@@ -65,10 +65,17 @@ fn array(items: Value, description: &str) -> Value {
 
 /// The schemas, with `$ref`s starting with `prefix` (`#/definitions/` or `#/components/schemas/`).
 pub fn schemas(prefix: &str) -> Map<String, Value> {
-    let r = |n: &str| reference(prefix, &format!("{PREFIX}.{n}"));
-    let free = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
-    let gvk = |kind: &str| json!([{"group": GROUP, "version": VERSION, "kind": kind}]);
     let mut defs = Map::new();
+    manifest_schemas(prefix, &mut defs);
+    content_schemas(prefix, &mut defs);
+    meta_schemas(&mut defs);
+    defs
+}
+
+/// PackageManifest, its list, spec and status.
+fn manifest_schemas(prefix: &str, defs: &mut Map<String, Value>) {
+    let r = |n: &str| reference(prefix, &format!("{PREFIX}.{n}"));
+    let gvk = |kind: &str| json!([{"group": GROUP, "version": VERSION, "kind": kind}]);
     let mut manifest = object(
         "PackageManifest holds information about a package, which is a reference to one (or more) channels under a single package.",
         json!({
@@ -117,6 +124,12 @@ pub fn schemas(prefix: &str) -> Map<String, Value> {
         }),
         &["catalogSource", "catalogSourceDisplayName", "catalogSourcePublisher", "catalogSourceNamespace", "packageName", "channels", "defaultChannel"],
     ));
+}
+
+/// What a manifest's status holds: channels, entries, the head's CSV description and its parts.
+fn content_schemas(prefix: &str, defs: &mut Map<String, Value>) {
+    let r = |n: &str| reference(prefix, &format!("{PREFIX}.{n}"));
+    let free = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
     defs.insert(format!("{PREFIX}.PackageChannel"), object(
         "PackageChannel defines a single channel under a package, pointing to a version of that package.",
         json!({
@@ -184,6 +197,10 @@ pub fn schemas(prefix: &str) -> Map<String, Value> {
         ),
     );
     defs.insert(format!("{PREFIX}.Deprecation"), object("Deprecation conveys information regarding a deprecated resource.", json!({"message": string("Message is a human readable message describing the deprecation.")}), &["message"]));
+}
+
+/// The meta/v1 types the manifests refer to.
+fn meta_schemas(defs: &mut Map<String, Value>) {
     defs.insert(format!("{META}.ObjectMeta"), object(
         "ObjectMeta is metadata that all persisted resources must have, which includes all objects users must create.",
         json!({
@@ -205,7 +222,6 @@ pub fn schemas(prefix: &str) -> Map<String, Value> {
             &[],
         ),
     );
-    defs
 }
 
 fn paths(prefix: &str, v3: bool) -> Value {

@@ -638,6 +638,30 @@ pub fn validate_bundle(bundle: &BundleDir, csv_schema: CsvSchemaCheck<'_>) -> Ve
             format!("CSV {:?}: annotation olm.skipRange: {e}", csv.name()),
         );
     }
+    check_install_modes(csv, &mut problem);
+    check_deployments(csv, &mut problem);
+    check_owned_crds(bundle, csv, &mut problem);
+    for m in &bundle.manifests {
+        if m.kind().is_empty()
+            || m.object["apiVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty()
+        {
+            problem(&m.file, "object without apiVersion or kind".into());
+        } else if m.name().is_empty() {
+            problem(&m.file, format!("{} without metadata.name", m.kind()));
+        }
+    }
+    problems
+}
+
+/// Where a bundle check reports a problem: the file and what is wrong.
+type Reporter<'a> = &'a mut dyn FnMut(&Path, String);
+
+/// The CSV's install modes: at least one, one supported, each of a known type.
+fn check_install_modes(csv: &Manifest, problem: Reporter<'_>) {
+    let file = csv.file.as_path();
     let spec = &csv.object["spec"];
     let modes = spec["installModes"].as_array().cloned().unwrap_or_default();
     if modes.is_empty() {
@@ -667,6 +691,12 @@ pub fn validate_bundle(bundle: &BundleDir, csv_schema: CsvSchemaCheck<'_>) -> Ve
             );
         }
     }
+}
+
+/// The CSV's deployment strategy: `deployment`, with named deployments that have containers.
+fn check_deployments(csv: &Manifest, problem: Reporter<'_>) {
+    let file = csv.file.as_path();
+    let spec = &csv.object["spec"];
     let deployments = spec["install"]["spec"]["deployments"]
         .as_array()
         .cloned()
@@ -710,6 +740,12 @@ pub fn validate_bundle(bundle: &BundleDir, csv_schema: CsvSchemaCheck<'_>) -> Ve
             );
         }
     }
+}
+
+/// Every owned CRD ships in the bundle, with the version and kind the CSV names.
+fn check_owned_crds(bundle: &BundleDir, csv: &Manifest, problem: Reporter<'_>) {
+    let file = csv.file.as_path();
+    let spec = &csv.object["spec"];
     // Every owned CRD must ship in the bundle, with the version the CSV names.
     for owned in spec["customresourcedefinitions"]["owned"]
         .as_array()
@@ -758,19 +794,6 @@ pub fn validate_bundle(bundle: &BundleDir, csv_schema: CsvSchemaCheck<'_>) -> Ve
             }
         }
     }
-    for m in &bundle.manifests {
-        if m.kind().is_empty()
-            || m.object["apiVersion"]
-                .as_str()
-                .unwrap_or_default()
-                .is_empty()
-        {
-            problem(&m.file, "object without apiVersion or kind".into());
-        } else if m.name().is_empty() {
-            problem(&m.file, format!("{} without metadata.name", m.kind()));
-        }
-    }
-    problems
 }
 
 #[cfg(test)]

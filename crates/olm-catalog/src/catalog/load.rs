@@ -316,18 +316,44 @@ fn add_blob(
             props.len()
         )));
     }
-    let properties_keys = ["type", "value"];
+    canonicalize_blob(&schema, &mut blob, options.drop_bundle_objects);
+    match schema.as_str() {
+        SCHEMA_PACKAGE => config
+            .packages
+            .push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?),
+        SCHEMA_CHANNEL => config
+            .channels
+            .push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?),
+        SCHEMA_BUNDLE => config
+            .bundles
+            .push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?),
+        SCHEMA_DEPRECATIONS => config
+            .deprecations
+            .push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?),
+        _ => config.others.push(Meta {
+            schema,
+            package,
+            name,
+            blob,
+        }),
+    }
+    Ok(())
+}
+
+/// Spells a blob's keys as our types expect them, per schema (Go's JSON decoding matches
+/// keys case-insensitively), and drops bundle objects' data when asked.
+fn canonicalize_blob(schema: &str, blob: &mut Value, drop_bundle_objects: bool) {
     let fix_properties = |blob: &mut Value| {
         if let Some(Value::Array(props)) = blob.get_mut("properties") {
             props
                 .iter_mut()
-                .for_each(|p| canonicalize(p, &properties_keys));
+                .for_each(|p| canonicalize(p, &["type", "value"]));
         }
     };
-    match schema.as_str() {
+    match schema {
         SCHEMA_PACKAGE => {
             canonicalize(
-                &mut blob,
+                blob,
                 &[
                     "schema",
                     "name",
@@ -337,14 +363,11 @@ fn add_blob(
                     "properties",
                 ],
             );
-            fix_properties(&mut blob);
-            config
-                .packages
-                .push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
+            fix_properties(blob);
         }
         SCHEMA_CHANNEL => {
             canonicalize(
-                &mut blob,
+                blob,
                 &["schema", "name", "package", "entries", "properties"],
             );
             if let Some(Value::Array(entries)) = blob.get_mut("entries") {
@@ -352,14 +375,11 @@ fn add_blob(
                     .iter_mut()
                     .for_each(|e| canonicalize(e, &["name", "replaces", "skips", "skipRange"]));
             }
-            fix_properties(&mut blob);
-            config
-                .channels
-                .push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
+            fix_properties(blob);
         }
         SCHEMA_BUNDLE => {
             canonicalize(
-                &mut blob,
+                blob,
                 &[
                     "schema",
                     "name",
@@ -369,32 +389,16 @@ fn add_blob(
                     "relatedImages",
                 ],
             );
-            fix_properties(&mut blob);
-            if options.drop_bundle_objects
-                && let Some(Value::Array(props)) = blob.get_mut("properties")
-            {
+            fix_properties(blob);
+            if drop_bundle_objects && let Some(Value::Array(props)) = blob.get_mut("properties") {
                 for p in props.iter_mut().filter(|p| p["type"] == PROP_BUNDLE_OBJECT) {
                     p["value"] = Value::Null;
                 }
             }
-            config
-                .bundles
-                .push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
         }
-        SCHEMA_DEPRECATIONS => {
-            canonicalize(&mut blob, &["schema", "package", "entries"]);
-            config
-                .deprecations
-                .push(serde_json::from_value(blob).map_err(|e| invalid(e.to_string()))?);
-        }
-        _ => config.others.push(Meta {
-            schema,
-            package,
-            name,
-            blob,
-        }),
+        SCHEMA_DEPRECATIONS => canonicalize(blob, &["schema", "package", "entries"]),
+        _ => {}
     }
-    Ok(())
 }
 
 #[cfg(test)]

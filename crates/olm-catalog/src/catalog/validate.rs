@@ -134,6 +134,33 @@ pub fn validate(config: &DeclarativeConfig) -> Vec<Problem> {
     let mut report = Report {
         problems: Vec::new(),
     };
+    let packages = index_packages(config, &mut report);
+    let channels = index_channels(config, &packages, &mut report);
+    check_default_channels(&packages, &channels, &mut report);
+    let bundles = index_bundles(config, &packages, &mut report);
+    for (package, pkg_channels) in &channels {
+        let pkg_bundles = bundles.get(package);
+        for (channel, c) in pkg_channels {
+            validate_channel(&mut report, package, channel, c, pkg_bundles);
+        }
+    }
+    for (package, pkg_bundles) in &bundles {
+        validate_package_bundles(&mut report, package, pkg_bundles, channels.get(package));
+    }
+    validate_deprecations(&mut report, config, &channels, &bundles);
+    report.problems.sort();
+    report.problems.dedup();
+    report.problems
+}
+
+type ChannelsByPackage<'a> = BTreeMap<&'a str, BTreeMap<&'a str, &'a Channel>>;
+type BundlesByPackage<'a> = BTreeMap<&'a str, BTreeMap<&'a str, &'a Bundle>>;
+
+/// Packages by name: names set, unique and DNS-1123; icons readable.
+fn index_packages<'a>(
+    config: &'a DeclarativeConfig,
+    report: &mut Report,
+) -> BTreeMap<&'a str, &'a Package> {
     let mut packages: BTreeMap<&str, &Package> = BTreeMap::new();
     for p in &config.packages {
         if p.name.is_empty() {
@@ -170,8 +197,15 @@ pub fn validate(config: &DeclarativeConfig) -> Vec<Problem> {
             report.add(&p.name, None, None, Rule::Icon, message);
         }
     }
+    packages
+}
 
-    // Channels, per package.
+/// Channels by package: named, unique, of a known package.
+fn index_channels<'a>(
+    config: &'a DeclarativeConfig,
+    packages: &BTreeMap<&str, &Package>,
+    report: &mut Report,
+) -> ChannelsByPackage<'a> {
     let mut channels: BTreeMap<&str, BTreeMap<&str, &Channel>> = BTreeMap::new();
     for c in &config.channels {
         if !packages.contains_key(c.package.as_str()) {
@@ -212,7 +246,16 @@ pub fn validate(config: &DeclarativeConfig) -> Vec<Problem> {
             );
         }
     }
-    for (name, package) in &packages {
+    channels
+}
+
+/// Every package has channels and a default channel that is one of them.
+fn check_default_channels(
+    packages: &BTreeMap<&str, &Package>,
+    channels: &ChannelsByPackage<'_>,
+    report: &mut Report,
+) {
+    for (name, package) in packages {
         let pkg_channels = channels.get(name);
         if pkg_channels.is_none_or(std::collections::BTreeMap::is_empty) {
             report.add(
@@ -248,8 +291,14 @@ pub fn validate(config: &DeclarativeConfig) -> Vec<Problem> {
             );
         }
     }
+}
 
-    // Bundles, per package.
+/// Bundles by package: of a known package, unique.
+fn index_bundles<'a>(
+    config: &'a DeclarativeConfig,
+    packages: &BTreeMap<&str, &Package>,
+    report: &mut Report,
+) -> BundlesByPackage<'a> {
     let mut bundles: BTreeMap<&str, BTreeMap<&str, &Bundle>> = BTreeMap::new();
     for b in &config.bundles {
         if !packages.contains_key(b.package.as_str()) {
@@ -280,136 +329,131 @@ pub fn validate(config: &DeclarativeConfig) -> Vec<Problem> {
             );
         }
     }
+    bundles
+}
 
-    for (package, pkg_channels) in &channels {
-        let pkg_bundles = bundles.get(package);
-        for (channel, c) in pkg_channels {
-            validate_channel(&mut report, package, channel, c, pkg_bundles);
-        }
-    }
-
-    for (package, pkg_bundles) in &bundles {
-        let mut versions: HashMap<String, Vec<&str>> = HashMap::new();
-        let in_channels: HashSet<&str> = channels
-            .get(package)
-            .into_iter()
-            .flat_map(|cs| cs.values())
-            .flat_map(|c| c.entries.iter().map(|e| e.name.as_str()))
-            .collect();
-        for (name, b) in pkg_bundles {
-            let bundle = Some(*name);
-            let package_props: Vec<_> = b.properties_of(PROP_PACKAGE).collect();
-            match package_props.as_slice() {
-                [one] => {
-                    let prop_package = one
-                        .get("packageName")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or_default();
-                    if prop_package != *package {
-                        report.add(package, None, bundle, Rule::PackageProperty, format!("olm.package property names package {prop_package:?}, expected {package:?}"));
-                    }
-                    let version = one
-                        .get("version")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or_default();
-                    match parse_version(version) {
-                        Ok(v) => {
-                            let mut key = v.clone();
-                            key.build = semver::BuildMetadata::EMPTY;
-                            versions.entry(key.to_string()).or_default().push(name);
-                        }
-                        Err(e) => report.add(
-                            package,
-                            None,
-                            bundle,
-                            Rule::Version,
-                            format!("version {version:?} is not semver: {e}"),
-                        ),
-                    }
+/// A package's bundles: one olm.package property naming it with a semver version (no two
+/// bundles sharing one), in a channel, with an image or objects, and valid image references.
+fn validate_package_bundles(
+    report: &mut Report,
+    package: &str,
+    pkg_bundles: &BTreeMap<&str, &Bundle>,
+    pkg_channels: Option<&BTreeMap<&str, &Channel>>,
+) {
+    let mut versions: HashMap<String, Vec<&str>> = HashMap::new();
+    let in_channels: HashSet<&str> = pkg_channels
+        .into_iter()
+        .flat_map(|cs| cs.values())
+        .flat_map(|c| c.entries.iter().map(|e| e.name.as_str()))
+        .collect();
+    for (name, b) in pkg_bundles {
+        let bundle = Some(*name);
+        let package_props: Vec<_> = b.properties_of(PROP_PACKAGE).collect();
+        match package_props.as_slice() {
+            [one] => {
+                let prop_package = one
+                    .get("packageName")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default();
+                if prop_package != package {
+                    report.add(package, None, bundle, Rule::PackageProperty, format!("olm.package property names package {prop_package:?}, expected {package:?}"));
                 }
-                [] => report.add(
-                    package,
-                    None,
-                    bundle,
-                    Rule::PackageProperty,
-                    "bundle has no olm.package property".into(),
-                ),
-                _ => report.add(
-                    package,
-                    None,
-                    bundle,
-                    Rule::PackageProperty,
-                    format!(
-                        "bundle has {} olm.package properties, expected exactly one",
-                        package_props.len()
+                let version = one
+                    .get("version")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default();
+                match parse_version(version) {
+                    Ok(v) => {
+                        let mut key = v.clone();
+                        key.build = semver::BuildMetadata::EMPTY;
+                        versions.entry(key.to_string()).or_default().push(name);
+                    }
+                    Err(e) => report.add(
+                        package,
+                        None,
+                        bundle,
+                        Rule::Version,
+                        format!("version {version:?} is not semver: {e}"),
                     ),
+                }
+            }
+            [] => report.add(
+                package,
+                None,
+                bundle,
+                Rule::PackageProperty,
+                "bundle has no olm.package property".into(),
+            ),
+            _ => report.add(
+                package,
+                None,
+                bundle,
+                Rule::PackageProperty,
+                format!(
+                    "bundle has {} olm.package properties, expected exactly one",
+                    package_props.len()
                 ),
-            }
-            if !in_channels.contains(name) {
-                report.add(
-                    package,
-                    None,
-                    bundle,
-                    Rule::NotInChannel,
-                    "bundle is not in any channel".into(),
-                );
-            }
-            let has_objects = b.properties_of(PROP_BUNDLE_OBJECT).next().is_some();
-            if b.image.is_empty() && !has_objects {
-                report.add(
-                    package,
-                    None,
-                    bundle,
-                    Rule::NoImageOrObjects,
-                    "bundle has neither an image nor olm.bundle.object properties".into(),
-                );
-            }
-            if !b.image.is_empty()
-                && let Err(e) = check_image_reference(&b.image)
-            {
+            ),
+        }
+        if !in_channels.contains(name) {
+            report.add(
+                package,
+                None,
+                bundle,
+                Rule::NotInChannel,
+                "bundle is not in any channel".into(),
+            );
+        }
+        let has_objects = b.properties_of(PROP_BUNDLE_OBJECT).next().is_some();
+        if b.image.is_empty() && !has_objects {
+            report.add(
+                package,
+                None,
+                bundle,
+                Rule::NoImageOrObjects,
+                "bundle has neither an image nor olm.bundle.object properties".into(),
+            );
+        }
+        if !b.image.is_empty()
+            && let Err(e) = check_image_reference(&b.image)
+        {
+            report.add(
+                package,
+                None,
+                bundle,
+                Rule::ImageReference,
+                format!("image {:?}: {e}", b.image),
+            );
+        }
+        // An empty related image is kept (as opm renders it) and only warned about:
+        // opm validate accepts it.
+        for r in b.related_images.iter().filter(|r| !r.image.is_empty()) {
+            if let Err(e) = check_image_reference(&r.image) {
                 report.add(
                     package,
                     None,
                     bundle,
                     Rule::ImageReference,
-                    format!("image {:?}: {e}", b.image),
+                    format!("related image {:?}: {e}", r.image),
                 );
             }
-            // An empty related image is kept (as opm renders it) and only warned about:
-            // opm validate accepts it.
-            for r in b.related_images.iter().filter(|r| !r.image.is_empty()) {
-                if let Err(e) = check_image_reference(&r.image) {
-                    report.add(
-                        package,
-                        None,
-                        bundle,
-                        Rule::ImageReference,
-                        format!("related image {:?}: {e}", r.image),
-                    );
-                }
-            }
-        }
-        let mut duplicates: Vec<_> = versions
-            .into_iter()
-            .filter(|(_, names)| names.len() > 1)
-            .collect();
-        duplicates.sort();
-        for (version, mut names) in duplicates {
-            names.sort();
-            report.add(
-                package,
-                None,
-                None,
-                Rule::DuplicateVersion,
-                format!("bundles {} share version {version}", names.join(", ")),
-            );
         }
     }
-
-    validate_deprecations(&mut report, config, &channels, &bundles);
-    report.problems.sort();
-    report.problems.dedup();
-    report.problems
+    let mut duplicates: Vec<_> = versions
+        .into_iter()
+        .filter(|(_, names)| names.len() > 1)
+        .collect();
+    duplicates.sort();
+    for (version, mut names) in duplicates {
+        names.sort();
+        report.add(
+            package,
+            None,
+            None,
+            Rule::DuplicateVersion,
+            format!("bundles {} share version {version}", names.join(", ")),
+        );
+    }
 }
 
 fn validate_channel(
@@ -505,26 +549,7 @@ fn validate_channel(
         );
         return;
     }
-    // As opm walks it: down `replaces` from the head, collecting what the entries on the
-    // way skip, and stopping at an entry one of them skipped. Whatever is neither on that
-    // walk nor skipped along it is stranded (skips of entries off the walk do not count).
-    let by_name: HashMap<&str, &ChannelEntry> =
-        c.entries.iter().map(|e| (e.name.as_str(), e)).collect();
-    let mut on_chain: HashSet<&str> = HashSet::new();
-    let mut skipped: HashSet<&str> = HashSet::new();
-    let mut current = by_name.get(head).copied();
-    while let Some(entry) = current {
-        if skipped.contains(entry.name.as_str()) || !on_chain.insert(entry.name.as_str()) {
-            break;
-        }
-        skipped.extend(entry.skips.iter().map(String::as_str));
-        current = by_name.get(entry.replaces.as_str()).copied();
-    }
-    let stranded: Vec<&str> = names
-        .iter()
-        .copied()
-        .filter(|n| !on_chain.contains(n) && !skipped.contains(n))
-        .collect();
+    let stranded = stranded_entries(c, head, &names);
     if !stranded.is_empty() {
         report.add(
             package,
@@ -537,6 +562,29 @@ fn validate_channel(
             ),
         );
     }
+}
+
+/// As opm walks a channel: down `replaces` from the head, collecting what the entries on
+/// the way skip, and stopping at an entry one of them skipped. Whatever is neither on that
+/// walk nor skipped along it is stranded (skips of entries off the walk do not count).
+fn stranded_entries<'a>(c: &'a Channel, head: &str, names: &BTreeSet<&'a str>) -> Vec<&'a str> {
+    let by_name: HashMap<&str, &ChannelEntry> =
+        c.entries.iter().map(|e| (e.name.as_str(), e)).collect();
+    let mut on_chain: HashSet<&str> = HashSet::new();
+    let mut skipped: HashSet<&str> = HashSet::new();
+    let mut current = by_name.get(head).copied();
+    while let Some(entry) = current {
+        if skipped.contains(entry.name.as_str()) || !on_chain.insert(entry.name.as_str()) {
+            break;
+        }
+        skipped.extend(entry.skips.iter().map(String::as_str));
+        current = by_name.get(entry.replaces.as_str()).copied();
+    }
+    names
+        .iter()
+        .copied()
+        .filter(|n| !on_chain.contains(n) && !skipped.contains(n))
+        .collect()
 }
 
 fn validate_deprecations(

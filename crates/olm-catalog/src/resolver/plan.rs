@@ -69,6 +69,53 @@ pub fn generated_subscription_name(
 }
 
 pub fn build(problem: &OlmProblem<'_>, targets: &[Target], chosen: &[ChoiceId]) -> Plan {
+    let new_bundles: BTreeSet<ChoiceId> = chosen
+        .iter()
+        .copied()
+        .filter(|c| matches!(problem.choice(*c), Choice::Bundle(_)))
+        .collect();
+    let edges = dependency_edges(problem, chosen);
+    let mut plan = Plan::default();
+    let mut subscribed: BTreeMap<ChoiceId, &Target> = BTreeMap::new();
+    for target in targets {
+        let (result, to) = outcome(problem, target, chosen);
+        if let Some(to) = to {
+            subscribed.insert(to, target);
+        }
+        plan.subscriptions.push(result);
+    }
+
+    // Install order: each subscription's bundle after its dependencies, depth first.
+    let mut order: Vec<ChoiceId> = Vec::new();
+    let mut visited: HashSet<ChoiceId> = HashSet::new();
+    let roots: Vec<ChoiceId> = targets
+        .iter()
+        .filter_map(|t| {
+            subscribed
+                .iter()
+                .find(|(_, s)| s.subscription == t.subscription)
+                .map(|(c, _)| *c)
+        })
+        .chain(new_bundles.iter().copied())
+        .collect();
+    for root in roots {
+        visit(root, &edges.needs, &new_bundles, &mut visited, &mut order);
+    }
+    plan.steps = order
+        .into_iter()
+        .filter_map(|c| step(problem, c, subscribed.get(&c).copied(), &edges))
+        .collect();
+    plan
+}
+
+/// Which chosen choice needs which (dependent -> dependencies), and the names of what needs
+/// each dependency; from the first chosen alternative of each clause.
+struct Edges {
+    needs: BTreeMap<ChoiceId, BTreeSet<ChoiceId>>,
+    needed_by: BTreeMap<ChoiceId, BTreeSet<String>>,
+}
+
+fn dependency_edges(problem: &OlmProblem<'_>, chosen: &[ChoiceId]) -> Edges {
     let chosen_set: HashSet<ChoiceId> = chosen.iter().copied().collect();
     let is_chosen = |c: ChoiceId| match problem.choice(c) {
         Choice::Token { provider, .. } => chosen_set.contains(&provider),
@@ -78,15 +125,10 @@ pub fn build(problem: &OlmProblem<'_>, targets: &[Target], chosen: &[ChoiceId]) 
         Choice::Token { provider, .. } => provider,
         _ => c,
     };
-    let new_bundles: BTreeSet<ChoiceId> = chosen
-        .iter()
-        .copied()
-        .filter(|c| matches!(problem.choice(*c), Choice::Bundle(_)))
-        .collect();
-
-    // Edges dependent -> dependency, from the first chosen alternative of each clause.
-    let mut needs: BTreeMap<ChoiceId, BTreeSet<ChoiceId>> = BTreeMap::new();
-    let mut needed_by: BTreeMap<ChoiceId, BTreeSet<String>> = BTreeMap::new();
+    let mut edges = Edges {
+        needs: BTreeMap::new(),
+        needed_by: BTreeMap::new(),
+    };
     for &dependent in chosen {
         if matches!(problem.choice(dependent), Choice::Token { .. }) {
             continue;
@@ -104,126 +146,119 @@ pub fn build(problem: &OlmProblem<'_>, targets: &[Target], chosen: &[ChoiceId]) 
             if dependency == dependent {
                 continue;
             }
-            needs.entry(dependent).or_default().insert(dependency);
-            needed_by
+            edges.needs.entry(dependent).or_default().insert(dependency);
+            edges
+                .needed_by
                 .entry(dependency)
                 .or_default()
                 .insert(choice_name(problem, dependent));
         }
     }
+    edges
+}
 
-    let mut plan = Plan::default();
-    let mut subscribed: BTreeMap<ChoiceId, &Target> = BTreeMap::new();
-    for target in targets {
-        let sub = &problem.namespace.subscriptions[target.subscription];
-        let installed = target
-            .installed
-            .map(|i| problem.choice_id(Choice::Installed(i)));
-        let to = target
-            .candidates
-            .iter()
-            .map(|b| problem.choice_id(Choice::Bundle(*b)))
-            .find(|c| chosen_set.contains(c));
-        let outcome = match (installed, to) {
-            (Some(i), Some(to)) => Outcome::Upgrade {
-                from: choice_name(problem, i),
-                to: choice_name(problem, to),
-            },
-            (None, Some(to)) => Outcome::Install {
-                bundle: choice_name(problem, to),
-            },
-            (Some(i), None) => Outcome::AtLatestKnown {
-                csv: choice_name(problem, i),
-            },
-            (None, None) => unreachable!("a satisfied subscription has a chosen candidate"),
-        };
-        if let Some(to) = to {
-            subscribed.insert(to, target);
-        }
-        plan.subscriptions.push(SubscriptionResult {
-            subscription: sub.name.clone(),
-            outcome,
-        });
-    }
-
-    // Install order: each subscription's bundle after its dependencies, depth first.
-    let mut order: Vec<ChoiceId> = Vec::new();
-    let mut visited: HashSet<ChoiceId> = HashSet::new();
-    let roots: Vec<ChoiceId> = targets
+/// What resolution decided for one Subscription, and the bundle it installs (if any).
+fn outcome(
+    problem: &OlmProblem<'_>,
+    target: &Target,
+    chosen: &[ChoiceId],
+) -> (SubscriptionResult, Option<ChoiceId>) {
+    let sub = &problem.namespace.subscriptions[target.subscription];
+    let installed = target
+        .installed
+        .map(|i| problem.choice_id(Choice::Installed(i)));
+    let to = target
+        .candidates
         .iter()
-        .filter_map(|t| {
-            subscribed
-                .iter()
-                .find(|(_, s)| s.subscription == t.subscription)
-                .map(|(c, _)| *c)
-        })
-        .chain(new_bundles.iter().copied())
-        .collect();
-    for root in roots {
-        visit(root, &needs, &new_bundles, &mut visited, &mut order);
-    }
+        .map(|b| problem.choice_id(Choice::Bundle(*b)))
+        .find(|c| chosen.contains(c));
+    let outcome = match (installed, to) {
+        (Some(i), Some(to)) => Outcome::Upgrade {
+            from: choice_name(problem, i),
+            to: choice_name(problem, to),
+        },
+        (None, Some(to)) => Outcome::Install {
+            bundle: choice_name(problem, to),
+        },
+        (Some(i), None) => Outcome::AtLatestKnown {
+            csv: choice_name(problem, i),
+        },
+        (None, None) => unreachable!("a satisfied subscription has a chosen candidate"),
+    };
+    let result = SubscriptionResult {
+        subscription: sub.name.clone(),
+        outcome,
+    };
+    (result, to)
+}
 
-    for c in order {
-        let Choice::Bundle(b) = problem.choice(c) else {
-            continue;
-        };
-        let bundle = &problem.index.bundles[b];
-        let catalog = &problem.index.catalogs[bundle.catalog].source;
-        let (channel, reason, replaces) = match subscribed.get(&c) {
-            Some(target) => {
-                let sub = &problem.namespace.subscriptions[target.subscription];
-                let replaces = target
-                    .installed
-                    .map(|i| problem.namespace.installed[i].name.clone());
-                (
-                    target.channel.clone(),
-                    Reason::Subscribed {
-                        subscription: sub.name.clone(),
-                    },
-                    replaces,
-                )
-            }
-            None => {
-                let channel = bundle
-                    .channel
-                    .as_ref()
-                    .map(|(c, _)| c.clone())
-                    .unwrap_or_default();
-                let generated_subscription = generated_subscription_name(
-                    &bundle.package,
-                    &channel,
-                    &catalog.name,
-                    &catalog.namespace,
-                );
-                (
-                    channel,
-                    Reason::Dependency {
-                        generated_subscription,
-                    },
-                    None,
-                )
-            }
-        };
-        plan.steps.push(Step {
-            package: bundle.package.clone(),
-            bundle: bundle.name.clone(),
-            version: bundle
-                .version
+/// The install step of a chosen bundle: for a Subscription's target, or as a dependency
+/// (with the Subscription upstream generates for it). None for what is not a new bundle.
+fn step(
+    problem: &OlmProblem<'_>,
+    c: ChoiceId,
+    target: Option<&Target>,
+    edges: &Edges,
+) -> Option<Step> {
+    let Choice::Bundle(b) = problem.choice(c) else {
+        return None;
+    };
+    let bundle = &problem.index.bundles[b];
+    let catalog = &problem.index.catalogs[bundle.catalog].source;
+    let (channel, reason, replaces) = match target {
+        Some(target) => {
+            let sub = &problem.namespace.subscriptions[target.subscription];
+            let replaces = target
+                .installed
+                .map(|i| problem.namespace.installed[i].name.clone());
+            (
+                target.channel.clone(),
+                Reason::Subscribed {
+                    subscription: sub.name.clone(),
+                },
+                replaces,
+            )
+        }
+        None => {
+            let channel = bundle
+                .channel
                 .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
-            catalog: catalog.name.clone(),
-            catalog_namespace: catalog.namespace.clone(),
-            channel,
-            replaces,
-            dependency_of: needed_by
-                .get(&c)
-                .map(|s| s.iter().cloned().collect())
-                .unwrap_or_default(),
-            reason,
-        });
-    }
-    plan
+                .map(|(c, _)| c.clone())
+                .unwrap_or_default();
+            let generated_subscription = generated_subscription_name(
+                &bundle.package,
+                &channel,
+                &catalog.name,
+                &catalog.namespace,
+            );
+            (
+                channel,
+                Reason::Dependency {
+                    generated_subscription,
+                },
+                None,
+            )
+        }
+    };
+    Some(Step {
+        package: bundle.package.clone(),
+        bundle: bundle.name.clone(),
+        version: bundle
+            .version
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        catalog: catalog.name.clone(),
+        catalog_namespace: catalog.namespace.clone(),
+        channel,
+        replaces,
+        dependency_of: edges
+            .needed_by
+            .get(&c)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default(),
+        reason,
+    })
 }
 
 fn visit(

@@ -32,6 +32,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
+use serde_json::Value;
+
 use super::csv::package_display;
 use super::fbc::*;
 
@@ -109,50 +111,8 @@ pub fn from_configmap_data(data: &BTreeMap<String, String>) -> Result<Declarativ
     let csv_items = parse_list(data, KEY_CSVS)?;
     let package_items = parse_list(data, KEY_PACKAGES)?;
 
-    // CRDs by (group, version, kind, plural), one key per version.
-    let mut crds: Vec<Crd> = Vec::with_capacity(crd_items.len());
-    let mut crd_by_key: HashMap<ApiKey, usize> = HashMap::new();
-    for (index, item) in crd_items.into_iter().enumerate() {
-        let crd = Crd::parse(index, item)?;
-        for version in &crd.versions {
-            let key = ApiKey {
-                group: crd.group.clone(),
-                version: version.clone(),
-                kind: crd.kind.clone(),
-                plural: crd.plural.clone(),
-            };
-            if let Some(&other) = crd_by_key.get(&key) {
-                return Err(item_error(
-                    KEY_CRDS,
-                    index,
-                    &crd.name,
-                    format!(
-                        "{} is already defined by {KEY_CRDS}[{other}]; a CRD can be added only once",
-                        key
-                    ),
-                ));
-            }
-            crd_by_key.insert(key, crds.len());
-        }
-        crds.push(crd);
-    }
-
-    // CSVs by name, each with the CRDs it owns.
-    let mut csvs: Vec<Csv> = Vec::with_capacity(csv_items.len());
-    let mut csv_by_name: HashMap<String, usize> = HashMap::new();
-    for (index, item) in csv_items.into_iter().enumerate() {
-        let csv = Csv::parse(index, item, &crd_by_key)?;
-        if let Some(&other) = csv_by_name.get(&csv.name) {
-            return Err(item_error(
-                KEY_CSVS,
-                index,
-                &csv.name,
-                format!("{KEY_CSVS}[{}] has the same name", csvs[other].index),
-            ));
-        }
-        csv_by_name.insert(csv.name.clone(), csvs.len());
-        csvs.push(csv);
-    }
+    let (crds, crd_by_key) = index_crds(crd_items)?;
+    let (csvs, csv_by_name) = index_csvs(csv_items, &crd_by_key)?;
 
     // Packages and their channels.
     let mut out = DeclarativeConfig::default();
@@ -228,4 +188,59 @@ pub fn from_configmap_data(data: &BTreeMap<String, String>) -> Result<Declarativ
         out.bundles.push(csv.to_bundle(package, &owned)?);
     }
     Ok(out)
+}
+
+/// The CRDs by (group, version, kind, plural), one key per version; a key defined twice is
+/// an error naming both items.
+fn index_crds(crd_items: Vec<Value>) -> Result<(Vec<Crd>, HashMap<ApiKey, usize>), Error> {
+    let mut crds: Vec<Crd> = Vec::with_capacity(crd_items.len());
+    let mut crd_by_key: HashMap<ApiKey, usize> = HashMap::new();
+    for (index, item) in crd_items.into_iter().enumerate() {
+        let crd = Crd::parse(index, item)?;
+        for version in &crd.versions {
+            let key = ApiKey {
+                group: crd.group.clone(),
+                version: version.clone(),
+                kind: crd.kind.clone(),
+                plural: crd.plural.clone(),
+            };
+            if let Some(&other) = crd_by_key.get(&key) {
+                return Err(item_error(
+                    KEY_CRDS,
+                    index,
+                    &crd.name,
+                    format!(
+                        "{} is already defined by {KEY_CRDS}[{other}]; a CRD can be added only once",
+                        key
+                    ),
+                ));
+            }
+            crd_by_key.insert(key, crds.len());
+        }
+        crds.push(crd);
+    }
+    Ok((crds, crd_by_key))
+}
+
+/// The CSVs by name, each with the CRDs it owns; a name used twice is an error.
+fn index_csvs(
+    csv_items: Vec<Value>,
+    crd_by_key: &HashMap<ApiKey, usize>,
+) -> Result<(Vec<Csv>, HashMap<String, usize>), Error> {
+    let mut csvs: Vec<Csv> = Vec::with_capacity(csv_items.len());
+    let mut csv_by_name: HashMap<String, usize> = HashMap::new();
+    for (index, item) in csv_items.into_iter().enumerate() {
+        let csv = Csv::parse(index, item, crd_by_key)?;
+        if let Some(&other) = csv_by_name.get(&csv.name) {
+            return Err(item_error(
+                KEY_CSVS,
+                index,
+                &csv.name,
+                format!("{KEY_CSVS}[{}] has the same name", csvs[other].index),
+            ));
+        }
+        csv_by_name.insert(csv.name.clone(), csvs.len());
+        csvs.push(csv);
+    }
+    Ok((csvs, csv_by_name))
 }
