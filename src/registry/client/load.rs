@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use futures::StreamExt;
 use prost::Message;
@@ -96,11 +97,34 @@ impl RegistryClient {
         let concurrency = options.concurrency.max(1);
         let timeout = self.load_timeout();
         let mut assembly = Assembly::default();
+        let mut reservation = Reservation::default();
+        self.list_bundles(timeout, &mut assembly, &mut reservation)
+            .await?;
+        enter("GetPackage");
+        let packages = self
+            .get_packages(assembly.package_names(), timeout, concurrency)
+            .await?;
+        if options.manifests != Manifests::AsListed {
+            enter("GetBundle");
+            self.get_bundles(options, &packages, &mut assembly, &mut reservation)
+                .await?;
+        }
+        for ((package, bundle), reason) in &assembly.skipped {
+            tracing::warn!(address = %self.address, package = %package, bundle = %bundle,
+                error = %reason, "registry sent a bundle that cannot be read; leaving it out");
+        }
+        Ok(assembly.finish(&packages))
+    }
 
-        // ListBundles, one message at a time, within the entry and byte limits.
+    /// ListBundles, one message at a time, within the entry and byte limits.
+    async fn list_bundles(
+        &self,
+        timeout: Duration,
+        assembly: &mut Assembly,
+        reservation: &mut Reservation,
+    ) -> Result<(), ClientError> {
         let rpc = "ListBundles";
         let (mut entries, mut bytes) = (0usize, 0usize);
-        let mut reservation = Reservation::default();
         let mut stream = self
             .unary(
                 rpc,
@@ -129,7 +153,7 @@ impl RegistryClient {
                         });
                     }
                     if let Err(others) = reservation.grow(size + ENTRY_OVERHEAD_BYTES) {
-                        return Err(self.over_budget(rpc, others, &reservation));
+                        return Err(self.over_budget(rpc, others, reservation));
                     }
                     assembly.add(message);
                     // Decoding a long stream of buffered messages never waits: let the
@@ -140,10 +164,17 @@ impl RegistryClient {
                 }
             }
         }
+        Ok(())
+    }
 
-        // GetPackage for every package with bundles.
-        enter("GetPackage");
-        let names: Vec<String> = assembly.package_names();
+    /// GetPackage for every package with bundles; a package the registry cannot describe
+    /// is left out (with its bundles), as upstream's client does.
+    async fn get_packages(
+        &self,
+        names: Vec<String>,
+        timeout: Duration,
+        concurrency: usize,
+    ) -> Result<BTreeMap<String, api::Package>, ClientError> {
         let answers: Vec<(String, Result<api::Package, ClientError>)> =
             futures::stream::iter(names)
                 .map(|name| async move {
@@ -174,83 +205,86 @@ impl RegistryClient {
                 Err(e) => return Err(e),
             }
         }
+        Ok(packages)
+    }
 
-        // GetBundle for the manifests ListBundles left out.
-        if options.manifests != Manifests::AsListed {
-            enter("GetBundle");
-            let is_head = |b: &fbc::Bundle| {
-                packages
-                    .get(&b.package)
-                    .is_some_and(|p| p.channels.iter().any(|c| c.csv_name == b.name))
-            };
-            let wanted: Vec<usize> = assembly
-                .bundles
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| {
-                    packages.contains_key(&b.bundle.package)
-                        && !b.has_objects
-                        && !b.bundle.image.is_empty()
-                        && (options.manifests == Manifests::Fetch || is_head(&b.bundle))
-                })
-                .map(|(i, _)| i)
-                .collect();
-            let requests: Vec<(usize, api::GetBundleRequest)> = wanted
-                .into_iter()
-                .map(|i| {
-                    let b = &assembly.bundles[i];
-                    let request = api::GetBundleRequest {
-                        pkg_name: b.bundle.package.clone(),
-                        channel_name: b.channel.clone(),
-                        csv_name: b.bundle.name.clone(),
-                    };
-                    (i, request)
-                })
-                .collect();
-            // Each answer is counted against the budget as it comes, not all at the end.
-            let mut fetched = futures::stream::iter(requests)
-                .map(|(i, request)| async move {
-                    let rpc = format!(
-                        "GetBundle({}/{}/{})",
-                        request.pkg_name, request.channel_name, request.csv_name
-                    );
-                    let answer = self
-                        .unary(&rpc, timeout, self.grpc().get_bundle(request))
-                        .await;
-                    (i, rpc, answer)
-                })
-                .buffer_unordered(concurrency);
-            while let Some((i, rpc, answer)) = fetched.next().await {
-                let full = answer?;
-                if let Err(others) = reservation.grow(full.encoded_len()) {
-                    return Err(self.over_budget(&rpc, others, &reservation));
-                }
-                let pending = &mut assembly.bundles[i];
-                let mut bundle =
-                    bundle_from_api(&full).map_err(|reason| ClientError::InvalidBundle {
-                        address: self.address.clone(),
-                        rpc,
-                        package: pending.bundle.package.clone(),
-                        bundle: pending.bundle.name.clone(),
-                        reason,
-                    })?;
-                drop(full);
-                if let Some(condense) = options.condense_fetched {
-                    condense(&mut bundle);
-                }
-                pending.has_objects = bundle
-                    .properties
-                    .iter()
-                    .any(|p| p.type_ == PROP_BUNDLE_OBJECT);
-                pending.bundle = bundle;
+    /// GetBundle for the manifests ListBundles left out (channel heads only, or all).
+    async fn get_bundles(
+        &self,
+        options: &LoadOptions,
+        packages: &BTreeMap<String, api::Package>,
+        assembly: &mut Assembly,
+        reservation: &mut Reservation,
+    ) -> Result<(), ClientError> {
+        let concurrency = options.concurrency.max(1);
+        let timeout = self.load_timeout();
+        let is_head = |b: &fbc::Bundle| {
+            packages
+                .get(&b.package)
+                .is_some_and(|p| p.channels.iter().any(|c| c.csv_name == b.name))
+        };
+        let wanted: Vec<usize> = assembly
+            .bundles
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| {
+                packages.contains_key(&b.bundle.package)
+                    && !b.has_objects
+                    && !b.bundle.image.is_empty()
+                    && (options.manifests == Manifests::Fetch || is_head(&b.bundle))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let requests: Vec<(usize, api::GetBundleRequest)> = wanted
+            .into_iter()
+            .map(|i| {
+                let b = &assembly.bundles[i];
+                let request = api::GetBundleRequest {
+                    pkg_name: b.bundle.package.clone(),
+                    channel_name: b.channel.clone(),
+                    csv_name: b.bundle.name.clone(),
+                };
+                (i, request)
+            })
+            .collect();
+        // Each answer is counted against the budget as it comes, not all at the end.
+        let mut fetched = futures::stream::iter(requests)
+            .map(|(i, request)| async move {
+                let rpc = format!(
+                    "GetBundle({}/{}/{})",
+                    request.pkg_name, request.channel_name, request.csv_name
+                );
+                let answer = self
+                    .unary(&rpc, timeout, self.grpc().get_bundle(request))
+                    .await;
+                (i, rpc, answer)
+            })
+            .buffer_unordered(concurrency);
+        while let Some((i, rpc, answer)) = fetched.next().await {
+            let full = answer?;
+            if let Err(others) = reservation.grow(full.encoded_len()) {
+                return Err(self.over_budget(&rpc, others, reservation));
             }
+            let pending = &mut assembly.bundles[i];
+            let mut bundle =
+                bundle_from_api(&full).map_err(|reason| ClientError::InvalidBundle {
+                    address: self.address.clone(),
+                    rpc,
+                    package: pending.bundle.package.clone(),
+                    bundle: pending.bundle.name.clone(),
+                    reason,
+                })?;
+            drop(full);
+            if let Some(condense) = options.condense_fetched {
+                condense(&mut bundle);
+            }
+            pending.has_objects = bundle
+                .properties
+                .iter()
+                .any(|p| p.type_ == PROP_BUNDLE_OBJECT);
+            pending.bundle = bundle;
         }
-
-        for ((package, bundle), reason) in &assembly.skipped {
-            tracing::warn!(address = %self.address, package = %package, bundle = %bundle,
-                error = %reason, "registry sent a bundle that cannot be read; leaving it out");
-        }
-        Ok(assembly.finish(&packages))
+        Ok(())
     }
 }
 

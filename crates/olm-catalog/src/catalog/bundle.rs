@@ -532,50 +532,7 @@ pub fn validate_bundle(bundle: &BundleDir, csv_schema: CsvSchemaCheck<'_>) -> Ve
         });
     };
 
-    match bundle
-        .annotations
-        .get(ANNOTATION_MEDIATYPE)
-        .map(String::as_str)
-    {
-        Some("registry+v1" | "plain+v0") => {}
-        Some(other) => problem(
-            &annotations_file,
-            format!("{ANNOTATION_MEDIATYPE} is {other:?}, expected \"registry+v1\""),
-        ),
-        None => problem(
-            &annotations_file,
-            format!("missing annotation {ANNOTATION_MEDIATYPE}"),
-        ),
-    }
-    if bundle.package().is_empty() {
-        problem(
-            &annotations_file,
-            format!("missing annotation {ANNOTATION_PACKAGE}"),
-        );
-    } else if !super::validate::is_dns1123_label(bundle.package()) {
-        problem(
-            &annotations_file,
-            format!(
-                "package name {:?} is not a valid DNS-1123 label",
-                bundle.package()
-            ),
-        );
-    }
-    let channels = bundle.channels();
-    if channels.is_empty() {
-        problem(
-            &annotations_file,
-            format!("missing annotation {ANNOTATION_CHANNELS}"),
-        );
-    }
-    if let Some(default) = bundle.default_channel()
-        && !channels.iter().any(|c| c == default)
-    {
-        problem(
-            &annotations_file,
-            format!("default channel {default:?} is not one of the bundle's channels {channels:?}"),
-        );
-    }
+    check_annotations(bundle, &annotations_file, &mut problem);
 
     let csvs: Vec<&Manifest> = bundle
         .manifests
@@ -654,6 +611,55 @@ pub fn validate_bundle(bundle: &BundleDir, csv_schema: CsvSchemaCheck<'_>) -> Ve
         }
     }
     problems
+}
+
+/// `metadata/annotations.yaml`: the media type, a DNS-1123 package name, channels, and a
+/// default channel among them.
+fn check_annotations(bundle: &BundleDir, annotations_file: &Path, problem: Reporter<'_>) {
+    match bundle
+        .annotations
+        .get(ANNOTATION_MEDIATYPE)
+        .map(String::as_str)
+    {
+        Some("registry+v1" | "plain+v0") => {}
+        Some(other) => problem(
+            annotations_file,
+            format!("{ANNOTATION_MEDIATYPE} is {other:?}, expected \"registry+v1\""),
+        ),
+        None => problem(
+            annotations_file,
+            format!("missing annotation {ANNOTATION_MEDIATYPE}"),
+        ),
+    }
+    if bundle.package().is_empty() {
+        problem(
+            annotations_file,
+            format!("missing annotation {ANNOTATION_PACKAGE}"),
+        );
+    } else if !super::validate::is_dns1123_label(bundle.package()) {
+        problem(
+            annotations_file,
+            format!(
+                "package name {:?} is not a valid DNS-1123 label",
+                bundle.package()
+            ),
+        );
+    }
+    let channels = bundle.channels();
+    if channels.is_empty() {
+        problem(
+            annotations_file,
+            format!("missing annotation {ANNOTATION_CHANNELS}"),
+        );
+    }
+    if let Some(default) = bundle.default_channel()
+        && !channels.iter().any(|c| c == default)
+    {
+        problem(
+            annotations_file,
+            format!("default channel {default:?} is not one of the bundle's channels {channels:?}"),
+        );
+    }
 }
 
 /// Where a bundle check reports a problem: the file and what is wrong.

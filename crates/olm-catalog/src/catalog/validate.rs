@@ -348,52 +348,8 @@ fn validate_package_bundles(
         .collect();
     for (name, b) in pkg_bundles {
         let bundle = Some(*name);
-        let package_props: Vec<_> = b.properties_of(PROP_PACKAGE).collect();
-        match package_props.as_slice() {
-            [one] => {
-                let prop_package = one
-                    .get("packageName")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or_default();
-                if prop_package != package {
-                    report.add(package, None, bundle, Rule::PackageProperty, format!("olm.package property names package {prop_package:?}, expected {package:?}"));
-                }
-                let version = one
-                    .get("version")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or_default();
-                match parse_version(version) {
-                    Ok(v) => {
-                        let mut key = v.clone();
-                        key.build = semver::BuildMetadata::EMPTY;
-                        versions.entry(key.to_string()).or_default().push(name);
-                    }
-                    Err(e) => report.add(
-                        package,
-                        None,
-                        bundle,
-                        Rule::Version,
-                        format!("version {version:?} is not semver: {e}"),
-                    ),
-                }
-            }
-            [] => report.add(
-                package,
-                None,
-                bundle,
-                Rule::PackageProperty,
-                "bundle has no olm.package property".into(),
-            ),
-            _ => report.add(
-                package,
-                None,
-                bundle,
-                Rule::PackageProperty,
-                format!(
-                    "bundle has {} olm.package properties, expected exactly one",
-                    package_props.len()
-                ),
-            ),
+        if let Some(version) = package_version(report, package, name, b) {
+            versions.entry(version).or_default().push(name);
         }
         if !in_channels.contains(name) {
             report.add(
@@ -454,6 +410,67 @@ fn validate_package_bundles(
             format!("bundles {} share version {version}", names.join(", ")),
         );
     }
+}
+
+/// A bundle's one `olm.package` property: it must name `package` and carry a semver
+/// version; returns that version without build metadata (what duplicates are judged by).
+fn package_version(report: &mut Report, package: &str, name: &str, b: &Bundle) -> Option<String> {
+    let bundle = Some(name);
+    let package_props: Vec<_> = b.properties_of(PROP_PACKAGE).collect();
+    match package_props.as_slice() {
+        [one] => {
+            let prop_package = one
+                .get("packageName")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default();
+            if prop_package != package {
+                report.add(
+                    package,
+                    None,
+                    bundle,
+                    Rule::PackageProperty,
+                    format!(
+                        "olm.package property names package {prop_package:?}, expected {package:?}"
+                    ),
+                );
+            }
+            let version = one
+                .get("version")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default();
+            match parse_version(version) {
+                Ok(mut key) => {
+                    key.build = semver::BuildMetadata::EMPTY;
+                    return Some(key.to_string());
+                }
+                Err(e) => report.add(
+                    package,
+                    None,
+                    bundle,
+                    Rule::Version,
+                    format!("version {version:?} is not semver: {e}"),
+                ),
+            }
+        }
+        [] => report.add(
+            package,
+            None,
+            bundle,
+            Rule::PackageProperty,
+            "bundle has no olm.package property".into(),
+        ),
+        _ => report.add(
+            package,
+            None,
+            bundle,
+            Rule::PackageProperty,
+            format!(
+                "bundle has {} olm.package properties, expected exactly one",
+                package_props.len()
+            ),
+        ),
+    }
+    None
 }
 
 fn validate_channel(
