@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::phase::Health;
 use crate::api::{StrategyDeploymentSpec, SubscriptionConfig};
+use crate::controllers::kit::ConditionStatus;
 use crate::controllers::ownership::{
     DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL, hash_json, owner_labels,
 };
@@ -219,9 +220,12 @@ pub fn health(name: &str, found: Option<&Deployment>, csv: &str, hash: Option<&s
             "waiting for deployment {name} rollout to finish: {updated} of {replicas} updated replicas are available"
         ));
     }
-    let available = conditions
-        .iter()
-        .any(|c| c.type_.as_deref() == Some("Available") && c.status.as_deref() == Some("True"));
+    let available = conditions.iter().any(|c| {
+        c.type_.as_deref() == Some("Available")
+            && c.status
+                .as_deref()
+                .is_some_and(|s| ConditionStatus::True.is(s))
+    });
     if !available {
         return Health::NotReady(format!(
             "deployment {name} not available: {} of {replicas} replicas available",
