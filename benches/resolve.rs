@@ -3,6 +3,10 @@
 //! The catalog index is built once per catalog (as a controller would, per catalog change);
 //! what is measured is the resolution. `cargo bench --bench resolve`.
 
+// Test and bench code: a failed unwrap is a failed run, with its message (the lint stays
+// on for library code; clippy.toml allows it inside #[test] functions).
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
 use std::time::Duration;
 

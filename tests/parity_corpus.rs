@@ -2,6 +2,10 @@
 //! `hack/parity` found between `olm catalog render` and `opm render`, each checked for the
 //! fact that made it differ. tests/upstream_opm.rs renders the same corpus with opm itself.
 
+// Test and bench code: a failed unwrap is a failed run, with its message (the lint stays
+// on for library code; clippy.toml allows it inside #[test] functions).
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -1,5 +1,9 @@
 //! `olm resolve` end to end: the built binary against our `catalog/` and the testdata.
 
+// Test and bench code: a failed unwrap is a failed run, with its message (the lint stays
+// on for library code; clippy.toml allows it inside #[test] functions).
+#![allow(clippy::unwrap_used)]
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

@@ -303,7 +303,10 @@ pub fn generate(bundles: &Path, out: &Path) -> anyhow::Result<()> {
     packages.sort();
     for package_dir in packages {
         let config = render_package_dir(&package_dir, &options)?;
-        let name = package_dir.file_name().unwrap();
+        // Entries of a directory listing always have a name.
+        let Some(name) = package_dir.file_name() else {
+            continue;
+        };
         let dir = out.join(name);
         std::fs::create_dir_all(&dir)?;
         let mut text = Vec::new();

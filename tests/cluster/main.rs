@@ -1,6 +1,10 @@
 //! Cluster tests: they run against the real control plane from `hack/cluster/up`
 //! (`hack/test` brings it up and down). Build them with `--features cluster-tests`.
 
+// Test and bench code: a failed unwrap is a failed run, with its message (the lint stays
+// on for library code; clippy.toml allows it inside #[test] functions).
+#![allow(clippy::unwrap_used)]
+
 #[path = "../common/mod.rs"]
 mod common;
 mod harness;

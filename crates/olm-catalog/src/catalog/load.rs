@@ -238,8 +238,8 @@ fn canonicalize(value: &mut Value, canonical: &[&str]) {
         for key in keys {
             if let Some(name) = go_json::field_name(canonical, &key)
                 && !map.contains_key(name)
+                && let Some(v) = map.remove(&key)
             {
-                let v = map.remove(&key).unwrap();
                 map.insert(name.to_string(), v);
             }
         }

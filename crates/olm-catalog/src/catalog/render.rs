@@ -604,17 +604,19 @@ pub fn render_package(
         .iter()
         .map(super::bundle::BundleDir::package)
         .collect();
-    if packages.len() != 1 {
-        return Err(input_error(
-            dir,
-            format!(
-                "bundles name {} packages ({:?}); a package folder holds one",
-                packages.len(),
-                packages
-            ),
-        ));
-    }
-    let package = packages.into_iter().next().unwrap().to_string();
+    let package = match packages.iter().collect::<Vec<_>>().as_slice() {
+        [one] => one.to_string(),
+        _ => {
+            return Err(input_error(
+                dir,
+                format!(
+                    "bundles name {} packages ({:?}); a package folder holds one",
+                    packages.len(),
+                    packages
+                ),
+            ));
+        }
+    };
     let newest = with_versions
         .last()
         .map(|(_, b)| *b)
@@ -631,10 +633,19 @@ pub fn render_package(
         .iter()
         .rev()
         .find_map(|(_, b)| b.default_channel().map(String::from))
-        .or_else(|| (channels.len() == 1).then(|| channels.keys().next().unwrap().clone()))
+        .or_else(|| {
+            channels
+                .keys()
+                .next()
+                .filter(|_| channels.len() == 1)
+                .cloned()
+        })
         .unwrap_or_default();
 
-    let (icon, description) = package_display(&newest.csv().unwrap().object);
+    let (icon, description) = newest
+        .csv()
+        .map(|csv| package_display(&csv.object))
+        .unwrap_or_default();
     out.packages.push(Package {
         schema: SCHEMA_PACKAGE.into(),
         name: package.clone(),

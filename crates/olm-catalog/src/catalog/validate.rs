@@ -274,10 +274,8 @@ fn check_default_channels(
                 Rule::DefaultChannel,
                 "defaultChannel must be set".into(),
             );
-        } else if pkg_channels.is_some_and(|c| !c.is_empty())
-            && !pkg_channels
-                .unwrap()
-                .contains_key(package.default_channel.as_str())
+        } else if pkg_channels
+            .is_some_and(|c| !c.is_empty() && !c.contains_key(package.default_channel.as_str()))
         {
             report.add(
                 name,
