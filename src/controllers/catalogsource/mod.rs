@@ -27,7 +27,7 @@ use kube::{Resource, ResourceExt};
 
 use super::context::Context;
 use super::kit::guard::Panicked;
-use super::kit::{self, KitState, ReconcileError, Reconciler, apply_status};
+use super::kit::{self, KitState, PanicError, ReconcileError, Reconciler, apply_status};
 use crate::api::{CatalogSource, CatalogSourceStatus, SourceType};
 use crate::controllers::host::Shutdown;
 use crate::registry::client::RegistryClient;
@@ -72,11 +72,8 @@ pub enum Error {
         #[source]
         error: kube::Error,
     },
-    #[error("CatalogSource {source_ref}: reconcile {panic}")]
-    Panicked {
-        source_ref: CatalogRef,
-        panic: String,
-    },
+    #[error(transparent)]
+    Panicked(#[from] PanicError),
 }
 
 impl ReconcileError for Error {
@@ -84,7 +81,7 @@ impl ReconcileError for Error {
         match self {
             Error::ReadConfigMap { .. } => "read_configmap",
             Error::WriteStatus { .. } => "write_status",
-            Error::Panicked { .. } => "panic",
+            Error::Panicked(_) => "panic",
         }
     }
 }
@@ -225,13 +222,6 @@ impl Reconciler for CatalogSourceContext {
 
     async fn sync(&self, source: &CatalogSource) -> Result<Action, Error> {
         sync(source, &Self::key(&source.metadata), self).await
-    }
-
-    fn panicked(source_ref: &CatalogRef, panic: &Panicked) -> Error {
-        Error::Panicked {
-            source_ref: source_ref.clone(),
-            panic: panic.to_string(),
-        }
     }
 
     /// The object says so too (leader only), until a good round removes it.

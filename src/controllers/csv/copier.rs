@@ -26,7 +26,6 @@ use super::{CsvContext, CsvRef, Error, FIELD_MANAGER, Round, copies, group_of};
 use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion, OperatorGroup};
 use crate::controllers::context::Context;
 use crate::controllers::host::Shutdown;
-use crate::controllers::kit::guard::Panicked;
 use crate::controllers::kit::{self, KitState, ObjectKey, Reconciler};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -116,10 +115,6 @@ impl Reconciler for Copier {
             sync(&round, &targets).await?;
         }
         Ok(Action::await_change())
-    }
-
-    fn panicked(key: &ObjectKey, panic: &Panicked) -> Error {
-        <CsvContext as Reconciler>::panicked(key, panic)
     }
 }
 

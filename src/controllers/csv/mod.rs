@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use tokio::sync::{OnceCell, mpsc};
 
 use super::context::Context;
-use super::kit::guard::Panicked;
+use super::kit::PanicError;
 use super::kit::{
     self, ConditionStatus, KitState, ObjectKey, ReconcileError, Reconciler, apply_status,
 };
@@ -68,19 +68,15 @@ pub enum Error {
         #[source]
         error: kube::Error,
     },
-    #[error("ClusterServiceVersion {namespace}/{name}: reconcile {panic}")]
-    Panicked {
-        namespace: String,
-        name: String,
-        panic: String,
-    },
+    #[error(transparent)]
+    Panicked(#[from] PanicError),
 }
 
 impl ReconcileError for Error {
     fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube { step, .. } => step,
-            Error::Panicked { .. } => "panic",
+            Error::Panicked(_) => "panic",
         }
     }
 }
@@ -130,14 +126,6 @@ impl Reconciler for CsvContext {
 
     async fn sync(&self, csv: &ClusterServiceVersion) -> Result<Action, Error> {
         sync(csv, self).await
-    }
-
-    fn panicked(key: &ObjectKey, panic: &Panicked) -> Error {
-        Error::Panicked {
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
-            panic: panic.to_string(),
-        }
     }
 }
 

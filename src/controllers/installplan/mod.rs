@@ -41,7 +41,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::context::Context;
-use super::kit::guard::Panicked;
+use super::kit::PanicError;
 use super::kit::{
     self, Cond, ConditionStatus, KitState, ObjectKey, ReconcileError, Reconciler, apply_status,
 };
@@ -77,8 +77,8 @@ pub enum Error {
         name: String,
         message: String,
     },
-    #[error("InstallPlan {key}: reconcile {panic}")]
-    Panicked { key: ObjectKey, panic: String },
+    #[error(transparent)]
+    Panicked(#[from] PanicError),
 }
 
 impl ReconcileError for Error {
@@ -86,7 +86,7 @@ impl ReconcileError for Error {
         match self {
             Error::Kube { .. } => "kube",
             Error::Other { .. } => "other",
-            Error::Panicked { .. } => "panic",
+            Error::Panicked(_) => "panic",
         }
     }
 }
@@ -125,13 +125,6 @@ impl Reconciler for InstallPlanContext {
 
     async fn sync(&self, plan: &InstallPlan) -> Result<Action, Error> {
         sync(plan, self).await
-    }
-
-    fn panicked(key: &ObjectKey, panic: &Panicked) -> Error {
-        Error::Panicked {
-            key: key.clone(),
-            panic: panic.to_string(),
-        }
     }
 }
 

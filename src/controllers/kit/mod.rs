@@ -69,8 +69,17 @@ impl Display for ObjectKey {
     }
 }
 
-/// What a controller's error type tells the kit.
-pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
+/// A reconcile that panicked, as every controller's error type carries it.
+#[derive(Debug, thiserror::Error)]
+#[error("{kind} {key}: reconcile {panic}")]
+pub struct PanicError {
+    pub kind: String,
+    pub key: String,
+    pub panic: String,
+}
+
+/// What a controller's error type tells the kit (and a caught panic becomes one of it).
+pub trait ReconcileError: std::error::Error + From<PanicError> + Send + Sync + 'static {
     /// The `error` label of the reconcile-failure counter.
     fn metric_label(&self) -> &'static str;
 }
@@ -120,9 +129,6 @@ pub trait Reconciler: Send + Sync + Sized + 'static {
         &self,
         object: &Self::Object,
     ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
-
-    /// The error a caught panic becomes.
-    fn panicked(key: &Self::Key, panic: &Panicked) -> Self::Error;
 
     /// After a panic was reported: say so on the object too, where the kind has a place for
     /// it (nothing by default).
@@ -175,7 +181,12 @@ pub async fn reconcile<R: Reconciler>(
                 &panic,
             );
             ctx.after_panic(object, &panic).await?;
-            Err(R::panicked(&key, &panic))
+            Err(PanicError {
+                kind: R::Object::kind(&()).into_owned(),
+                key: key.to_string(),
+                panic: panic.to_string(),
+            }
+            .into())
         }
     }
 }

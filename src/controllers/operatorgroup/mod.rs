@@ -29,8 +29,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::context::Context;
-use super::kit::guard::Panicked;
-use super::kit::{self, KitState, ObjectKey, ReconcileError, Reconciler, apply_status};
+use super::kit::{self, KitState, ObjectKey, PanicError, ReconcileError, Reconciler, apply_status};
 use super::ownership::{
     OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL, PERMISSIONS_HASH_LABEL,
 };
@@ -51,19 +50,15 @@ pub enum Error {
         #[source]
         error: kube::Error,
     },
-    #[error("OperatorGroup {namespace}/{name}: reconcile {panic}")]
-    Panicked {
-        namespace: String,
-        name: String,
-        panic: String,
-    },
+    #[error(transparent)]
+    Panicked(#[from] PanicError),
 }
 
 impl ReconcileError for Error {
     fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube { step, .. } => step,
-            Error::Panicked { .. } => "panic",
+            Error::Panicked(_) => "panic",
         }
     }
 }
@@ -102,14 +97,6 @@ impl Reconciler for OperatorGroupContext {
 
     async fn sync(&self, group: &OperatorGroup) -> Result<Action, Error> {
         sync(group, self).await
-    }
-
-    fn panicked(key: &ObjectKey, panic: &Panicked) -> Error {
-        Error::Panicked {
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
-            panic: panic.to_string(),
-        }
     }
 }
 

@@ -32,8 +32,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use super::context::Context;
-use super::kit::guard::Panicked;
-use super::kit::{self, ConditionStatus, KitState, ReconcileError, Reconciler, apply_status};
+use super::kit::{
+    self, ConditionStatus, KitState, PanicError, ReconcileError, Reconciler, apply_status,
+};
 use crate::api::{
     ANNOTATION_PLANNED_BUNDLES, Approval, CatalogSource, ClusterServiceVersion, InstallPlan,
     InstallPlanSpec, OperatorGroup, Subscription, SubscriptionStatus,
@@ -61,15 +62,15 @@ pub enum Error {
         #[source]
         error: kube::Error,
     },
-    #[error("namespace {namespace}: resolution {panic}")]
-    Panicked { namespace: String, panic: String },
+    #[error(transparent)]
+    Panicked(#[from] PanicError),
 }
 
 impl ReconcileError for Error {
     fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube { .. } => "kube",
-            Error::Panicked { .. } => "panic",
+            Error::Panicked(_) => "panic",
         }
     }
 }
@@ -312,13 +313,6 @@ impl Reconciler for SubscriptionContext {
             sync_namespace(&Self::key(&sub.metadata), self).await?;
         }
         Ok(Action::await_change())
-    }
-
-    fn panicked(namespace: &String, panic: &Panicked) -> Error {
-        Error::Panicked {
-            namespace: namespace.clone(),
-            panic: panic.to_string(),
-        }
     }
 }
 
