@@ -31,6 +31,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
+use super::kit::api_in;
 use crate::api::{
     COPIED_FROM_LABEL, CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup,
     Subscription,
@@ -226,36 +227,18 @@ impl ClusterInformers {
 impl Informers {
     pub fn new(client: &Client, scope: Option<&str>, cluster: Arc<ClusterInformers>) -> Self {
         let config = || watcher::Config::default().any_semantic();
-        let api = || -> ScopedApi { ScopedApi { client, scope } };
         Informers {
             // Copied CSVs are read by the copier alone, from a metadata watch of its own.
             csvs: Informer::new(
                 "ClusterServiceVersion",
-                api().of(),
+                api_in(client, scope),
                 config().labels(&format!("!{COPIED_FROM_LABEL}")),
             ),
-            operator_groups: Informer::new("OperatorGroup", api().of(), config()),
-            subscriptions: Informer::new("Subscription", api().of(), config()),
-            install_plans: Informer::new("InstallPlan", api().of(), config()),
-            catalog_sources: Informer::new("CatalogSource", api().of(), config()),
+            operator_groups: Informer::new("OperatorGroup", api_in(client, scope), config()),
+            subscriptions: Informer::new("Subscription", api_in(client, scope), config()),
+            install_plans: Informer::new("InstallPlan", api_in(client, scope), config()),
+            catalog_sources: Informer::new("CatalogSource", api_in(client, scope), config()),
             cluster,
-        }
-    }
-}
-
-struct ScopedApi<'a> {
-    client: &'a Client,
-    scope: Option<&'a str>,
-}
-
-impl ScopedApi<'_> {
-    fn of<K>(&self) -> Api<K>
-    where
-        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-    {
-        match self.scope {
-            Some(namespace) => Api::namespaced(self.client.clone(), namespace),
-            None => Api::all(self.client.clone()),
         }
     }
 }

@@ -26,12 +26,12 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use super::context::Context;
@@ -264,16 +264,16 @@ pub fn scoped_api<K>(ctx: &Context) -> Api<K>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
 {
-    match &ctx.settings.watch_namespace {
-        Some(namespace) => Api::namespaced(ctx.client.clone(), namespace),
-        None => Api::all(ctx.client.clone()),
-    }
+    api_in(&ctx.client, ctx.settings.watch_namespace.as_deref())
 }
 
-/// `namespace/name` of an object for logs and keys.
-pub fn key_of<K: Resource>(object: &K) -> ObjectKey {
-    ObjectKey {
-        namespace: object.namespace().unwrap_or_default(),
-        name: object.name_any(),
+/// An API for namespaced `K` in `scope` (all namespaces when None).
+pub fn api_in<K>(client: &kube::Client, scope: Option<&str>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+{
+    match scope {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
     }
 }

@@ -459,6 +459,22 @@ mod tests {
         og
     }
 
+    /// A CSV in the group's namespace that owns one CRD.
+    fn reverse_words_csv() -> ClusterServiceVersion {
+        let mut csv = ClusterServiceVersion::new("rw.v1", Default::default());
+        csv.metadata.namespace = Some("op".into());
+        csv.spec.customresourcedefinitions = Some(CustomResourceDefinitions {
+            owned: vec![CrdDescription {
+                name: "reversewordsapps.apps.linuxera.org".into(),
+                version: "v1alpha1".into(),
+                kind: "ReverseWordsApp".into(),
+                ..CrdDescription::default()
+            }],
+            required: vec![],
+        });
+        csv
+    }
+
     fn namespaces() -> Vec<NamespaceInfo> {
         ["op", "a", "b"]
             .iter()
@@ -575,17 +591,7 @@ mod tests {
             target_namespaces: Some(vec!["a".into()]),
             ..OperatorGroupSpec::default()
         });
-        let mut csv = ClusterServiceVersion::new("rw.v1", Default::default());
-        csv.metadata.namespace = Some("op".into());
-        csv.spec.customresourcedefinitions = Some(CustomResourceDefinitions {
-            owned: vec![CrdDescription {
-                name: "reversewordsapps.apps.linuxera.org".into(),
-                version: "v1alpha1".into(),
-                kind: "ReverseWordsApp".into(),
-                ..CrdDescription::default()
-            }],
-            required: vec![],
-        });
+        let mut csv = reverse_words_csv();
         let mut gathered = Gathered {
             namespaces: namespaces(),
             groups_in_namespace: 1,
@@ -646,16 +652,7 @@ mod tests {
 
     #[test]
     fn provided_apis_and_their_roles_are_named_as_upstream() {
-        let mut csv = ClusterServiceVersion::new("rw.v1", Default::default());
-        csv.spec.customresourcedefinitions = Some(CustomResourceDefinitions {
-            owned: vec![CrdDescription {
-                name: "reversewordsapps.apps.linuxera.org".into(),
-                version: "v1alpha1".into(),
-                kind: "ReverseWordsApp".into(),
-                ..CrdDescription::default()
-            }],
-            required: vec![],
-        });
+        let csv = reverse_words_csv();
         let apis = provided_apis([&csv]);
         assert_eq!(
             provided_apis_annotation(&apis),
