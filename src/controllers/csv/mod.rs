@@ -914,7 +914,8 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         shutdown.clone(),
     ));
 
-    let (for_groups, for_crds, for_subs) = (csvs.clone(), csvs.clone(), csvs.clone());
+    let (for_groups, for_crds, for_subs, for_replaced) =
+        (csvs.clone(), csvs.clone(), csvs.clone(), csvs.clone());
     let controller = Controller::for_shared_stream(csv_changes, csvs)
         .watches_shared_stream(group_changes, move |group| {
             let ns = group.meta().namespace.clone();
@@ -927,10 +928,12 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
                 _ => vec![],
             }
         })
-        .watches_shared_stream(replacement_changes, |csv| {
+        .watches_shared_stream(replacement_changes, move |csv| {
             let csv = csv.0.as_ref().ok()?;
             let replaces = csv.spec.replaces.as_deref().filter(|r| !r.is_empty())?;
-            Some(ObjectRef::new(replaces).within(csv.metadata.namespace.as_deref()?))
+            let old = ObjectRef::new(replaces).within(csv.metadata.namespace.as_deref()?);
+            // Only a CSV that is there: the first of a chain replaces one long gone.
+            for_replaced.get(&old).map(|_| old)
         })
         .watches_shared_stream(subscription_changes, move |sub| {
             let ns = sub.meta().namespace.clone();
