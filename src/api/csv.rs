@@ -520,6 +520,9 @@ pub struct CleanupStatus {
 
 /// Label on a copied CSV: the namespace of the CSV it was copied from.
 pub const COPIED_FROM_LABEL: &str = "olm.copiedFrom";
+/// Annotation with the bundle's catalog properties (`{"properties":[…]}`) on a CSV a plan
+/// created, as upstream writes it; the resolver reads an installed CSV's package from it.
+pub const ANNOTATION_PROPERTIES: &str = "operatorframework.io/properties";
 
 impl ClusterServiceVersion {
     /// A copy made for a target namespace (it only mirrors its source; nothing installs it).

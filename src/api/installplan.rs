@@ -161,14 +161,13 @@ pub struct BundleLookup {
     pub properties: Option<String>,
 }
 
-/// Annotation on an InstallPlan listing the bundles it installs, in install order
-/// (dependencies first), as JSON [`PlannedBundle`]s. The Subscription controller writes it
-/// when it creates the plan; the InstallPlan controller reads it to fetch each bundle's
-/// manifests from its catalog. Everything the plan needs is on the object, so a restart at
-/// any point finds it there.
-pub const ANNOTATION_PLANNED_BUNDLES: &str = "olm-rs.dev/bundles";
+/// Annotation on which versions before the typed plan listed a plan's bundles (JSON
+/// [`PlannedBundle`]s). Never written any more: a plan that still carries it and has no
+/// status is read once and given upstream's status shape (steps and bundle lookups).
+pub const LEGACY_ANNOTATION_PLANNED_BUNDLES: &str = "olm-rs.dev/bundles";
 
-/// One bundle of an InstallPlan: what to install, from where, and why.
+/// One bundle the resolver chose for a plan: what to install, from where, and why. Lives in
+/// memory between resolution and the plan's status (and in the legacy annotation).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct PlannedBundle {
@@ -194,19 +193,28 @@ pub struct PlannedBundle {
 }
 
 impl InstallPlan {
-    /// The bundles of [`ANNOTATION_PLANNED_BUNDLES`]; an error names what is wrong.
-    pub fn planned_bundles(&self) -> Result<Vec<PlannedBundle>, String> {
+    /// The bundles of the legacy [`LEGACY_ANNOTATION_PLANNED_BUNDLES`], when the plan has it;
+    /// an error names what is wrong.
+    pub fn legacy_planned_bundles(&self) -> Option<Result<Vec<PlannedBundle>, String>> {
         let text = self
             .metadata
             .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_PLANNED_BUNDLES))
-            .ok_or_else(|| format!("annotation {ANNOTATION_PLANNED_BUNDLES} is missing"))?;
-        serde_json::from_str(text)
-            .map_err(|e| format!("annotation {ANNOTATION_PLANNED_BUNDLES} does not parse: {e}"))
+            .as_ref()?
+            .get(LEGACY_ANNOTATION_PLANNED_BUNDLES)?;
+        Some(serde_json::from_str(text).map_err(|e| {
+            format!("annotation {LEGACY_ANNOTATION_PLANNED_BUNDLES} does not parse: {e}")
+        }))
     }
 
     pub fn phase(&self) -> InstallPlanPhase {
         self.status.as_ref().map(|s| s.phase).unwrap_or_default()
+    }
+
+    /// No status at all yet: a plan its creator has not filled in (upstream leaves such a
+    /// plan alone).
+    pub fn status_is_empty(&self) -> bool {
+        self.status.as_ref().is_none_or(|s| {
+            s.phase == InstallPlanPhase::None && s.plan.is_empty() && s.bundle_lookups.is_empty()
+        })
     }
 }

@@ -13,6 +13,7 @@ pub mod kit;
 pub mod metrics;
 pub mod operatorgroup;
 pub mod ownership;
+pub mod plan;
 pub mod pull_secrets;
 pub mod subscription;
 

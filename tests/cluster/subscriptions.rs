@@ -1263,3 +1263,108 @@ async fn installs_work_under_only_the_rbac_in_deploy() {
     )
     .await;
 }
+
+/// Upstream's tests and tools write InstallPlans themselves: the spec first (the plan is
+/// left alone while it has no status), then `status.plan` with inline manifests and phase
+/// Installing; the plan is carried out like one we planned.
+#[tokio::test]
+async fn a_plan_written_as_upstream_writes_it_is_carried_out() {
+    let s = Setup::new("ip-upstream-shape", &our_catalog(), &[]).await;
+    s.operator_group("");
+    apply(&format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: InstallPlan\nmetadata:\n  name: by-hand\n  namespace: {}\nspec:\n  approval: Automatic\n  approved: true\n  clusterServiceVersionNames: [by-hand.v1.0.0]\n",
+        s.name()
+    ));
+    let csv = serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "by-hand.v1.0.0"},
+        "spec": {"displayName": "By hand", "install": {"strategy": "deployment", "spec": {"deployments": []}}}
+    });
+    let config_map = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "by-hand-settings"}, "data": {"mode": "fast"}
+    });
+    let step = |group: &str, version: &str, kind: &str, name: &str, manifest: &Value| {
+        serde_json::json!({
+            "resolving": "by-hand.v1.0.0", "status": "Unknown",
+            "resource": {"sourceName": "", "sourceNamespace": "", "group": group,
+                         "version": version, "kind": kind, "name": name,
+                         "manifest": manifest.to_string()}
+        })
+    };
+    let status = serde_json::json!({"status": {
+        "phase": "Installing",
+        "catalogSources": [],
+        "plan": [
+            step("operators.coreos.com", "v1alpha1", "ClusterServiceVersion", "by-hand.v1.0.0", &csv),
+            step("", "v1", "ConfigMap", "by-hand-settings", &config_map),
+        ]
+    }});
+    kubectl(
+        &[
+            "patch",
+            "installplan",
+            "by-hand",
+            "-n",
+            s.name(),
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ],
+        None,
+    )
+    .ok();
+    let plan = s.plan_phase("by-hand", "Complete").await;
+    let statuses: Vec<&str> = plan["status"]["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| step["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["Created", "Created"], "{plan:#}");
+    let created = s.get("configmap/by-hand-settings");
+    assert_eq!(created["data"]["mode"], "fast");
+    assert_eq!(
+        created["metadata"]["ownerReferences"][0]["name"],
+        "by-hand.v1.0.0"
+    );
+    assert_eq!(created["metadata"]["labels"]["olm.managed"], "true");
+}
+
+/// A plan written by a version before the typed plan (its bundles in the
+/// `olm-rs.dev/bundles` annotation, no status) is given upstream's status shape once and
+/// carried out.
+#[tokio::test]
+async fn a_plan_of_the_previous_version_still_executes() {
+    let s = Setup::new("ip-legacy", &our_catalog(), &[]).await;
+    s.operator_group("");
+    let bundles = serde_json::json!([{
+        "name": "reverse-words.v0.4.0", "package": "reverse-words", "version": "0.4.0",
+        "channel": "stable", "catalog": "operators", "catalogNamespace": s.name(),
+        "subscription": "reverse-words"
+    }]);
+    let plan = serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+        "metadata": {"name": "install-legacy", "namespace": s.name(),
+                     "annotations": {"olm-rs.dev/bundles": bundles.to_string()}},
+        "spec": {"approval": "Automatic", "approved": true,
+                 "clusterServiceVersionNames": ["reverse-words.v0.4.0"]}
+    });
+    apply(&plan.to_string());
+    let plan = s.plan_phase("install-legacy", "Complete").await;
+    let kinds: Vec<&str> = plan["status"]["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| step["resource"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds[0], "ClusterServiceVersion", "{plan:#}");
+    assert!(kinds.contains(&"CustomResourceDefinition"), "{kinds:?}");
+    assert_eq!(
+        plan["status"]["catalogSources"],
+        serde_json::json!(["operators"])
+    );
+    let csv = s.get("csv/reverse-words.v0.4.0");
+    assert_eq!(csv["metadata"]["name"], "reverse-words.v0.4.0");
+}

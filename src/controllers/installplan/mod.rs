@@ -1,13 +1,14 @@
-//! The InstallPlan controller: turns a plan the Subscription controller created into
-//! objects in the cluster.
+//! The InstallPlan controller: carries out a plan's steps, in upstream's shape
+//! (`status.plan`, see [`crate::controllers::plan`]), whoever wrote them: the Subscription
+//! controller when it resolved the plan, or a client writing steps with inline manifests.
 //!
-//! - First sight (no `status.plan`): each bundle's manifests are fetched from the catalog it
-//!   was resolved from (GetBundle of the CatalogSource's registry server, or the ConfigMap of a
-//!   ConfigMap catalog), turned into upstream's steps ([`steps::build_steps`]), and the plan
-//!   moves to RequiresApproval (Manual, not approved) or Installing.
-//! - A bundle the catalog has no inline objects for is pulled from its bundle image
-//!   in-process ([`unpack`]); while the pull fails the plan waits with a `bundleLookups`
-//!   entry naming image and cause, and fails (BundleLookupFailed) after the unpack timeout.
+//! - No status yet: left alone (its creator has not filled it in), except a plan of an
+//!   earlier version that lists its bundles in an annotation, planned once and given the
+//!   typed status.
+//! - `bundleLookups`: bundles the catalog has no inline objects for, pulled from their
+//!   bundle image in-process ([`unpack`]) and turned into steps; while a pull fails the
+//!   lookup names image and cause, and the plan fails (BundleLookupFailed) after the unpack
+//!   timeout.
 //! - RequiresApproval → Installing once `spec.approved` is true.
 //! - Installing: steps in order (CSVs, CRDs, the rest) with server-side apply under one field
 //!   manager, `olm.managed=true`, owner references to the CSV for namespaced objects; CRDs
@@ -19,8 +20,7 @@
 //! Everything is idempotent and recorded on the object, so a restart at any point continues
 //! where the last process stopped.
 
-pub(crate) mod manifests;
-pub mod steps;
+mod crd_upgrade;
 pub mod unpack;
 
 use std::collections::{BTreeMap, HashMap};
@@ -47,15 +47,18 @@ use super::kit::{
 };
 use crate::api::{
     Approval, ClusterServiceVersion, InstallPlan, InstallPlanCondition, InstallPlanPhase,
-    InstallPlanStatus, OperatorGroup, Step, StepStatus,
+    InstallPlanStatus, OperatorGroup, PlannedBundle, Step, StepStatus,
 };
 use crate::controllers::host::Shutdown;
-use manifests::Fetched;
-use steps::{BundleManifests, KIND_CRD, KIND_CSV, KIND_SUBSCRIPTION, LABEL_MANAGED};
+use crate::controllers::plan::{
+    self,
+    steps::{KIND_CRD, KIND_CSV, KIND_SUBSCRIPTION, LABEL_MANAGED},
+};
 
 pub const CONTROLLER: &str = "installplan";
-/// Server-side apply field manager of everything this controller writes.
-pub const FIELD_MANAGER: &str = "olm-installplan";
+/// Server-side apply field manager of everything this controller writes (a plan's status
+/// is one manager's, whichever controller writes it).
+pub const FIELD_MANAGER: &str = plan::STATUS_FIELD_MANAGER;
 /// How often an Installing plan is looked at again while it waits (CRDs, retries).
 const RECHECK: Duration = Duration::from_secs(2);
 /// How often a plan waiting for a bundle image tries the pull again (upstream: 5s).
@@ -110,6 +113,7 @@ impl Reconciler for InstallPlanContext {
     type Error = Error;
     const CONTROLLER: &'static str = CONTROLLER;
     const FIELD_MANAGER: &'static str = FIELD_MANAGER;
+    const FORCE_STATUS: bool = true;
 
     fn shared(&self) -> &Context {
         &self.shared
@@ -132,7 +136,12 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
     let status = plan.status.clone().unwrap_or_default();
     match status.phase {
         InstallPlanPhase::Complete | InstallPlanPhase::Failed => Ok(Action::await_change()),
-        _ if status.plan.is_empty() => prepare(plan, ctx).await,
+        _ if plan.status_is_empty() => match plan.legacy_planned_bundles() {
+            Some(bundles) => migrate_legacy(plan, bundles, ctx).await,
+            // Not filled in yet by whoever created it: left alone, as upstream does.
+            None => Ok(Action::await_change()),
+        },
+        _ if !status.bundle_lookups.is_empty() => unpack_lookups(plan, status, ctx).await,
         InstallPlanPhase::RequiresApproval => {
             if plan.spec.approved {
                 let mut next = status.clone();
@@ -153,250 +162,95 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
     }
 }
 
-fn condition(
-    type_: &str,
-    status: ConditionStatus,
-    reason: Option<&str>,
-    message: Option<String>,
-) -> InstallPlanCondition {
+fn condition(type_: &str, status: ConditionStatus) -> InstallPlanCondition {
     let now = Time(now());
-    Cond::new(
-        type_,
-        status,
-        reason.unwrap_or_default(),
-        message.unwrap_or_default(),
-    )
-    .into_install_plan(now.clone(), now)
+    Cond::new(type_, status, "", "").into_install_plan(now.clone(), now)
 }
 
-/// First sight: fetch manifests, build the steps, and move to RequiresApproval or
-/// Installing (upstream never shows Planning).
-async fn prepare(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Error> {
-    let current = plan.status.clone().unwrap_or_default();
-    let decision = match plan.planned_bundles() {
-        Ok(bundles) => {
-            let fetched = fetch_bundles(plan, bundles, &current, ctx).await?;
-            decide_prepared(plan, &current, fetched, now())
+/// A plan written by a version before the typed plan (bundles in an annotation, no status):
+/// planned now as the Subscription controller plans a new one.
+async fn migrate_legacy(
+    plan: &InstallPlan,
+    bundles: Result<Vec<PlannedBundle>, String>,
+    ctx: &InstallPlanContext,
+) -> Result<Action, Error> {
+    let bundles = match bundles {
+        Ok(bundles) => bundles,
+        Err(message) => {
+            let status = InstallPlanStatus::default();
+            return fail(plan, status, plan::REASON_INVALID_PLAN, message, ctx).await;
         }
-        Err(message) => Prepared::Fail {
-            status: InstallPlanStatus::default(),
-            reason: "InvalidInstallPlan",
-            message,
-        },
     };
-    match decision {
-        Prepared::Fail {
+    let namespace = plan.namespace().unwrap_or_default();
+    let gathered = plan::gather(bundles, &ctx.shared)
+        .await
+        .map_err(|e| Error::Other {
+            namespace: namespace.clone(),
+            name: plan.name_any(),
+            message: e.to_string(),
+        })?;
+    let waits = plan.spec.approval == Approval::Manual && !plan.spec.approved;
+    let status = plan::initial_status(&namespace, gathered, waits, now());
+    let written = write_status(plan, &status, ctx).await?;
+    plan::announce(&written, &ctx.shared);
+    tracing::info!(plan = %plan.name_any(), %namespace, "InstallPlan of an earlier version given its typed status");
+    Ok(Action::await_change())
+}
+
+/// Pulls the images of the plan's bundle lookups; each that arrives becomes steps, each that
+/// fails keeps its lookup (with the cause) until the unpack timeout.
+async fn unpack_lookups(
+    plan: &InstallPlan,
+    current: InstallPlanStatus,
+    ctx: &InstallPlanContext,
+) -> Result<Action, Error> {
+    let namespace = plan.namespace().unwrap_or_default();
+    let timeout = namespace_unpack_timeout(&namespace, ctx)
+        .await
+        .map_err(|error| Error::Kube {
+            namespace: namespace.clone(),
+            name: plan.name_any(),
+            action: "reading the OperatorGroup".into(),
+            error,
+        })?;
+    let mut unpacked = Vec::new();
+    let mut failed = Vec::new();
+    for lookup in &current.bundle_lookups {
+        let limit = unpack::remaining(lookup, now(), timeout);
+        match unpack::pull_lookup(lookup, &ctx.shared, limit).await {
+            Ok(objects) => unpacked.push((lookup.clone(), objects)),
+            Err(failure) => failed.push((lookup.clone(), failure)),
+        }
+    }
+    match unpack::decide_unpacked(&namespace, &current, unpacked, &failed, now(), timeout) {
+        unpack::Unpacked::Fail {
             status,
             reason,
             message,
         } => fail(plan, status, reason, message, ctx).await,
-        Prepared::WaitForImages(next) => {
+        unpack::Unpacked::Next(next) => {
             if next != current {
                 write_status(plan, &next, ctx).await?;
             }
-            Ok(Action::requeue(UNPACK_RECHECK))
-        }
-        Prepared::Ready { status, waits } => {
-            let written = write_status(plan, &status, ctx).await?;
-            if waits {
-                let namespace = plan.namespace().unwrap_or_default();
-                event(
-                    plan,
-                    ctx,
-                    EventType::Normal,
-                    "RequiresApproval",
-                    format!(
-                        "InstallPlan for {} waits for approval: kubectl patch installplan {} -n {namespace} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'",
-                        plan.spec.cluster_service_version_names.join(", "),
-                        plan.name_any()
-                    ),
-                );
-                return Ok(Action::await_change());
-            }
-            // Automatic: on with the steps in this round, from the status just written.
-            execute(&written, status, ctx).await
+            // Once the last lookup is resolved, the status write starts the next round.
+            Ok(if next.bundle_lookups.is_empty() {
+                Action::await_change()
+            } else {
+                Action::requeue(UNPACK_RECHECK)
+            })
         }
     }
-}
-
-/// What the bundles of a plan yielded: their objects, or why an image pull failed.
-struct FetchedBundles {
-    with_manifests: Vec<BundleManifests>,
-    catalog_sources: Vec<String>,
-    failed_pulls: Vec<(crate::api::PlannedBundle, String, unpack::PullFailure)>,
-    /// The unpack timeout, once a bundle needed a pull.
-    unpack_timeout: Option<Duration>,
-}
-
-/// The gather step of a new plan: each bundle's manifests from its catalog, or pulled from
-/// its bundle image.
-async fn fetch_bundles(
-    plan: &InstallPlan,
-    bundles: Vec<crate::api::PlannedBundle>,
-    current: &InstallPlanStatus,
-    ctx: &InstallPlanContext,
-) -> Result<FetchedBundles, Error> {
-    let namespace = plan.namespace().unwrap_or_default();
-    let mut fetched = FetchedBundles {
-        with_manifests: Vec::new(),
-        catalog_sources: Vec::new(),
-        failed_pulls: Vec::new(),
-        unpack_timeout: None,
-    };
-    for bundle in bundles {
-        if !fetched.catalog_sources.contains(&bundle.catalog) {
-            fetched.catalog_sources.push(bundle.catalog.clone());
-        }
-        let (image, properties, secrets) = match manifests::fetch(&bundle, &ctx.shared).await {
-            Ok(Fetched::Objects {
-                objects,
-                properties,
-            }) => {
-                fetched.with_manifests.push(BundleManifests {
-                    bundle,
-                    objects,
-                    properties,
-                });
-                continue;
-            }
-            Ok(Fetched::NeedsUnpack {
-                image,
-                properties,
-                secrets,
-            }) => (image, properties, secrets),
-            Err(message) => {
-                return Err(Error::Other {
-                    namespace,
-                    name: plan.name_any(),
-                    message: format!(
-                        "fetching the manifests of bundle {} from catalog {}/{}: {message}",
-                        bundle.name, bundle.catalog_namespace, bundle.catalog
-                    ),
-                });
-            }
-        };
-        let timeout = match fetched.unpack_timeout {
-            Some(timeout) => timeout,
-            None => *fetched.unpack_timeout.insert(
-                namespace_unpack_timeout(&namespace, ctx)
-                    .await
-                    .map_err(|error| Error::Kube {
-                        namespace: namespace.clone(),
-                        name: plan.name_any(),
-                        action: "reading the OperatorGroup".into(),
-                        error,
-                    })?,
-            ),
-        };
-        let limit = unpack::remaining(&current.bundle_lookups, &bundle.name, now(), timeout);
-        match unpack::pull_bundle(&bundle, &image, &secrets, &ctx.shared, limit).await {
-            Ok(objects) => fetched.with_manifests.push(BundleManifests {
-                bundle,
-                objects,
-                properties,
-            }),
-            Err(failure) => fetched.failed_pulls.push((bundle, image, failure)),
-        }
-    }
-    Ok(fetched)
-}
-
-/// What a new plan becomes.
-#[derive(Debug)]
-enum Prepared {
-    Fail {
-        status: InstallPlanStatus,
-        reason: &'static str,
-        message: String,
-    },
-    /// Bundle images are still being pulled; the status that says so.
-    WaitForImages(InstallPlanStatus),
-    /// Steps built: RequiresApproval (`waits`) or Installing.
-    Ready {
-        status: InstallPlanStatus,
-        waits: bool,
-    },
-}
-
-/// The decide step of a new plan (pure).
-fn decide_prepared(
-    plan: &InstallPlan,
-    current: &InstallPlanStatus,
-    fetched: FetchedBundles,
-    now: Timestamp,
-) -> Prepared {
-    if let Some(timeout) = fetched
-        .unpack_timeout
-        .filter(|_| !fetched.failed_pulls.is_empty())
-    {
-        return match unpack::decide(&fetched.failed_pulls, &current.bundle_lookups, now, timeout) {
-            unpack::Decision::Wait(lookups) => {
-                let mut next = current.clone();
-                next.message = lookups
-                    .iter()
-                    .filter_map(|l| l.conditions.first()?.message.clone())
-                    .next()
-                    .map(|m| format!("waiting for bundle images: {m}"));
-                next.bundle_lookups = lookups;
-                Prepared::WaitForImages(next)
-            }
-            unpack::Decision::Fail { message, lookups } => Prepared::Fail {
-                status: InstallPlanStatus {
-                    bundle_lookups: lookups,
-                    catalog_sources: fetched.catalog_sources,
-                    ..InstallPlanStatus::default()
-                },
-                reason: unpack::LOOKUP_FAILED,
-                message,
-            },
-        };
-    }
-    let namespace = plan.namespace().unwrap_or_default();
-    let steps = match steps::build_steps(&namespace, &fetched.with_manifests) {
-        Ok(steps) => steps,
-        Err(error) => {
-            return Prepared::Fail {
-                status: InstallPlanStatus::default(),
-                reason: "InstallComponentFailed",
-                message: error.to_string(),
-            };
-        }
-    };
-    let waits = plan.spec.approval == Approval::Manual && !plan.spec.approved;
-    let status = InstallPlanStatus {
-        phase: if waits {
-            InstallPlanPhase::RequiresApproval
-        } else {
-            InstallPlanPhase::Installing
-        },
-        conditions: vec![condition("Resolved", ConditionStatus::True, None, None)],
-        catalog_sources: fetched.catalog_sources,
-        plan: steps,
-        start_time: (!waits).then_some(Time(now)),
-        ..InstallPlanStatus::default()
-    };
-    Prepared::Ready { status, waits }
 }
 
 async fn fail(
     plan: &InstallPlan,
-    mut status: InstallPlanStatus,
+    status: InstallPlanStatus,
     reason: &str,
     message: String,
     ctx: &InstallPlanContext,
 ) -> Result<Action, Error> {
     tracing::warn!(plan = %plan.name_any(), reason, %message, "InstallPlan failed");
-    status.phase = InstallPlanPhase::Failed;
-    status.message = Some(message.clone());
-    status
-        .conditions
-        .retain(|c| c.type_.as_deref() != Some("Installed"));
-    status.conditions.push(condition(
-        "Installed",
-        ConditionStatus::False,
-        Some(reason),
-        Some(message.clone()),
-    ));
+    let status = plan::failed(status, reason, message.clone(), now());
     write_status(plan, &status, ctx).await?;
     event(plan, ctx, EventType::Warning, reason, message);
     Ok(Action::await_change())
@@ -492,7 +346,7 @@ async fn execute(
                 waiting = true;
             }
             Err(StepError::Refused(message)) => {
-                return fail(plan, status, "InstallComponentFailed", message, ctx).await;
+                return fail(plan, status, plan::REASON_COMPONENT_FAILED, message, ctx).await;
             }
             Err(StepError::Retry { message, forbidden }) => {
                 let described = format!(
@@ -518,7 +372,7 @@ async fn execute(
         if !forbidden && elapsed >= timeout {
             let message =
                 format!("{message} (still failing after the retry timeout of {timeout:?})");
-            return fail(plan, status, "InstallComponentFailed", message, ctx).await;
+            return fail(plan, status, plan::REASON_COMPONENT_FAILED, message, ctx).await;
         }
         // Say why it is not done yet (written only when the reason changes).
         status.message = Some(format!("retrying: {message}"));
@@ -540,7 +394,7 @@ async fn execute(
         .retain(|c| c.type_.as_deref() != Some("Installed"));
     status
         .conditions
-        .push(condition("Installed", ConditionStatus::True, None, None));
+        .push(condition("Installed", ConditionStatus::True));
     write_status(plan, &status, ctx).await?;
     event(
         plan,
@@ -713,16 +567,16 @@ async fn check_crd_upgrade(
     ctx: &InstallPlanContext,
 ) -> Result<(), StepError> {
     let existing_value = serde_json::to_value(existing).unwrap_or_default();
-    steps::check_stored_versions(&existing_value, new).map_err(StepError::Refused)?;
+    crd_upgrade::check_stored_versions(&existing_value, new).map_err(StepError::Refused)?;
     let crd_name = new["metadata"]["name"].as_str().unwrap_or_default();
     let group = new["spec"]["group"].as_str().unwrap_or_default();
     let kind = new["spec"]["names"]["kind"].as_str().unwrap_or_default();
     let plural = new["spec"]["names"]["plural"].as_str().unwrap_or_default();
-    let served_before: Vec<String> = steps::served_schemas(&existing_value)
+    let served_before: Vec<String> = crd_upgrade::served_schemas(&existing_value)
         .into_iter()
         .map(|(v, _)| v)
         .collect();
-    for (version, schema) in steps::served_schemas(new) {
+    for (version, schema) in crd_upgrade::served_schemas(new) {
         if !served_before.contains(&version) || schema.is_null() {
             continue;
         }
@@ -738,7 +592,7 @@ async fn check_crd_upgrade(
         for cr in list.items {
             let value = serde_json::to_value(&cr).unwrap_or_default();
             let mut problems = Vec::new();
-            steps::validate(&schema, &value, "", &mut problems);
+            crd_upgrade::validate(&schema, &value, "", &mut problems);
             if !problems.is_empty() {
                 let object = match cr.namespace() {
                     Some(ns) => format!("{ns}/{}", cr.name_any()),

@@ -1,21 +1,23 @@
-//! Bundle images, pulled in-process when the catalog has no inline objects for a bundle
-//! (upstream runs an unpack Job per bundle and keeps the result in a ConfigMap). Gathering:
-//! [`pull_bundle`] (pull into the digest-keyed cache, read the objects back). Deciding:
-//! [`decide`] turns the failures of this round and the lookups already recorded into either
-//! a plan that keeps waiting (`status.bundleLookups`, a `BundleLookupPending` condition per
-//! bundle naming its image and the cause) or a failed plan, once the unpack timeout has
-//! passed since the first failure or at once when the image can never do.
+//! Bundle images, pulled in-process for a plan's `bundleLookups` (upstream runs an unpack
+//! Job per bundle and keeps the result in a ConfigMap). Gathering: [`pull_lookup`] (pull
+//! into the digest-keyed cache, read the objects back). Deciding: [`decide_unpacked`] turns
+//! the objects that arrived into steps and the failures of this round into either lookups
+//! that keep waiting (a `BundleLookupPending` condition naming the image and the cause) or a
+//! failed plan, once the unpack timeout has passed since the first failure or at once when
+//! the image can never do.
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use crate::api::{BundleLookup, InstallPlanCondition, PlannedBundle};
+use kube::api::Api;
+
+use crate::api::{BundleLookup, CatalogSource, InstallPlanCondition, InstallPlanStatus};
 use crate::controllers::context::Context;
 use crate::controllers::kit::{Cond, ConditionStatus};
+use crate::controllers::plan;
 use crate::oci::bundle::{bundle_objects, select_bundle};
 use crate::oci::registry::{Options, Session, parse_reference};
 
@@ -35,35 +37,60 @@ pub struct PullFailure {
     pub permanent: bool,
 }
 
-/// Pulls `image` (once per digest into the image cache) and reads the bundle's objects,
-/// giving up after `limit`.
-pub async fn pull_bundle(
-    bundle: &PlannedBundle,
-    image: &str,
-    secrets: &[String],
+/// Pulls the lookup's image (once per digest into the image cache) with its catalog's pull
+/// Secrets and reads the bundle's objects, giving up after `limit`.
+pub async fn pull_lookup(
+    lookup: &BundleLookup,
     ctx: &Context,
     limit: Duration,
 ) -> Result<Vec<Value>, PullFailure> {
+    let image = lookup.path.as_str();
     let failure = |reason: &'static str, message: String, permanent: bool| PullFailure {
         reason,
         message: format!("bundle image {image}: {message}"),
         permanent,
     };
+    let catalog = lookup
+        .catalog_source_ref
+        .name
+        .as_deref()
+        .unwrap_or_default();
+    let catalog_namespace = lookup
+        .catalog_source_ref
+        .namespace
+        .as_deref()
+        .unwrap_or_default();
+    if image.is_empty() {
+        return Err(failure(
+            "InvalidReference",
+            "the lookup names no image".into(),
+            true,
+        ));
+    }
     let reference =
         parse_reference(image).map_err(|e| failure("InvalidReference", e.to_string(), true))?;
+    // The catalog's pull Secrets; a catalog gone since planning leaves an anonymous pull.
+    let secrets = Api::<CatalogSource>::namespaced(ctx.client.clone(), catalog_namespace)
+        .get_opt(catalog)
+        .await
+        .map_err(|e| {
+            failure(
+                "Unreachable",
+                format!("reading CatalogSource {catalog}: {e}"),
+                false,
+            )
+        })?
+        .map(|source| source.spec.secrets)
+        .unwrap_or_default();
     let auth = crate::controllers::pull_secrets::registry_auth(
         &ctx.client,
-        &bundle.catalog_namespace,
-        secrets,
+        catalog_namespace,
+        &secrets,
         reference.resolve_registry(),
     )
     .await
     .map_err(|(reason, message)| {
-        failure(
-            reason,
-            format!("CatalogSource {}: {message}", bundle.catalog),
-            false,
-        )
+        failure(reason, format!("CatalogSource {catalog}: {message}"), false)
     })?;
     let options = Options {
         insecure: ctx.settings.insecure_registries.clone(),
@@ -84,12 +111,12 @@ pub async fn pull_bundle(
             let cause = e.cause();
             failure(cause, e.to_string(), cause == "InvalidImage")
         })?;
-    let (rootfs, name) = (pulled.rootfs.clone(), bundle.name.clone());
+    let (rootfs, name) = (pulled.rootfs.clone(), lookup.identifier.clone());
     let objects = tokio::task::spawn_blocking(move || bundle_objects(&rootfs, &name))
         .await
         .map_err(|e| failure("InvalidImage", format!("reading it failed: {e}"), true))?
         .map_err(|message| failure("InvalidImage", message, true))?;
-    tracing::info!(bundle = %bundle.name, image, digest = %pulled.digest, "bundle image pulled");
+    tracing::info!(bundle = %lookup.identifier, image, digest = %pulled.digest, "bundle image pulled");
     Ok(objects)
 }
 
@@ -100,18 +127,13 @@ pub fn unpack_timeout(annotation: Option<&str>, default: Duration) -> Duration {
         .unwrap_or(default)
 }
 
-/// How long this round's pull of `bundle` may take: what is left of the timeout since its
+/// How long this round's pull of a lookup may take: what is left of the timeout since its
 /// first failure (at least a second).
-pub fn remaining(
-    previous: &[BundleLookup],
-    bundle: &str,
-    now: Timestamp,
-    timeout: Duration,
-) -> Duration {
-    let since = previous
-        .iter()
-        .find(|l| l.identifier == bundle)
-        .and_then(|l| l.conditions.first()?.last_transition_time.clone());
+pub fn remaining(lookup: &BundleLookup, now: Timestamp, timeout: Duration) -> Duration {
+    let since = lookup
+        .conditions
+        .first()
+        .and_then(|c| c.last_transition_time.clone());
     let waited = since.map_or(Duration::ZERO, |t| now.duration_since(t.0).unsigned_abs());
     timeout.saturating_sub(waited).max(Duration::from_secs(1))
 }
@@ -143,26 +165,20 @@ fn lookup_condition(
     .into_install_plan(since.clone(), updated)
 }
 
-/// `failed`: this round's failures (bundle, image, failure); `previous`: the lookups the
-/// plan shows now (their Pending condition's transition time is when the first failure
-/// was seen).
+/// `failed`: this round's failures, each lookup as the plan shows it now (its Pending
+/// condition's transition time is when the first failure was seen).
 pub fn decide(
-    failed: &[(PlannedBundle, String, PullFailure)],
-    previous: &[BundleLookup],
+    failed: &[(BundleLookup, PullFailure)],
     now: Timestamp,
     timeout: Duration,
 ) -> Decision {
     let mut lookups = Vec::new();
     let mut give_up = None;
-    for (bundle, image, failure) in failed {
-        let before = previous
+    for (lookup, failure) in failed {
+        let before = lookup
+            .conditions
             .iter()
-            .find(|l| l.identifier == bundle.name && l.path == *image)
-            .and_then(|l| {
-                l.conditions
-                    .iter()
-                    .find(|c| c.type_.as_deref() == Some(LOOKUP_PENDING))
-            });
+            .find(|c| c.type_.as_deref() == Some(LOOKUP_PENDING));
         let since = before
             .and_then(|c| c.last_transition_time.clone())
             .unwrap_or(Time(now));
@@ -183,7 +199,18 @@ pub fn decide(
         if type_ == LOOKUP_FAILED && give_up.is_none() {
             let mut message = format!(
                 "bundle {} from catalog {}/{}: {}",
-                bundle.name, bundle.catalog_namespace, bundle.catalog, failure.message
+                lookup.identifier,
+                lookup
+                    .catalog_source_ref
+                    .namespace
+                    .as_deref()
+                    .unwrap_or_default(),
+                lookup
+                    .catalog_source_ref
+                    .name
+                    .as_deref()
+                    .unwrap_or_default(),
+                failure.message
             );
             if expired && !failure.permanent {
                 message.push_str(&format!(
@@ -192,18 +219,9 @@ pub fn decide(
             }
             give_up = Some(message);
         }
-        lookups.push(BundleLookup {
-            path: image.clone(),
-            identifier: bundle.name.clone(),
-            replaces: bundle.replaces.clone().unwrap_or_default(),
-            catalog_source_ref: ObjectReference {
-                name: Some(bundle.catalog.clone()),
-                namespace: Some(bundle.catalog_namespace.clone()),
-                ..ObjectReference::default()
-            },
-            conditions: vec![lookup_condition(type_, failure, &since, updated)],
-            properties: None,
-        });
+        let mut lookup = lookup.clone();
+        lookup.conditions = vec![lookup_condition(type_, failure, &since, updated)];
+        lookups.push(lookup);
     }
     match give_up {
         Some(message) => Decision::Fail { message, lookups },
@@ -211,17 +229,96 @@ pub fn decide(
     }
 }
 
+/// What a round of pulls makes of the plan.
+#[derive(Debug, PartialEq)]
+pub enum Unpacked {
+    /// The status to show: steps of the bundles that arrived, lookups still waiting.
+    Next(InstallPlanStatus),
+    Fail {
+        status: InstallPlanStatus,
+        reason: &'static str,
+        message: String,
+    },
+}
+
+/// The decide step of unpacking (pure): `unpacked` lookups with their objects become steps;
+/// `failed` ones wait or fail the plan. When the last lookup is resolved an Installing plan's
+/// retry clock starts (unpacking has its own timeout).
+pub fn decide_unpacked(
+    namespace: &str,
+    current: &InstallPlanStatus,
+    unpacked: Vec<(BundleLookup, Vec<Value>)>,
+    failed: &[(BundleLookup, PullFailure)],
+    now: Timestamp,
+    timeout: Duration,
+) -> Unpacked {
+    let mut new_steps = Vec::new();
+    for (lookup, objects) in unpacked {
+        match plan::steps_of_unpacked(namespace, &lookup, objects) {
+            Ok(steps) => new_steps.extend(steps),
+            Err(error) => {
+                return Unpacked::Fail {
+                    status: current.clone(),
+                    reason: plan::REASON_COMPONENT_FAILED,
+                    message: error.to_string(),
+                };
+            }
+        }
+    }
+    let mut next = current.clone();
+    next.plan = plan::merge_steps(next.plan, new_steps);
+    match decide(failed, now, timeout) {
+        Decision::Wait(lookups) => {
+            next.message = lookups
+                .iter()
+                .filter_map(|l| l.conditions.first()?.message.clone())
+                .next()
+                .map(|m| format!("waiting for bundle images: {m}"));
+            if lookups.is_empty() && next.phase == crate::api::InstallPlanPhase::Installing {
+                next.start_time = Some(Time(now));
+            }
+            next.bundle_lookups = lookups;
+            Unpacked::Next(next)
+        }
+        Decision::Fail { message, lookups } => Unpacked::Fail {
+            status: InstallPlanStatus {
+                bundle_lookups: lookups,
+                ..current.clone()
+            },
+            reason: LOOKUP_FAILED,
+            message,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use serde_json::json;
 
-    fn planned() -> PlannedBundle {
-        PlannedBundle {
-            name: "at.v0.3.0".into(),
-            package: "at".into(),
-            catalog: "images".into(),
-            catalog_namespace: "ns".into(),
-            ..PlannedBundle::default()
+    use super::*;
+    use crate::api::{InstallPlanPhase, PlannedBundle};
+
+    const IMAGE: &str = "127.0.0.1:5000/at-bundle:v0.3.0";
+
+    fn lookup() -> BundleLookup {
+        BundleLookup {
+            path: IMAGE.into(),
+            identifier: "at.v0.3.0".into(),
+            replaces: "at.v0.2.0".into(),
+            catalog_source_ref: ObjectReference {
+                name: Some("images".into()),
+                namespace: Some("ns".into()),
+                ..ObjectReference::default()
+            },
+            conditions: Vec::new(),
+            properties: Some(
+                json!({"properties": [
+                    {"type": "olm.package", "value": {"packageName": "at", "version": "0.3.0"}},
+                    {"type": "olm.gvk", "value": {"group": "at.example.com", "kind": "At", "version": "v1"}},
+                ]})
+                .to_string(),
+            ),
         }
     }
 
@@ -237,29 +334,32 @@ mod tests {
         }
     }
 
-    const IMAGE: &str = "127.0.0.1:5000/at-bundle:v0.3.0";
-
     #[test]
     fn transient_failures_wait_until_the_timeout_counted_from_the_first() {
         let t0 = Timestamp::from_second(1_000).unwrap();
-        let failed = vec![(planned(), IMAGE.to_string(), failure(false, "down"))];
-        let Decision::Wait(first) = decide(&failed, &[], t0, Duration::from_secs(60)) else {
+        let timeout = Duration::from_secs(60);
+        let Decision::Wait(first) = decide(&[(lookup(), failure(false, "down"))], t0, timeout)
+        else {
             panic!("waits")
         };
         let condition = &first[0].conditions[0];
         assert_eq!(condition.type_.as_deref(), Some(LOOKUP_PENDING));
         assert_eq!(condition.message.as_deref(), Some("down"));
         assert_eq!(first[0].path, IMAGE);
+        assert_eq!(first[0].replaces, "at.v0.2.0");
 
-        // The same failure later: nothing changes (no status write).
+        // The same failure later: nothing changes (no status write), and the next pull may
+        // take what is left of the timeout.
         let t1 = Timestamp::from_second(1_030).unwrap();
-        let Decision::Wait(second) = decide(&failed, &first, t1, Duration::from_secs(60)) else {
+        assert_eq!(remaining(&first[0], t1, timeout), Duration::from_secs(30));
+        let again = [(first[0].clone(), failure(false, "down"))];
+        let Decision::Wait(second) = decide(&again, t1, timeout) else {
             panic!("still waits")
         };
         assert_eq!(second, first);
 
         let t2 = Timestamp::from_second(1_061).unwrap();
-        match decide(&failed, &second, t2, Duration::from_secs(60)) {
+        match decide(&[(second[0].clone(), failure(false, "down"))], t2, timeout) {
             Decision::Fail { message, lookups } => {
                 assert!(
                     message.contains("bundle at.v0.3.0 from catalog ns/images"),
@@ -278,18 +378,102 @@ mod tests {
     #[test]
     fn permanent_failures_fail_at_once_and_annotations_set_the_timeout() {
         let now = Timestamp::from_second(1_000).unwrap();
-        let failed = vec![(
-            planned(),
-            IMAGE.to_string(),
-            failure(true, "not a bundle image"),
-        )];
+        let failed = [(lookup(), failure(true, "not a bundle image"))];
         assert!(matches!(
-            decide(&failed, &[], now, Duration::from_secs(600)),
+            decide(&failed, now, Duration::from_secs(600)),
             Decision::Fail { .. }
         ));
         let default = Duration::from_secs(600);
         assert_eq!(unpack_timeout(Some("5s"), default), Duration::from_secs(5));
         assert_eq!(unpack_timeout(Some("nonsense"), default), default);
         assert_eq!(unpack_timeout(None, default), default);
+    }
+
+    fn at_objects() -> Vec<Value> {
+        vec![
+            json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+                   "metadata": {"name": "at.v0.3.0"},
+                   "spec": {"displayName": "At", "install": {"strategy": "deployment"}}}),
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                   "metadata": {"name": "ats.at.example.com"}, "spec": {}}),
+        ]
+    }
+
+    #[test]
+    fn an_unpacked_lookup_becomes_steps_in_upstreams_order_and_starts_the_clock() {
+        let t = Timestamp::from_second(2_000).unwrap();
+        let dependency = PlannedBundle {
+            name: "kmm.v1".into(),
+            catalog: "images".into(),
+            catalog_namespace: "ns".into(),
+            ..PlannedBundle::default()
+        };
+        let current = InstallPlanStatus {
+            phase: InstallPlanPhase::Installing,
+            plan: vec![plan::steps::generated_subscription_step(
+                "kmm-sub",
+                &dependency,
+            )],
+            bundle_lookups: vec![lookup()],
+            ..InstallPlanStatus::default()
+        };
+        let Unpacked::Next(next) = decide_unpacked(
+            "ns",
+            &current,
+            vec![(lookup(), at_objects())],
+            &[],
+            t,
+            Duration::from_secs(60),
+        ) else {
+            panic!("steps")
+        };
+        let kinds: Vec<&str> = next.plan.iter().map(|s| s.resource.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "ClusterServiceVersion",
+                "CustomResourceDefinition",
+                "Subscription"
+            ]
+        );
+        let csv: Value =
+            serde_json::from_str(next.plan[0].resource.manifest.as_deref().unwrap()).unwrap();
+        assert_eq!(csv["spec"]["replaces"], "at.v0.2.0");
+        assert_eq!(csv["metadata"]["namespace"], "ns");
+        let properties = csv["metadata"]["annotations"][crate::api::ANNOTATION_PROPERTIES]
+            .as_str()
+            .unwrap();
+        assert!(
+            properties.contains(r#""packageName":"at""#) && properties.contains("olm.gvk"),
+            "{properties}"
+        );
+        assert!(next.bundle_lookups.is_empty());
+        assert_eq!(next.start_time, Some(Time(t)));
+        assert_eq!(next.message, None);
+    }
+
+    #[test]
+    fn a_lookup_without_its_package_fails_the_plan_naming_the_bundle() {
+        let mut broken = lookup();
+        broken.properties = Some(r#"{"properties":[]}"#.into());
+        let outcome = decide_unpacked(
+            "ns",
+            &InstallPlanStatus::default(),
+            vec![(broken, at_objects())],
+            &[],
+            Timestamp::from_second(1).unwrap(),
+            Duration::from_secs(60),
+        );
+        let Unpacked::Fail {
+            message, reason, ..
+        } = outcome
+        else {
+            panic!("fails: {outcome:?}")
+        };
+        assert_eq!(reason, plan::REASON_COMPONENT_FAILED);
+        assert!(
+            message.contains("at.v0.3.0") && message.contains("olm.package"),
+            "{message}"
+        );
     }
 }

@@ -119,6 +119,10 @@ pub trait Reconciler: Send + Sync + Sized + 'static {
     /// Whether an unreadable object gets a Warning Event from this controller (off for a
     /// second queue over the same kind).
     const REPORTS_INVALID: bool = true;
+    /// Whether status writes take over fields another manager set (InstallPlans: clients,
+    /// upstream's tests among them, write `status.plan` and `phase` for the controller to
+    /// carry out, and every later write must not conflict with theirs).
+    const FORCE_STATUS: bool = false;
 
     fn shared(&self) -> &Context;
     fn kit(&self) -> &KitState<Self::Key>;

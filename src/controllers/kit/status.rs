@@ -1,7 +1,8 @@
 //! Status writes, one way for every controller: server-side apply of the fields the
-//! controller owns, under its own field manager and without `force` (a field another
-//! manager owns is a conflict to report, not to take over), counted, and remembered as an
-//! own write so the next round can tell when its cache is behind.
+//! controller owns, under its own field manager and without `force` unless the controller
+//! says otherwise (a field another manager owns is a conflict to report, not to take over),
+//! counted, and remembered as an own write so the next round can tell when its cache is
+//! behind.
 
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -24,12 +25,10 @@ pub async fn apply_status<R: Reconciler>(
         "kind": R::Object::kind(&()),
         "status": status,
     });
+    let mut params = PatchParams::apply(R::FIELD_MANAGER);
+    params.force = R::FORCE_STATUS;
     let written = api
-        .patch_status(
-            &object.name_any(),
-            &PatchParams::apply(R::FIELD_MANAGER),
-            &Patch::Apply(&patch),
-        )
+        .patch_status(&object.name_any(), &params, &Patch::Apply(&patch))
         .await?;
     ctx.kit()
         .own_writes

@@ -21,8 +21,7 @@ use crate::resolver::{
     Step,
 };
 
-/// Upstream's CSV annotation carrying the bundle's properties (`olm.package` among them).
-pub const ANNOTATION_PROPERTIES: &str = "operatorframework.io/properties";
+pub use crate::api::ANNOTATION_PROPERTIES;
 /// Label of the copies of a CSV in target namespaces; copies are not installs.
 pub const LABEL_COPIED_FROM: &str = crate::api::COPIED_FROM_LABEL;
 /// OperatorGroup annotation: resolve against the namespace's own catalogs only.

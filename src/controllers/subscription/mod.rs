@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
@@ -36,10 +36,11 @@ use super::kit::{
     self, ConditionStatus, KitState, PanicError, ReconcileError, Reconciler, apply_status,
 };
 use crate::api::{
-    ANNOTATION_PLANNED_BUNDLES, Approval, CatalogSource, ClusterServiceVersion, InstallPlan,
-    InstallPlanSpec, OperatorGroup, Subscription, SubscriptionStatus,
+    Approval, CatalogSource, ClusterServiceVersion, InstallPlan, InstallPlanSpec, OperatorGroup,
+    Subscription, SubscriptionStatus,
 };
 use crate::controllers::host::Shutdown;
+use crate::controllers::plan;
 use crate::resolver::{CatalogIndex, CatalogRef, Namespace};
 use crate::snapshots::CatalogSnapshot;
 use decide::{
@@ -62,6 +63,13 @@ pub enum Error {
         #[source]
         error: kube::Error,
     },
+    #[error("namespace {namespace}: InstallPlan {plan}: {error}")]
+    Plan {
+        namespace: String,
+        plan: String,
+        #[source]
+        error: plan::GatherError,
+    },
     #[error(transparent)]
     Panicked(#[from] PanicError),
 }
@@ -70,6 +78,7 @@ impl ReconcileError for Error {
     fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube { .. } => "kube",
+            Error::Plan { .. } => "plan",
             Error::Panicked(_) => "panic",
         }
     }
@@ -467,7 +476,15 @@ async fn ensure_plans(
             continue;
         }
         let name = match existing_plan(&group.csv_names(), &plan_refs) {
-            Existing::Reuse(name) => name,
+            Existing::Reuse(name) => {
+                if let Some(unfilled) = plan_refs
+                    .iter()
+                    .find(|p| p.name_any() == name && p.status_is_empty())
+                {
+                    fill_plan(unfilled, &group, shared).await?;
+                }
+                name
+            }
             Existing::Completed(name)
                 if csvs_exist(namespace, &group.csv_names(), shared).await? =>
             {
@@ -575,7 +592,6 @@ async fn create_plan(
             block_owner_deletion: Some(false),
         })
         .collect();
-    let bundles = serde_json::to_string(&group.planned_bundles()).unwrap_or_default();
     let mut plan = InstallPlan::new(
         "",
         InstallPlanSpec {
@@ -591,10 +607,6 @@ async fn create_plan(
     plan.metadata.generate_name = Some("install-".into());
     plan.metadata.namespace = Some(namespace.to_string());
     plan.metadata.owner_references = Some(owners);
-    plan.metadata.annotations = Some(BTreeMap::from([(
-        ANNOTATION_PLANNED_BUNDLES.to_string(),
-        bundles,
-    )]));
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), namespace);
     let created = api
         .create(&PostParams::default(), &plan)
@@ -602,6 +614,7 @@ async fn create_plan(
         .map_err(kube_error(namespace, "creating an InstallPlan"))?;
     let name = created.name_any();
     tracing::info!(%namespace, plan = %name, csvs = ?group.csv_names(), ?approval, "InstallPlan created");
+    fill_plan(&created, group, ctx).await?;
     for sub in subs
         .iter()
         .filter(|s| group.subscriptions.contains(&s.name_any()))
@@ -618,6 +631,43 @@ async fn create_plan(
         );
     }
     Ok(name)
+}
+
+/// Gives a new plan its status: the steps of its bundles and the lookups of those to
+/// unpack (see [`plan`]). A plan created but not filled (a restart in between) is filled by
+/// the next round that finds it.
+async fn fill_plan(created: &InstallPlan, group: &PlanGroup, ctx: &Context) -> Result<(), Error> {
+    let namespace = created.namespace().unwrap_or_default();
+    let name = created.name_any();
+    let gathered = plan::gather(group.planned_bundles(), ctx)
+        .await
+        .map_err(|error| Error::Plan {
+            namespace: namespace.clone(),
+            plan: name.clone(),
+            error,
+        })?;
+    let waits = created.spec.approval == Approval::Manual && !created.spec.approved;
+    let status = plan::initial_status(&namespace, gathered, waits, kit::now());
+    let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &namespace);
+    let patch = serde_json::json!({
+        "apiVersion": InstallPlan::api_version(&()),
+        "kind": InstallPlan::kind(&()),
+        "status": status,
+    });
+    let written = api
+        .patch_status(
+            &name,
+            &PatchParams::apply(plan::STATUS_FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(kube_error(
+            &namespace,
+            format!("writing the status of InstallPlan {name}"),
+        ))?;
+    ctx.metrics.status_written(CONTROLLER);
+    plan::announce(&written, ctx);
+    Ok(())
 }
 
 async fn write_status(

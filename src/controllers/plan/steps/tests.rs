@@ -2,7 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::catalog::load::load_path;
-use crate::controllers::installplan::manifests::{Fetched, objects_of};
+use crate::controllers::plan::manifests::{Fetched, objects_of};
 
 fn catalog_bundle(name: &str) -> BundleManifests {
     let content =
@@ -138,67 +138,5 @@ fn kinds_outside_upstreams_list_fail_the_plan_naming_them() {
             .unwrap_err()
             .to_string()
             .contains("no ClusterServiceVersion")
-    );
-}
-
-#[test]
-fn stored_versions_may_not_be_dropped() {
-    let existing = json!({"status": {"storedVersions": ["v1alpha1", "v1"]}});
-    let new =
-        json!({"metadata": {"name": "things.example.com"}, "spec": {"versions": [{"name": "v1"}]}});
-    let error = check_stored_versions(&existing, &new).unwrap_err();
-    assert!(
-        error.contains("things.example.com")
-            && error.contains("v1alpha1")
-            && error.contains("data loss"),
-        "{error}"
-    );
-    let keep = json!({"metadata": {"name": "t"}, "spec": {"versions": [{"name": "v1"}, {"name": "v1alpha1"}]}});
-    assert!(check_stored_versions(&existing, &keep).is_ok());
-}
-
-#[test]
-fn existing_resources_are_validated_against_the_new_schema() {
-    let schema = json!({
-        "type": "object",
-        "properties": {
-            "spec": {
-                "type": "object",
-                "required": ["replicas"],
-                "properties": {
-                    "replicas": {"type": "integer", "minimum": 1, "maximum": 5},
-                    "mode": {"type": "string", "enum": ["fast", "slow"]},
-                    "tags": {"type": "array", "maxItems": 2, "items": {"type": "string"}},
-                    "port": {"x-kubernetes-int-or-string": true},
-                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                }
-            }
-        }
-    });
-    let check = |value: Value| {
-        let mut problems = Vec::new();
-        validate(&schema, &value, "", &mut problems);
-        problems
-    };
-    let ok = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"},
-        "spec": {"replicas": 2, "mode": "fast", "tags": ["a"], "port": "http", "labels": {"a": "b"}, "unknown": 1}});
-    assert_eq!(check(ok), Vec::<String>::new());
-    let bad =
-        json!({"spec": {"mode": "medium", "tags": ["a", "b", 3], "port": 1.5, "labels": {"a": 1}}});
-    let problems = check(bad);
-    assert_eq!(
-        problems,
-        [
-            ".spec.replicas: required",
-            ".spec.labels.a: expected string, found a number",
-            ".spec.mode: \"medium\" is not one of [\"fast\",\"slow\"]",
-            ".spec.port: must be an integer or a string",
-            ".spec.tags: more than 2 items",
-            ".spec.tags[2]: expected string, found a number",
-        ]
-    );
-    assert_eq!(
-        check(json!({"spec": {"replicas": 9}})),
-        [".spec.replicas: 9 is more than the maximum 5"]
     );
 }

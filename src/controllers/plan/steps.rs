@@ -1,21 +1,17 @@
-//! The pure half of the InstallPlan controller: a plan's bundles (their manifests as the
-//! catalog serves them) → upstream's steps, in upstream's order (CSVs, then CRDs, then the
-//! rest), with the Subscriptions generated for dependencies; which kinds a plan may create;
-//! and the CRD upgrade safety checks.
+//! A plan's bundles (their manifests as the catalog serves them) → upstream's steps, in
+//! upstream's order (CSVs, then CRDs, then the rest), with the Subscriptions generated for
+//! dependencies; and which kinds a plan may create.
 //!
 //! Unlike upstream, the RBAC of a CSV's `permissions` and `clusterPermissions` is not a step
 //! here: the CSV controller creates it, scoped by the OperatorGroup's install mode
 //! (`controllers::csv::rbac`), so it exists once.
 
-use std::collections::BTreeSet;
-
 use serde_json::{Value, json};
 
 use crate::api::{
-    Approval, ClusterServiceVersion, PlannedBundle, Step, StepResource, StepStatus, Subscription,
-    SubscriptionSpec,
+    ANNOTATION_PROPERTIES, Approval, ClusterServiceVersion, PlannedBundle, Step, StepResource,
+    StepStatus, Subscription, SubscriptionSpec,
 };
-use crate::controllers::subscription::decide::ANNOTATION_PROPERTIES;
 
 /// Annotation upstream puts on Subscriptions it generates for dependencies.
 pub const ANNOTATION_GENERATED_BY: &str = "olm.generated-by";
@@ -153,7 +149,7 @@ pub fn build_steps(namespace: &str, bundles: &[BundleManifests]) -> Result<Vec<S
             .map_err(|e| invalid(format!("the ClusterServiceVersion does not parse: {e}")))?;
         csvs.push(step(csv_object)?);
         if let Some(name) = &b.bundle.generated_subscription {
-            rest.push(step(generated_subscription(name, &b.bundle))?);
+            rest.push(generated_subscription_step(name, &b.bundle));
         }
     }
     csvs.extend(crds);
@@ -222,6 +218,24 @@ fn prepare_csv(object: Value, b: &BundleManifests) -> Value {
     object
 }
 
+/// The step that creates the Subscription upstream generates for a dependency.
+pub fn generated_subscription_step(name: &str, b: &PlannedBundle) -> Step {
+    Step {
+        resolving: b.name.clone(),
+        resource: StepResource {
+            source_name: b.catalog.clone(),
+            source_namespace: b.catalog_namespace.clone(),
+            group: crate::api::GROUP.to_string(),
+            version: "v1alpha1".to_string(),
+            kind: KIND_SUBSCRIPTION.to_string(),
+            name: name.to_string(),
+            manifest: Some(generated_subscription(name, b).to_string()),
+        },
+        optional: None,
+        status: StepStatus::Unknown,
+    }
+}
+
 fn generated_subscription(name: &str, b: &PlannedBundle) -> Value {
     let mut sub = Subscription::new(
         name,
@@ -243,167 +257,6 @@ fn generated_subscription(name: &str, b: &PlannedBundle) -> Value {
         .into(),
     );
     serde_json::to_value(&sub).unwrap_or_default()
-}
-
-/// CRD upgrade safety, part one: every version the API server has stored objects in must
-/// still be in the new CRD.
-pub fn check_stored_versions(existing: &Value, new: &Value) -> Result<(), String> {
-    let name = new["metadata"]["name"].as_str().unwrap_or_default();
-    let kept: BTreeSet<&str> = new["spec"]["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v["name"].as_str())
-        .collect();
-    for stored in existing["status"]["storedVersions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let stored = stored.as_str().unwrap_or_default();
-        if !kept.contains(stored) {
-            return Err(format!(
-                "CustomResourceDefinition {name}: version {stored} is in status.storedVersions but not in the new CRD; refusing the upgrade (risk of data loss)"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The served versions of a CRD with their schemas.
-pub fn served_schemas(crd: &Value) -> Vec<(String, Value)> {
-    crd["spec"]["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|v| v["served"].as_bool().unwrap_or(false))
-        .map(|v| {
-            (
-                v["name"].as_str().unwrap_or_default().to_string(),
-                v["schema"]["openAPIV3Schema"].clone(),
-            )
-        })
-        .collect()
-}
-
-/// CRD upgrade safety, part two: an existing custom resource against the new version's
-/// structural schema (types, required, enum, bounds, nested properties and items). Returns
-/// the problems, each with its path.
-pub fn validate(schema: &Value, value: &Value, path: &str, problems: &mut Vec<String>) {
-    if !schema.is_object() || problems.len() >= 10 {
-        return;
-    }
-    if value.is_null() {
-        if schema["nullable"].as_bool() != Some(true) && schema.get("type").is_some() {
-            problems.push(format!("{path}: null is not allowed"));
-        }
-        return;
-    }
-    if schema["x-kubernetes-int-or-string"].as_bool() == Some(true) {
-        if !(value.is_i64() || value.is_u64() || value.is_string()) {
-            problems.push(format!("{path}: must be an integer or a string"));
-        }
-        return;
-    }
-    if let Some(t) = schema["type"].as_str() {
-        let fits = match t {
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            "string" => value.is_string(),
-            "integer" => value.is_i64() || value.is_u64(),
-            "number" => value.is_number(),
-            "boolean" => value.is_boolean(),
-            _ => true,
-        };
-        if !fits {
-            problems.push(format!(
-                "{path}: expected {t}, found {}",
-                crate::catalog::fbc::json_kind(value)
-            ));
-            return;
-        }
-    }
-    if let Some(allowed) = schema["enum"].as_array()
-        && !allowed.contains(value)
-    {
-        problems.push(format!(
-            "{path}: {value} is not one of {}",
-            Value::Array(allowed.clone())
-        ));
-    }
-    if let Some(n) = value.as_f64() {
-        if schema["minimum"].as_f64().is_some_and(|m| n < m) {
-            problems.push(format!(
-                "{path}: {n} is less than the minimum {}",
-                schema["minimum"]
-            ));
-        }
-        if schema["maximum"].as_f64().is_some_and(|m| n > m) {
-            problems.push(format!(
-                "{path}: {n} is more than the maximum {}",
-                schema["maximum"]
-            ));
-        }
-    }
-    if let Some(s) = value.as_str() {
-        let len = s.chars().count() as u64;
-        if schema["minLength"].as_u64().is_some_and(|m| len < m) {
-            problems.push(format!("{path}: shorter than {}", schema["minLength"]));
-        }
-        if schema["maxLength"].as_u64().is_some_and(|m| len > m) {
-            problems.push(format!("{path}: longer than {}", schema["maxLength"]));
-        }
-    }
-    if let Some(map) = value.as_object() {
-        for required in schema["required"].as_array().into_iter().flatten() {
-            if let Some(key) = required.as_str()
-                && !map.contains_key(key)
-            {
-                problems.push(format!("{path}.{key}: required"));
-            }
-        }
-        let properties = schema["properties"].as_object();
-        // The top level's apiVersion, kind and metadata are the API server's business.
-        let top = path.is_empty() || path == "<root>";
-        for (key, child) in map {
-            if top && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
-                continue;
-            }
-            let child_path = format!("{path}.{key}");
-            match properties.and_then(|p| p.get(key)) {
-                Some(child_schema) => validate(child_schema, child, &child_path, problems),
-                None => {
-                    if let Some(extra) = schema.get("additionalProperties") {
-                        if extra.is_object() {
-                            validate(extra, child, &child_path, problems);
-                        } else if extra == &Value::Bool(false) {
-                            problems.push(format!("{child_path}: not allowed"));
-                        }
-                    }
-                    // Other unknown fields are pruned by the API server, not refused.
-                }
-            }
-        }
-    }
-    if let Some(items) = value.as_array() {
-        if schema["minItems"]
-            .as_u64()
-            .is_some_and(|m| (items.len() as u64) < m)
-        {
-            problems.push(format!("{path}: fewer than {} items", schema["minItems"]));
-        }
-        if schema["maxItems"]
-            .as_u64()
-            .is_some_and(|m| (items.len() as u64) > m)
-        {
-            problems.push(format!("{path}: more than {} items", schema["maxItems"]));
-        }
-        if schema["items"].is_object() {
-            for (i, item) in items.iter().enumerate() {
-                validate(&schema["items"], item, &format!("{path}[{i}]"), problems);
-            }
-        }
-    }
 }
 
 #[cfg(test)]

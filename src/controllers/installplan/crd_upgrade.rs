@@ -1,0 +1,235 @@
+//! CRD upgrade safety, checked before a plan's CRD step replaces an existing CRD: no
+//! version the API server has stored objects in may disappear, and every existing custom
+//! resource must validate against the new schema of each version that stays served.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+/// CRD upgrade safety, part one: every version the API server has stored objects in must
+/// still be in the new CRD.
+pub fn check_stored_versions(existing: &Value, new: &Value) -> Result<(), String> {
+    let name = new["metadata"]["name"].as_str().unwrap_or_default();
+    let kept: BTreeSet<&str> = new["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    for stored in existing["status"]["storedVersions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let stored = stored.as_str().unwrap_or_default();
+        if !kept.contains(stored) {
+            return Err(format!(
+                "CustomResourceDefinition {name}: version {stored} is in status.storedVersions but not in the new CRD; refusing the upgrade (risk of data loss)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The served versions of a CRD with their schemas.
+pub fn served_schemas(crd: &Value) -> Vec<(String, Value)> {
+    crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["served"].as_bool().unwrap_or(false))
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap_or_default().to_string(),
+                v["schema"]["openAPIV3Schema"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// CRD upgrade safety, part two: an existing custom resource against the new version's
+/// structural schema (types, required, enum, bounds, nested properties and items). Returns
+/// the problems, each with its path.
+pub fn validate(schema: &Value, value: &Value, path: &str, problems: &mut Vec<String>) {
+    if !schema.is_object() || problems.len() >= 10 {
+        return;
+    }
+    if value.is_null() {
+        if schema["nullable"].as_bool() != Some(true) && schema.get("type").is_some() {
+            problems.push(format!("{path}: null is not allowed"));
+        }
+        return;
+    }
+    if schema["x-kubernetes-int-or-string"].as_bool() == Some(true) {
+        if !(value.is_i64() || value.is_u64() || value.is_string()) {
+            problems.push(format!("{path}: must be an integer or a string"));
+        }
+        return;
+    }
+    if let Some(t) = schema["type"].as_str() {
+        let fits = match t {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            "boolean" => value.is_boolean(),
+            _ => true,
+        };
+        if !fits {
+            problems.push(format!(
+                "{path}: expected {t}, found {}",
+                crate::catalog::fbc::json_kind(value)
+            ));
+            return;
+        }
+    }
+    if let Some(allowed) = schema["enum"].as_array()
+        && !allowed.contains(value)
+    {
+        problems.push(format!(
+            "{path}: {value} is not one of {}",
+            Value::Array(allowed.clone())
+        ));
+    }
+    if let Some(n) = value.as_f64() {
+        if schema["minimum"].as_f64().is_some_and(|m| n < m) {
+            problems.push(format!(
+                "{path}: {n} is less than the minimum {}",
+                schema["minimum"]
+            ));
+        }
+        if schema["maximum"].as_f64().is_some_and(|m| n > m) {
+            problems.push(format!(
+                "{path}: {n} is more than the maximum {}",
+                schema["maximum"]
+            ));
+        }
+    }
+    if let Some(s) = value.as_str() {
+        let len = s.chars().count() as u64;
+        if schema["minLength"].as_u64().is_some_and(|m| len < m) {
+            problems.push(format!("{path}: shorter than {}", schema["minLength"]));
+        }
+        if schema["maxLength"].as_u64().is_some_and(|m| len > m) {
+            problems.push(format!("{path}: longer than {}", schema["maxLength"]));
+        }
+    }
+    if let Some(map) = value.as_object() {
+        for required in schema["required"].as_array().into_iter().flatten() {
+            if let Some(key) = required.as_str()
+                && !map.contains_key(key)
+            {
+                problems.push(format!("{path}.{key}: required"));
+            }
+        }
+        let properties = schema["properties"].as_object();
+        // The top level's apiVersion, kind and metadata are the API server's business.
+        let top = path.is_empty() || path == "<root>";
+        for (key, child) in map {
+            if top && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            let child_path = format!("{path}.{key}");
+            match properties.and_then(|p| p.get(key)) {
+                Some(child_schema) => validate(child_schema, child, &child_path, problems),
+                None => {
+                    if let Some(extra) = schema.get("additionalProperties") {
+                        if extra.is_object() {
+                            validate(extra, child, &child_path, problems);
+                        } else if extra == &Value::Bool(false) {
+                            problems.push(format!("{child_path}: not allowed"));
+                        }
+                    }
+                    // Other unknown fields are pruned by the API server, not refused.
+                }
+            }
+        }
+    }
+    if let Some(items) = value.as_array() {
+        if schema["minItems"]
+            .as_u64()
+            .is_some_and(|m| (items.len() as u64) < m)
+        {
+            problems.push(format!("{path}: fewer than {} items", schema["minItems"]));
+        }
+        if schema["maxItems"]
+            .as_u64()
+            .is_some_and(|m| (items.len() as u64) > m)
+        {
+            problems.push(format!("{path}: more than {} items", schema["maxItems"]));
+        }
+        if schema["items"].is_object() {
+            for (i, item) in items.iter().enumerate() {
+                validate(&schema["items"], item, &format!("{path}[{i}]"), problems);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn stored_versions_may_not_be_dropped() {
+        let existing = json!({"status": {"storedVersions": ["v1alpha1", "v1"]}});
+        let new = json!({"metadata": {"name": "things.example.com"}, "spec": {"versions": [{"name": "v1"}]}});
+        let error = check_stored_versions(&existing, &new).unwrap_err();
+        assert!(
+            error.contains("things.example.com")
+                && error.contains("v1alpha1")
+                && error.contains("data loss"),
+            "{error}"
+        );
+        let keep = json!({"metadata": {"name": "t"}, "spec": {"versions": [{"name": "v1"}, {"name": "v1alpha1"}]}});
+        assert!(check_stored_versions(&existing, &keep).is_ok());
+    }
+
+    #[test]
+    fn existing_resources_are_validated_against_the_new_schema() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "required": ["replicas"],
+                    "properties": {
+                        "replicas": {"type": "integer", "minimum": 1, "maximum": 5},
+                        "mode": {"type": "string", "enum": ["fast", "slow"]},
+                        "tags": {"type": "array", "maxItems": 2, "items": {"type": "string"}},
+                        "port": {"x-kubernetes-int-or-string": true},
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                    }
+                }
+            }
+        });
+        let check = |value: Value| {
+            let mut problems = Vec::new();
+            validate(&schema, &value, "", &mut problems);
+            problems
+        };
+        let ok = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"},
+            "spec": {"replicas": 2, "mode": "fast", "tags": ["a"], "port": "http", "labels": {"a": "b"}, "unknown": 1}});
+        assert_eq!(check(ok), Vec::<String>::new());
+        let bad = json!({"spec": {"mode": "medium", "tags": ["a", "b", 3], "port": 1.5, "labels": {"a": 1}}});
+        let problems = check(bad);
+        assert_eq!(
+            problems,
+            [
+                ".spec.replicas: required",
+                ".spec.labels.a: expected string, found a number",
+                ".spec.mode: \"medium\" is not one of [\"fast\",\"slow\"]",
+                ".spec.port: must be an integer or a string",
+                ".spec.tags: more than 2 items",
+                ".spec.tags[2]: expected string, found a number",
+            ]
+        );
+        assert_eq!(
+            check(json!({"spec": {"replicas": 9}})),
+            [".spec.replicas: 9 is more than the maximum 5"]
+        );
+    }
+}
