@@ -7,7 +7,7 @@ use kube::CustomResourceExt;
 use kube::core::crd::merge_crds;
 
 use super::operatorgroup::{v1, v1alpha2};
-use super::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
+use super::{CatalogSource, ClusterServiceVersion, InstallPlan, Operator, Subscription};
 
 /// One CRD and the file it lives in under `crds/`.
 pub struct CrdManifest {
@@ -29,6 +29,10 @@ pub fn all_crds() -> Vec<CrdManifest> {
         CrdManifest {
             file_name: "operators.coreos.com_installplans.yaml",
             crd: InstallPlan::crd(),
+        },
+        CrdManifest {
+            file_name: "operators.coreos.com_operators.yaml",
+            crd: Operator::crd(),
         },
         CrdManifest {
             file_name: "operators.coreos.com_operatorgroups.yaml",

@@ -15,6 +15,7 @@ pub fn check_csv_schema(object: &serde_json::Value) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 mod installplan;
+mod operator;
 pub mod operatorgroup;
 pub(crate) mod schema;
 pub(crate) mod shared;
@@ -24,6 +25,7 @@ pub use catalogsource::*;
 pub use crdgen::{CrdManifest, all_crds, render_all_yaml, render_yaml};
 pub use csv::*;
 pub use installplan::*;
+pub use operator::*;
 pub use operatorgroup::v1::{
     OperatorGroup, OperatorGroupSpec, OperatorGroupStatus, UpgradeStrategy,
 };

@@ -33,7 +33,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use super::kit::api_in;
 use crate::api::{
-    COPIED_FROM_LABEL, CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup,
+    COPIED_FROM_LABEL, CatalogSource, ClusterServiceVersion, InstallPlan, Operator, OperatorGroup,
     Subscription,
 };
 
@@ -208,6 +208,7 @@ pub struct Informers {
 pub struct ClusterInformers {
     pub namespaces: Informer<PartialObjectMeta<Namespace>>,
     pub crds: Informer<PartialObjectMeta<CustomResourceDefinition>>,
+    pub operators: Informer<DeserializeGuard<Operator>>,
 }
 
 impl ClusterInformers {
@@ -220,6 +221,7 @@ impl ClusterInformers {
                 Api::all(client.clone()),
                 config(),
             ),
+            operators: Informer::new("Operator", Api::all(client.clone()), config()),
         }
     }
 }

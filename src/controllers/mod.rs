@@ -11,6 +11,7 @@ pub mod informers;
 pub mod installplan;
 pub mod kit;
 pub mod metrics;
+pub mod operator;
 pub mod operatorgroup;
 pub mod ownership;
 pub mod plan;
@@ -33,5 +34,6 @@ pub fn all() -> Vec<Controller> {
         Controller::new(installplan::CONTROLLER, Role::Leader, installplan::run),
         Controller::new(operatorgroup::CONTROLLER, Role::Leader, operatorgroup::run),
         Controller::new(csv::CONTROLLER, Role::Leader, csv::run),
+        Controller::new(operator::CONTROLLER, Role::Leader, operator::run),
     ]
 }

@@ -1368,3 +1368,114 @@ async fn a_plan_of_the_previous_version_still_executes() {
     let csv = s.get("csv/reverse-words.v0.4.0");
     assert_eq!(csv["metadata"]["name"], "reverse-words.v0.4.0");
 }
+
+/// The Operator API as kubectl-operator uses it: one `<package>.<namespace>` Operator per
+/// install listing the labelled components; after an uninstall as `kubectl operator
+/// uninstall -X` performs it (every component deleted, then the Operator), the Operator
+/// stays gone.
+#[tokio::test]
+async fn each_install_has_an_operator_listing_its_components() {
+    let s = Setup::new("operator-api", &our_catalog(), &[]).await;
+    s.operator_group("");
+    s.subscribe("reverse-words", "reverse-words", "  channel: stable\n");
+    s.installed("reverse-words", "reverse-words.v0.4.0").await;
+    let name = format!("reverse-words.{}", s.name());
+    let label = format!("operators.coreos.com/{name}");
+    let kinds_of = |operator: &Value| -> Vec<String> {
+        operator["status"]["components"]["refs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| r["kind"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let operator = eventually("the Operator lists its components", WAIT, || async {
+        let operator = kubectl(&["get", "operator", &name, "-o", "json"], None);
+        if !operator.success() {
+            return None;
+        }
+        let operator: Value = serde_json::from_str(&operator.stdout()).ok()?;
+        let kinds = kinds_of(&operator);
+        [
+            "ClusterServiceVersion",
+            "CustomResourceDefinition",
+            "Deployment",
+            "InstallPlan",
+            "ServiceAccount",
+            "Subscription",
+        ]
+        .iter()
+        .all(|k| kinds.iter().any(|found| found == k))
+        .then_some(operator)
+    })
+    .await;
+    assert_eq!(
+        operator["status"]["components"]["labelSelector"]["matchExpressions"][0]["key"],
+        label.as_str()
+    );
+    let csv_ref = operator["status"]["components"]["refs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "ClusterServiceVersion")
+        .unwrap();
+    assert_eq!(csv_ref["conditions"][0]["type"], "Succeeded", "{csv_ref:#}");
+    let listed = kubectl(&["get", "operators", "-o", "name"], None)
+        .ok()
+        .stdout();
+    assert!(
+        listed.contains(&format!("operator.operators.coreos.com/{name}")),
+        "{listed}"
+    );
+
+    // Uninstall: every namespaced component deleted (the shared CRD loses only this label,
+    // other tests use it), then the Operator once its list is empty.
+    let refs = operator["status"]["components"]["refs"]
+        .as_array()
+        .unwrap()
+        .clone();
+    for r in &refs {
+        let kind = r["kind"].as_str().unwrap();
+        let object = r["name"].as_str().unwrap();
+        if kind == "CustomResourceDefinition" {
+            kubectl(&["label", "crd", object, &format!("{label}-")], None).ok();
+        } else if let Some(namespace) = r["namespace"].as_str() {
+            kubectl(
+                &[
+                    "delete",
+                    kind,
+                    object,
+                    "-n",
+                    namespace,
+                    "--ignore-not-found",
+                    "--wait=false",
+                ],
+                None,
+            )
+            .ok();
+        }
+    }
+    eventually("the Operator lists nothing", WAIT, || async {
+        let operator: Value = serde_json::from_str(
+            &kubectl(&["get", "operator", &name, "-o", "json"], None)
+                .ok()
+                .stdout(),
+        )
+        .ok()?;
+        kinds_of(&operator).is_empty().then_some(())
+    })
+    .await;
+    kubectl(&["delete", "operator", &name], None).ok();
+    // Another install in the namespace: its Operator appears, the deleted one does not.
+    s.subscribe("at", "at", "  channel: stable\n");
+    eventually("the at Operator exists", WAIT, || async {
+        kubectl(&["get", "operator", &format!("at.{}", s.name())], None)
+            .success()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        !kubectl(&["get", "operator", &name], None).success(),
+        "{name} came back"
+    );
+}

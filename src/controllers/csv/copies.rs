@@ -52,6 +52,8 @@ pub fn build(source: &ClusterServiceVersion, namespace: &str) -> (Value, Value, 
     };
     spec.icon.clear();
     let mut labels = source.metadata.labels.clone().unwrap_or_default();
+    // A copy is no component of the Operator (upstream disowns copies).
+    labels.retain(|key, _| !key.starts_with(crate::api::OPERATOR_LABEL_PREFIX));
     labels.insert(COPIED_FROM_LABEL.into(), operator_namespace.clone());
     let mut annotations = source.metadata.annotations.clone().unwrap_or_default();
     annotations.remove(COPIED_HASH_ANNOTATION);

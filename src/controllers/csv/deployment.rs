@@ -21,6 +21,8 @@ pub struct Owner {
     pub uid: String,
     /// Merged into every pod template: the CSV's annotations and the group's.
     pub annotations: BTreeMap<String, String>,
+    /// The CSV's Operator component labels, carried by everything made for it.
+    pub operator_labels: BTreeMap<String, String>,
 }
 
 impl Owner {
@@ -37,7 +39,9 @@ impl Owner {
     }
 
     pub fn labels(&self) -> BTreeMap<String, String> {
-        owner_labels("ClusterServiceVersion", &self.csv, &self.namespace)
+        let mut labels = owner_labels("ClusterServiceVersion", &self.csv, &self.namespace);
+        labels.extend(self.operator_labels.clone());
+        labels
     }
 }
 
@@ -286,6 +290,7 @@ mod tests {
             namespace: "ns".into(),
             uid: "uid-1".into(),
             annotations: BTreeMap::from([("olm.targetNamespaces".into(), "ns".into())]),
+            operator_labels: BTreeMap::new(),
         }
     }
 

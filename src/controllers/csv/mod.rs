@@ -45,8 +45,8 @@ use super::ownership::{
     owner_selector,
 };
 use crate::api::{
-    COPIED_FROM_LABEL, ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, OperatorGroup,
-    Subscription, SubscriptionConfig, check_install_modes,
+    COPIED_FROM_LABEL, ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase,
+    OPERATOR_LABEL_PREFIX, OperatorGroup, Subscription, SubscriptionConfig, check_install_modes,
 };
 use crate::controllers::host::Shutdown;
 use phase::{GroupState, Health, Observation, Related, Step};
@@ -265,6 +265,12 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
         namespace: round.namespace.clone(),
         uid: csv.metadata.uid.clone().unwrap_or_default(),
         annotations: pod_annotations(csv, group.as_ref(), &targets),
+        operator_labels: csv
+            .labels()
+            .iter()
+            .filter(|(key, _)| key.starts_with(OPERATOR_LABEL_PREFIX))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
     };
     let config = subscription_config(round);
     let (built, strategy_problem) = build_deployments(csv, &owner, config.as_ref());

@@ -412,6 +412,7 @@ mod tests {
             phase: InstallPlanPhase::Installing,
             plan: vec![plan::steps::generated_subscription_step(
                 "kmm-sub",
+                "ns",
                 &dependency,
             )],
             bundle_lookups: vec![lookup()],

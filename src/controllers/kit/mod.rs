@@ -101,7 +101,7 @@ impl<Key: Eq + Hash + Clone> Default for KitState<Key> {
 
 /// One controller: the kind it reconciles and the one step that is its own.
 pub trait Reconciler: Send + Sync + Sized + 'static {
-    type Object: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    type Object: Resource<DynamicType = ()>
         + Clone
         + DeserializeOwned
         + Debug

@@ -5,7 +5,7 @@
 //! behind.
 
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde::Serialize;
 use serde_json::json;
 
@@ -19,7 +19,14 @@ pub async fn apply_status<R: Reconciler>(
 ) -> Result<R::Object, kube::Error> {
     use kube::Resource;
     let key = ObjectKey::of(object.meta());
-    let api: Api<R::Object> = Api::namespaced(ctx.shared().client.clone(), &key.namespace);
+    // Through the dynamic API, so that one writer serves namespaced and cluster-scoped kinds.
+    let resource = ApiResource::erase::<R::Object>(&());
+    let client = ctx.shared().client.clone();
+    let api: Api<DynamicObject> = if key.namespace.is_empty() {
+        Api::all_with(client, &resource)
+    } else {
+        Api::namespaced_with(client, &key.namespace, &resource)
+    };
     let patch = json!({
         "apiVersion": R::Object::api_version(&()),
         "kind": R::Object::kind(&()),
@@ -30,6 +37,9 @@ pub async fn apply_status<R: Reconciler>(
     let written = api
         .patch_status(&object.name_any(), &params, &Patch::Apply(&patch))
         .await?;
+    let written: R::Object = serde_json::to_value(written)
+        .and_then(serde_json::from_value)
+        .map_err(kube::Error::SerdeError)?;
     ctx.kit()
         .own_writes
         .wrote(key, written.meta().resource_version.as_deref());

@@ -110,7 +110,7 @@ pub fn initial_status(
     for (bundle, image, properties) in gathered.to_unpack {
         // The dependency's Subscription is a step from the start, as upstream plans it.
         if let Some(name) = &bundle.generated_subscription {
-            plan.push(steps::generated_subscription_step(name, &bundle));
+            plan.push(steps::generated_subscription_step(name, namespace, &bundle));
         }
         bundle_lookups.push(lookup(&bundle, image, properties));
     }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::api::{
     ANNOTATION_PROPERTIES, Approval, ClusterServiceVersion, PlannedBundle, Step, StepResource,
-    StepStatus, Subscription, SubscriptionSpec,
+    StepStatus, Subscription, SubscriptionSpec, operator_label, operator_name,
 };
 
 /// Annotation upstream puts on Subscriptions it generates for dependencies.
@@ -81,7 +81,13 @@ pub fn build_steps(namespace: &str, bundles: &[BundleManifests]) -> Result<Vec<S
             bundle: b.bundle.name.clone(),
             problem,
         };
-        let step = |object: Value| -> Result<Step, PlanError> {
+        let label = operator_label(&operator_name(&b.bundle.package, namespace));
+        let step = |mut object: Value| -> Result<Step, PlanError> {
+            // Every object of the bundle is a component of its package's Operator.
+            if !object["metadata"]["labels"].is_object() {
+                object["metadata"]["labels"] = json!({});
+            }
+            object["metadata"]["labels"][&label] = json!("");
             let (group, version) =
                 split_api_version(object["apiVersion"].as_str().unwrap_or_default());
             let kind = object["kind"].as_str().unwrap_or_default().to_string();
@@ -149,7 +155,7 @@ pub fn build_steps(namespace: &str, bundles: &[BundleManifests]) -> Result<Vec<S
             .map_err(|e| invalid(format!("the ClusterServiceVersion does not parse: {e}")))?;
         csvs.push(step(csv_object)?);
         if let Some(name) = &b.bundle.generated_subscription {
-            rest.push(generated_subscription_step(name, &b.bundle));
+            rest.push(generated_subscription_step(name, namespace, &b.bundle));
         }
     }
     csvs.extend(crds);
@@ -219,7 +225,7 @@ fn prepare_csv(object: Value, b: &BundleManifests) -> Value {
 }
 
 /// The step that creates the Subscription upstream generates for a dependency.
-pub fn generated_subscription_step(name: &str, b: &PlannedBundle) -> Step {
+pub fn generated_subscription_step(name: &str, namespace: &str, b: &PlannedBundle) -> Step {
     Step {
         resolving: b.name.clone(),
         resource: StepResource {
@@ -229,14 +235,14 @@ pub fn generated_subscription_step(name: &str, b: &PlannedBundle) -> Step {
             version: "v1alpha1".to_string(),
             kind: KIND_SUBSCRIPTION.to_string(),
             name: name.to_string(),
-            manifest: Some(generated_subscription(name, b).to_string()),
+            manifest: Some(generated_subscription(name, namespace, b).to_string()),
         },
         optional: None,
         status: StepStatus::Unknown,
     }
 }
 
-fn generated_subscription(name: &str, b: &PlannedBundle) -> Value {
+fn generated_subscription(name: &str, namespace: &str, b: &PlannedBundle) -> Value {
     let mut sub = Subscription::new(
         name,
         SubscriptionSpec {
@@ -253,6 +259,13 @@ fn generated_subscription(name: &str, b: &PlannedBundle) -> Value {
         [(
             ANNOTATION_GENERATED_BY.to_string(),
             b.dependency_of.join(","),
+        )]
+        .into(),
+    );
+    sub.metadata.labels = Some(
+        [(
+            operator_label(&operator_name(&b.package, namespace)),
+            String::new(),
         )]
         .into(),
     );

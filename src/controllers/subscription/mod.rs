@@ -37,7 +37,7 @@ use super::kit::{
 };
 use crate::api::{
     Approval, CatalogSource, ClusterServiceVersion, InstallPlan, InstallPlanSpec, OperatorGroup,
-    Subscription, SubscriptionStatus,
+    Subscription, SubscriptionStatus, operator_label, operator_name,
 };
 use crate::controllers::host::Shutdown;
 use crate::controllers::plan;
@@ -607,6 +607,16 @@ async fn create_plan(
     plan.metadata.generate_name = Some("install-".into());
     plan.metadata.namespace = Some(namespace.to_string());
     plan.metadata.owner_references = Some(owners);
+    // The plan is a component of the Operator of each package it installs for a Subscription.
+    plan.metadata.labels = Some(
+        subs.iter()
+            .filter(|s| group.subscriptions.contains(&s.name_any()))
+            .map(|s| {
+                let operator = operator_name(&s.spec.name, namespace);
+                (operator_label(&operator), String::new())
+            })
+            .collect(),
+    );
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), namespace);
     let created = api
         .create(&PostParams::default(), &plan)

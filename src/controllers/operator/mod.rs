@@ -1,0 +1,493 @@
+//! The Operator controller (`operators.coreos.com/v1` Operator, as upstream's): one
+//! cluster-scoped Operator per installed package and namespace, named
+//! `<package>.<namespace>`, whose status lists every object labelled
+//! `operators.coreos.com/<package>.<namespace>`.
+//!
+//! Labels are set where objects are made: a plan's steps carry them (CSV, CRDs, the rest,
+//! generated Subscriptions), the CSV controller copies the CSV's onto its Deployments and
+//! RBAC, the Subscription controller puts them on the plans it creates. Adoption here covers
+//! the rest, as upstream's adoption controller does: the Subscription itself, its installed
+//! CSV and its newest plan (installs made before the label existed), and it creates the
+//! Operator when the package's Subscription exists. A user may delete an Operator whose
+//! components are gone; it comes back only with a new Subscription.
+//!
+//! Components of kinds OLM already watches (CSVs, Subscriptions, InstallPlans, CRDs) come
+//! from the shared informers; the others (Deployments, ServiceAccounts, Services, Secrets,
+//! ConfigMaps, RBAC) are listed by label when an Operator is reconciled, and while an
+//! uninstall is under way (Subscription gone, such components left) the Operator is looked at
+//! again every few seconds, since their deletion raises no event here.
+
+pub mod components;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::context::Context;
+use super::kit::{
+    self, KitState, ObjectKey, PanicError, ReconcileError, Reconciler, api_in, apply_status,
+};
+use crate::api::{
+    ClusterServiceVersion, InstallPlan, Operator, OperatorSpec, RichReference, Subscription,
+    operator_label, operator_name, operator_names,
+};
+use crate::controllers::host::Shutdown;
+use components::reference;
+
+pub const CONTROLLER: &str = "operator";
+/// Field manager of the Operators' status and of the labels adoption sets.
+pub const FIELD_MANAGER: &str = "olm-operator";
+/// How often an Operator is looked at while an uninstall is under way.
+const SETTLING_RECHECK: Duration = Duration::from_secs(3);
+/// Bursts of component changes (an install writes a CSV's status several times) make one
+/// round.
+const DEBOUNCE: Duration = Duration::from_millis(500);
+/// Kinds whose changes reach this controller through the informers.
+const WATCHED: [&str; 4] = [
+    "ClusterServiceVersion",
+    "Subscription",
+    "InstallPlan",
+    "CustomResourceDefinition",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Operator {name}: {action}: {error}")]
+    Kube {
+        name: String,
+        action: String,
+        #[source]
+        error: kube::Error,
+    },
+    #[error(transparent)]
+    Panicked(#[from] PanicError),
+}
+
+impl ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube { .. } => "kube",
+            Error::Panicked(_) => "panic",
+        }
+    }
+}
+
+fn kube_error(name: &str, action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let (name, action) = (name.to_string(), action.into());
+    move |error| Error::Kube {
+        name,
+        action,
+        error,
+    }
+}
+
+fn ok<K>(guarded: &Arc<DeserializeGuard<K>>) -> Option<&K> {
+    guarded.0.as_ref().ok()
+}
+
+/// The Operators' status.
+pub struct OperatorContext {
+    shared: Arc<Context>,
+    kit: KitState<ObjectKey>,
+    csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
+    subscriptions: Store<DeserializeGuard<Subscription>>,
+    plans: Store<DeserializeGuard<InstallPlan>>,
+    crds: Store<
+        kube::core::PartialObjectMeta<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >,
+    >,
+}
+
+impl Reconciler for OperatorContext {
+    type Object = Operator;
+    type Key = ObjectKey;
+    type Error = Error;
+    const CONTROLLER: &'static str = CONTROLLER;
+    const FIELD_MANAGER: &'static str = FIELD_MANAGER;
+
+    fn shared(&self) -> &Context {
+        &self.shared
+    }
+
+    fn kit(&self) -> &KitState<ObjectKey> {
+        &self.kit
+    }
+
+    fn key(meta: &ObjectMeta) -> ObjectKey {
+        ObjectKey::of(meta)
+    }
+
+    async fn sync(&self, operator: &Operator) -> Result<Action, Error> {
+        let name = operator.name_any();
+        let label = operator_label(&name);
+        let mut refs = self.watched_components(&label);
+        refs.extend(self.listed_components(&name, &label).await?);
+        let status = components::status(&label, refs);
+        let settling = status
+            .components
+            .as_ref()
+            .is_some_and(|c| components::settling(&c.refs, &WATCHED));
+        if operator.status.as_ref() != Some(&status) {
+            apply_status(self, operator, &status)
+                .await
+                .map_err(kube_error(&name, "writing status"))?;
+        }
+        Ok(if settling {
+            Action::requeue(SETTLING_RECHECK)
+        } else {
+            Action::await_change()
+        })
+    }
+}
+
+impl OperatorContext {
+    /// Components among the objects the informers hold.
+    fn watched_components(&self, label: &str) -> Vec<RichReference> {
+        let labelled =
+            |meta: &ObjectMeta| meta.labels.as_ref().is_some_and(|l| l.contains_key(label));
+        let mut refs = Vec::new();
+        for csv in self.csvs.state().iter().filter_map(ok) {
+            if labelled(&csv.metadata) {
+                refs.push(component(csv, components::csv_conditions(csv)));
+            }
+        }
+        for sub in self.subscriptions.state().iter().filter_map(ok) {
+            if labelled(&sub.metadata) {
+                refs.push(component(sub, components::subscription_conditions(sub)));
+            }
+        }
+        for plan in self.plans.state().iter().filter_map(ok) {
+            if labelled(&plan.metadata) {
+                refs.push(component(plan, components::install_plan_conditions(plan)));
+            }
+        }
+        for crd in self.crds.state() {
+            if labelled(&crd.metadata) {
+                refs.push(reference(
+                    "apiextensions.k8s.io/v1",
+                    "CustomResourceDefinition",
+                    None,
+                    &crd.name_any(),
+                    Vec::new(),
+                ));
+            }
+        }
+        refs
+    }
+
+    /// Components of the kinds nobody watches, listed by label.
+    async fn listed_components(
+        &self,
+        name: &str,
+        label: &str,
+    ) -> Result<Vec<RichReference>, Error> {
+        let client = &self.shared.client;
+        let scope = self.shared.settings.watch_namespace.as_deref();
+        let params = ListParams::default().labels(label);
+        let mut refs = Vec::new();
+        let deployments: Api<Deployment> = api_in(client, scope);
+        for deployment in deployments
+            .list(&params)
+            .await
+            .map_err(kube_error(name, "listing Deployments"))?
+        {
+            let conditions = deployment_conditions(&deployment);
+            refs.push(component(&deployment, conditions));
+        }
+        refs.extend(list_namespaced::<ServiceAccount>(client, scope, &params, name).await?);
+        refs.extend(list_namespaced::<Service>(client, scope, &params, name).await?);
+        refs.extend(list_namespaced::<Secret>(client, scope, &params, name).await?);
+        refs.extend(list_namespaced::<ConfigMap>(client, scope, &params, name).await?);
+        refs.extend(list_namespaced::<Role>(client, scope, &params, name).await?);
+        refs.extend(list_namespaced::<RoleBinding>(client, scope, &params, name).await?);
+        refs.extend(list_cluster::<ClusterRole>(client, &params, name).await?);
+        refs.extend(list_cluster::<ClusterRoleBinding>(client, &params, name).await?);
+        Ok(refs)
+    }
+}
+
+fn component<K: Resource<DynamicType = ()>>(
+    object: &K,
+    conditions: Vec<crate::api::ComponentCondition>,
+) -> RichReference {
+    reference(
+        &K::api_version(&()),
+        &K::kind(&()),
+        object.meta().namespace.as_deref(),
+        object.meta().name.as_deref().unwrap_or_default(),
+        conditions,
+    )
+}
+
+fn deployment_conditions(deployment: &Deployment) -> Vec<crate::api::ComponentCondition> {
+    deployment
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .map(|c| crate::api::ComponentCondition {
+            type_: c.type_.clone().unwrap_or_default(),
+            status: c.status.clone().unwrap_or_default(),
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+            last_update_time: c.last_update_time.clone(),
+            last_transition_time: c.last_transition_time.clone(),
+        })
+        .collect()
+}
+
+async fn list_namespaced<K>(
+    client: &kube::Client,
+    scope: Option<&str>,
+    params: &ListParams,
+    name: &str,
+) -> Result<Vec<RichReference>, Error>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = api_in(client, scope);
+    let listed = api
+        .list_metadata(params)
+        .await
+        .map_err(kube_error(name, format!("listing {}s", K::kind(&()))))?;
+    Ok(listed
+        .items
+        .iter()
+        .map(|meta| metadata_component::<K>(&meta.metadata))
+        .collect())
+}
+
+async fn list_cluster<K>(
+    client: &kube::Client,
+    params: &ListParams,
+    name: &str,
+) -> Result<Vec<RichReference>, Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let api: Api<K> = Api::all_with(client.clone(), &());
+    let listed = api
+        .list_metadata(params)
+        .await
+        .map_err(kube_error(name, format!("listing {}s", K::kind(&()))))?;
+    Ok(listed
+        .items
+        .iter()
+        .map(|meta| metadata_component::<K>(&meta.metadata))
+        .collect())
+}
+
+fn metadata_component<K: Resource<DynamicType = ()>>(meta: &ObjectMeta) -> RichReference {
+    reference(
+        &K::api_version(&()),
+        &K::kind(&()),
+        meta.namespace.as_deref(),
+        meta.name.as_deref().unwrap_or_default(),
+        Vec::new(),
+    )
+}
+
+/// Adoption, per Subscription: its Operator exists, and the Subscription, its installed CSV
+/// and its newest plan carry the Operator's label.
+pub struct AdoptionContext {
+    shared: Arc<Context>,
+    kit: KitState<ObjectKey>,
+    operators: Store<DeserializeGuard<Operator>>,
+    csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
+    plans: Store<DeserializeGuard<InstallPlan>>,
+}
+
+impl Reconciler for AdoptionContext {
+    type Object = Subscription;
+    type Key = ObjectKey;
+    type Error = Error;
+    const CONTROLLER: &'static str = "operator-adoption";
+    const FIELD_MANAGER: &'static str = FIELD_MANAGER;
+    // The Subscription controller reports unreadable Subscriptions.
+    const REPORTS_INVALID: bool = false;
+
+    fn shared(&self) -> &Context {
+        &self.shared
+    }
+
+    fn kit(&self) -> &KitState<ObjectKey> {
+        &self.kit
+    }
+
+    fn key(meta: &ObjectMeta) -> ObjectKey {
+        ObjectKey::of(meta)
+    }
+
+    async fn sync(&self, sub: &Subscription) -> Result<Action, Error> {
+        if sub.spec.name.is_empty() || sub.meta().deletion_timestamp.is_some() {
+            return Ok(Action::await_change());
+        }
+        let namespace = sub.namespace().unwrap_or_default();
+        let name = operator_name(&sub.spec.name, &namespace);
+        let label = operator_label(&name);
+        adopt(&self.shared, sub, &label, &name).await?;
+        let status = sub.status.as_ref();
+        if let Some(csv) = status
+            .and_then(|s| s.installed_csv.as_deref())
+            .and_then(|csv| self.csvs.get(&ObjectRef::new(csv).within(&namespace)))
+            && let Ok(csv) = &csv.0
+        {
+            adopt(&self.shared, csv, &label, &name).await?;
+        }
+        if let Some(plan) = status
+            .and_then(|s| s.install_plan_ref.as_ref())
+            .and_then(|r| r.name.as_deref())
+            .and_then(|plan| self.plans.get(&ObjectRef::new(plan).within(&namespace)))
+            && let Ok(plan) = &plan.0
+        {
+            adopt(&self.shared, plan, &label, &name).await?;
+        }
+        if self.operators.get(&ObjectRef::new(&name)).is_none() {
+            create_operator(&self.shared, &name).await?;
+        }
+        Ok(Action::await_change())
+    }
+}
+
+/// Puts the Operator's label on `object` unless it has it.
+async fn adopt<K>(ctx: &Context, object: &K, label: &str, name: &str) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    if object.labels().contains_key(label) {
+        return Ok(());
+    }
+    let api: Api<K> = Api::namespaced(
+        ctx.client.clone(),
+        object.meta().namespace.as_deref().unwrap_or_default(),
+    );
+    let patch = json!({"metadata": {"labels": {label: ""}}});
+    api.patch(
+        &object.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(kube_error(
+        name,
+        format!("labelling {} {}", K::kind(&()), object.name_any()),
+    ))?;
+    tracing::debug!(operator = name, kind = %K::kind(&()), object = %object.name_any(), "component adopted");
+    Ok(())
+}
+
+async fn create_operator(ctx: &Context, name: &str) -> Result<(), Error> {
+    let api: Api<Operator> = Api::all(ctx.client.clone());
+    let operator = Operator::new(name, OperatorSpec {});
+    match api.create(&PostParams::default(), &operator).await {
+        Ok(_) => {
+            tracing::info!(operator = name, "Operator created");
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(error) => Err(kube_error(name, "creating the Operator")(error)),
+    }
+}
+
+/// The Operators an object is a component of.
+fn operators_of(meta: &ObjectMeta) -> Vec<ObjectRef<DeserializeGuard<Operator>>> {
+    operator_names(meta.labels.iter().flatten())
+        .into_iter()
+        .map(|name| ObjectRef::new(&name))
+        .collect()
+}
+
+fn guarded_meta<K: Resource>(guarded: &DeserializeGuard<K>) -> &ObjectMeta {
+    match &guarded.0 {
+        Ok(object) => object.meta(),
+        Err(invalid) => &invalid.metadata,
+    }
+}
+
+/// Runs both reconcilers until `shutdown` (leader only).
+pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
+    let informers = &shared.informers;
+    let (operators, operator_changes) = informers.cluster.operators.subscribe_touched();
+    let (csvs, csv_changes) = informers.csvs.subscribe_touched();
+    let (subscriptions, sub_changes) = informers.subscriptions.subscribe_touched();
+    let (plans, plan_changes) = informers.install_plans.subscribe_touched();
+    let (crds, crd_changes) = informers.cluster.crds.subscribe_touched();
+    let (_, adoption_subs) = informers.subscriptions.subscribe_touched();
+    let (_, adoption_csvs) = informers.csvs.subscribe_touched();
+    let (_, adoption_plans) = informers.install_plans.subscribe_touched();
+
+    let status = Arc::new(OperatorContext {
+        shared: Arc::clone(&shared),
+        kit: KitState::default(),
+        csvs: csvs.clone(),
+        subscriptions: subscriptions.clone(),
+        plans: plans.clone(),
+        crds,
+    });
+    let status_controller = Controller::for_shared_stream(operator_changes, operators.clone())
+        .with_config(Config::default().debounce(DEBOUNCE))
+        .watches_shared_stream(csv_changes, |o| operators_of(guarded_meta(&o)))
+        .watches_shared_stream(plan_changes, |o| operators_of(guarded_meta(&o)))
+        .watches_shared_stream(crd_changes, |o| operators_of(&o.metadata))
+        .watches_shared_stream(sub_changes, |o| {
+            let meta = guarded_meta(&o);
+            let mut refs = operators_of(meta);
+            if let Ok(sub) = &o.0 {
+                let name = operator_name(
+                    &sub.spec.name,
+                    meta.namespace.as_deref().unwrap_or_default(),
+                );
+                refs.push(ObjectRef::new(&name));
+            }
+            refs
+        });
+
+    let adoption = Arc::new(AdoptionContext {
+        shared: Arc::clone(&shared),
+        kit: KitState::default(),
+        operators,
+        csvs,
+        plans,
+    });
+    // A Subscription is looked at again when its installed CSV or plan changes (they may
+    // appear after its status names them).
+    let subs_in = |namespace: Option<String>, store: Store<DeserializeGuard<Subscription>>| {
+        store
+            .state()
+            .iter()
+            .filter(|s| guarded_meta(s).namespace == namespace)
+            .map(|s| ObjectRef::from_obj(s.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let subs_for_csvs = subscriptions.clone();
+    let subs_for_plans = subscriptions.clone();
+    let adoption_controller = Controller::for_shared_stream(adoption_subs, subscriptions)
+        .watches_shared_stream(adoption_csvs, move |o| {
+            subs_in(guarded_meta(&o).namespace.clone(), subs_for_csvs.clone())
+        })
+        .watches_shared_stream(adoption_plans, move |o| {
+            subs_in(guarded_meta(&o).namespace.clone(), subs_for_plans.clone())
+        });
+    tokio::join!(
+        kit::run(status_controller, status, shutdown.clone()),
+        kit::run(adoption_controller, adoption, shutdown),
+    );
+}
