@@ -8,11 +8,13 @@ use prost::Message;
 use serde_json::Value;
 
 use super::{BundleIdx, ChannelIdx, EntryIdx, Index, PackageIdx, Span, api, offset, q};
-use crate::catalog::fbc::{self, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
-use crate::catalog::files::catalog_files;
-use crate::catalog::limits::{MAX_BLOBS, MAX_BUNDLES};
-use crate::catalog::load::{LoadError, LoadOptions, for_each_blob};
-use crate::catalog::upgrade_edges::{HeadError, UpgradeEdges};
+use crate::catalog::model::fbc::{
+    self, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
+};
+use crate::catalog::model::upgrade_edges::{HeadError, UpgradeEdges};
+use crate::catalog::reading::files::catalog_files;
+use crate::catalog::reading::load::{LoadError, LoadOptions, for_each_blob};
+use crate::catalog::text::limits::{MAX_BLOBS, MAX_BUNDLES};
 use crate::registry::convert::{convert_bundle, csv_from_metadata};
 use crate::registry::store::{Loc, StoreWriter};
 

@@ -10,9 +10,9 @@ use super::bundle::{
     BundleDir, BundleError, ManifestMemo, is_bundle_dir, read_bundle, read_bundle_with,
 };
 use super::csv::package_display;
-use super::fbc::*;
-use super::load::{LoadError, load_path};
-use super::semver_range::parse_version;
+use crate::catalog::model::fbc::*;
+use crate::catalog::model::semver_range::parse_version;
+use crate::catalog::reading::load::{LoadError, load_path};
 
 /// Manifest bytes remembered while rendering many bundle directories (their parsed objects
 /// take a few times that). On community-operators-prod, 8 MiB finds 42.2% of all manifest
@@ -400,7 +400,7 @@ fn read_update_graph(dir: &Path) -> Result<UpdateGraph, RenderError> {
         return Ok(UpdateGraph::Replaces);
     }
     let text = std::fs::read_to_string(&ci).map_err(|e| input_error(&ci, e.to_string()))?;
-    let value: Value = super::yaml_nesting::from_str(&text)
+    let value: Value = crate::catalog::text::yaml_nesting::from_str(&text)
         .map_err(|e| input_error(&ci, format!("malformed YAML: {e}")))?;
     match value.get("updateGraph").and_then(Value::as_str) {
         None => Ok(UpdateGraph::Replaces),
@@ -436,7 +436,7 @@ fn fbc_template(dir: &Path) -> Result<Option<(PathBuf, String)>, RenderError> {
         return Ok(None);
     }
     let text = std::fs::read_to_string(&ci).map_err(|e| input_error(&ci, e.to_string()))?;
-    let value: Value = super::yaml_nesting::from_str(&text)
+    let value: Value = crate::catalog::text::yaml_nesting::from_str(&text)
         .map_err(|e| input_error(&ci, format!("malformed YAML: {e}")))?;
     let fbc = &value["fbc"];
     if fbc["enabled"] != Value::Bool(true) {
@@ -487,11 +487,11 @@ fn render_package_template(
         std::fs::read_to_string(template).map_err(|e| input_error(template, e.to_string()))?;
     let mut resolve = |image: &str| bundle_for_image(dir, image, options);
     match kind {
-        "olm.semver" => super::template::semver::parse(&text)
-            .and_then(|t| super::template::semver::render(&t, &mut resolve))
+        "olm.semver" => crate::catalog::template::semver::parse(&text)
+            .and_then(|t| crate::catalog::template::semver::render(&t, &mut resolve))
             .map_err(|e| input_error(template, e.to_string())),
         "olm.template.basic" => {
-            let value: Value = super::yaml_nesting::from_str(&text)
+            let value: Value = crate::catalog::text::yaml_nesting::from_str(&text)
                 .map_err(|e| input_error(template, format!("malformed YAML: {e}")))?;
             let entries = value
                 .get("entries")
@@ -511,7 +511,7 @@ fn render_package_template(
                     blobs.push('\n');
                 }
             }
-            out.merge(super::load::load_str(template, &blobs)?);
+            out.merge(crate::catalog::reading::load::load_str(template, &blobs)?);
             let wanted: std::collections::BTreeSet<String> = out
                 .channels
                 .iter()

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::fbc::*;
 use super::files::catalog_files;
-use super::go_json;
-use super::limits::{MAX_BLOBS, MAX_BUNDLES, MAX_PROPERTIES};
 use super::stream::{self, Document, Stop, StreamError};
+use crate::catalog::model::fbc::*;
+use crate::catalog::text::go_json;
+use crate::catalog::text::limits::{MAX_BLOBS, MAX_BUNDLES, MAX_PROPERTIES};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -46,8 +46,8 @@ pub enum LoadError {
         name: String,
         message: String,
     },
-    /// A document or YAML file past [`super::limits::MAX_DOCUMENT_BYTES`].
-    #[error("{path}:{line}: document {document}: larger than the limit of {} for one {what}", super::limits::human_bytes(*.limit))]
+    /// A document or YAML file past [`crate::catalog::text::limits::MAX_DOCUMENT_BYTES`].
+    #[error("{path}:{line}: document {document}: larger than the limit of {} for one {what}", crate::catalog::text::limits::human_bytes(*.limit))]
     TooLarge {
         path: PathBuf,
         what: &'static str,

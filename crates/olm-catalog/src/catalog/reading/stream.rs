@@ -26,7 +26,7 @@ use std::io::BufRead;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::limits::{MAX_DOCUMENT_BYTES, MAX_NESTING, human_bytes};
+use crate::catalog::text::limits::{MAX_DOCUMENT_BYTES, MAX_NESTING, human_bytes};
 
 /// How far into a stream the JSON-or-YAML guess looks (opm's buffer size).
 const SNIFF_LEN: usize = 4096;
@@ -601,7 +601,7 @@ fn read_yaml<E>(
 /// that opens the text or follows another separator belongs to the next document. Each
 /// item is the document's first line (1-based, counting from `first_line`) and its bytes,
 /// or the line of a bad separator and what is wrong with it.
-pub(super) fn yaml_documents(
+pub(in crate::catalog) fn yaml_documents(
     bytes: &[u8],
     first_line: usize,
 ) -> impl Iterator<Item = Result<(usize, &[u8]), (usize, String)>> {
@@ -686,10 +686,10 @@ fn parse_yaml_document(doc: &[u8], line: usize, index: usize) -> Result<Value, S
     let doc = doc.strip_prefix('\u{feff}').unwrap_or(doc);
     // Common manifests take a fast path that reads them as libyaml does (and nests them
     // only as deep as its own limit).
-    if let Some(value) = super::fast_yaml::parse(doc) {
+    if let Some(value) = crate::catalog::text::fast_yaml::parse(doc) {
         return Ok(value);
     }
-    if let Err(deep) = super::yaml_nesting::check(doc.as_bytes()) {
+    if let Err(deep) = crate::catalog::text::yaml_nesting::check(doc.as_bytes()) {
         return Err(StreamError::Malformed {
             format: "YAML",
             document: index,
@@ -703,7 +703,7 @@ fn parse_yaml_document(doc: &[u8], line: usize, index: usize) -> Result<Value, S
 
 /// The first YAML document of `doc` as libyaml (under serde_yaml) reads it, `null` when it
 /// has none.
-pub(super) fn libyaml_document(doc: &str) -> Result<Value, serde_yaml::Error> {
+pub(in crate::catalog) fn libyaml_document(doc: &str) -> Result<Value, serde_yaml::Error> {
     let Some(document) = serde_yaml::Deserializer::from_str(doc).next() else {
         return Ok(Value::Null);
     };
