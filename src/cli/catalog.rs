@@ -136,7 +136,7 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
                     .count();
                 render_paths_each(&rest[..local], &options, |part| {
                     write_fbc(&part, output, &mut out).map_err(|e| {
-                        crate::catalog::bundles::render::RenderError::Input {
+                        crate::catalog::bundles::bundle::BundleError::Input {
                             path: "<stdout>".into(),
                             message: e.to_string(),
                         }

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::memo::ContentMemo;
 use crate::catalog::model::fbc::Property;
-use crate::catalog::reading::load::parse_documents;
+use crate::catalog::reading::load::{LoadError, parse_documents};
 use crate::catalog::text::go_json;
 use crate::catalog::text::limits::{MAX_BUNDLE_FILES, MAX_DOCUMENT_BYTES, human_bytes};
 
@@ -26,6 +26,7 @@ pub const ANNOTATION_DEFAULT_CHANNEL: &str =
     "operators.operatorframework.io.bundle.channel.default.v1";
 pub const SKIP_RANGE_ANNOTATION: &str = "olm.skipRange";
 
+/// Why a bundle could not be read or rendered: the one error of the bundles room.
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
     #[error("{path}: {source}")]
@@ -33,8 +34,16 @@ pub enum BundleError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The bundle directory's content is not a valid bundle.
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
+    /// A catalog that a render reads (an input that is no bundle, or what an FBC template
+    /// expands to) failed to load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A render's input, or a file it names (`ci.yaml`, a template), cannot be rendered.
+    #[error("{path}: {message}")]
+    Input { path: PathBuf, message: String },
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> BundleError {
