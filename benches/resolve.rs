@@ -13,8 +13,8 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::json;
 
-use olm::catalog::fbc::*;
-use olm::catalog::render::{RenderOptions, render_package_folders};
+use olm::catalog::bundles::render::{RenderOptions, render_package_folders};
+use olm::catalog::model::fbc::*;
 use olm::resolver::{Catalog, CatalogIndex, CatalogRef, Namespace, Subscription, resolve};
 
 const VERSIONS_PER_PACKAGE: usize = 10;

@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::catalog::fbc::{Bundle, DeclarativeConfig};
+use crate::catalog::model::fbc::{Bundle, DeclarativeConfig};
 use crate::resolver::input::{Catalog, CatalogRef};
 
 /// A catalog's content as last loaded, and where it came from.
@@ -219,7 +219,7 @@ fn package_names(content: &DeclarativeConfig) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::fbc::Package;
+    use crate::catalog::model::fbc::Package;
 
     fn snapshot(namespace: &str, name: &str, priority: i32, package: &str) -> CatalogSnapshot {
         CatalogSnapshot {

@@ -12,10 +12,10 @@ use std::process::Command;
 
 use common::{community_operators, repo, scratch, subdirs};
 
-use olm::catalog::bundle::{read_bundle, validate_bundle};
-use olm::catalog::load::load_path;
-use olm::catalog::render::{RenderOptions, render_package_dir};
-use olm::catalog::validate::{Rule, validate};
+use olm::catalog::bundles::bundle::{read_bundle, validate_bundle};
+use olm::catalog::bundles::render::{RenderOptions, render_package_dir};
+use olm::catalog::checks::validate::{Rule, validate};
+use olm::catalog::reading::load::load_path;
 
 /// Each broken catalog is refused, for the reason it was made broken.
 #[test]

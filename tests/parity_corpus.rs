@@ -14,9 +14,9 @@ use std::process::Command;
 use common::repo;
 use serde_json::{Value, json};
 
-use olm::catalog::bundle::read_bundle;
-use olm::catalog::csv::decode_bundle_object;
-use olm::catalog::render::{RenderOptions, render_bundle};
+use olm::catalog::bundles::bundle::read_bundle;
+use olm::catalog::bundles::csv::decode_bundle_object;
+use olm::catalog::bundles::render::{RenderOptions, render_bundle};
 use olm::catalog::{Bundle, PROP_BUNDLE_OBJECT};
 
 fn corpus(class: &str, bundle: &str) -> PathBuf {
@@ -118,7 +118,7 @@ fn related_images_with_an_empty_image_are_a_warning_not_an_error() {
         "empty-related-images",
         "3scale-community-operator-0.5.1",
     ));
-    let config = olm::catalog::fbc::DeclarativeConfig {
+    let config = olm::catalog::model::fbc::DeclarativeConfig {
         packages: vec![
             serde_json::from_value(json!({"schema": "olm.package", "name": b.package, "defaultChannel": "stable"}))
                 .unwrap(),
@@ -130,9 +130,9 @@ fn related_images_with_an_empty_image_are_a_warning_not_an_error() {
         bundles: vec![b],
         ..Default::default()
     };
-    let problems = olm::catalog::validate::validate(&config);
+    let problems = olm::catalog::checks::validate::validate(&config);
     assert!(problems.is_empty(), "{problems:?}");
-    let warnings = olm::catalog::validate::warnings(&config);
+    let warnings = olm::catalog::checks::validate::warnings(&config);
     assert!(
         warnings.iter().any(|w| w
             .to_string()

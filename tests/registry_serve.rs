@@ -662,7 +662,7 @@ fn canonical(c: &DeclarativeConfig) -> Value {
         v.sort_by_key(std::string::ToString::to_string);
         Value::Array(v)
     };
-    let manifest = |p: &olm::catalog::fbc::Property| {
+    let manifest = |p: &olm::catalog::model::fbc::Property| {
         if p.type_ != "olm.bundle.object" {
             return p.value.clone();
         }
@@ -722,7 +722,7 @@ async fn our_client_loads_the_same_catalog_from_opm_and_olm() {
     let dir = repo().join("catalog");
     let (ours, theirs) = load_from_both(&dir).await;
     assert_same_catalog("catalog/", &ours, &theirs);
-    let files = olm::catalog::load::load_path(&dir).unwrap();
+    let files = olm::catalog::reading::load::load_path(&dir).unwrap();
     assert_eq!(content_digest(&theirs), content_digest(&files));
     let names = |c: &DeclarativeConfig| -> BTreeSet<(String, String)> {
         c.bundles
@@ -731,7 +731,7 @@ async fn our_client_loads_the_same_catalog_from_opm_and_olm() {
             .collect()
     };
     assert_eq!(names(&theirs), names(&files));
-    assert!(olm::catalog::validate::validate(&theirs).is_empty());
+    assert!(olm::catalog::checks::validate::validate(&theirs).is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

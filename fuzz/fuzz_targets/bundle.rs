@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libfuzzer_sys::fuzz_target;
-use olm::catalog::bundle::{read_bundle, validate_bundle};
-use olm::catalog::render::{RenderOptions, render_bundle};
+use olm::catalog::bundles::bundle::{read_bundle, validate_bundle};
+use olm::catalog::bundles::render::{RenderOptions, render_bundle};
 
 const FILES: [&str; 5] = [
     "metadata/annotations.yaml",

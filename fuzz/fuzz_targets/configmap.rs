@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
+use olm::catalog::checks::validate;
 use olm::catalog::configmap::{KEY_CRDS, KEY_CSVS, KEY_PACKAGES, from_configmap_data};
-use olm::catalog::validate;
 use olm::resolver::{Catalog, CatalogIndex};
 
 fuzz_target!(|data: &[u8]| {

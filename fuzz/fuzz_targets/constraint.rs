@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use olm::catalog::fbc::Property;
+use olm::catalog::model::fbc::Property;
 use olm::resolver::constraints::{Dependency, Facts, Gvk, dependencies};
 use serde_json::{Value, json};
 

@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use olm::catalog::{load, validate};
+use olm::catalog::checks::validate;
+use olm::catalog::reading::load;
 use olm::registry::index::Index;
 use olm::resolver::{Catalog, CatalogIndex};
 

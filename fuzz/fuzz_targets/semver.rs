@@ -6,8 +6,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use olm::api::duration::parse_go_duration;
-use olm::catalog::fbc::{Bundle, PROP_PACKAGE, Property};
-use olm::catalog::semver_range::{VersionRange, parse_version};
+use olm::catalog::model::fbc::{Bundle, PROP_PACKAGE, Property};
+use olm::catalog::model::semver_range::{VersionRange, parse_version};
 use olm::catalog::template::semver::{parse, render};
 
 const PROBES: [&str; 6] = ["0.0.0", "1.0.0", "1.2.3-alpha.1", "2.0.0+build", "999999.0.0", "0.1.0-0"];

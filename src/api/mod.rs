@@ -7,7 +7,7 @@ mod csv;
 pub use olm_catalog::duration;
 
 /// Whether `object` reads as our typed ClusterServiceVersion: the schema check
-/// `catalog::bundle::validate_bundle` is given.
+/// `catalog::bundles::bundle::validate_bundle` is given.
 pub fn check_csv_schema(object: &serde_json::Value) -> Result<(), String> {
     use serde::Deserialize;
     ClusterServiceVersion::deserialize(object)

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use crate::catalog::DeclarativeConfig;
-use crate::catalog::bundle::{read_bundle, validate_bundle};
-use crate::catalog::load::{LoadOptions, load_path_with};
-use crate::catalog::render::{RenderOptions, render_package_dir, render_paths_each};
+use crate::catalog::bundles::bundle::{read_bundle, validate_bundle};
+use crate::catalog::bundles::render::{RenderOptions, render_package_dir, render_paths_each};
+use crate::catalog::checks::validate::validate;
+use crate::catalog::reading::load::{LoadOptions, load_path_with};
 use crate::catalog::template::semver as semver_template;
-use crate::catalog::validate::validate;
 
 /// The image every bundle in this repo is published as (see bundles/README.md).
 pub const BUNDLE_IMAGE_TEMPLATE: &str = "quay.io/olm-rs/{{.Package}}-bundle:v{{.Version}}";
@@ -136,7 +136,7 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
                     .count();
                 render_paths_each(&rest[..local], &options, |part| {
                     write_fbc(&part, output, &mut out).map_err(|e| {
-                        crate::catalog::render::RenderError::Input {
+                        crate::catalog::bundles::bundle::BundleError::Input {
                             path: "<stdout>".into(),
                             message: e.to_string(),
                         }
@@ -155,7 +155,7 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
                 },
             )?;
             let problems = validate(&config);
-            for w in crate::catalog::validate::warnings(&config) {
+            for w in crate::catalog::checks::validate::warnings(&config) {
                 eprintln!("warning: {w}");
             }
             match output {
@@ -207,8 +207,9 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
                     )
                 })?;
                 let bundle_dir = read_bundle(&dir).map_err(|e| e.to_string())?;
-                let mut bundle = crate::catalog::render::render_bundle(&bundle_dir, &options)
-                    .map_err(|e| e.to_string())?;
+                let mut bundle =
+                    crate::catalog::bundles::render::render_bundle(&bundle_dir, &options)
+                        .map_err(|e| e.to_string())?;
                 bundle.image = image.to_string();
                 Ok(bundle)
             };

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-use crate::catalog::bundle::read_bundle;
-use crate::catalog::load::load_path;
-use crate::catalog::render::{RenderOptions, render_bundle, render_package_dir};
-use crate::catalog::validate::validate;
+use crate::catalog::bundles::bundle::read_bundle;
+use crate::catalog::bundles::render::{RenderOptions, render_bundle, render_package_dir};
+use crate::catalog::checks::validate::validate;
+use crate::catalog::reading::load::load_path;
 use crate::oci::build::{ImageInput, build_into, bundle_image, catalog_image};
 use crate::oci::layout::Layout;
 use crate::oci::registry::{Options, PulledImage, Session, parse_reference};
@@ -213,7 +213,8 @@ fn build_and_maybe_push(
 
 pub fn bundle_build(args: BuildArgs) -> anyhow::Result<()> {
     let bundle = read_bundle(&args.dir)?;
-    let problems = crate::catalog::bundle::validate_bundle(&bundle, &crate::api::check_csv_schema);
+    let problems =
+        crate::catalog::bundles::bundle::validate_bundle(&bundle, &crate::api::check_csv_schema);
     if !problems.is_empty() {
         let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
         bail!(
@@ -316,7 +317,8 @@ pub fn publish(args: PublishArgs) -> anyhow::Result<()> {
             }
             bundle.image = pinned;
             if args.migrate_level == "bundle-object-to-csv-metadata" {
-                crate::catalog::csv::migrate_to_csv_metadata(bundle).map_err(anyhow::Error::msg)?;
+                crate::catalog::bundles::csv::migrate_to_csv_metadata(bundle)
+                    .map_err(anyhow::Error::msg)?;
             }
         }
         let name = package_dir.file_name().unwrap_or_default();

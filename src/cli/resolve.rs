@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use crate::catalog::DeclarativeConfig;
-use crate::catalog::bundle::is_bundle_dir;
-use crate::catalog::load::load_path;
-use crate::catalog::render::{RenderOptions, render_package_dir, render_package_folders};
-use crate::catalog::semver_range::parse_version;
+use crate::catalog::bundles::bundle::is_bundle_dir;
+use crate::catalog::bundles::render::{RenderOptions, render_package_dir, render_package_folders};
+use crate::catalog::model::semver_range::parse_version;
+use crate::catalog::reading::load::load_path;
 use crate::resolver::{
     Catalog, CatalogIndex, CatalogRef, InstalledCsv, Namespace, Outcome, Subscription, resolve,
 };

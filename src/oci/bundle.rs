@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::catalog::bundle::read_bundle;
+use crate::catalog::bundles::bundle::read_bundle;
 
 /// A bundle image carries the bundle package label; anything else is refused before a layer
 /// is fetched.

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::catalog::fbc::Bundle;
-use crate::catalog::load::load_path;
+use crate::catalog::model::fbc::Bundle;
+use crate::catalog::reading::load::load_path;
 
 const ORIGIN_PREFIX: &str = "image ";
 

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::manifest::{ChannelHeadTexts, Icon, head_csv};
-use crate::catalog::fbc::{Bundle, Channel, DeclarativeConfig, Meta, Package};
-use crate::catalog::upgrade_edges::UpgradeEdges;
+use crate::catalog::model::fbc::{Bundle, Channel, DeclarativeConfig, Meta, Package};
+use crate::catalog::model::upgrade_edges::UpgradeEdges;
 
 /// The schema of the blobs that name a package's default icon in a snapshot: the blob is
 /// the name of the [`SCHEMA_ICON_DATA`] blob that holds it.
@@ -192,7 +192,7 @@ mod tests {
 
     fn our_catalog() -> DeclarativeConfig {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
-        crate::catalog::load::load_path(&root).unwrap()
+        crate::catalog::reading::load::load_path(&root).unwrap()
     }
 
     /// `content` with a copy of `package` under another name: same bundles, same icon.

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::catalog::csv::bundle_csv;
+use crate::catalog::bundles::csv::bundle_csv;
 pub use crate::snapshots::ChannelHeadTexts;
 use crate::snapshots::{LoadProjection, StreamingProjection};
 
-use crate::catalog::fbc::{
+use crate::catalog::model::fbc::{
     Bundle, DeclarativeConfig, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA, PROP_DEPRECATED, Property,
 };
 
@@ -169,7 +169,7 @@ impl ChannelHeadsKeeper {
     }
 }
 
-use crate::catalog::upgrade_edges::UpgradeEdges;
+use crate::catalog::model::upgrade_edges::UpgradeEdges;
 
 pub const GROUP: &str = "packages.operators.coreos.com";
 pub const VERSION: &str = "v1";
@@ -713,7 +713,7 @@ pub(crate) mod fixtures {
 
     pub fn our_catalog() -> DeclarativeConfig {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
-        crate::catalog::load::load_path(&root).unwrap()
+        crate::catalog::reading::load::load_path(&root).unwrap()
     }
 
     pub fn info() -> CatalogInfo {
@@ -803,7 +803,7 @@ mod tests {
         for bundle in &mut slim.bundles {
             bundle
                 .properties
-                .retain(|p| p.type_ != crate::catalog::fbc::PROP_BUNDLE_OBJECT);
+                .retain(|p| p.type_ != crate::catalog::model::fbc::PROP_BUNDLE_OBJECT);
         }
         let from_full = manifests(&full, &none(), &info());
         let from_slim = manifests(&slim, &heads, &info());
@@ -937,15 +937,17 @@ mod tests {
             .head()
             .unwrap()
             .to_string();
-        content.deprecations.push(crate::catalog::fbc::Deprecation {
-            package: "reverse-words".into(),
-            entries: vec![
-                dep("olm.package", "", "package gone"),
-                dep("olm.channel", &rw_channel.name, "channel gone"),
-                dep("olm.bundle", &head, "bundle gone"),
-            ],
-            ..Default::default()
-        });
+        content
+            .deprecations
+            .push(crate::catalog::model::fbc::Deprecation {
+                package: "reverse-words".into(),
+                entries: vec![
+                    dep("olm.package", "", "package gone"),
+                    dep("olm.channel", &rw_channel.name, "channel gone"),
+                    dep("olm.bundle", &head, "bundle gone"),
+                ],
+                ..Default::default()
+            });
         let all = manifests(&content, &none(), &info());
         let rw = &all["reverse-words"];
         assert_eq!(
@@ -963,9 +965,13 @@ mod tests {
         assert_eq!(entry.deprecation.as_ref().unwrap().message, "bundle gone");
     }
 
-    fn dep(schema: &str, name: &str, message: &str) -> crate::catalog::fbc::DeprecationEntry {
-        crate::catalog::fbc::DeprecationEntry {
-            reference: crate::catalog::fbc::DeprecationReference {
+    fn dep(
+        schema: &str,
+        name: &str,
+        message: &str,
+    ) -> crate::catalog::model::fbc::DeprecationEntry {
+        crate::catalog::model::fbc::DeprecationEntry {
+            reference: crate::catalog::model::fbc::DeprecationReference {
                 schema: schema.into(),
                 name: name.into(),
             },

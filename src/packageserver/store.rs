@@ -510,7 +510,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::fbc::DeclarativeConfig;
+    use crate::catalog::model::fbc::DeclarativeConfig;
     use crate::resolver::input::Catalog;
     use crate::snapshots::CatalogSnapshot;
     use k8s_openapi::jiff::Timestamp;
@@ -535,7 +535,8 @@ mod tests {
 {{"schema":"olm.bundle","name":"p.v{version}","package":"p","image":"x","properties":[{{"type":"olm.package","value":{{"packageName":"p","version":"{version}"}}}},{{"type":"olm.bundle.object","value":{{"data":"{data}"}}}}]}}
 "#
         );
-        crate::catalog::load::load_str(std::path::Path::new("catalog.json"), &text).unwrap()
+        crate::catalog::reading::load::load_str(std::path::Path::new("catalog.json"), &text)
+            .unwrap()
     }
 
     fn snapshot(ns: &str, name: &str, version: &str) -> CatalogSnapshot {

@@ -9,8 +9,8 @@
 use serde_json::{Map, Value, json};
 
 use super::generated as api;
-use crate::catalog::csv::bundle_object_json;
-use crate::catalog::fbc::{
+use crate::catalog::bundles::csv::bundle_object_json;
+use crate::catalog::model::fbc::{
     self, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE,
     PROP_PACKAGE_REQUIRED,
 };
@@ -232,7 +232,7 @@ pub fn csv_from_metadata(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::fbc::Property;
+    use crate::catalog::model::fbc::Property;
     use base64::Engine;
 
     fn bundle() -> fbc::Bundle {

@@ -91,14 +91,14 @@ pub async fn wait_for_event(namespace: &str, name: &str, reason: &str) {
 }
 
 fn our_catalog_packages() -> Vec<String> {
-    let content = olm::catalog::load::load_path(&repo_root().join("catalog")).unwrap();
+    let content = olm::catalog::reading::load::load_path(&repo_root().join("catalog")).unwrap();
     let mut names: Vec<String> = content.packages.iter().map(|p| p.name.clone()).collect();
     names.sort();
     names
 }
 
 fn our_catalog_bundles() -> u64 {
-    let content = olm::catalog::load::load_path(&repo_root().join("catalog")).unwrap();
+    let content = olm::catalog::reading::load::load_path(&repo_root().join("catalog")).unwrap();
     content.bundles.len() as u64
 }
 
@@ -342,7 +342,7 @@ async fn reads_catalogs_served_by_upstream_opm_like_those_served_by_olm() {
     let ns = TestNamespace::create(&client, "catsrc-opm").await;
     let testdata = rendered_testdata(&ns.name, false);
     let with_kuadrant = rendered_testdata(&ns.name, true);
-    let testdata_bundles = olm::catalog::load::load_path(&testdata)
+    let testdata_bundles = olm::catalog::reading::load::load_path(&testdata)
         .unwrap()
         .bundles
         .len() as u64;

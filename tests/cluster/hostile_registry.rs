@@ -447,7 +447,7 @@ impl Registry for Hostile {
 /// The index of a catalog directory, optionally without one package (new content for a
 /// server to switch to).
 pub fn catalog_index(dir: &std::path::Path, without: Option<&str>) -> Index {
-    let mut config = olm::catalog::load::load_path(dir).unwrap();
+    let mut config = olm::catalog::reading::load::load_path(dir).unwrap();
     if let Some(package) = without {
         config.packages.retain(|p| p.name != package);
         config.channels.retain(|c| c.package != package);

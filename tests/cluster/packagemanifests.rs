@@ -160,13 +160,13 @@ fn pairs(catalog: &str, names: &[&str]) -> BTreeSet<(String, String)> {
 
 /// Each channel's head in our catalog, as the resolver computes it.
 fn expected_heads(package: &str) -> Vec<(String, String)> {
-    let content = olm::catalog::load::load_path(&repo_root().join("catalog")).unwrap();
+    let content = olm::catalog::reading::load::load_path(&repo_root().join("catalog")).unwrap();
     let mut heads: Vec<(String, String)> = content
         .channels
         .iter()
         .filter(|c| c.package == package)
         .map(|c| {
-            let head = olm::catalog::upgrade_edges::UpgradeEdges::new(&c.entries)
+            let head = olm::catalog::model::upgrade_edges::UpgradeEdges::new(&c.entries)
                 .head()
                 .unwrap()
                 .to_string();

@@ -233,7 +233,7 @@ async fn packagemanifests_equal_those_of_upstream_package_server() {
             None,
         )
         .ok();
-        let content = olm::catalog::load::load_path(dir).unwrap();
+        let content = olm::catalog::reading::load::load_path(dir).unwrap();
         expected.extend(
             content
                 .packages

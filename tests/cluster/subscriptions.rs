@@ -161,7 +161,7 @@ fn our_catalog() -> PathBuf {
 /// bundles all go are dropped), written as JSON into a scratch directory.
 fn catalog_subset(name: &str, keep: impl Fn(&str) -> bool) -> PathBuf {
     let keep = |name: &str| keep(name) && !OPERATOR_BUNDLES.contains(&name);
-    let mut content = olm::catalog::load::load_path(&repo_root().join("catalog")).unwrap();
+    let mut content = olm::catalog::reading::load::load_path(&repo_root().join("catalog")).unwrap();
     content.bundles.retain(|b| keep(&b.name));
     for channel in &mut content.channels {
         channel.entries.retain(|e| keep(&e.name));
@@ -1006,10 +1006,10 @@ async fn uninstall_as_upstream_documents_keeps_crds() {
 /// scratch directory.
 fn catalog_edited(name: &str, edit: impl Fn(&str, &mut Vec<Value>)) -> PathBuf {
     use base64::Engine;
-    use olm::catalog::fbc::{PROP_BUNDLE_OBJECT, Property};
+    use olm::catalog::model::fbc::{PROP_BUNDLE_OBJECT, Property};
     let engine = base64::engine::general_purpose::STANDARD;
     let dir = catalog_subset(name, |_| true);
-    let mut content = olm::catalog::load::load_path(&dir).unwrap();
+    let mut content = olm::catalog::reading::load::load_path(&dir).unwrap();
     for bundle in &mut content.bundles {
         let mut objects: Vec<Value> = bundle
             .properties_of(PROP_BUNDLE_OBJECT)

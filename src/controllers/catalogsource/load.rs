@@ -13,11 +13,11 @@ use super::status::{Connection, Content, ContentSummary, STATE_READY};
 use super::{CatalogSourceContext, Error, LoadRecord};
 use crate::api::duration::{HumanDuration, parse_go_duration};
 use crate::api::{CatalogSource, ConfigMapResourceReference};
+use crate::catalog::checks::validate::validate;
 use crate::catalog::configmap::from_configmap_data;
 use crate::catalog::content_digest;
-use crate::catalog::fbc::{DeclarativeConfig, PROP_BUNDLE_OBJECT};
-use crate::catalog::load::LoadError;
-use crate::catalog::validate::validate;
+use crate::catalog::model::fbc::{DeclarativeConfig, PROP_BUNDLE_OBJECT};
+use crate::catalog::reading::load::LoadError;
 use crate::controllers::context::Context;
 use crate::controllers::metrics::CatalogLabels;
 use crate::registry::client::{LoadOptions, Manifests};
@@ -330,12 +330,12 @@ pub(super) fn read_streaming(
     root: &std::path::Path,
     projection: Option<&dyn LoadProjection>,
 ) -> Result<Loaded, LoadError> {
-    use crate::catalog::digest::ContentDigest;
-    use crate::catalog::load::{LoadOptions as FileOptions, for_each_blob};
+    use crate::catalog::reading::digest::ContentDigest;
+    use crate::catalog::reading::load::{LoadOptions as FileOptions, for_each_blob};
     let mut digest = ContentDigest::default();
     let mut kept = projection.map(LoadProjection::streaming);
     let mut content = DeclarativeConfig::default();
-    for file in crate::catalog::files::catalog_files(root)? {
+    for file in crate::catalog::reading::files::catalog_files(root)? {
         for_each_blob(&file, FileOptions::default(), |mut blob| {
             digest.add(&blob);
             if let Some(kept) = kept.as_mut() {

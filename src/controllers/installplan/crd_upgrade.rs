@@ -79,7 +79,7 @@ pub fn validate(schema: &Value, value: &Value, path: &str, problems: &mut Vec<St
         if !fits {
             problems.push(format!(
                 "{path}: expected {t}, found {}",
-                crate::catalog::fbc::json_kind(value)
+                crate::catalog::model::fbc::json_kind(value)
             ));
             return;
         }

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::api::{CatalogSource, PlannedBundle, SourceType};
 use crate::catalog::configmap::from_configmap_data;
-use crate::catalog::fbc::{self, PROP_BUNDLE_OBJECT};
+use crate::catalog::model::fbc::{self, PROP_BUNDLE_OBJECT};
 use crate::controllers::context::Context;
 use crate::registry::client::RegistryClient;
 use crate::resolver::CatalogRef;
@@ -129,7 +129,7 @@ pub fn objects_of(bundle: &fbc::Bundle) -> Result<Fetched, String> {
             .decode(data.trim())
             .map_err(|e| format!("{PROP_BUNDLE_OBJECT} #{i} is not base64: {e}"))?;
         let object: Value = serde_json::from_slice(&bytes)
-            .or_else(|_| crate::catalog::yaml_nesting::from_slice(&bytes))
+            .or_else(|_| crate::catalog::text::yaml_nesting::from_slice(&bytes))
             .map_err(|e| format!("{PROP_BUNDLE_OBJECT} #{i} is neither JSON nor YAML: {e}"))?;
         objects.push(object);
     }

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::api::{
     BundleLookup, InstallPlan, InstallPlanPhase, InstallPlanStatus, PlannedBundle, Step,
 };
-use crate::catalog::fbc::PROP_PACKAGE;
+use crate::catalog::model::fbc::PROP_PACKAGE;
 use crate::controllers::context::Context;
 use crate::controllers::kit::{Cond, ConditionStatus};
 use manifests::Fetched;

@@ -208,12 +208,12 @@ fn prepare_csv(object: Value, b: &BundleManifests) -> Value {
     let mut properties: Vec<Value> = b
         .properties
         .iter()
-        .filter(|p| p["type"] != crate::catalog::fbc::PROP_PACKAGE)
+        .filter(|p| p["type"] != crate::catalog::model::fbc::PROP_PACKAGE)
         .cloned()
         .collect();
     properties.insert(
         0,
-        json!({"type": crate::catalog::fbc::PROP_PACKAGE,
+        json!({"type": crate::catalog::model::fbc::PROP_PACKAGE,
                "value": {"packageName": b.bundle.package, "version": b.bundle.version}}),
     );
     if !object["metadata"]["annotations"].is_object() {

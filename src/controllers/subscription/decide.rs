@@ -14,7 +14,7 @@ use crate::api::{
     PlannedBundle, Subscription, SubscriptionCatalogHealth, SubscriptionCondition,
     SubscriptionState, SubscriptionStatus,
 };
-use crate::catalog::semver_range::parse_version;
+use crate::catalog::model::semver_range::parse_version;
 use crate::controllers::kit::{Cond, ConditionStatus};
 use crate::resolver::{
     self, CatalogIndex, CatalogRef, InstalledCsv, Namespace, Outcome, Plan, Reason, ResolveError,
@@ -107,7 +107,7 @@ fn package_property(csv: &ClusterServiceVersion) -> (Option<String>, Option<Stri
         .as_array()
         .into_iter()
         .flatten()
-        .find(|p| p["type"] == crate::catalog::fbc::PROP_PACKAGE)
+        .find(|p| p["type"] == crate::catalog::model::fbc::PROP_PACKAGE)
     else {
         return (None, None);
     };

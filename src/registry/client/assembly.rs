@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::{api, bundle_from_api};
-use crate::catalog::csv::{bundle_csv, package_display};
-use crate::catalog::fbc::{
+use crate::catalog::bundles::csv::{bundle_csv, package_display};
+use crate::catalog::model::fbc::{
     self, DeclarativeConfig, PROP_BUNDLE_OBJECT, SCHEMA_BUNDLE, SCHEMA_CHANNEL,
     SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE,
 };

@@ -4,11 +4,11 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::api;
-use crate::catalog::fbc::{
+use crate::catalog::bundles::render::related_images;
+use crate::catalog::model::fbc::{
     self, PROP_BUNDLE_OBJECT, PROP_CONSTRAINT, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE,
     PROP_PACKAGE_REQUIRED, Property, SCHEMA_BUNDLE,
 };
-use crate::catalog::render::related_images;
 
 /// Whether a bundle's only manifest is the CSV a server makes up from `olm.csv.metadata`
 /// (no install deployments, a `status.cleanup`).

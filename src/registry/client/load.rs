@@ -12,7 +12,7 @@ use prost::Message;
 
 use super::assembly::Assembly;
 use super::{ClientError, LoadOptions, Manifests, RegistryClient, api, bundle_from_api};
-use crate::catalog::fbc::{self, DeclarativeConfig, PROP_BUNDLE_OBJECT};
+use crate::catalog::model::fbc::{self, DeclarativeConfig, PROP_BUNDLE_OBJECT};
 use crate::registry::limits::{
     ENTRY_OVERHEAD_BYTES, MAX_LIST_BYTES, MAX_LIST_ENTRIES, MAX_LOADING_BYTES, mib,
 };

@@ -34,7 +34,7 @@ use tonic_health::pb::health_client::HealthClient;
 use super::generated as api;
 use super::generated::registry_client::RegistryClient as GrpcClient;
 use super::limits::{self, MAX_CLIENT_STREAMS, MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES};
-use crate::catalog::fbc;
+use crate::catalog::model::fbc;
 
 pub use from_api::bundle_from_api;
 

@@ -9,13 +9,13 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::catalog::checks::validate::validate;
 use crate::catalog::content_digest;
-use crate::catalog::fbc::{
+use crate::catalog::model::fbc::{
     DeclarativeConfig, PROP_BUNDLE_OBJECT, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE,
     PROP_PACKAGE_REQUIRED, Property,
 };
-use crate::catalog::load::load_path;
-use crate::catalog::validate::validate;
+use crate::catalog::reading::load::load_path;
 use crate::registry::{Index, router};
 
 fn repo() -> &'static Path {
@@ -49,7 +49,7 @@ fn normalized(mut c: DeclarativeConfig) -> DeclarativeConfig {
     for b in &mut c.bundles {
         for p in &mut b.properties {
             if p.type_ == PROP_BUNDLE_OBJECT {
-                p.value = crate::catalog::csv::decode_bundle_object(&p.value).unwrap();
+                p.value = crate::catalog::bundles::csv::decode_bundle_object(&p.value).unwrap();
             }
         }
         b.properties
@@ -207,7 +207,7 @@ async fn deprecations_and_inline_manifests_round_trip() {
  {{"reference":{{"schema":"olm.bundle","name":"p.v1"}},"message":"p.v1 is broken"}}]}}
 "#
     );
-    let files = crate::catalog::load::load_str(Path::new("p.json"), &text).unwrap();
+    let files = crate::catalog::reading::load::load_str(Path::new("p.json"), &text).unwrap();
     let (address, server) = serve(Index::from_config(files.clone()).unwrap()).await;
     let client = RegistryClient::new(&address, Duration::from_secs(5)).unwrap();
     let loaded = client.load_catalog().await.unwrap();
@@ -254,7 +254,7 @@ async fn csv_metadata_bundles_keep_no_made_up_manifests() {
  {"type":"olm.package","value":{"packageName":"m","version":"1.0.0"}},
  {"type":"olm.csv.metadata","value":{"displayName":"M","installModes":[{"type":"AllNamespaces","supported":true}]}}]}
 "#;
-    let files = crate::catalog::load::load_str(Path::new("m.json"), text).unwrap();
+    let files = crate::catalog::reading::load::load_str(Path::new("m.json"), text).unwrap();
     let (address, server) = serve(Index::from_config(files).unwrap()).await;
     let client = RegistryClient::new(&address, Duration::from_secs(5)).unwrap();
     let loaded = client.load_catalog().await.unwrap();

@@ -4,15 +4,18 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
+use anyhow::bail;
 use prost::Message;
 use serde_json::Value;
 
 use super::{BundleIdx, ChannelIdx, EntryIdx, Index, PackageIdx, Span, api, offset, q};
-use crate::catalog::fbc::{self, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
-use crate::catalog::files::catalog_files;
-use crate::catalog::limits::{MAX_BLOBS, MAX_BUNDLES};
-use crate::catalog::load::{LoadError, LoadOptions, for_each_blob};
-use crate::catalog::upgrade_edges::{HeadError, UpgradeEdges};
+use crate::catalog::model::fbc::{
+    self, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
+};
+use crate::catalog::model::upgrade_edges::{HeadError, UpgradeEdges};
+use crate::catalog::reading::files::catalog_files;
+use crate::catalog::reading::load::{LoadError, LoadOptions, for_each_blob};
+use crate::catalog::text::limits::{MAX_BLOBS, MAX_BUNDLES};
 use crate::registry::convert::{convert_bundle, csv_from_metadata};
 use crate::registry::store::{Loc, StoreWriter};
 
@@ -109,24 +112,58 @@ impl Builder {
         Ok(())
     }
 
-    fn finish(mut self, mut store: StoreWriter) -> anyhow::Result<Index> {
-        use anyhow::bail;
-        self.packages.sort_by(|a, b| a.name.cmp(&b.name));
-        if let Some(w) = self.packages.windows(2).find(|w| w[0].name == w[1].name) {
+    /// Lays out the tables: packages sorted by name, each with its channels (sorted by
+    /// name) and their entries; bundles in the order they were added.
+    fn finish(self, mut store: StoreWriter) -> anyhow::Result<Index> {
+        let Builder {
+            mut packages,
+            channels,
+            bundles,
+            deprecations: deprecation_blobs,
+            custom,
+        } = self;
+        packages.sort_by(|a, b| a.name.cmp(&b.name));
+        if let Some(w) = packages.windows(2).find(|w| w[0].name == w[1].name) {
             bail!("duplicate package {}", q(&w[0].name));
         }
-        let package_ix: HashMap<&str, usize> = self
-            .packages
+        let package_ix: HashMap<&str, usize> = packages
             .iter()
             .enumerate()
             .map(|(i, p)| (p.name.as_str(), i))
             .collect();
+        let deprecations = Deprecations::from_blobs(&deprecation_blobs, &package_ix)?;
+        let mut tables = Tables::default();
+        let rows =
+            tables.add_bundles(bundles, &packages, &package_ix, &deprecations, &mut store)?;
+        let by_package = channels_by_package(channels, &package_ix)?;
+        let listed = tables.add_packages(&packages, by_package, &rows, &deprecations)?;
+        tables.check_listed(&packages, &rows, &listed)?;
+        // The scaffolding goes first, so that the tables below are the last allocations
+        // of the load.
+        drop((rows, listed, package_ix, deprecations));
+        tables.into_index(custom, store)
+    }
+}
 
-        // Deprecations, by package.
-        let mut pkg_deprecation: HashMap<String, String> = HashMap::new();
-        let mut channel_deprecation: HashMap<(String, String), String> = HashMap::new();
-        let mut bundle_deprecation: HashMap<(String, String), String> = HashMap::new();
-        for d in &self.deprecations {
+/// Deprecation messages, by what they deprecate.
+#[derive(Default)]
+struct Deprecations {
+    /// By package name.
+    packages: HashMap<String, String>,
+    /// By (package, channel name).
+    channels: HashMap<(String, String), String>,
+    /// By (package, bundle name).
+    bundles: HashMap<(String, String), String>,
+}
+
+impl Deprecations {
+    /// The messages of `olm.deprecations` blobs, each of a known package (by `package_ix`).
+    fn from_blobs(
+        deprecations: &[fbc::Deprecation],
+        package_ix: &HashMap<&str, usize>,
+    ) -> anyhow::Result<Self> {
+        let mut out = Deprecations::default();
+        for d in deprecations {
             if !package_ix.contains_key(d.package.as_str()) {
                 bail!(
                     "cannot apply deprecations to an unknown package {}",
@@ -137,13 +174,13 @@ impl Builder {
                 let key = (d.package.clone(), e.reference.name.clone());
                 match e.reference.schema.as_str() {
                     SCHEMA_PACKAGE => {
-                        pkg_deprecation.insert(d.package.clone(), e.message.clone());
+                        out.packages.insert(d.package.clone(), e.message.clone());
                     }
                     SCHEMA_CHANNEL => {
-                        channel_deprecation.insert(key, e.message.clone());
+                        out.channels.insert(key, e.message.clone());
                     }
                     SCHEMA_BUNDLE => {
-                        bundle_deprecation.insert(key, e.message.clone());
+                        out.bundles.insert(key, e.message.clone());
                     }
                     other => bail!(
                         "package {}: cannot deprecate an object of schema {}",
@@ -153,16 +190,89 @@ impl Builder {
                 }
             }
         }
+        Ok(out)
+    }
+}
 
-        let mut text = TextBuilder::default();
-        let mut gvks: Vec<[Span; 3]> = Vec::new();
-        let mut light: Vec<u8> = Vec::new();
+/// The bundle rows, as the channels' entries look them up.
+struct BundleRows {
+    /// Row of `Tables::bundles` by (package, name).
+    by_key: HashMap<(String, String), u32>,
+    /// Each row's package (its place among the sorted packages).
+    package: Vec<usize>,
+}
 
-        // Bundles, by (package, name).
-        let mut bundle_ix: HashMap<(String, String), u32> = HashMap::new();
-        let mut bundle_package: Vec<usize> = Vec::with_capacity(self.bundles.len());
-        let mut bundles = Vec::with_capacity(self.bundles.len());
-        for mut b in self.bundles.drain(..) {
+/// The channels of each package (by its place among the sorted packages), as loaded.
+fn channels_by_package(
+    channels: Vec<fbc::Channel>,
+    package_ix: &HashMap<&str, usize>,
+) -> anyhow::Result<BTreeMap<usize, Vec<fbc::Channel>>> {
+    let mut by_package: BTreeMap<usize, Vec<fbc::Channel>> = BTreeMap::new();
+    for c in channels {
+        let Some(&pi) = package_ix.get(c.package.as_str()) else {
+            bail!(
+                "unknown package {} for channel {}",
+                q(&c.package),
+                q(&c.name)
+            );
+        };
+        by_package.entry(pi).or_default().push(c);
+    }
+    Ok(by_package)
+}
+
+/// The row of the channel's head among its entries.
+fn channel_head(p: &fbc::Package, c: &fbc::Channel) -> anyhow::Result<u32> {
+    match UpgradeEdges::new(&c.entries).head() {
+        Ok(name) => {
+            let row = c.entries.iter().position(|e| e.name == name);
+            offset(row.expect("the head is an entry"))
+        }
+        Err(HeadError::NoHead) => bail!(
+            "package {}, channel {}: no channel head found in graph",
+            q(&p.name),
+            q(&c.name)
+        ),
+        Err(HeadError::MultipleHeads(names)) => bail!(
+            "package {}, channel {}: multiple channel heads found in graph: {}",
+            q(&p.name),
+            q(&c.name),
+            names.join(", ")
+        ),
+    }
+}
+
+/// The tables of the index while they grow, and the text they point into.
+#[derive(Default)]
+struct Tables {
+    text: TextBuilder,
+    gvks: Vec<[Span; 3]>,
+    light: Vec<u8>,
+    bundles: Vec<BundleIdx>,
+    entries: Vec<EntryIdx>,
+    skips: Vec<Span>,
+    channels: Vec<ChannelIdx>,
+    packages: Vec<PackageIdx>,
+}
+
+impl Tables {
+    /// The bundle table, in the order the bundles were loaded. A bundle whose CSV comes
+    /// from `olm.csv.metadata` gets it here, now that its package (icon, description) is
+    /// known.
+    fn add_bundles(
+        &mut self,
+        pending: Vec<PendingBundle>,
+        packages: &[fbc::Package],
+        package_ix: &HashMap<&str, usize>,
+        deprecations: &Deprecations,
+        store: &mut StoreWriter,
+    ) -> anyhow::Result<BundleRows> {
+        let mut rows = BundleRows {
+            by_key: HashMap::new(),
+            package: Vec::with_capacity(pending.len()),
+        };
+        self.bundles.reserve_exact(pending.len());
+        for mut b in pending {
             let key = (b.package.clone(), b.name.clone());
             let Some(&pi) = package_ix.get(b.package.as_str()) else {
                 bail!(
@@ -171,7 +281,7 @@ impl Builder {
                     q(&b.name)
                 );
             };
-            if bundle_ix.contains_key(&key) {
+            if rows.by_key.contains_key(&key) {
                 bail!(
                     "package {} has duplicate bundle {}",
                     q(&b.package),
@@ -179,7 +289,7 @@ impl Builder {
                 );
             }
             if let Some((metadata, related)) = &b.csv_metadata {
-                let pkg = &self.packages[pi];
+                let pkg = &packages[pi];
                 let csv = csv_from_metadata(
                     &b.name,
                     &b.light.version,
@@ -195,184 +305,235 @@ impl Builder {
                 b.heavy = store.put(&heavy.encode_to_vec())?;
                 b.csv_object = Some(0);
             }
-            b.light.deprecation = bundle_deprecation
+            b.light.deprecation = deprecations
+                .bundles
                 .get(&key)
                 .map(|m| api::Deprecation { message: m.clone() });
-            let provided_start = offset(gvks.len())?;
-            for (g, v, k) in &b.provided {
-                gvks.push([text.intern(g)?, text.intern(v)?, text.intern(k)?]);
-            }
-            let light_start = offset(light.len())?;
-            b.light.encode(&mut light)?;
-            bundle_ix.insert(key, bundles.len() as u32);
-            bundle_package.push(pi);
-            bundles.push(BundleIdx {
-                name: text.intern(&b.name)?,
-                provided: Span {
-                    start: provided_start,
-                    end: offset(gvks.len())?,
-                },
-                has_path: !b.light.bundle_path.is_empty(),
-                light: Span {
-                    start: light_start,
-                    end: offset(light.len())?,
-                },
-                heavy: b.heavy,
-                csv_object: b.csv_object.map(u32::try_from).transpose()?,
-            });
+            rows.by_key.insert(key, self.bundles.len() as u32);
+            rows.package.push(pi);
+            self.add_bundle(b)?;
         }
+        Ok(rows)
+    }
 
-        // Channels, by package and name.
-        let mut by_package: BTreeMap<usize, Vec<fbc::Channel>> = BTreeMap::new();
-        for c in self.channels.drain(..) {
-            let Some(&pi) = package_ix.get(c.package.as_str()) else {
-                bail!(
-                    "unknown package {} for channel {}",
-                    q(&c.package),
-                    q(&c.name)
-                );
-            };
-            by_package.entry(pi).or_default().push(c);
+    /// One row of the bundle table, with the APIs it provides and its light bundle.
+    fn add_bundle(&mut self, b: PendingBundle) -> anyhow::Result<()> {
+        let provided_start = offset(self.gvks.len())?;
+        for (g, v, k) in &b.provided {
+            let gvk = [
+                self.text.intern(g)?,
+                self.text.intern(v)?,
+                self.text.intern(k)?,
+            ];
+            self.gvks.push(gvk);
         }
-        let mut listed: HashSet<u32> = HashSet::new();
-        let mut entries = Vec::new();
-        let mut skips = Vec::new();
-        let mut out_channels = Vec::new();
-        let mut packages = Vec::with_capacity(self.packages.len());
-        for (pi, p) in self.packages.iter().enumerate() {
-            let mut channels = by_package.remove(&pi).unwrap_or_default();
-            channels.sort_by(|a, b| a.name.cmp(&b.name));
-            if let Some(w) = channels.windows(2).find(|w| w[0].name == w[1].name) {
-                bail!(
-                    "package {} has duplicate channel {}",
-                    q(&p.name),
-                    q(&w[0].name)
-                );
-            }
-            if !p.default_channel.is_empty()
-                && !channels.iter().any(|c| c.name == p.default_channel)
-            {
-                bail!(
-                    "package {}: default channel {} not found",
-                    q(&p.name),
-                    q(&p.default_channel)
-                );
-            }
-            let channels_start = offset(out_channels.len())?;
-            for c in channels {
-                if c.entries.is_empty() {
-                    bail!(
-                        "package {}, channel {}: channel must contain at least one bundle",
-                        q(&p.name),
-                        q(&c.name)
-                    );
-                }
-                let ci = offset(out_channels.len())?;
-                let start = offset(entries.len())?;
-                let mut seen: HashSet<&str> = HashSet::new();
-                for e in &c.entries {
-                    if !seen.insert(&e.name) {
-                        bail!(
-                            "invalid package {}, channel {}: duplicate entry {}",
-                            q(&p.name),
-                            q(&c.name),
-                            q(&e.name)
-                        );
-                    }
-                }
-                for e in &c.entries {
-                    let Some(&bi) = bundle_ix.get(&(p.name.clone(), e.name.clone())) else {
-                        bail!(
-                            "no olm.bundle blobs found in package {} for olm.channel entries [{}]",
-                            q(&p.name),
-                            e.name
-                        );
-                    };
-                    listed.insert(bi);
-                    let skips_start = offset(skips.len())?;
-                    for s in &e.skips {
-                        skips.push(text.intern(s)?);
-                    }
-                    entries.push(EntryIdx {
-                        package: pi as u32,
-                        channel: ci,
-                        bundle: bi,
-                        replaces: text.intern(&e.replaces)?,
-                        skips: Span {
-                            start: skips_start,
-                            end: offset(skips.len())?,
-                        },
-                        skip_range: text.intern(&e.skip_range)?,
-                    });
-                }
-                let head = match UpgradeEdges::new(&c.entries).head() {
-                    Ok(name) => {
-                        let row = c.entries.iter().position(|e| e.name == name);
-                        start + offset(row.expect("the head is an entry"))?
-                    }
-                    Err(HeadError::NoHead) => bail!(
-                        "package {}, channel {}: no channel head found in graph",
-                        q(&p.name),
-                        q(&c.name)
-                    ),
-                    Err(HeadError::MultipleHeads(names)) => bail!(
-                        "package {}, channel {}: multiple channel heads found in graph: {}",
-                        q(&p.name),
-                        q(&c.name),
-                        names.join(", ")
-                    ),
-                };
-                let deprecation = match channel_deprecation.get(&(p.name.clone(), c.name.clone())) {
-                    Some(m) => Some(text.intern(m)?),
-                    None => None,
-                };
-                out_channels.push(ChannelIdx {
-                    name: text.intern(&c.name)?,
-                    deprecation,
-                    head,
-                    entries: Span {
-                        start,
-                        end: offset(entries.len())?,
-                    },
-                });
-            }
-            let deprecation = match pkg_deprecation.get(&p.name) {
-                Some(m) => Some(text.intern(m)?),
-                None => None,
-            };
-            packages.push(PackageIdx {
-                name: text.intern(&p.name)?,
-                default_channel: text.intern(&p.default_channel)?,
-                deprecation,
-                channels: Span {
-                    start: channels_start,
-                    end: offset(out_channels.len())?,
-                },
-            });
+        let light_start = offset(self.light.len())?;
+        b.light.encode(&mut self.light)?;
+        let row = BundleIdx {
+            name: self.text.intern(&b.name)?,
+            provided: Span {
+                start: provided_start,
+                end: offset(self.gvks.len())?,
+            },
+            has_path: !b.light.bundle_path.is_empty(),
+            light: Span {
+                start: light_start,
+                end: offset(self.light.len())?,
+            },
+            heavy: b.heavy,
+            csv_object: b.csv_object.map(u32::try_from).transpose()?,
+        };
+        self.bundles.push(row);
+        Ok(())
+    }
+
+    /// The package, channel and entry tables, package by package; returns the bundle rows
+    /// that some channel lists.
+    fn add_packages(
+        &mut self,
+        packages: &[fbc::Package],
+        mut by_package: BTreeMap<usize, Vec<fbc::Channel>>,
+        rows: &BundleRows,
+        deprecations: &Deprecations,
+    ) -> anyhow::Result<HashSet<u32>> {
+        let mut listed = HashSet::new();
+        for (pi, p) in packages.iter().enumerate() {
+            let channels = by_package.remove(&pi).unwrap_or_default();
+            self.add_package(pi, p, channels, rows, deprecations, &mut listed)?;
         }
-        if let Some(bi) = (0..bundles.len()).find(|&i| !listed.contains(&(i as u32))) {
+        Ok(listed)
+    }
+
+    /// One package's row, after its channels (sorted by name) and their entries.
+    fn add_package(
+        &mut self,
+        pi: usize,
+        p: &fbc::Package,
+        mut channels: Vec<fbc::Channel>,
+        rows: &BundleRows,
+        deprecations: &Deprecations,
+        listed: &mut HashSet<u32>,
+    ) -> anyhow::Result<()> {
+        channels.sort_by(|a, b| a.name.cmp(&b.name));
+        if let Some(w) = channels.windows(2).find(|w| w[0].name == w[1].name) {
             bail!(
-                "package {}, bundle {} not found in any channel entries",
-                q(&self.packages[bundle_package[bi]].name),
-                q(&text.text[bundles[bi].name.range()])
+                "package {} has duplicate channel {}",
+                q(&p.name),
+                q(&w[0].name)
             );
         }
-        // The scaffolding goes first, so that the tables below are the last allocations
-        // of the load.
-        drop((bundle_ix, listed, by_package, package_ix, bundle_package));
-        let TextBuilder { text, seen } = text;
+        if !p.default_channel.is_empty() && !channels.iter().any(|c| c.name == p.default_channel) {
+            bail!(
+                "package {}: default channel {} not found",
+                q(&p.name),
+                q(&p.default_channel)
+            );
+        }
+        let channels_start = offset(self.channels.len())?;
+        for c in &channels {
+            let deprecation = deprecations
+                .channels
+                .get(&(p.name.clone(), c.name.clone()))
+                .map(String::as_str);
+            self.add_channel(pi, p, c, rows, deprecation, listed)?;
+        }
+        let deprecation =
+            self.intern_message(deprecations.packages.get(&p.name).map(String::as_str))?;
+        self.packages.push(PackageIdx {
+            name: self.text.intern(&p.name)?,
+            default_channel: self.text.intern(&p.default_channel)?,
+            deprecation,
+            channels: Span {
+                start: channels_start,
+                end: offset(self.channels.len())?,
+            },
+        });
+        Ok(())
+    }
+
+    /// One channel's row, after its entries.
+    fn add_channel(
+        &mut self,
+        pi: usize,
+        p: &fbc::Package,
+        c: &fbc::Channel,
+        rows: &BundleRows,
+        deprecation: Option<&str>,
+        listed: &mut HashSet<u32>,
+    ) -> anyhow::Result<()> {
+        if c.entries.is_empty() {
+            bail!(
+                "package {}, channel {}: channel must contain at least one bundle",
+                q(&p.name),
+                q(&c.name)
+            );
+        }
+        let ci = offset(self.channels.len())?;
+        let start = offset(self.entries.len())?;
+        let mut seen: HashSet<&str> = HashSet::new();
+        for e in &c.entries {
+            if !seen.insert(&e.name) {
+                bail!(
+                    "invalid package {}, channel {}: duplicate entry {}",
+                    q(&p.name),
+                    q(&c.name),
+                    q(&e.name)
+                );
+            }
+        }
+        for e in &c.entries {
+            let Some(&bi) = rows.by_key.get(&(p.name.clone(), e.name.clone())) else {
+                bail!(
+                    "no olm.bundle blobs found in package {} for olm.channel entries [{}]",
+                    q(&p.name),
+                    e.name
+                );
+            };
+            listed.insert(bi);
+            self.add_entry(pi as u32, ci, bi, e)?;
+        }
+        let head = start + channel_head(p, c)?;
+        let deprecation = self.intern_message(deprecation)?;
+        self.channels.push(ChannelIdx {
+            name: self.text.intern(&c.name)?,
+            deprecation,
+            head,
+            entries: Span {
+                start,
+                end: offset(self.entries.len())?,
+            },
+        });
+        Ok(())
+    }
+
+    /// One entry's row: the bundle at row `bundle` in the channel at row `channel`.
+    fn add_entry(
+        &mut self,
+        package: u32,
+        channel: u32,
+        bundle: u32,
+        e: &fbc::ChannelEntry,
+    ) -> anyhow::Result<()> {
+        let skips_start = offset(self.skips.len())?;
+        for s in &e.skips {
+            let skip = self.text.intern(s)?;
+            self.skips.push(skip);
+        }
+        let row = EntryIdx {
+            package,
+            channel,
+            bundle,
+            replaces: self.text.intern(&e.replaces)?,
+            skips: Span {
+                start: skips_start,
+                end: offset(self.skips.len())?,
+            },
+            skip_range: self.text.intern(&e.skip_range)?,
+        };
+        self.entries.push(row);
+        Ok(())
+    }
+
+    /// A deprecation message, interned when there is one.
+    fn intern_message(&mut self, message: Option<&str>) -> anyhow::Result<Option<Span>> {
+        message.map(|m| self.text.intern(m)).transpose()
+    }
+
+    /// Every bundle is listed by some channel (`listed`, from [`Tables::add_packages`]).
+    fn check_listed(
+        &self,
+        packages: &[fbc::Package],
+        rows: &BundleRows,
+        listed: &HashSet<u32>,
+    ) -> anyhow::Result<()> {
+        if let Some(bi) = (0..self.bundles.len()).find(|&i| !listed.contains(&(i as u32))) {
+            bail!(
+                "package {}, bundle {} not found in any channel entries",
+                q(&packages[rows.package[bi]].name),
+                q(&self.text.text[self.bundles[bi].name.range()])
+            );
+        }
+        Ok(())
+    }
+
+    /// The tables, boxed, with the custom blobs and the spilled manifests.
+    fn into_index(
+        self,
+        custom: HashMap<(String, String), Vec<Loc>>,
+        store: StoreWriter,
+    ) -> anyhow::Result<Index> {
+        let TextBuilder { text, seen } = self.text;
         drop(seen);
         Ok(Index {
             text: text.into_boxed_str(),
-            packages: packages.into_boxed_slice(),
-            channels: out_channels.into_boxed_slice(),
-            entries: entries.into_boxed_slice(),
-            skips: skips.into_boxed_slice(),
-            bundles: bundles.into_boxed_slice(),
-            gvks: gvks.into_boxed_slice(),
-            light: light.into_boxed_slice(),
-            custom: self
-                .custom
+            packages: self.packages.into_boxed_slice(),
+            channels: self.channels.into_boxed_slice(),
+            entries: self.entries.into_boxed_slice(),
+            skips: self.skips.into_boxed_slice(),
+            bundles: self.bundles.into_boxed_slice(),
+            gvks: self.gvks.into_boxed_slice(),
+            light: self.light.into_boxed_slice(),
+            custom: custom
                 .into_iter()
                 .map(|(k, v)| (k, v.into_boxed_slice()))
                 .collect(),

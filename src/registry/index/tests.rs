@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::*;
-use crate::catalog::load::load_str;
+use crate::catalog::reading::load::load_str;
 
 const CATALOG: &str = r#"
 {"schema":"olm.package","name":"b","defaultChannel":"stable"}
@@ -190,7 +190,7 @@ fn broken_catalogs_are_refused() {
 
 #[test]
 fn a_served_catalog_over_the_bundle_limit_is_refused_naming_the_file() {
-    use crate::catalog::limits::MAX_BUNDLES;
+    use crate::catalog::text::limits::MAX_BUNDLES;
     use std::fmt::Write as _;
     let dir = std::env::temp_dir().join(format!("olm-index-limit-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,27 +1,18 @@
 //! Catalogs: the file-based catalog model, loading, validation, rendering of registry+v1
 //! bundles into FBC, templates, upstream's ConfigMap catalog format, and content digests.
 //! Pure data: no Kubernetes client, no async.
+//!
+//! Rooms: [`text`] decodes JSON and YAML, [`model`] is the FBC model, [`reading`] reads
+//! catalogs from disk, [`bundles`] reads and renders registry+v1 bundles, [`checks`]
+//! validates a catalog, [`configmap`] and [`template`] turn other formats into FBC.
 
-pub mod bundle;
-pub mod compact_json;
+pub mod bundles;
+pub mod checks;
 pub mod configmap;
-pub mod csv;
-pub mod digest;
-mod fast_yaml;
-pub mod fbc;
-pub mod files;
-pub mod go_json;
-mod ignore;
-pub mod limits;
-pub mod load;
-pub mod memo;
-pub mod render;
-pub mod semver_range;
-pub mod stream;
+pub mod model;
+pub mod reading;
 pub mod template;
-pub mod upgrade_edges;
-pub mod validate;
-pub mod yaml_nesting;
+pub mod text;
 
-pub use digest::content_digest;
-pub use fbc::*;
+pub use model::fbc::*;
+pub use reading::digest::content_digest;

@@ -16,7 +16,7 @@ use super::constraints::{Dependency, Facts, Gvk, provided_gvks};
 use super::index::{BundleId, CatalogIndex};
 use super::input::Namespace;
 use super::solver::{ChoiceId, Clause, GroupId, Members, Problem};
-use crate::catalog::fbc::{PROP_PACKAGE, Property};
+use crate::catalog::model::fbc::{PROP_PACKAGE, Property};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Choice {

@@ -14,8 +14,8 @@ use cel::common::ast::{EntryExpr, Expr};
 use cel::parser::Expression;
 use cel::{Context, ExecutionError, Program, Value};
 
-use crate::catalog::fbc::Property;
-use crate::catalog::semver_range::parse_version;
+use crate::catalog::model::fbc::Property;
+use crate::catalog::model::semver_range::parse_version;
 
 /// Tokens (identifiers, literals, operators, brackets) in one rule. Real rules use tens.
 pub const MAX_CEL_TOKENS: usize = 512;

@@ -6,9 +6,9 @@ use std::collections::{HashMap, HashSet};
 
 use semver::Version;
 
-use crate::catalog::fbc::Channel;
-use crate::catalog::semver_range::VersionRange;
-use crate::catalog::upgrade_edges::{HeadError, UpgradeEdges};
+use crate::catalog::model::fbc::Channel;
+use crate::catalog::model::semver_range::VersionRange;
+use crate::catalog::model::upgrade_edges::{HeadError, UpgradeEdges};
 
 /// Why a channel cannot be used at all.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

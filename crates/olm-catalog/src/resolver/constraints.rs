@@ -10,10 +10,10 @@ use semver::Version;
 use serde_json::Value;
 
 use super::cel::CelRule;
-use crate::catalog::fbc::{
+use crate::catalog::model::fbc::{
     PROP_CONSTRAINT, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE_REQUIRED, Property,
 };
-use crate::catalog::semver_range::VersionRange;
+use crate::catalog::model::semver_range::VersionRange;
 
 /// Upstream refuses `olm.constraint` values larger than this.
 pub const MAX_CONSTRAINT_BYTES: usize = 128 << 10;

@@ -9,8 +9,8 @@ use semver::Version;
 use super::channel_graph::{ChannelGraph, ChannelGraphError};
 use super::constraints::{Dependency, Gvk, dependencies, provided_gvks};
 use super::input::{Catalog, CatalogRef};
-use crate::catalog::fbc::{PROP_BUNDLE_OBJECT, PROP_DEPRECATED, Property};
-use crate::catalog::semver_range::parse_version;
+use crate::catalog::model::fbc::{PROP_BUNDLE_OBJECT, PROP_DEPRECATED, Property};
+use crate::catalog::model::semver_range::parse_version;
 
 pub type BundleId = usize;
 

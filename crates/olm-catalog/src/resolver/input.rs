@@ -5,7 +5,7 @@ use std::fmt;
 
 use semver::Version;
 
-use crate::catalog::fbc::DeclarativeConfig;
+use crate::catalog::model::fbc::DeclarativeConfig;
 
 /// A catalog as a CatalogSource exposes it.
 #[derive(Clone, Debug)]

@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::catalog::load::load_path;
+use crate::catalog::reading::load::load_path;
 use crate::controllers::plan::manifests::{Fetched, objects_of};
 
 fn catalog_bundle(name: &str) -> BundleManifests {

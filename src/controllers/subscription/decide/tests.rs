@@ -3,7 +3,7 @@ use serde_json::json;
 
 use super::*;
 use crate::api::{InstallPlanStatus, SubscriptionSpec};
-use crate::catalog::load::load_path;
+use crate::catalog::reading::load::load_path;
 use crate::resolver::Catalog;
 
 fn our_index() -> CatalogIndex {

@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 
 use super::parse::{Crd, Csv};
 use super::{Error, KEY_CSVS, item_error};
-use crate::catalog::bundle::{ANNOTATION_PACKAGE, BundleDir, Manifest};
-use crate::catalog::fbc::{Bundle, ChannelEntry, PROP_GVK, PROP_PACKAGE, Property};
-use crate::catalog::render::{RenderError, RenderOptions, render_bundle};
+use crate::catalog::bundles::bundle::{ANNOTATION_PACKAGE, BundleDir, BundleError, Manifest};
+use crate::catalog::bundles::render::{RenderOptions, render_bundle};
+use crate::catalog::model::fbc::{Bundle, ChannelEntry, PROP_GVK, PROP_PACKAGE, Property};
 
 impl Csv {
     /// The bundle: the CSV and its owned CRDs, with properties as `opm render` gives a
@@ -33,7 +33,7 @@ impl Csv {
         };
         let mut bundle = render_bundle(&dir, &RenderOptions::default()).map_err(|e| {
             let message = match e {
-                RenderError::Input { message, .. } => message,
+                BundleError::Input { message, .. } => message,
                 other => other.to_string(),
             };
             item_error(KEY_CSVS, self.index, &self.name, message)

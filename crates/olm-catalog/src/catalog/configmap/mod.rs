@@ -34,8 +34,8 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::csv::package_display;
-use super::fbc::*;
+use crate::catalog::bundles::csv::package_display;
+use crate::catalog::model::fbc::*;
 
 mod convert;
 mod parse;

@@ -7,9 +7,9 @@ use std::fmt;
 use serde_json::{Map, Value, json};
 
 use super::{Error, KEY_CRDS, KEY_CSVS, KEY_PACKAGES, item_error};
-use crate::catalog::bundle::SKIP_RANGE_ANNOTATION;
-use crate::catalog::fbc::json_kind;
-use crate::catalog::{go_json, yaml_nesting};
+use crate::catalog::bundles::bundle::SKIP_RANGE_ANNOTATION;
+use crate::catalog::model::fbc::json_kind;
+use crate::catalog::text::{go_json, yaml_nesting};
 
 /// A key's YAML list; an empty value is an empty list (as upstream reads it).
 pub(super) fn parse_list(

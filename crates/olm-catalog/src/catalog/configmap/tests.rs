@@ -1,7 +1,7 @@
 //! Tests of the ConfigMap catalog format on the etcd fixture and broken variants of it.
 
 use super::*;
-use crate::catalog::validate::validate;
+use crate::catalog::checks::validate::validate;
 use base64::Engine;
 use serde_json::{Value, json};
 

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::catalog::fbc::Property;
+use crate::catalog::model::fbc::Property;
 use crate::resolver::constraints::{
     Dependency, MAX_CONSTRAINT_BYTES, MAX_CONSTRAINT_NESTING, dependencies,
 };

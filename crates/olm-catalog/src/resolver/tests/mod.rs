@@ -10,7 +10,7 @@ mod upgrades;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::catalog::fbc::*;
+use crate::catalog::model::fbc::*;
 
 /// A channel entry: `name`, then optional replaces / skips / skipRange.
 pub fn entry(name: &str) -> ChannelEntry {

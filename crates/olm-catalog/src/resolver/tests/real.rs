@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use super::*;
-use crate::catalog::load::load_path;
-use crate::catalog::render::{RenderOptions, render_package_folders};
+use crate::catalog::bundles::render::{RenderOptions, render_package_folders};
+use crate::catalog::reading::load::load_path;
 
 fn our_catalog() -> CatalogIndex {
     let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("catalog");

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use semver::Version;
 
 use super::{Archetype, Kind, Settings};
-use crate::catalog::fbc::{Channel, ChannelEntry, SCHEMA_CHANNEL};
+use crate::catalog::model::fbc::{Channel, ChannelEntry, SCHEMA_CHANNEL};
 
 /// opm's `highwaterChannel`.
 struct Highwater {

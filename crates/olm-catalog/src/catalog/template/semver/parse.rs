@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 use super::{
     BundleEntry, ChannelBundles, Kind, PREFER_MAJOR, PREFER_MINOR, SemverTemplate, TemplateError,
 };
-use crate::catalog::fbc::json_kind;
-use crate::catalog::go_json;
+use crate::catalog::model::fbc::json_kind;
+use crate::catalog::text::go_json;
 
 /// Parses a template from YAML or JSON, checks `schema` and the channel-kind settings, and
 /// fills in the defaults as opm does (minor channels when neither kind is asked for; the
@@ -20,7 +20,7 @@ pub fn parse(text: &str) -> Result<SemverTemplate, TemplateError> {
         v
     } else {
         // Like Go's yaml.Unmarshal, read the first document only.
-        crate::catalog::yaml_nesting::check(text.as_bytes())
+        crate::catalog::text::yaml_nesting::check(text.as_bytes())
             .map_err(|deep| TemplateError::Syntax(deep.located()))?;
         match serde_yaml::Deserializer::from_str(text).next() {
             None => Value::Null,

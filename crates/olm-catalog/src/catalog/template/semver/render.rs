@@ -8,13 +8,13 @@ use serde_json::Value;
 
 use super::channels::generate_channels;
 use super::{Archetype, SemverTemplate, TemplateError};
-use crate::catalog::csv::{bundle_csv, first_icon_as_opm};
-use crate::catalog::fbc::{
+use crate::catalog::bundles::csv::{bundle_csv, first_icon_as_opm};
+use crate::catalog::model::fbc::{
     Bundle, Channel, DeclarativeConfig, PROP_CSV_METADATA, PROP_PACKAGE, Package, SCHEMA_PACKAGE,
     json_kind,
 };
-use crate::catalog::go_json;
-use crate::catalog::semver_range::blang_parse;
+use crate::catalog::model::semver_range::blang_parse;
+use crate::catalog::text::go_json;
 
 /// Renders the template into FBC. `resolve(image)` turns each distinct bundle image into its
 /// `olm.bundle` (opm pulls and renders the image); each is called once, in template order.

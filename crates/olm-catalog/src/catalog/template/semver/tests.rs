@@ -2,7 +2,7 @@
 //! cases among them), the default channel, package metadata and render errors.
 
 use super::*;
-use crate::catalog::fbc::*;
+use crate::catalog::model::fbc::*;
 use base64::Engine;
 use base64::engine::general_purpose;
 use serde_json::json;

@@ -10,27 +10,17 @@ use super::bundle::{
     BundleDir, BundleError, ManifestMemo, is_bundle_dir, read_bundle, read_bundle_with,
 };
 use super::csv::package_display;
-use super::fbc::*;
-use super::load::{LoadError, load_path};
-use super::semver_range::parse_version;
+use crate::catalog::model::fbc::*;
+use crate::catalog::model::semver_range::parse_version;
+use crate::catalog::reading::load::load_path;
 
 /// Manifest bytes remembered while rendering many bundle directories (their parsed objects
 /// take a few times that). On community-operators-prod, 8 MiB finds 42.2% of all manifest
 /// bytes already parsed, 48 MiB 42.4%: what repeats is the previous bundle's CRDs.
 const MANIFEST_MEMO_BYTES: usize = 8 << 20;
 
-#[derive(Debug, thiserror::Error)]
-pub enum RenderError {
-    #[error(transparent)]
-    Bundle(#[from] BundleError),
-    #[error(transparent)]
-    Load(#[from] LoadError),
-    #[error("{path}: {message}")]
-    Input { path: PathBuf, message: String },
-}
-
-fn input_error(path: &Path, message: impl Into<String>) -> RenderError {
-    RenderError::Input {
+fn input_error(path: &Path, message: impl Into<String>) -> BundleError {
+    BundleError::Input {
         path: path.to_path_buf(),
         message: message.into(),
     }
@@ -91,7 +81,7 @@ impl RenderOptions {
 pub fn render_paths(
     inputs: &[PathBuf],
     options: &RenderOptions,
-) -> Result<DeclarativeConfig, RenderError> {
+) -> Result<DeclarativeConfig, BundleError> {
     let mut out = DeclarativeConfig::default();
     render_paths_each(inputs, options, |part| {
         out.merge(part);
@@ -106,8 +96,8 @@ pub fn render_paths(
 pub fn render_paths_each(
     inputs: &[PathBuf],
     options: &RenderOptions,
-    mut sink: impl FnMut(DeclarativeConfig) -> Result<(), RenderError>,
-) -> Result<(), RenderError> {
+    mut sink: impl FnMut(DeclarativeConfig) -> Result<(), BundleError>,
+) -> Result<(), BundleError> {
     let threads = crate::parallel::cores();
     let mut index = 0;
     while index < inputs.len() {
@@ -144,15 +134,13 @@ fn render_bundle_dirs(
     inputs: &[PathBuf],
     options: &RenderOptions,
     threads: usize,
-    sink: impl FnMut(Result<Bundle, RenderError>) -> Result<(), RenderError>,
-) -> Result<usize, RenderError> {
+    sink: impl FnMut(Result<Bundle, BundleError>) -> Result<(), BundleError>,
+) -> Result<usize, BundleError> {
     let memo = ManifestMemo::new(MANIFEST_MEMO_BYTES);
     let render_one = |dir: &PathBuf| {
         // A panic is this bundle's error, not the end of the render.
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            read_bundle_with(dir, Some(&memo))
-                .map_err(RenderError::from)
-                .and_then(|b| render_bundle(&b, options))
+            read_bundle_with(dir, Some(&memo)).and_then(|b| render_bundle(&b, options))
         }))
         .unwrap_or_else(|_| Err(input_error(dir, "rendering panicked")))
     };
@@ -250,7 +238,7 @@ fn sort_dedup(values: &mut Vec<Value>) {
 }
 
 /// One bundle directory → `olm.bundle`.
-pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle, RenderError> {
+pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle, BundleError> {
     if let Some(first) = dir.warnings.first() {
         if options.strict {
             return Err(input_error(
@@ -394,13 +382,13 @@ pub fn related_images(csv: &Value, bundle_image: &str) -> Vec<RelatedImage> {
 }
 
 /// `ci.yaml` of a community-operators package folder.
-fn read_update_graph(dir: &Path) -> Result<UpdateGraph, RenderError> {
+fn read_update_graph(dir: &Path) -> Result<UpdateGraph, BundleError> {
     let ci = dir.join("ci.yaml");
     if !ci.is_file() {
         return Ok(UpdateGraph::Replaces);
     }
     let text = std::fs::read_to_string(&ci).map_err(|e| input_error(&ci, e.to_string()))?;
-    let value: Value = super::yaml_nesting::from_str(&text)
+    let value: Value = crate::catalog::text::yaml_nesting::from_str(&text)
         .map_err(|e| input_error(&ci, format!("malformed YAML: {e}")))?;
     match value.get("updateGraph").and_then(Value::as_str) {
         None => Ok(UpdateGraph::Replaces),
@@ -414,7 +402,7 @@ fn read_update_graph(dir: &Path) -> Result<UpdateGraph, RenderError> {
 pub fn render_package_folders(
     dir: &Path,
     options: &RenderOptions,
-) -> Result<DeclarativeConfig, RenderError> {
+) -> Result<DeclarativeConfig, BundleError> {
     let mut packages: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| input_error(dir, e.to_string()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -430,13 +418,13 @@ pub fn render_package_folders(
 
 /// The catalog template a community-operators package publishes with, when its `ci.yaml`
 /// says `fbc: {enabled: true, catalog_mapping: […]}`: the newest mapping's template file.
-fn fbc_template(dir: &Path) -> Result<Option<(PathBuf, String)>, RenderError> {
+fn fbc_template(dir: &Path) -> Result<Option<(PathBuf, String)>, BundleError> {
     let ci = dir.join("ci.yaml");
     if !ci.is_file() {
         return Ok(None);
     }
     let text = std::fs::read_to_string(&ci).map_err(|e| input_error(&ci, e.to_string()))?;
-    let value: Value = super::yaml_nesting::from_str(&text)
+    let value: Value = crate::catalog::text::yaml_nesting::from_str(&text)
         .map_err(|e| input_error(&ci, format!("malformed YAML: {e}")))?;
     let fbc = &value["fbc"];
     if fbc["enabled"] != Value::Bool(true) {
@@ -482,16 +470,16 @@ fn render_package_template(
     template: &Path,
     kind: &str,
     options: &RenderOptions,
-) -> Result<DeclarativeConfig, RenderError> {
+) -> Result<DeclarativeConfig, BundleError> {
     let text =
         std::fs::read_to_string(template).map_err(|e| input_error(template, e.to_string()))?;
     let mut resolve = |image: &str| bundle_for_image(dir, image, options);
     match kind {
-        "olm.semver" => super::template::semver::parse(&text)
-            .and_then(|t| super::template::semver::render(&t, &mut resolve))
+        "olm.semver" => crate::catalog::template::semver::parse(&text)
+            .and_then(|t| crate::catalog::template::semver::render(&t, &mut resolve))
             .map_err(|e| input_error(template, e.to_string())),
         "olm.template.basic" => {
-            let value: Value = super::yaml_nesting::from_str(&text)
+            let value: Value = crate::catalog::text::yaml_nesting::from_str(&text)
                 .map_err(|e| input_error(template, format!("malformed YAML: {e}")))?;
             let entries = value
                 .get("entries")
@@ -511,7 +499,7 @@ fn render_package_template(
                     blobs.push('\n');
                 }
             }
-            out.merge(super::load::load_str(template, &blobs)?);
+            out.merge(crate::catalog::reading::load::load_str(template, &blobs)?);
             let wanted: std::collections::BTreeSet<String> = out
                 .channels
                 .iter()
@@ -549,7 +537,7 @@ fn render_package_template(
 pub fn render_package_dir(
     dir: &Path,
     options: &RenderOptions,
-) -> Result<DeclarativeConfig, RenderError> {
+) -> Result<DeclarativeConfig, BundleError> {
     if let Some((template, kind)) = fbc_template(dir)? {
         return render_package_template(dir, &template, &kind, options);
     }
@@ -583,7 +571,7 @@ pub fn render_package(
     bundles: &[BundleDir],
     graph: UpdateGraph,
     options: &RenderOptions,
-) -> Result<DeclarativeConfig, RenderError> {
+) -> Result<DeclarativeConfig, BundleError> {
     let mut out = DeclarativeConfig::default();
     let mut with_versions = Vec::new();
     for b in bundles {

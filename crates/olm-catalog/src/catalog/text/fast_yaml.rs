@@ -4,7 +4,7 @@
 //! and allocates an event per token); this reads such text straight into a `Value`.
 //!
 //! It is a shortcut, never a second opinion: [`parse`] returns `None` for anything it does
-//! not read exactly as the full parser (serde_yaml, in `stream.rs`) does, which then
+//! not read exactly as the full parser (serde_yaml, in `reading/stream.rs`) does, which then
 //! decides. Anchors, tags, merge keys, multi-line flow collections, keys that are not
 //! plain strings, numbers other than plain integers, odd characters or indentation, and
 //! every error all take that way. Scalars resolve as serde_yaml resolves untagged ones
@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 /// Deeper documents go to the full parser (and its limit).
 const MAX_DEPTH: usize = 64;
 
-/// `doc` (one YAML document, as `stream::yaml_documents` splits a file) as a value, when
+/// `doc` (one YAML document, as `reading::stream::yaml_documents` splits a file) as a value, when
 /// it is a mapping this reader reads exactly as the full parser does; `None` otherwise.
 pub fn parse(doc: &str) -> Option<Value> {
     if !plain_characters(doc.as_bytes()) {

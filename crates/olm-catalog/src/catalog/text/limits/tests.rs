@@ -6,15 +6,15 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::catalog::bundle::read_bundle;
+use crate::catalog::bundles::bundle::read_bundle;
 use crate::catalog::configmap::{MAX_CONFIGMAP_BYTES, from_configmap_data};
-use crate::catalog::load::{LoadError, load_path, load_str};
-use crate::catalog::semver_range::{MAX_RANGE_BYTES, VersionRange};
+use crate::catalog::model::semver_range::{MAX_RANGE_BYTES, VersionRange};
+use crate::catalog::reading::load::{LoadError, load_path, load_str};
 use crate::duration::{MAX_DURATION_TEXT, parse_go_duration};
 
 const FILE: &str = "catalog.json";
 
-fn load(text: &str) -> Result<crate::catalog::fbc::DeclarativeConfig, LoadError> {
+fn load(text: &str) -> Result<crate::catalog::model::fbc::DeclarativeConfig, LoadError> {
     load_str(Path::new(FILE), text)
 }
 

@@ -6,12 +6,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::fbc::*;
 use super::files::catalog_files;
-use super::go_json;
-use super::limits::{MAX_BLOBS, MAX_BUNDLES, MAX_PROPERTIES};
-use super::stream::{self, Document, Stop, StreamError};
+use super::stream::{self, Document, Stop};
+use crate::catalog::model::fbc::*;
+use crate::catalog::text::go_json;
+use crate::catalog::text::limits::{MAX_BLOBS, MAX_BUNDLES, MAX_PROPERTIES, human_bytes};
 
+/// Why a catalog could not be read: the one error of the reading room. The `Stream…`
+/// variants are what a [`stream`] reports, before the loader names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("{path}: {source}")]
@@ -46,8 +48,9 @@ pub enum LoadError {
         name: String,
         message: String,
     },
-    /// A document or YAML file past [`super::limits::MAX_DOCUMENT_BYTES`].
-    #[error("{path}:{line}: document {document}: larger than the limit of {} for one {what}", super::limits::human_bytes(*.limit))]
+    /// A document or YAML file past
+    /// [`MAX_DOCUMENT_BYTES`](crate::catalog::text::limits::MAX_DOCUMENT_BYTES).
+    #[error("{path}:{line}: document {document}: larger than the limit of {} for one {what}", human_bytes(*.limit))]
     TooLarge {
         path: PathBuf,
         what: &'static str,
@@ -62,20 +65,50 @@ pub enum LoadError {
         what: &'static str,
         limit: usize,
     },
+    /// [`Self::Io`] from a [`stream`] of documents, which knows no file name.
+    #[error(transparent)]
+    StreamIo(std::io::Error),
+    /// [`Self::Parse`] from a [`stream`]; `line` and `column` (in bytes) are 1-based and
+    /// count from the start of the stream.
+    #[error("line {line}{}: document {document}: malformed {format}: {message}", stream_column_suffix(*.column))]
+    StreamMalformed {
+        format: &'static str,
+        document: usize,
+        line: usize,
+        column: Option<usize>,
+        message: String,
+    },
+    /// [`Self::TooLarge`] from a [`stream`]: a document (or a YAML stream, read whole) past
+    /// the limit.
+    #[error(
+        "line {line}: document {document}: larger than the limit of {} for one {what}",
+        human_bytes(*.limit)
+    )]
+    StreamTooLarge {
+        what: &'static str,
+        document: usize,
+        line: usize,
+        limit: usize,
+    },
 }
 
 fn column_suffix(column: Option<usize>) -> String {
     column.map(|c| format!(":{c}")).unwrap_or_default()
 }
 
+fn stream_column_suffix(column: Option<usize>) -> String {
+    column.map(|c| format!(", column {c}")).unwrap_or_default()
+}
+
 impl LoadError {
-    fn from_stream(path: &Path, e: StreamError) -> Self {
-        match e {
-            StreamError::Io(source) => LoadError::Io {
+    /// A [`stream`]'s error, named by the file it read (`path`); other errors as they are.
+    fn in_file(self, path: &Path) -> Self {
+        match self {
+            LoadError::StreamIo(source) => LoadError::Io {
                 path: path.to_path_buf(),
                 source,
             },
-            StreamError::Malformed {
+            LoadError::StreamMalformed {
                 format,
                 document,
                 line,
@@ -89,7 +122,7 @@ impl LoadError {
                 format,
                 message,
             },
-            StreamError::TooLarge {
+            LoadError::StreamTooLarge {
                 what,
                 document,
                 line,
@@ -101,6 +134,7 @@ impl LoadError {
                 document,
                 limit,
             },
+            other => other,
         }
     }
 }
@@ -173,7 +207,7 @@ pub fn for_each_blob<E: From<LoadError>>(
         each(one)
     })
     .map_err(|stop| match stop {
-        Stop::Stream(e) => LoadError::from_stream(path, e).into(),
+        Stop::Stream(e) => e.in_file(path).into(),
         Stop::Callback(e) => e,
     })
 }
@@ -203,7 +237,7 @@ fn load_reader(
         check_counts(&config, path)
     })
     .map_err(|stop| match stop {
-        Stop::Stream(e) => LoadError::from_stream(path, e),
+        Stop::Stream(e) => e.in_file(path),
         Stop::Callback(e) => e,
     })?;
     Ok(config)
@@ -220,7 +254,7 @@ pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Value>, LoadError>
         Ok::<_, LoadError>(())
     })
     .map_err(|stop| match stop {
-        Stop::Stream(e) => LoadError::from_stream(path, e),
+        Stop::Stream(e) => e.in_file(path),
         Stop::Callback(e) => e,
     })?;
     Ok(docs)

@@ -1,8 +1,8 @@
 use std::path::Path;
 
 use super::*;
-use crate::catalog::stream::{libyaml_document, yaml_documents};
-use crate::catalog::yaml_nesting::tests::yaml_files;
+use crate::catalog::reading::stream::{libyaml_document, yaml_documents};
+use crate::catalog::text::yaml_nesting::tests::yaml_files;
 
 /// The fast reading of `doc`, checked against libyaml's whenever it gives one.
 fn fast(doc: &str) -> Option<Value> {

@@ -26,7 +26,8 @@ use std::io::BufRead;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::limits::{MAX_DOCUMENT_BYTES, MAX_NESTING, human_bytes};
+use super::load::LoadError;
+use crate::catalog::text::limits::{MAX_DOCUMENT_BYTES, MAX_NESTING};
 
 /// How far into a stream the JSON-or-YAML guess looks (opm's buffer size).
 const SNIFF_LEN: usize = 4096;
@@ -44,45 +45,16 @@ pub struct Document {
     pub value: Value,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum StreamError {
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    /// `line` and `column` (in bytes) are 1-based and count from the start of the stream.
-    #[error("line {line}{}: document {document}: malformed {format}: {message}", column_suffix(*.column))]
-    Malformed {
-        format: &'static str,
-        document: usize,
-        line: usize,
-        column: Option<usize>,
-        message: String,
-    },
-    /// A document (or a YAML stream, read whole) past [`MAX_DOCUMENT_BYTES`].
-    #[error(
-        "line {line}: document {document}: larger than the limit of {} for one {what}",
-        human_bytes(*.limit)
-    )]
-    TooLarge {
-        what: &'static str,
-        document: usize,
-        line: usize,
-        limit: usize,
-    },
-}
-
-fn column_suffix(column: Option<usize>) -> String {
-    column.map(|c| format!(", column {c}")).unwrap_or_default()
-}
-
-/// Why reading stopped: the stream is malformed, or the caller's callback failed.
+/// Why reading stopped: the stream is malformed (one of the `Stream…` variants of
+/// [`LoadError`], which name no file), or the caller's callback failed.
 #[derive(Debug)]
 pub enum Stop<E> {
-    Stream(StreamError),
+    Stream(LoadError),
     Callback(E),
 }
 
-impl<E> From<StreamError> for Stop<E> {
-    fn from(e: StreamError) -> Self {
+impl<E> From<LoadError> for Stop<E> {
+    fn from(e: LoadError) -> Self {
         Stop::Stream(e)
     }
 }
@@ -94,7 +66,7 @@ pub fn for_each_document<E>(
 ) -> Result<(), Stop<E>> {
     let mut buf = Vec::with_capacity(SNIFF_LEN);
     while buf.len() < SNIFF_LEN {
-        let available = reader.fill_buf().map_err(StreamError::Io)?;
+        let available = reader.fill_buf().map_err(LoadError::StreamIo)?;
         if available.is_empty() {
             break;
         }
@@ -117,15 +89,15 @@ fn read_rest(
     buf: &mut Vec<u8>,
     document: usize,
     line: usize,
-) -> Result<(), StreamError> {
+) -> Result<(), LoadError> {
     use std::io::Read;
     let room = (MAX_DOCUMENT_BYTES + 1).saturating_sub(buf.len()) as u64;
     reader
         .take(room)
         .read_to_end(buf)
-        .map_err(StreamError::Io)?;
+        .map_err(LoadError::StreamIo)?;
     if buf.len() > MAX_DOCUMENT_BYTES {
-        return Err(StreamError::TooLarge {
+        return Err(LoadError::StreamTooLarge {
             what: "YAML file",
             document,
             line,
@@ -199,7 +171,7 @@ fn read_json<E>(
             Scan::Value { range, start } => {
                 let document = count + 1;
                 if range.len() > MAX_DOCUMENT_BYTES {
-                    return Err(StreamError::TooLarge {
+                    return Err(LoadError::StreamTooLarge {
                         what: "JSON document",
                         document,
                         line: start.line,
@@ -231,7 +203,7 @@ fn read_json<E>(
                 if let Some((begin, start)) = scanner.start
                     && buf.len() - begin > MAX_DOCUMENT_BYTES
                 {
-                    return Err(StreamError::TooLarge {
+                    return Err(LoadError::StreamTooLarge {
                         what: "JSON document",
                         document: count + 1,
                         line: start.line,
@@ -239,7 +211,7 @@ fn read_json<E>(
                     }
                     .into());
                 }
-                let available = reader.fill_buf().map_err(StreamError::Io)?;
+                let available = reader.fill_buf().map_err(LoadError::StreamIo)?;
                 if available.is_empty() {
                     at_eof = true;
                 } else {
@@ -496,8 +468,8 @@ fn between_documents(buf: &[u8], at: usize) -> String {
     }
 }
 
-fn json_malformed(document: usize, at: Position, message: String) -> StreamError {
-    StreamError::Malformed {
+fn json_malformed(document: usize, at: Position, message: String) -> LoadError {
+    LoadError::StreamMalformed {
         format: "JSON",
         document,
         line: at.line,
@@ -515,7 +487,7 @@ fn name_nesting_limit(message: &str) -> String {
 }
 
 /// serde_json's error for a value that starts at `start`, placed in the stream.
-fn json_error(document: usize, start: Position, e: &serde_json::Error) -> StreamError {
+fn json_error(document: usize, start: Position, e: &serde_json::Error) -> LoadError {
     let text = e.to_string();
     let suffix = format!(" at line {} column {}", e.line(), e.column());
     let message = name_nesting_limit(text.strip_suffix(&suffix).unwrap_or(&text));
@@ -524,7 +496,7 @@ fn json_error(document: usize, start: Position, e: &serde_json::Error) -> Stream
     } else {
         (start.line + e.line() - 1, e.column())
     };
-    StreamError::Malformed {
+    LoadError::StreamMalformed {
         format: "JSON",
         document,
         line,
@@ -567,7 +539,7 @@ fn read_yaml<E>(
     bytes: &[u8],
     start: Position,
     count: usize,
-    mut json_failure: Option<StreamError>,
+    mut json_failure: Option<LoadError>,
     each: &mut impl FnMut(Document) -> Result<(), E>,
 ) -> Result<(), Stop<E>> {
     let mut index = count;
@@ -575,7 +547,7 @@ fn read_yaml<E>(
         index += 1;
         let parsed = match chunk {
             Ok((line, doc)) => parse_yaml_document(doc, line, index).map(|value| (line, value)),
-            Err((line, message)) => Err(StreamError::Malformed {
+            Err((line, message)) => Err(LoadError::StreamMalformed {
                 format: "YAML",
                 document: index,
                 line,
@@ -601,7 +573,7 @@ fn read_yaml<E>(
 /// that opens the text or follows another separator belongs to the next document. Each
 /// item is the document's first line (1-based, counting from `first_line`) and its bytes,
 /// or the line of a bad separator and what is wrong with it.
-pub(super) fn yaml_documents(
+pub(in crate::catalog) fn yaml_documents(
     bytes: &[u8],
     first_line: usize,
 ) -> impl Iterator<Item = Result<(usize, &[u8]), (usize, String)>> {
@@ -654,7 +626,7 @@ fn lines_of(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 /// One document's text (as split by `yaml_documents`) as a value: only its first YAML
 /// document counts, and one with no content is `null`.
-fn parse_yaml_document(doc: &[u8], line: usize, index: usize) -> Result<Value, StreamError> {
+fn parse_yaml_document(doc: &[u8], line: usize, index: usize) -> Result<Value, LoadError> {
     let doc = std::str::from_utf8(doc).map_err(|e| {
         let at = Position {
             offset: 0,
@@ -662,7 +634,7 @@ fn parse_yaml_document(doc: &[u8], line: usize, index: usize) -> Result<Value, S
             line_start: 0,
         }
         .advanced_over(&doc[..e.valid_up_to()]);
-        StreamError::Malformed {
+        LoadError::StreamMalformed {
             format: "YAML",
             document: index,
             line: at.line,
@@ -674,7 +646,7 @@ fn parse_yaml_document(doc: &[u8], line: usize, index: usize) -> Result<Value, S
         let (at_line, column) = e
             .location()
             .map_or((line, None), |l| (line + l.line() - 1, Some(l.column())));
-        StreamError::Malformed {
+        LoadError::StreamMalformed {
             format: "YAML",
             document: index,
             line: at_line,
@@ -686,11 +658,11 @@ fn parse_yaml_document(doc: &[u8], line: usize, index: usize) -> Result<Value, S
     let doc = doc.strip_prefix('\u{feff}').unwrap_or(doc);
     // Common manifests take a fast path that reads them as libyaml does (and nests them
     // only as deep as its own limit).
-    if let Some(value) = super::fast_yaml::parse(doc) {
+    if let Some(value) = crate::catalog::text::fast_yaml::parse(doc) {
         return Ok(value);
     }
-    if let Err(deep) = super::yaml_nesting::check(doc.as_bytes()) {
-        return Err(StreamError::Malformed {
+    if let Err(deep) = crate::catalog::text::yaml_nesting::check(doc.as_bytes()) {
+        return Err(LoadError::StreamMalformed {
             format: "YAML",
             document: index,
             line: line + deep.line - 1,
@@ -703,7 +675,7 @@ fn parse_yaml_document(doc: &[u8], line: usize, index: usize) -> Result<Value, S
 
 /// The first YAML document of `doc` as libyaml (under serde_yaml) reads it, `null` when it
 /// has none.
-pub(super) fn libyaml_document(doc: &str) -> Result<Value, serde_yaml::Error> {
+pub(in crate::catalog) fn libyaml_document(doc: &str) -> Result<Value, serde_yaml::Error> {
     let Some(document) = serde_yaml::Deserializer::from_str(doc).next() else {
         return Ok(Value::Null);
     };

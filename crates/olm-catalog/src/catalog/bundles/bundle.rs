@@ -11,11 +11,11 @@ use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::fbc::Property;
-use super::go_json;
-use super::limits::{MAX_BUNDLE_FILES, MAX_DOCUMENT_BYTES, human_bytes};
-use super::load::parse_documents;
 use super::memo::ContentMemo;
+use crate::catalog::model::fbc::Property;
+use crate::catalog::reading::load::{LoadError, parse_documents};
+use crate::catalog::text::go_json;
+use crate::catalog::text::limits::{MAX_BUNDLE_FILES, MAX_DOCUMENT_BYTES, human_bytes};
 
 pub const ANNOTATION_MEDIATYPE: &str = "operators.operatorframework.io.bundle.mediatype.v1";
 pub const ANNOTATION_MANIFESTS: &str = "operators.operatorframework.io.bundle.manifests.v1";
@@ -26,6 +26,7 @@ pub const ANNOTATION_DEFAULT_CHANNEL: &str =
     "operators.operatorframework.io.bundle.channel.default.v1";
 pub const SKIP_RANGE_ANNOTATION: &str = "olm.skipRange";
 
+/// Why a bundle could not be read or rendered: the one error of the bundles room.
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
     #[error("{path}: {source}")]
@@ -33,8 +34,16 @@ pub enum BundleError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The bundle directory's content is not a valid bundle.
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
+    /// A catalog that a render reads (an input that is no bundle, or what an FBC template
+    /// expands to) failed to load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A render's input, or a file it names (`ci.yaml`, a template), cannot be rendered.
+    #[error("{path}: {message}")]
+    Input { path: PathBuf, message: String },
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> BundleError {
@@ -177,7 +186,8 @@ struct AnnotationsFile {
 
 fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BundleError> {
     let text = read_text(path)?;
-    super::yaml_nesting::from_str(&text).map_err(|e| invalid(path, format!("malformed YAML: {e}")))
+    crate::catalog::text::yaml_nesting::from_str(&text)
+        .map_err(|e| invalid(path, format!("malformed YAML: {e}")))
 }
 
 /// A bundle file's bytes, refusing files over [`MAX_DOCUMENT_BYTES`] before reading them.
@@ -422,7 +432,7 @@ fn read_metadata(dir: &Path) -> Result<Metadata, BundleError> {
             Err(e) => {
                 // Named as `file:line:column`, the way editors jump to it.
                 let (at, message) = match e {
-                    super::load::LoadError::Parse {
+                    crate::catalog::reading::load::LoadError::Parse {
                         line,
                         column,
                         message,
@@ -577,7 +587,7 @@ pub fn validate_bundle(bundle: &BundleDir, csv_schema: CsvSchemaCheck<'_>) -> Ve
             file,
             format!("CSV {:?}: spec.version is missing", csv.name()),
         );
-    } else if let Err(e) = super::semver_range::parse_version(version) {
+    } else if let Err(e) = crate::catalog::model::semver_range::parse_version(version) {
         problem(
             file,
             format!(
@@ -588,7 +598,7 @@ pub fn validate_bundle(bundle: &BundleDir, csv_schema: CsvSchemaCheck<'_>) -> Ve
     }
     let skip_range = bundle.skip_range();
     if !skip_range.is_empty()
-        && let Err(e) = super::semver_range::VersionRange::parse(skip_range)
+        && let Err(e) = crate::catalog::model::semver_range::VersionRange::parse(skip_range)
     {
         problem(
             file,
@@ -636,7 +646,7 @@ fn check_annotations(bundle: &BundleDir, annotations_file: &Path, problem: Repor
             annotations_file,
             format!("missing annotation {ANNOTATION_PACKAGE}"),
         );
-    } else if !super::validate::is_dns1123_label(bundle.package()) {
+    } else if !crate::catalog::checks::validate::is_dns1123_label(bundle.package()) {
         problem(
             annotations_file,
             format!(

@@ -4,8 +4,8 @@
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use super::fbc::{Bundle, Icon, PROP_BUNDLE_OBJECT};
-use super::go_json;
+use crate::catalog::model::fbc::{Bundle, Icon, PROP_BUNDLE_OBJECT};
+use crate::catalog::text::go_json;
 
 /// The manifest an `olm.bundle.object` value carries: its `data` is base64 (as Go decodes
 /// `[]byte`, surrounding white space tolerated) of a JSON or YAML object.
@@ -41,7 +41,7 @@ pub fn bundle_object_json(value: &Value) -> Result<ObjectJson, String> {
             json: serde_json::to_string(&object).unwrap_or_default(),
         });
     };
-    let json = String::from_utf8(super::compact_json::strip_whitespace(bytes))
+    let json = String::from_utf8(crate::catalog::text::compact_json::strip_whitespace(bytes))
         .map_err(|e| format!("olm.bundle.object data: {e}"))?;
     Ok(ObjectJson { json, is_csv })
 }
@@ -69,7 +69,7 @@ fn json_object_kind(bytes: &[u8]) -> Option<bool> {
 fn parse_manifest(bytes: &[u8]) -> Result<Value, String> {
     match serde_json::from_slice(bytes) {
         Ok(v) => Ok(v),
-        Err(_) => super::yaml_nesting::from_slice(bytes)
+        Err(_) => crate::catalog::text::yaml_nesting::from_slice(bytes)
             .map_err(|e| format!("olm.bundle.object data: {e}")),
     }
 }
@@ -158,13 +158,15 @@ pub fn migrate_to_csv_metadata(bundle: &mut Bundle) -> Result<(), String> {
         )
     })?;
     let metadata = csv_metadata(&csv);
+    bundle.properties.retain(|p| {
+        p.type_ != PROP_BUNDLE_OBJECT && p.type_ != crate::catalog::model::fbc::PROP_CSV_METADATA
+    });
     bundle
         .properties
-        .retain(|p| p.type_ != PROP_BUNDLE_OBJECT && p.type_ != super::fbc::PROP_CSV_METADATA);
-    bundle.properties.push(super::fbc::Property::new(
-        super::fbc::PROP_CSV_METADATA,
-        metadata,
-    ));
+        .push(crate::catalog::model::fbc::Property::new(
+            crate::catalog::model::fbc::PROP_CSV_METADATA,
+            metadata,
+        ));
     Ok(())
 }
 
@@ -205,7 +207,7 @@ pub fn csv_metadata(csv: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::fbc::{PROP_PACKAGE, Property};
+    use crate::catalog::model::fbc::{PROP_PACKAGE, Property};
     use serde_json::json;
 
     fn object(text: &str) -> Property {

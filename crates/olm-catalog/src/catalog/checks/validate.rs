@@ -6,9 +6,9 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::fbc::*;
-use super::semver_range::{VersionRange, parse_version};
-use super::upgrade_edges::{HeadError, UpgradeEdges};
+use crate::catalog::model::fbc::*;
+use crate::catalog::model::semver_range::{VersionRange, parse_version};
+use crate::catalog::model::upgrade_edges::{HeadError, UpgradeEdges};
 
 /// The rules, named so tools can match on them (`olm catalog validate -o json`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -690,7 +690,7 @@ fn validate_deprecations(
 /// What opm checks of an icon: its data decodes as Go decodes `[]byte` (padded standard
 /// base64; line breaks skipped, nothing else).
 fn check_icon_data(icon: &Icon) -> Result<(), String> {
-    super::go_json::decode_bytes(&icon.base64data)
+    crate::catalog::text::go_json::decode_bytes(&icon.base64data)
         .map(drop)
         .map_err(|e| format!("icon data is not base64: {e}"))
 }
@@ -728,7 +728,7 @@ fn check_icon_type(icon: &Icon) -> Result<(), String> {
     if icon.base64data.is_empty() && icon.mediatype.is_empty() {
         return Ok(());
     }
-    let Ok(data) = super::go_json::decode_bytes(&icon.base64data) else {
+    let Ok(data) = crate::catalog::text::go_json::decode_bytes(&icon.base64data) else {
         return Ok(()); // an error, reported by validate
     };
     let sniffed = if data.starts_with(b"\x89PNG\r\n\x1a\n") {

@@ -11,8 +11,8 @@
 
 use serde_json::Value;
 
-use super::csv::decode_bundle_object;
-use super::fbc::*;
+use crate::catalog::bundles::csv::decode_bundle_object;
+use crate::catalog::model::fbc::*;
 
 /// The hex SHA-256 of the catalog's canonical content.
 pub fn content_digest(config: &DeclarativeConfig) -> String {
