@@ -16,6 +16,7 @@ pub fn check_csv_schema(object: &serde_json::Value) -> Result<(), String> {
 }
 mod installplan;
 pub mod operatorgroup;
+mod reasons;
 pub(crate) mod schema;
 pub(crate) mod shared;
 mod subscription;
@@ -27,6 +28,7 @@ pub use installplan::*;
 pub use operatorgroup::v1::{
     OperatorGroup, OperatorGroupSpec, OperatorGroupStatus, UpgradeStrategy,
 };
+pub use reasons::*;
 pub use shared::*;
 pub use subscription::*;
 
