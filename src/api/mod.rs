@@ -17,6 +17,7 @@ pub fn check_csv_schema(object: &serde_json::Value) -> Result<(), String> {
 mod installplan;
 mod operator;
 pub mod operatorgroup;
+mod reasons;
 pub(crate) mod schema;
 pub(crate) mod shared;
 mod subscription;
@@ -29,6 +30,7 @@ pub use operator::*;
 pub use operatorgroup::v1::{
     OperatorGroup, OperatorGroupSpec, OperatorGroupStatus, UpgradeStrategy,
 };
+pub use reasons::*;
 pub use shared::*;
 pub use subscription::*;
 

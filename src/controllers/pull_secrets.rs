@@ -7,9 +7,11 @@ use kube::Client;
 use kube::api::Api;
 use oci_client::secrets::RegistryAuth;
 
-/// Why no credentials could be had: a reason for a condition, and a message naming the
+use crate::api::PullCause;
+
+/// Why no credentials could be had: a cause for a condition, and a message naming the
 /// Secret.
-pub type AuthFailure = (&'static str, String);
+pub type AuthFailure = (PullCause, String);
 
 /// The first of `secrets` that has an entry for `registry`; anonymous when none has.
 pub async fn registry_auth(
@@ -26,13 +28,13 @@ pub async fn registry_auth(
             .await
             .map_err(|e| {
                 (
-                    "SecretUnreadable",
+                    PullCause::SecretUnreadable,
                     format!("spec.secrets: reading Secret {described}: {e}"),
                 )
             })?
             .ok_or_else(|| {
                 (
-                    "SecretNotFound",
+                    PullCause::SecretNotFound,
                     format!("spec.secrets: Secret {described} not found"),
                 )
             })?;
@@ -42,12 +44,12 @@ pub async fn registry_auth(
             .or_else(|| data.get(".dockercfg"))
         else {
             return Err((
-                "InvalidSecret",
+                PullCause::InvalidSecret,
                 format!("spec.secrets: Secret {described} has no .dockerconfigjson or .dockercfg"),
             ));
         };
         let auth = crate::oci::auth::from_pull_secret(&bytes.0, registry, &described)
-            .map_err(|e| ("InvalidSecret", format!("spec.secrets: {e}")))?;
+            .map_err(|e| (PullCause::InvalidSecret, format!("spec.secrets: {e}")))?;
         if auth != RegistryAuth::Anonymous {
             return Ok(auth);
         }

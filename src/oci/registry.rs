@@ -21,6 +21,7 @@ use tokio::io::AsyncReadExt;
 use super::auth::AuthError;
 use super::layout::{Descriptor, Layout, LayoutError};
 use super::unpack::UnpackError;
+use crate::api::PullCause;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
@@ -33,7 +34,7 @@ pub enum RegistryError {
         message: String,
         /// Classified from the structured error, never from the message: URLs in messages
         /// carry port numbers, and a port like 34015 must not read as a 401.
-        cause: &'static str,
+        cause: PullCause,
     },
     #[error("{reference}: {message}")]
     Image { reference: String, message: String },
@@ -57,13 +58,13 @@ pub enum RegistryError {
 
 impl RegistryError {
     /// A short cause for conditions and logs: unauthorized, not found, unreachable, ….
-    pub fn cause(&self) -> &'static str {
+    pub fn cause(&self) -> PullCause {
         match self {
-            RegistryError::Request { cause, .. } => cause,
-            RegistryError::Auth(_) => "InvalidCredentials",
-            RegistryError::Reference { .. } => "InvalidReference",
-            RegistryError::Image { .. } | RegistryError::Unpack { .. } => "InvalidImage",
-            RegistryError::Layout(_) | RegistryError::Io { .. } => "LocalError",
+            RegistryError::Request { cause, .. } => *cause,
+            RegistryError::Auth(_) => PullCause::InvalidCredentials,
+            RegistryError::Reference { .. } => PullCause::InvalidReference,
+            RegistryError::Image { .. } | RegistryError::Unpack { .. } => PullCause::InvalidImage,
+            RegistryError::Layout(_) | RegistryError::Io { .. } => PullCause::LocalError,
         }
     }
 }
@@ -552,38 +553,38 @@ fn request_error(reference: &Reference, what: &str, error: OciDistributionError)
 }
 
 /// Unauthorized, NotFound, Unreachable or RegistryError, from the error's kind and HTTP status.
-fn request_cause(error: &OciDistributionError) -> &'static str {
+fn request_cause(error: &OciDistributionError) -> PullCause {
     use oci_client::errors::OciErrorCode;
     let by_status = |status: u16| match status {
-        401 | 403 => "Unauthorized",
-        404 => "NotFound",
-        _ => "RegistryError",
+        401 | 403 => PullCause::Unauthorized,
+        404 => PullCause::NotFound,
+        _ => PullCause::RegistryError,
     };
     match error {
         OciDistributionError::AuthenticationFailure(_)
-        | OciDistributionError::UnauthorizedError { .. } => "Unauthorized",
-        OciDistributionError::ImageManifestNotFoundError(_) => "NotFound",
+        | OciDistributionError::UnauthorizedError { .. } => PullCause::Unauthorized,
+        OciDistributionError::ImageManifestNotFoundError(_) => PullCause::NotFound,
         OciDistributionError::ServerError { code, .. } => by_status(*code),
         OciDistributionError::RegistryError { envelope, .. } => envelope
             .errors
             .iter()
             .find_map(|e| match e.code {
-                OciErrorCode::Unauthorized | OciErrorCode::Denied => Some("Unauthorized"),
+                OciErrorCode::Unauthorized | OciErrorCode::Denied => Some(PullCause::Unauthorized),
                 OciErrorCode::ManifestUnknown
                 | OciErrorCode::NameUnknown
                 | OciErrorCode::NotFound
                 | OciErrorCode::BlobUnknown
-                | OciErrorCode::ManifestBlobUnknown => Some("NotFound"),
+                | OciErrorCode::ManifestBlobUnknown => Some(PullCause::NotFound),
                 _ => None,
             })
-            .unwrap_or("RegistryError"),
+            .unwrap_or(PullCause::RegistryError),
         OciDistributionError::RequestError(e) => match e.status() {
             Some(status) => by_status(status.as_u16()),
-            None if e.is_connect() || e.is_timeout() || e.is_request() => "Unreachable",
-            None => "RegistryError",
+            None if e.is_connect() || e.is_timeout() || e.is_request() => PullCause::Unreachable,
+            None => PullCause::RegistryError,
         },
-        OciDistributionError::IoError(_) => "Unreachable",
-        _ => "RegistryError",
+        OciDistributionError::IoError(_) => PullCause::Unreachable,
+        _ => PullCause::RegistryError,
     }
 }
 
@@ -693,12 +694,12 @@ mod tests {
             url: url.clone(),
             message: String::new(),
         };
-        assert_eq!(request_cause(&server(500)), "RegistryError");
-        assert_eq!(request_cause(&server(404)), "NotFound");
-        assert_eq!(request_cause(&server(401)), "Unauthorized");
+        assert_eq!(request_cause(&server(500)), PullCause::RegistryError);
+        assert_eq!(request_cause(&server(404)), PullCause::NotFound);
+        assert_eq!(request_cause(&server(401)), PullCause::Unauthorized);
         assert_eq!(
             request_cause(&OciDistributionError::UnauthorizedError { url: url.clone() }),
-            "Unauthorized"
+            PullCause::Unauthorized
         );
         let envelope: oci_client::errors::OciEnvelope = serde_json::from_str(
             r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}"#,
@@ -706,7 +707,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             request_cause(&OciDistributionError::RegistryError { envelope, url }),
-            "NotFound"
+            PullCause::NotFound
         );
     }
 
@@ -725,6 +726,6 @@ mod tests {
             .await
             .unwrap_err();
         let error = OciDistributionError::RequestError(error);
-        assert_eq!(request_cause(&error), "Unreachable");
+        assert_eq!(request_cause(&error), PullCause::Unreachable);
     }
 }

@@ -11,14 +11,15 @@ use oci_client::secrets::RegistryAuth;
 use super::load::{Round, accept, poll_interval, read_streaming, retry_after_failure};
 use super::status::Connection;
 use super::{CatalogSourceContext, LoadRecord};
-use crate::api::CatalogSource;
+use crate::api::{CatalogSource, CatalogSourceReason, PullCause};
+use crate::controllers::pull_secrets::{AuthFailure, registry_auth};
 use crate::oci::catalog::{origin, parse_origin};
 use crate::oci::registry::{Options, parse_reference, select_catalog};
 use crate::resolver::input::CatalogRef;
 
 /// Why an image catalog could not be read: a reason for the condition, and a message that
 /// names the image.
-type Failure = (&'static str, String);
+type Failure = (CatalogSourceReason, String);
 
 pub async fn sync_image(
     source: &CatalogSource,
@@ -77,7 +78,7 @@ pub async fn sync_image(
         },
         (None, None) => Connection::Failed {
             address: None,
-            reason: "NotPulled",
+            reason: CatalogSourceReason::NotPulled,
             message: format!("image {image} is not pulled yet"),
         },
     };
@@ -98,7 +99,7 @@ async fn poll_once(
 ) {
     let ctx = &cctx.shared;
     let fail = |failure: Failure, origin: String| {
-        tracing::warn!(catalogsource = %source_ref, reason = failure.0, message = %failure.1, "image catalog check failed");
+        tracing::warn!(catalogsource = %source_ref, reason = failure.0.as_str(), message = %failure.1, "image catalog check failed");
         cctx.state.record_load(
             source_ref,
             LoadRecord {
@@ -112,16 +113,16 @@ async fn poll_once(
         Ok(reference) => reference,
         Err(e) => {
             return fail(
-                ("InvalidImage", format!("spec.image: {e}")),
+                (PullCause::InvalidImage.into(), format!("spec.image: {e}")),
                 origin(image, ""),
             );
         }
     };
     let auth = match pull_auth(source, source_ref, cctx, reference.resolve_registry()).await {
         Ok(auth) => auth,
-        Err((reason, message)) => {
+        Err((cause, message)) => {
             return fail(
-                (reason, format!("image {image}: {message}")),
+                (cause.into(), format!("image {image}: {message}")),
                 origin(image, ""),
             );
         }
@@ -137,7 +138,7 @@ async fn poll_once(
         Ok(digest) => digest,
         Err(e) => {
             let message = format!("image {image}: {e}");
-            return fail((e.cause(), message), origin(image, ""));
+            return fail((e.cause().into(), message), origin(image, ""));
         }
     };
     let loaded_from = origin(image, &digest);
@@ -165,7 +166,7 @@ async fn poll_once(
         Ok(pulled) => pulled,
         Err(e) => {
             let message = format!("image {image}@{digest}: {e}");
-            return fail((e.cause(), message), loaded_from);
+            return fail((e.cause().into(), message), loaded_from);
         }
     };
     let configs = select_catalog(&pulled.labels)
@@ -178,11 +179,20 @@ async fn poll_once(
     let described = format!("image {image}@{digest}");
     let projection = cctx.shared.snapshots.projection().cloned();
     let loaded = tokio::task::spawn_blocking(move || {
-        read_streaming(&dir, projection.as_deref())
-            .map_err(|e| ("InvalidCatalog", format!("{described}: {e}")))
+        read_streaming(&dir, projection.as_deref()).map_err(|e| {
+            (
+                CatalogSourceReason::InvalidCatalog,
+                format!("{described}: {e}"),
+            )
+        })
     })
     .await
-    .unwrap_or_else(|join| Err(("LoadFailed", format!("loading the catalog failed: {join}"))));
+    .unwrap_or_else(|join| {
+        Err((
+            CatalogSourceReason::LoadFailed,
+            format!("loading the catalog failed: {join}"),
+        ))
+    });
     tracing::info!(catalogsource = %source_ref, image, %digest, "image catalog pulled");
     accept(source, source_ref, cctx, loaded_from, loaded).await;
 }
@@ -193,8 +203,8 @@ async fn pull_auth(
     source_ref: &CatalogRef,
     cctx: &CatalogSourceContext,
     registry: &str,
-) -> Result<RegistryAuth, Failure> {
-    crate::controllers::pull_secrets::registry_auth(
+) -> Result<RegistryAuth, AuthFailure> {
+    registry_auth(
         &cctx.shared.client,
         &source_ref.namespace,
         &source.spec.secrets,

@@ -12,7 +12,7 @@ use kube::runtime::reflector::ObjectRef;
 use super::status::{Connection, Content, ContentSummary, STATE_READY};
 use super::{CatalogSourceContext, Error, LoadRecord};
 use crate::api::duration::{HumanDuration, parse_go_duration};
-use crate::api::{CatalogSource, ConfigMapResourceReference};
+use crate::api::{CatalogSource, CatalogSourceReason, ConfigMapResourceReference};
 use crate::catalog::checks::validate::validate;
 use crate::catalog::configmap::from_configmap_data;
 use crate::catalog::content_digest;
@@ -96,7 +96,7 @@ pub async fn sync_grpc(
         return Round {
             connection: Connection::Failed {
                 address: Some(address),
-                reason: "ConnectionFailed",
+                reason: CatalogSourceReason::ConnectionFailed,
                 message: error.to_string(),
             },
             config_map: None,
@@ -142,7 +142,7 @@ pub async fn sync_grpc(
         let loaded = client
             .load_catalog_with(&options)
             .await
-            .map_err(|e| ("LoadFailed", e.to_string()));
+            .map_err(|e| (CatalogSourceReason::LoadFailed, e.to_string()));
         accept(
             source,
             source_ref,
@@ -181,7 +181,7 @@ pub async fn sync_config_map(
     let not_found = |name: &str| Round {
         connection: Connection::Failed {
             address: None,
-            reason: "ConfigMapNotFound",
+            reason: CatalogSourceReason::ConfigMapNotFound,
             message: format!("ConfigMap {}/{name} not found", source_ref.namespace),
         },
         config_map: None,
@@ -290,12 +290,17 @@ async fn read_config_map(
     let data = config_map.data.unwrap_or_default();
     let described = format!("ConfigMap {}/{name}", source_ref.namespace);
     let loaded = tokio::task::spawn_blocking(move || {
-        from_configmap_data(&data).map_err(|e| ("InvalidConfigMap", format!("{described}: {e}")))
+        from_configmap_data(&data).map_err(|e| {
+            (
+                CatalogSourceReason::InvalidConfigMap,
+                format!("{described}: {e}"),
+            )
+        })
     })
     .await
     .unwrap_or_else(|join| {
         Err((
-            "InvalidConfigMap",
+            CatalogSourceReason::InvalidConfigMap,
             format!("parsing the ConfigMap failed: {join}"),
         ))
     });
@@ -371,7 +376,7 @@ pub(super) async fn accept(
     source_ref: &CatalogRef,
     cctx: &CatalogSourceContext,
     origin: String,
-    loaded: Result<Loaded, (&'static str, String)>,
+    loaded: Result<Loaded, (CatalogSourceReason, String)>,
 ) {
     let ctx = &cctx.shared;
     ctx.metrics
@@ -396,7 +401,7 @@ pub(super) async fn accept(
             if more > 0 {
                 message.push_str(&format!(" (and {more} more)"));
             }
-            return Err(("InvalidCatalog", message));
+            return Err((CatalogSourceReason::InvalidCatalog, message));
         }
         let (digest, channel_heads) = match digest {
             Some(streamed) => streamed,
@@ -413,7 +418,12 @@ pub(super) async fn accept(
         Ok((content, digest, channel_heads))
     })
     .await
-    .unwrap_or_else(|join| Err(("LoadFailed", format!("checking the catalog failed: {join}"))));
+    .unwrap_or_else(|join| {
+        Err((
+            CatalogSourceReason::LoadFailed,
+            format!("checking the catalog failed: {join}"),
+        ))
+    });
     let failure = match checked {
         Ok((content, digest, channel_heads)) => {
             let current = ctx.snapshots.get(source_ref);
@@ -447,7 +457,7 @@ pub(super) async fn accept(
             None
         }
         Err((reason, message)) => {
-            tracing::warn!(catalogsource = %source_ref, reason, %message, "catalog content rejected; keeping the last good snapshot");
+            tracing::warn!(catalogsource = %source_ref, reason = reason.as_str(), %message, "catalog content rejected; keeping the last good snapshot");
             Some((reason, message))
         }
     };

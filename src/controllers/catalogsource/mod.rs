@@ -28,7 +28,7 @@ use kube::{Resource, ResourceExt};
 use super::context::Context;
 use super::kit::guard::Panicked;
 use super::kit::{self, KitState, PanicError, ReconcileError, Reconciler, apply_status};
-use crate::api::{CatalogSource, CatalogSourceStatus, SourceType};
+use crate::api::{CatalogSource, CatalogSourceReason, CatalogSourceStatus, SourceType};
 use crate::controllers::host::Shutdown;
 use crate::registry::client::RegistryClient;
 use crate::resolver::input::CatalogRef;
@@ -122,7 +122,7 @@ pub(crate) struct LoadRecord {
     pub origin: String,
     pub at: Instant,
     /// `(reason, message)` when it failed; the snapshot (if any) is then older.
-    pub failure: Option<(&'static str, String)>,
+    pub failure: Option<(CatalogSourceReason, String)>,
 }
 
 impl CatalogSourceState {

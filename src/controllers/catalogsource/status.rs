@@ -6,7 +6,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState};
+use crate::api::{
+    CatalogSourceReason, CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState,
+};
 use crate::controllers::kit::{Cond, ConditionStatus};
 
 pub const CONDITION_CONNECTED: &str = "Connected";
@@ -39,7 +41,7 @@ pub enum Connection {
     },
     Failed {
         address: Option<String>,
-        reason: &'static str,
+        reason: CatalogSourceReason,
         message: String,
     },
     /// The spec cannot work as written; nothing was attempted.
@@ -63,7 +65,7 @@ pub enum Content {
     Loaded(ContentSummary),
     /// The last load failed; `last_good` is the snapshot still in use, if any.
     Failed {
-        reason: &'static str,
+        reason: CatalogSourceReason,
         message: String,
         last_good: Option<ContentSummary>,
     },
@@ -113,7 +115,13 @@ struct Conditions<'a> {
 }
 
 impl Conditions<'_> {
-    fn make(&self, type_: &str, ok: bool, reason: &str, message: String) -> Condition {
+    fn make(
+        &self,
+        type_: &str,
+        ok: bool,
+        reason: CatalogSourceReason,
+        message: String,
+    ) -> Condition {
         let previous = self
             .current
             .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_));
@@ -128,7 +136,12 @@ impl Conditions<'_> {
         match connection {
             Connection::Ready { address, message } => (
                 state(address, STATE_READY),
-                self.make(CONDITION_CONNECTED, true, "Connected", message.clone()),
+                self.make(
+                    CONDITION_CONNECTED,
+                    true,
+                    CatalogSourceReason::Connected,
+                    message.clone(),
+                ),
             ),
             Connection::Failed {
                 address,
@@ -136,11 +149,16 @@ impl Conditions<'_> {
                 message,
             } => (
                 state(address, STATE_TRANSIENT_FAILURE),
-                self.make(CONDITION_CONNECTED, false, reason, message.clone()),
+                self.make(CONDITION_CONNECTED, false, *reason, message.clone()),
             ),
             Connection::InvalidSpec { message } => (
                 None,
-                self.make(CONDITION_CONNECTED, false, "InvalidSpec", message.clone()),
+                self.make(
+                    CONDITION_CONNECTED,
+                    false,
+                    CatalogSourceReason::InvalidSpec,
+                    message.clone(),
+                ),
             ),
         }
     }
@@ -148,7 +166,7 @@ impl Conditions<'_> {
     /// The CatalogLoaded condition.
     fn loaded(&self, content: &Content, connection: &Connection) -> Condition {
         let (ok, reason, message) = match content {
-            Content::Loaded(summary) => (true, "Loaded", describe(summary)),
+            Content::Loaded(summary) => (true, CatalogSourceReason::Loaded, describe(summary)),
             Content::Failed {
                 reason,
                 message,
@@ -166,7 +184,7 @@ impl Conditions<'_> {
             ),
             Content::NotLoaded => (
                 false,
-                "NotLoaded",
+                CatalogSourceReason::NotLoaded,
                 match connection {
                     Connection::Ready { .. } => "not loaded yet".to_string(),
                     Connection::Failed { message, .. } | Connection::InvalidSpec { message } => {
@@ -194,7 +212,7 @@ pub fn desired_status(
         conditions.make(
             CONDITION_SPEC_VALID,
             false,
-            "InvalidPollInterval",
+            CatalogSourceReason::InvalidPollInterval,
             message.clone(),
         )
     });
@@ -256,7 +274,12 @@ pub fn panicked_status(
         generation,
         now,
     }
-    .make(CONDITION_RECONCILED, false, "Panicked", panic);
+    .make(
+        CONDITION_RECONCILED,
+        false,
+        CatalogSourceReason::Panicked,
+        panic,
+    );
     status
         .conditions
         .retain(|c| c.type_ != CONDITION_RECONCILED);
@@ -308,9 +331,11 @@ pub fn announcements(
             (CONDITION_CATALOG_LOADED, true)
                 if old.is_some_and(|o| ConditionStatus::True.is(&o.status)) =>
             {
-                "CatalogUpdated".to_string()
+                CatalogSourceReason::CatalogUpdated.as_str().to_string()
             }
-            (CONDITION_CATALOG_LOADED, true) => "CatalogLoaded".to_string(),
+            (CONDITION_CATALOG_LOADED, true) => {
+                CatalogSourceReason::CatalogLoaded.as_str().to_string()
+            }
             _ => new.reason.clone(),
         };
         out.push(Announcement {
@@ -357,7 +382,7 @@ mod tests {
         Observation {
             connection: Connection::Failed {
                 address: Some("127.0.0.1:50051".into()),
-                reason: "ConnectionFailed",
+                reason: CatalogSourceReason::ConnectionFailed,
                 message: "registry server at 127.0.0.1:50051: connection refused".into(),
             },
             content,
@@ -442,7 +467,7 @@ mod tests {
     fn invalid_content_says_so_and_names_the_snapshot_still_in_use() {
         let v1 = desired_status(None, &ready(Content::Loaded(summary("aaaa")), 100));
         let broken = Content::Failed {
-            reason: "InvalidCatalog",
+            reason: CatalogSourceReason::InvalidCatalog,
             message: "package \"x\": invalid default channel".into(),
             last_good: Some(summary("aaaa")),
         };

@@ -5,8 +5,9 @@
 
 use serde_json::{Value, json};
 
-use super::phase::COPIED;
-use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion, CsvPhase, NamedInstallStrategy};
+use crate::api::{
+    COPIED_FROM_LABEL, ClusterServiceVersion, CsvPhase, CsvReason, NamedInstallStrategy,
+};
 use crate::controllers::ownership::hash_json;
 
 pub const COPIED_HASH_ANNOTATION: &str = "olm.copiedHash";
@@ -61,7 +62,7 @@ pub fn build(source: &ClusterServiceVersion, namespace: &str) -> (Value, Value, 
     let status = source.status.clone().unwrap_or_default();
     let copied_status = json!({
         "phase": status.phase,
-        "reason": COPIED,
+        "reason": CsvReason::Copied.as_str(),
         "message": format!("The operator is running in {operator_namespace} but is managing this namespace"),
         "lastUpdateTime": status.last_update_time,
         "lastTransitionTime": status.last_transition_time,

@@ -791,7 +791,7 @@ fn transition_event(round: &Round<'_>, step: &Step) {
     round.ctx.shared.event(
         &round.csv.object_ref(&()),
         type_,
-        step.reason,
+        step.reason.as_str(),
         "Sync",
         format!("{:?}: {}", step.phase, step.message),
     );

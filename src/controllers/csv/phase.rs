@@ -10,26 +10,9 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{ClusterServiceVersionStatus, CsvCondition, CsvPhase, RequirementStatus};
-
-// Reasons, spelled as upstream.
-pub const REQUIREMENTS_UNKNOWN: &str = "RequirementsUnknown";
-pub const REQUIREMENTS_NOT_MET: &str = "RequirementsNotMet";
-pub const ALL_REQUIREMENTS_MET: &str = "AllRequirementsMet";
-pub const INVALID_INSTALL_STRATEGY: &str = "InvalidInstallStrategy";
-pub const INSTALL_SUCCEEDED: &str = "InstallSucceeded";
-pub const INSTALL_WAITING: &str = "InstallWaiting";
-pub const INSTALL_COMPONENT_FAILED: &str = "InstallComponentFailed";
-pub const INSTALL_CHECK_FAILED: &str = "InstallCheckFailed";
-pub const COMPONENT_UNHEALTHY: &str = "ComponentUnhealthy";
-pub const NEEDS_REINSTALL: &str = "NeedsReinstall";
-pub const BEING_REPLACED: &str = "BeingReplaced";
-pub const REPLACED: &str = "Replaced";
-pub const NO_OPERATOR_GROUP: &str = "NoOperatorGroup";
-pub const TOO_MANY_OPERATOR_GROUPS: &str = "TooManyOperatorGroups";
-pub const UNSUPPORTED_OPERATOR_GROUP: &str = "UnsupportedOperatorGroup";
-pub const NO_TARGET_NAMESPACES: &str = "NoTargetNamespaces";
-pub const COPIED: &str = "Copied";
+use crate::api::{
+    ClusterServiceVersionStatus, CsvCondition, CsvPhase, CsvReason, RequirementStatus,
+};
 
 /// Upstream keeps the last 20 phase changes in `status.conditions`.
 pub const HISTORY_LIMIT: usize = 20;
@@ -88,7 +71,7 @@ pub struct Observation {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step {
     pub phase: CsvPhase,
-    pub reason: &'static str,
+    pub reason: CsvReason,
     pub message: String,
     /// Apply the install strategy (RBAC and Deployments) this round.
     pub install: bool,
@@ -98,7 +81,7 @@ pub struct Step {
 }
 
 impl Step {
-    fn to(phase: CsvPhase, reason: &'static str, message: impl Into<String>) -> Step {
+    fn to(phase: CsvPhase, reason: CsvReason, message: impl Into<String>) -> Step {
         Step {
             phase,
             reason,
@@ -125,29 +108,24 @@ fn group_failure(group: &GroupState) -> Option<Step> {
     match group {
         GroupState::Member { .. } | GroupState::Waiting => None,
         GroupState::NoGroup => failed(
-            NO_OPERATOR_GROUP,
+            CsvReason::NoOperatorGroup,
             "csv in namespace with no operatorgroups".into(),
         ),
         GroupState::TooMany(n) => failed(
-            TOO_MANY_OPERATOR_GROUPS,
+            CsvReason::TooManyOperatorGroups,
             format!(
                 "csv created in namespace with multiple operatorgroups ({n}), can't pick one automatically"
             ),
         ),
         GroupState::NoTargets => failed(
-            NO_TARGET_NAMESPACES,
+            CsvReason::NoTargetNamespaces,
             "the operatorgroup selects no target namespaces".into(),
         ),
-        GroupState::Unsupported(message) => failed(UNSUPPORTED_OPERATOR_GROUP, message.clone()),
+        GroupState::Unsupported(message) => {
+            failed(CsvReason::UnsupportedOperatorGroup, message.clone())
+        }
     }
 }
-
-const GROUP_REASONS: [&str; 4] = [
-    NO_OPERATOR_GROUP,
-    TOO_MANY_OPERATOR_GROUPS,
-    UNSUPPORTED_OPERATOR_GROUP,
-    NO_TARGET_NAMESPACES,
-];
 
 fn elapsed_since(then: Option<&Time>, now: Timestamp) -> Duration {
     then.map_or(Duration::ZERO, |t| {
@@ -160,7 +138,7 @@ fn elapsed_since(then: Option<&Time>, now: Timestamp) -> Duration {
 pub fn decide(current: Option<&ClusterServiceVersionStatus>, observed: &Observation) -> Step {
     let decision = Decision {
         phase: current.and_then(|s| s.phase).unwrap_or_default(),
-        reason: current.and_then(|s| s.reason.as_deref()).unwrap_or(""),
+        reason: CsvReason::read_back(current.and_then(|s| s.reason.as_deref())),
         message: current.and_then(|s| s.message.clone()).unwrap_or_default(),
         since: elapsed_since(
             current.and_then(|s| s.last_transition_time.as_ref()),
@@ -188,7 +166,7 @@ pub fn decide(current: Option<&ClusterServiceVersionStatus>, observed: &Observat
 /// round observed.
 struct Decision<'a> {
     phase: CsvPhase,
-    reason: &'a str,
+    reason: CsvReason,
     message: String,
     since: Duration,
     observed: &'a Observation,
@@ -196,13 +174,13 @@ struct Decision<'a> {
 
 impl Decision<'_> {
     fn stay(&self) -> Step {
-        Step::to(self.phase, static_reason(self.reason), self.message.clone())
+        Step::to(self.phase, self.reason, self.message.clone())
     }
 
     fn unmet(&self) -> Step {
         Step::to(
             CsvPhase::Pending,
-            REQUIREMENTS_NOT_MET,
+            CsvReason::RequirementsNotMet,
             format!(
                 "one or more requirements couldn't be found: {}",
                 self.observed.unmet.join("; ")
@@ -213,7 +191,7 @@ impl Decision<'_> {
     fn invalid(problem: &str) -> Step {
         Step::to(
             CsvPhase::Failed,
-            INVALID_INSTALL_STRATEGY,
+            CsvReason::InvalidInstallStrategy,
             format!("install strategy invalid: {problem}"),
         )
     }
@@ -224,12 +202,12 @@ impl Decision<'_> {
         match &self.observed.health {
             Health::Ready => Some(Step::to(
                 CsvPhase::Succeeded,
-                INSTALL_SUCCEEDED,
+                CsvReason::InstallSucceeded,
                 "install strategy completed with no errors",
             )),
             Health::Failed(why) if !from_failed => Some(Step::to(
                 CsvPhase::Failed,
-                INSTALL_CHECK_FAILED,
+                CsvReason::InstallCheckFailed,
                 format!("install failed: {why}"),
             )),
             _ => None,
@@ -241,7 +219,7 @@ impl Decision<'_> {
         match self.phase {
             CsvPhase::None | CsvPhase::Unknown => Some(Step::to(
                 CsvPhase::Pending,
-                REQUIREMENTS_UNKNOWN,
+                CsvReason::RequirementsUnknown,
                 "requirements not yet checked",
             )),
             CsvPhase::Deleting => {
@@ -253,7 +231,7 @@ impl Decision<'_> {
                 Some(new) if new.phase == CsvPhase::Succeeded => {
                     let mut step = Step::to(
                         CsvPhase::Deleting,
-                        REPLACED,
+                        CsvReason::Replaced,
                         format!(
                             "has been replaced by a newer ClusterServiceVersion ({}) that has successfully installed",
                             new.name
@@ -265,7 +243,7 @@ impl Decision<'_> {
                 Some(_) => self.stay(),
                 None => Step::to(
                     CsvPhase::Pending,
-                    REQUIREMENTS_UNKNOWN,
+                    CsvReason::RequirementsUnknown,
                     "the ClusterServiceVersion replacing this one is gone",
                 ),
             }),
@@ -297,7 +275,7 @@ impl Decision<'_> {
         {
             return Some(Step::to(
                 CsvPhase::Replacing,
-                BEING_REPLACED,
+                CsvReason::BeingReplaced,
                 format!("being replaced by csv: {}", new.name),
             ));
         }
@@ -318,14 +296,14 @@ impl Decision<'_> {
             // The old CSV moves to Replacing on its own round; look again soon.
             Step::to(
                 CsvPhase::Pending,
-                ALL_REQUIREMENTS_MET,
+                CsvReason::AllRequirementsMet,
                 format!("waiting for {} to enter Replacing", old.name),
             )
             .requeue(Duration::from_secs(2))
         } else {
             Step::to(
                 CsvPhase::InstallReady,
-                ALL_REQUIREMENTS_MET,
+                CsvReason::AllRequirementsMet,
                 "all requirements found, attempting install",
             )
         }
@@ -339,7 +317,7 @@ impl Decision<'_> {
         } else {
             Step::to(
                 CsvPhase::Installing,
-                INSTALL_SUCCEEDED,
+                CsvReason::InstallSucceeded,
                 "waiting for install components to report healthy",
             )
             .installing()
@@ -358,7 +336,7 @@ impl Decision<'_> {
         if self.since >= observed.install_check_timeout {
             Step::to(
                 CsvPhase::Failed,
-                INSTALL_CHECK_FAILED,
+                CsvReason::InstallCheckFailed,
                 format!(
                     "install timeout after {:?}: {why}",
                     observed.install_check_timeout
@@ -367,7 +345,7 @@ impl Decision<'_> {
         } else {
             Step::to(
                 CsvPhase::Installing,
-                INSTALL_WAITING,
+                CsvReason::InstallWaiting,
                 format!("installing: {why}"),
             )
             .installing()
@@ -385,7 +363,7 @@ impl Decision<'_> {
             Health::Ready => self.stay().installing(),
             Health::NotReady(why) | Health::Failed(why) => Step::to(
                 CsvPhase::Failed,
-                COMPONENT_UNHEALTHY,
+                CsvReason::ComponentUnhealthy,
                 format!("installing: {why}"),
             ),
         }
@@ -395,28 +373,32 @@ impl Decision<'_> {
         let back_to_pending = |why: &str| {
             Step::to(
                 CsvPhase::Pending,
-                REQUIREMENTS_UNKNOWN,
+                CsvReason::RequirementsUnknown,
                 format!("{why}; checking requirements again"),
             )
         };
         match self.reason {
-            r if GROUP_REASONS.contains(&r) => back_to_pending("the OperatorGroup is usable now"),
-            INVALID_INSTALL_STRATEGY => match &self.observed.strategy_problem {
+            r if r.is_operator_group_problem() => {
+                back_to_pending("the OperatorGroup is usable now")
+            }
+            CsvReason::InvalidInstallStrategy => match &self.observed.strategy_problem {
                 Some(problem) => Self::invalid(problem),
                 None => back_to_pending("the install strategy is valid now"),
             },
-            REQUIREMENTS_NOT_MET if self.observed.unmet.is_empty() => {
+            CsvReason::RequirementsNotMet if self.observed.unmet.is_empty() => {
                 back_to_pending("requirements are met now")
             }
-            REQUIREMENTS_NOT_MET => self.stay(),
-            COMPONENT_UNHEALTHY | INSTALL_CHECK_FAILED => match self.health_step(true) {
-                Some(healed) => healed,
-                // An unhealthy Deployment that was changed or deleted is put back.
-                None => self.stay().installing(),
-            },
+            CsvReason::RequirementsNotMet => self.stay(),
+            CsvReason::ComponentUnhealthy | CsvReason::InstallCheckFailed => {
+                match self.health_step(true) {
+                    Some(healed) => healed,
+                    // An unhealthy Deployment that was changed or deleted is put back.
+                    None => self.stay().installing(),
+                }
+            }
             _ if self.since >= REINSTALL_AFTER => Step::to(
                 CsvPhase::Pending,
-                NEEDS_REINSTALL,
+                CsvReason::NeedsReinstall,
                 "retrying the install after a failure",
             ),
             _ => self.stay().requeue(REINSTALL_AFTER - self.since),
@@ -428,38 +410,9 @@ impl Decision<'_> {
 pub fn after_install(step: Step, applied: Result<(), String>) -> Step {
     match applied {
         Ok(()) => step,
-        Err(message) => {
-            Step::to(CsvPhase::Failed, INSTALL_COMPONENT_FAILED, message).requeue(REINSTALL_AFTER)
-        }
+        Err(message) => Step::to(CsvPhase::Failed, CsvReason::InstallComponentFailed, message)
+            .requeue(REINSTALL_AFTER),
     }
-}
-
-/// Reasons are `&'static str`; one read back from the object maps onto the known set.
-fn static_reason(reason: &str) -> &'static str {
-    const KNOWN: [&str; 18] = [
-        REQUIREMENTS_UNKNOWN,
-        REQUIREMENTS_NOT_MET,
-        ALL_REQUIREMENTS_MET,
-        INVALID_INSTALL_STRATEGY,
-        INSTALL_SUCCEEDED,
-        INSTALL_WAITING,
-        INSTALL_COMPONENT_FAILED,
-        INSTALL_CHECK_FAILED,
-        COMPONENT_UNHEALTHY,
-        NEEDS_REINSTALL,
-        BEING_REPLACED,
-        REPLACED,
-        NO_OPERATOR_GROUP,
-        TOO_MANY_OPERATOR_GROUPS,
-        UNSUPPORTED_OPERATOR_GROUP,
-        NO_TARGET_NAMESPACES,
-        COPIED,
-        "",
-    ];
-    KNOWN
-        .into_iter()
-        .find(|k| *k == reason)
-        .unwrap_or("Unknown")
 }
 
 /// Whether `step` changes the phase or reason of `current` (an Event-worthy transition).
@@ -473,7 +426,7 @@ fn passes_through(current: Option<&ClusterServiceVersionStatus>, step: &Step) ->
         && !step.delete
         && step.requeue_after.is_none()
         && (step.phase == CsvPhase::InstallReady
-            || step.phase == CsvPhase::Pending && step.reason == REQUIREMENTS_UNKNOWN)
+            || step.phase == CsvPhase::Pending && step.reason == CsvReason::RequirementsUnknown)
 }
 
 /// The pass-through steps from `current`, and the status they lead to (None when there are
@@ -501,7 +454,7 @@ pub fn pass_through(
 
 pub fn is_transition(current: Option<&ClusterServiceVersionStatus>, step: &Step) -> bool {
     current.and_then(|s| s.phase) != Some(step.phase)
-        || current.and_then(|s| s.reason.as_deref()) != Some(step.reason)
+        || current.and_then(|s| s.reason.as_deref()) != Some(step.reason.as_str())
 }
 
 /// The status to write for `step`. Timestamps and history move only on a transition;
@@ -520,7 +473,7 @@ pub fn next_status(
         status.last_update_time = Some(Time(now));
         status.conditions.push(CsvCondition {
             phase: Some(step.phase),
-            reason: Some(step.reason.into()),
+            reason: Some(step.reason.as_str().into()),
             message: Some(step.message.clone()),
             last_update_time: Some(Time(now)),
             last_transition_time: Some(Time(now)),
@@ -531,7 +484,7 @@ pub fn next_status(
         status.last_update_time = Some(Time(now));
     }
     status.phase = Some(step.phase);
-    status.reason = Some(step.reason.into());
+    status.reason = Some(step.reason.as_str().into());
     status.message = Some(step.message.clone());
     status.requirement_status = requirement_status;
     status
@@ -565,10 +518,10 @@ mod tests {
         }
     }
 
-    fn status(phase: CsvPhase, reason: &str, since: i64) -> ClusterServiceVersionStatus {
+    fn status(phase: CsvPhase, reason: CsvReason, since: i64) -> ClusterServiceVersionStatus {
         ClusterServiceVersionStatus {
             phase: Some(phase),
-            reason: Some(reason.into()),
+            reason: Some(reason.as_str().into()),
             message: Some("m".into()),
             last_transition_time: Some(Time(at(since))),
             last_update_time: Some(Time(at(since))),
@@ -579,7 +532,7 @@ mod tests {
     fn next(
         current: Option<ClusterServiceVersionStatus>,
         o: &Observation,
-    ) -> (CsvPhase, &'static str) {
+    ) -> (CsvPhase, CsvReason) {
         let step = decide(current.as_ref(), o);
         (step.phase, step.reason)
     }
@@ -589,7 +542,7 @@ mod tests {
     fn passed(
         current: Option<ClusterServiceVersionStatus>,
         o: &Observation,
-    ) -> Vec<(CsvPhase, &'static str)> {
+    ) -> Vec<(CsvPhase, CsvReason)> {
         let (steps, _) = pass_through(current.as_ref(), o, &[], at(100));
         steps.iter().map(|s| (s.phase, s.reason)).collect()
     }
@@ -600,8 +553,8 @@ mod tests {
         assert_eq!(
             passed(None, &o),
             [
-                (Pending, REQUIREMENTS_UNKNOWN),
-                (InstallReady, ALL_REQUIREMENTS_MET)
+                (Pending, CsvReason::RequirementsUnknown),
+                (InstallReady, CsvReason::AllRequirementsMet)
             ]
         );
         let (_, status) = pass_through(None, &o, &[], at(100));
@@ -617,26 +570,56 @@ mod tests {
     fn waiting_phases_are_not_passed_through() {
         let mut unmet = observed();
         unmet.unmet = vec!["CRD x".into()];
-        assert_eq!(passed(None, &unmet), [(Pending, REQUIREMENTS_UNKNOWN)]);
-        assert!(passed(Some(status(Pending, REQUIREMENTS_NOT_MET, 0)), &unmet).is_empty());
+        assert_eq!(
+            passed(None, &unmet),
+            [(Pending, CsvReason::RequirementsUnknown)]
+        );
+        assert!(
+            passed(
+                Some(status(Pending, CsvReason::RequirementsNotMet, 0)),
+                &unmet
+            )
+            .is_empty()
+        );
         let mut waiting = observed();
         waiting.group = GroupState::Waiting;
-        assert_eq!(passed(None, &waiting), [(Pending, REQUIREMENTS_UNKNOWN)]);
+        assert_eq!(
+            passed(None, &waiting),
+            [(Pending, CsvReason::RequirementsUnknown)]
+        );
         // A steady or installing CSV has nothing to pass.
-        assert!(passed(Some(status(Succeeded, INSTALL_SUCCEEDED, 0)), &observed()).is_empty());
-        assert!(passed(Some(status(Installing, INSTALL_WAITING, 0)), &observed()).is_empty());
+        assert!(
+            passed(
+                Some(status(Succeeded, CsvReason::InstallSucceeded, 0)),
+                &observed()
+            )
+            .is_empty()
+        );
+        assert!(
+            passed(
+                Some(status(Installing, CsvReason::InstallWaiting, 0)),
+                &observed()
+            )
+            .is_empty()
+        );
         let mut replacing = observed();
         replacing.replaces = Some(Related {
             name: "old".into(),
             phase: Succeeded,
         });
         // Waiting for the old CSV to enter Replacing is not passed through.
-        assert_eq!(passed(None, &replacing), [(Pending, REQUIREMENTS_UNKNOWN)]);
+        assert_eq!(
+            passed(None, &replacing),
+            [(Pending, CsvReason::RequirementsUnknown)]
+        );
     }
 
     #[test]
     fn row_first_sync_is_pending_requirements_unknown() {
-        assert_eq!(next(None, &observed()), (Pending, REQUIREMENTS_UNKNOWN));
+        assert_eq!(
+            next(None, &observed()),
+            (Pending, CsvReason::RequirementsUnknown)
+        );
     }
 
     #[test]
@@ -645,8 +628,14 @@ mod tests {
             unmet: vec!["CRD widgets.example.com not present".into()],
             ..observed()
         };
-        let step = decide(Some(&status(Pending, REQUIREMENTS_UNKNOWN, 0)), &o);
-        assert_eq!((step.phase, step.reason), (Pending, REQUIREMENTS_NOT_MET));
+        let step = decide(
+            Some(&status(Pending, CsvReason::RequirementsUnknown, 0)),
+            &o,
+        );
+        assert_eq!(
+            (step.phase, step.reason),
+            (Pending, CsvReason::RequirementsNotMet)
+        );
         assert!(
             step.message.contains("widgets.example.com"),
             "{}",
@@ -661,17 +650,17 @@ mod tests {
             ..observed()
         };
         assert_eq!(
-            next(Some(status(Pending, REQUIREMENTS_UNKNOWN, 0)), &o),
-            (Failed, INVALID_INSTALL_STRATEGY)
+            next(Some(status(Pending, CsvReason::RequirementsUnknown, 0)), &o),
+            (Failed, CsvReason::InvalidInstallStrategy)
         );
     }
 
     #[test]
     fn row_pending_all_met_waits_for_the_replaced_csv_then_is_install_ready() {
-        let pending = status(Pending, REQUIREMENTS_UNKNOWN, 0);
+        let pending = status(Pending, CsvReason::RequirementsUnknown, 0);
         assert_eq!(
             next(Some(pending.clone()), &observed()),
-            (InstallReady, ALL_REQUIREMENTS_MET)
+            (InstallReady, CsvReason::AllRequirementsMet)
         );
         let old = |phase| Observation {
             replaces: Some(Related {
@@ -685,32 +674,35 @@ mod tests {
         assert!(waiting.message.contains("op.v1"));
         assert_eq!(
             next(Some(pending), &old(Replacing)),
-            (InstallReady, ALL_REQUIREMENTS_MET)
+            (InstallReady, CsvReason::AllRequirementsMet)
         );
     }
 
     #[test]
     fn row_install_ready_applies_then_installing_or_failed() {
         let step = decide(
-            Some(&status(InstallReady, ALL_REQUIREMENTS_MET, 0)),
+            Some(&status(InstallReady, CsvReason::AllRequirementsMet, 0)),
             &observed(),
         );
         assert!(step.install);
-        assert_eq!((step.phase, step.reason), (Installing, INSTALL_SUCCEEDED));
+        assert_eq!(
+            (step.phase, step.reason),
+            (Installing, CsvReason::InstallSucceeded)
+        );
         let failed = after_install(step, Err("Deployment.apps \"x\" is invalid".into()));
         assert_eq!(
             (failed.phase, failed.reason),
-            (Failed, INSTALL_COMPONENT_FAILED)
+            (Failed, CsvReason::InstallComponentFailed)
         );
         assert!(failed.message.contains("is invalid"));
     }
 
     #[test]
     fn row_installing_succeeds_when_healthy_waits_then_times_out() {
-        let installing = status(Installing, INSTALL_SUCCEEDED, 0);
+        let installing = status(Installing, CsvReason::InstallSucceeded, 0);
         assert_eq!(
             next(Some(installing.clone()), &observed()),
-            (Succeeded, INSTALL_SUCCEEDED)
+            (Succeeded, CsvReason::InstallSucceeded)
         );
         let unready = Observation {
             health: Health::NotReady("deployment op not available".into()),
@@ -719,7 +711,7 @@ mod tests {
         let waiting = decide(Some(&installing), &unready);
         assert_eq!(
             (waiting.phase, waiting.reason),
-            (Installing, INSTALL_WAITING)
+            (Installing, CsvReason::InstallWaiting)
         );
         assert_eq!(waiting.requeue_after, Some(Duration::from_secs(200)));
         let late = Observation {
@@ -728,7 +720,7 @@ mod tests {
         };
         assert_eq!(
             next(Some(installing.clone()), &late),
-            (Failed, INSTALL_CHECK_FAILED)
+            (Failed, CsvReason::InstallCheckFailed)
         );
         let deadline = Observation {
             health: Health::Failed("ProgressDeadlineExceeded".into()),
@@ -736,13 +728,13 @@ mod tests {
         };
         assert_eq!(
             next(Some(installing), &deadline),
-            (Failed, INSTALL_CHECK_FAILED)
+            (Failed, CsvReason::InstallCheckFailed)
         );
     }
 
     #[test]
     fn row_succeeded_replaced_unhealthy_or_requirements_lost() {
-        let succeeded = status(Succeeded, INSTALL_SUCCEEDED, 0);
+        let succeeded = status(Succeeded, CsvReason::InstallSucceeded, 0);
         let steady = decide(Some(&succeeded), &observed());
         assert_eq!(steady.phase, Succeeded);
         assert!(!is_transition(Some(&succeeded), &steady));
@@ -755,7 +747,7 @@ mod tests {
         };
         assert_eq!(
             next(Some(succeeded.clone()), &replaced),
-            (Replacing, BEING_REPLACED)
+            (Replacing, CsvReason::BeingReplaced)
         );
         let broken = Observation {
             health: Health::NotReady("deployment op has 0 available".into()),
@@ -763,51 +755,57 @@ mod tests {
         };
         assert_eq!(
             next(Some(succeeded.clone()), &broken),
-            (Failed, COMPONENT_UNHEALTHY)
+            (Failed, CsvReason::ComponentUnhealthy)
         );
         let lost = Observation {
             unmet: vec!["CRD gone".into()],
             ..observed()
         };
-        assert_eq!(next(Some(succeeded), &lost), (Failed, REQUIREMENTS_NOT_MET));
+        assert_eq!(
+            next(Some(succeeded), &lost),
+            (Failed, CsvReason::RequirementsNotMet)
+        );
     }
 
     #[test]
     fn row_failed_recovers_when_the_cause_clears() {
         assert_eq!(
-            next(Some(status(Failed, COMPONENT_UNHEALTHY, 0)), &observed()),
-            (Succeeded, INSTALL_SUCCEEDED)
+            next(
+                Some(status(Failed, CsvReason::ComponentUnhealthy, 0)),
+                &observed()
+            ),
+            (Succeeded, CsvReason::InstallSucceeded)
         );
         assert_eq!(
             next(
-                Some(status(Failed, UNSUPPORTED_OPERATOR_GROUP, 0)),
+                Some(status(Failed, CsvReason::UnsupportedOperatorGroup, 0)),
                 &observed()
             ),
-            (Pending, REQUIREMENTS_UNKNOWN)
+            (Pending, CsvReason::RequirementsUnknown)
         );
         assert_eq!(
             next(
-                Some(status(Failed, INVALID_INSTALL_STRATEGY, 0)),
+                Some(status(Failed, CsvReason::InvalidInstallStrategy, 0)),
                 &observed()
             ),
-            (Pending, REQUIREMENTS_UNKNOWN)
+            (Pending, CsvReason::RequirementsUnknown)
         );
-        let recent = status(Failed, INSTALL_COMPONENT_FAILED, 90);
+        let recent = status(Failed, CsvReason::InstallComponentFailed, 90);
         let wait = decide(Some(&recent), &observed());
         assert_eq!(wait.phase, Failed);
         assert_eq!(wait.requeue_after, Some(Duration::from_secs(50)));
         assert_eq!(
             next(
-                Some(status(Failed, INSTALL_COMPONENT_FAILED, 0)),
+                Some(status(Failed, CsvReason::InstallComponentFailed, 0)),
                 &observed()
             ),
-            (Pending, NEEDS_REINSTALL)
+            (Pending, CsvReason::NeedsReinstall)
         );
     }
 
     #[test]
     fn row_replacing_goes_deleting_when_the_new_one_succeeded() {
-        let replacing = status(Replacing, BEING_REPLACED, 0);
+        let replacing = status(Replacing, CsvReason::BeingReplaced, 0);
         let new = |phase| Observation {
             replaced_by: Some(Related {
                 name: "op.v2".into(),
@@ -817,23 +815,23 @@ mod tests {
         };
         assert_eq!(
             next(Some(replacing.clone()), &new(Installing)),
-            (Replacing, BEING_REPLACED)
+            (Replacing, CsvReason::BeingReplaced)
         );
         let step = decide(Some(&replacing), &new(Succeeded));
-        assert_eq!((step.phase, step.reason), (Deleting, REPLACED));
+        assert_eq!((step.phase, step.reason), (Deleting, CsvReason::Replaced));
         assert!(step.delete);
-        assert!(decide(Some(&status(Deleting, REPLACED, 0)), &observed()).delete);
+        assert!(decide(Some(&status(Deleting, CsvReason::Replaced, 0)), &observed()).delete);
     }
 
     #[test]
     fn group_problems_fail_the_csv_with_upstream_reasons() {
         for (group, reason) in [
-            (GroupState::NoGroup, NO_OPERATOR_GROUP),
-            (GroupState::TooMany(2), TOO_MANY_OPERATOR_GROUPS),
-            (GroupState::NoTargets, NO_TARGET_NAMESPACES),
+            (GroupState::NoGroup, CsvReason::NoOperatorGroup),
+            (GroupState::TooMany(2), CsvReason::TooManyOperatorGroups),
+            (GroupState::NoTargets, CsvReason::NoTargetNamespaces),
             (
                 GroupState::Unsupported("AllNamespaces InstallModeType not supported".into()),
-                UNSUPPORTED_OPERATOR_GROUP,
+                CsvReason::UnsupportedOperatorGroup,
             ),
         ] {
             let o = Observation {
@@ -841,11 +839,11 @@ mod tests {
                 ..observed()
             };
             assert_eq!(
-                next(Some(status(Pending, REQUIREMENTS_UNKNOWN, 0)), &o),
+                next(Some(status(Pending, CsvReason::RequirementsUnknown, 0)), &o),
                 (Failed, reason)
             );
             assert_eq!(
-                next(Some(status(Succeeded, INSTALL_SUCCEEDED, 0)), &o),
+                next(Some(status(Succeeded, CsvReason::InstallSucceeded, 0)), &o),
                 (Failed, reason)
             );
         }
@@ -853,7 +851,7 @@ mod tests {
             group: GroupState::Waiting,
             ..observed()
         };
-        let pending = status(Pending, REQUIREMENTS_UNKNOWN, 0);
+        let pending = status(Pending, CsvReason::RequirementsUnknown, 0);
         assert!(!is_transition(
             Some(&pending),
             &decide(Some(&pending), &waiting)
@@ -879,7 +877,7 @@ mod tests {
         let mut status = s3;
         for i in 0..30 {
             let phase = if i % 2 == 0 { Failed } else { Succeeded };
-            let step = Step::to(phase, COMPONENT_UNHEALTHY, "x");
+            let step = Step::to(phase, CsvReason::ComponentUnhealthy, "x");
             status = next_status(Some(&status), &step, vec![], at(100 + i));
         }
         assert_eq!(status.conditions.len(), HISTORY_LIMIT);

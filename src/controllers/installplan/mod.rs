@@ -47,7 +47,7 @@ use super::kit::{
 };
 use crate::api::{
     Approval, ClusterServiceVersion, InstallPlan, InstallPlanCondition, InstallPlanPhase,
-    InstallPlanStatus, OperatorGroup, PlannedBundle, Step, StepStatus,
+    InstallPlanReason as Reason, InstallPlanStatus, OperatorGroup, PlannedBundle, Step, StepStatus,
 };
 use crate::controllers::host::Shutdown;
 use crate::controllers::plan::{
@@ -152,7 +152,7 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
                     plan,
                     ctx,
                     EventType::Normal,
-                    "Approved",
+                    Reason::Approved,
                     "InstallPlan approved; installing".into(),
                 );
             }
@@ -164,7 +164,7 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
 
 fn condition(type_: &str, status: ConditionStatus) -> InstallPlanCondition {
     let now = Time(now());
-    Cond::new(type_, status, "", "").into_install_plan(now.clone(), now)
+    Cond::without_reason(type_, status).into_install_plan(now.clone(), now)
 }
 
 /// A plan written by a version before the typed plan (bundles in an annotation, no status):
@@ -178,7 +178,7 @@ async fn migrate_legacy(
         Ok(bundles) => bundles,
         Err(message) => {
             let status = InstallPlanStatus::default();
-            return fail(plan, status, plan::REASON_INVALID_PLAN, message, ctx).await;
+            return fail(plan, status, Reason::InvalidInstallPlan, message, ctx).await;
         }
     };
     let namespace = plan.namespace().unwrap_or_default();
@@ -245,11 +245,11 @@ async fn unpack_lookups(
 async fn fail(
     plan: &InstallPlan,
     status: InstallPlanStatus,
-    reason: &str,
+    reason: Reason,
     message: String,
     ctx: &InstallPlanContext,
 ) -> Result<Action, Error> {
-    tracing::warn!(plan = %plan.name_any(), reason, %message, "InstallPlan failed");
+    tracing::warn!(plan = %plan.name_any(), reason = reason.as_str(), %message, "InstallPlan failed");
     let status = plan::failed(status, reason, message.clone(), now());
     write_status(plan, &status, ctx).await?;
     event(plan, ctx, EventType::Warning, reason, message);
@@ -346,7 +346,7 @@ async fn execute(
                 waiting = true;
             }
             Err(StepError::Refused(message)) => {
-                return fail(plan, status, plan::REASON_COMPONENT_FAILED, message, ctx).await;
+                return fail(plan, status, Reason::InstallComponentFailed, message, ctx).await;
             }
             Err(StepError::Retry { message, forbidden }) => {
                 let described = format!(
@@ -372,7 +372,7 @@ async fn execute(
         if !forbidden && elapsed >= timeout {
             let message =
                 format!("{message} (still failing after the retry timeout of {timeout:?})");
-            return fail(plan, status, plan::REASON_COMPONENT_FAILED, message, ctx).await;
+            return fail(plan, status, Reason::InstallComponentFailed, message, ctx).await;
         }
         // Say why it is not done yet (written only when the reason changes).
         status.message = Some(format!("retrying: {message}"));
@@ -400,7 +400,7 @@ async fn execute(
         plan,
         ctx,
         EventType::Normal,
-        "Installed",
+        Reason::Installed,
         format!(
             "installed {}",
             plan.spec.cluster_service_version_names.join(", ")
@@ -698,11 +698,16 @@ fn event(
     plan: &InstallPlan,
     ctx: &InstallPlanContext,
     type_: EventType,
-    reason: &str,
+    reason: Reason,
     note: String,
 ) {
-    ctx.shared
-        .event(&plan.object_ref(&()), type_, reason, "Install", note);
+    ctx.shared.event(
+        &plan.object_ref(&()),
+        type_,
+        reason.as_str(),
+        "Install",
+        note,
+    );
 }
 
 /// The plans with a step waiting for the CRD `name` to be established.

@@ -14,7 +14,10 @@ use serde_json::Value;
 
 use kube::api::Api;
 
-use crate::api::{BundleLookup, CatalogSource, InstallPlanCondition, InstallPlanStatus};
+use crate::api::{
+    BundleLookup, CatalogSource, InstallPlanCondition, InstallPlanReason, InstallPlanStatus,
+    PullCause,
+};
 use crate::controllers::context::Context;
 use crate::controllers::kit::{Cond, ConditionStatus};
 use crate::controllers::plan;
@@ -23,6 +26,7 @@ use crate::oci::registry::{Options, Session, parse_reference};
 
 /// The OperatorGroup annotation that sets the unpack timeout in its namespace (upstream's).
 pub const ANNOTATION_UNPACK_TIMEOUT: &str = "operatorframework.io/bundle-unpack-timeout";
+/// The condition types of a bundle lookup (its reason is the pull's cause).
 pub const LOOKUP_PENDING: &str = "BundleLookupPending";
 pub const LOOKUP_FAILED: &str = "BundleLookupFailed";
 
@@ -30,7 +34,7 @@ pub const LOOKUP_FAILED: &str = "BundleLookupFailed";
 #[derive(Clone, Debug, PartialEq)]
 pub struct PullFailure {
     /// Unauthorized, NotFound, Unreachable, InvalidImage, ….
-    pub reason: &'static str,
+    pub cause: PullCause,
     /// Names the image and the cause.
     pub message: String,
     /// Trying again cannot help (not a bundle image, another bundle than the catalog's).
@@ -45,8 +49,8 @@ pub async fn pull_lookup(
     limit: Duration,
 ) -> Result<Vec<Value>, PullFailure> {
     let image = lookup.path.as_str();
-    let failure = |reason: &'static str, message: String, permanent: bool| PullFailure {
-        reason,
+    let failure = |cause: PullCause, message: String, permanent: bool| PullFailure {
+        cause,
         message: format!("bundle image {image}: {message}"),
         permanent,
     };
@@ -62,20 +66,20 @@ pub async fn pull_lookup(
         .unwrap_or_default();
     if image.is_empty() {
         return Err(failure(
-            "InvalidReference",
+            PullCause::InvalidReference,
             "the lookup names no image".into(),
             true,
         ));
     }
-    let reference =
-        parse_reference(image).map_err(|e| failure("InvalidReference", e.to_string(), true))?;
+    let reference = parse_reference(image)
+        .map_err(|e| failure(PullCause::InvalidReference, e.to_string(), true))?;
     // The catalog's pull Secrets; a catalog gone since planning leaves an anonymous pull.
     let secrets = Api::<CatalogSource>::namespaced(ctx.client.clone(), catalog_namespace)
         .get_opt(catalog)
         .await
         .map_err(|e| {
             failure(
-                "Unreachable",
+                PullCause::Unreachable,
                 format!("reading CatalogSource {catalog}: {e}"),
                 false,
             )
@@ -89,8 +93,8 @@ pub async fn pull_lookup(
         reference.resolve_registry(),
     )
     .await
-    .map_err(|(reason, message)| {
-        failure(reason, format!("CatalogSource {catalog}: {message}"), false)
+    .map_err(|(cause, message)| {
+        failure(cause, format!("CatalogSource {catalog}: {message}"), false)
     })?;
     let options = Options {
         insecure: ctx.settings.insecure_registries.clone(),
@@ -102,20 +106,26 @@ pub async fn pull_lookup(
         .await
         .map_err(|_| {
             failure(
-                "Timeout",
+                PullCause::Timeout,
                 format!("the pull took longer than {limit:?}"),
                 false,
             )
         })?
         .map_err(|e| {
             let cause = e.cause();
-            failure(cause, e.to_string(), cause == "InvalidImage")
+            failure(cause, e.to_string(), cause == PullCause::InvalidImage)
         })?;
     let (rootfs, name) = (pulled.rootfs.clone(), lookup.identifier.clone());
     let objects = tokio::task::spawn_blocking(move || bundle_objects(&rootfs, &name))
         .await
-        .map_err(|e| failure("InvalidImage", format!("reading it failed: {e}"), true))?
-        .map_err(|message| failure("InvalidImage", message, true))?;
+        .map_err(|e| {
+            failure(
+                PullCause::InvalidImage,
+                format!("reading it failed: {e}"),
+                true,
+            )
+        })?
+        .map_err(|message| failure(PullCause::InvalidImage, message, true))?;
     tracing::info!(bundle = %lookup.identifier, image, digest = %pulled.digest, "bundle image pulled");
     Ok(objects)
 }
@@ -159,7 +169,7 @@ fn lookup_condition(
     Cond::new(
         type_,
         ConditionStatus::True,
-        failure.reason,
+        InstallPlanReason::Pull(failure.cause),
         failure.message.clone(),
     )
     .into_install_plan(since.clone(), updated)
@@ -236,7 +246,7 @@ pub enum Unpacked {
     Next(InstallPlanStatus),
     Fail {
         status: InstallPlanStatus,
-        reason: &'static str,
+        reason: InstallPlanReason,
         message: String,
     },
 }
@@ -259,7 +269,7 @@ pub fn decide_unpacked(
             Err(error) => {
                 return Unpacked::Fail {
                     status: current.clone(),
-                    reason: plan::REASON_COMPONENT_FAILED,
+                    reason: InstallPlanReason::InstallComponentFailed,
                     message: error.to_string(),
                 };
             }
@@ -285,7 +295,7 @@ pub fn decide_unpacked(
                 bundle_lookups: lookups,
                 ..current.clone()
             },
-            reason: LOOKUP_FAILED,
+            reason: InstallPlanReason::BundleLookupFailed,
             message,
         },
     }
@@ -324,10 +334,10 @@ mod tests {
 
     fn failure(permanent: bool, message: &str) -> PullFailure {
         PullFailure {
-            reason: if permanent {
-                "InvalidImage"
+            cause: if permanent {
+                PullCause::InvalidImage
             } else {
-                "Unreachable"
+                PullCause::Unreachable
             },
             message: message.into(),
             permanent,
@@ -471,7 +481,7 @@ mod tests {
         else {
             panic!("fails: {outcome:?}")
         };
-        assert_eq!(reason, plan::REASON_COMPONENT_FAILED);
+        assert_eq!(reason, InstallPlanReason::InstallComponentFailed);
         assert!(
             message.contains("at.v0.3.0") && message.contains("olm.package"),
             "{message}"

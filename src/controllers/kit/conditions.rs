@@ -1,4 +1,5 @@
-//! Conditions, built one way: a typed status instead of bare `"True"`/`"False"` strings,
+//! Conditions, built one way: a typed status instead of bare `"True"`/`"False"` strings, a
+//! reason from the kind's reason enum ([`crate::api::ConditionReason`]) instead of a literal,
 //! and one builder that fills each kind's condition shape (upstream's kinds each have their
 //! own: meta/v1 `Condition` on CatalogSources and OperatorGroups, `InstallPlanCondition`,
 //! `SubscriptionCondition`).
@@ -6,7 +7,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{InstallPlanCondition, SubscriptionCondition};
+use crate::api::{ConditionReason, InstallPlanCondition, SubscriptionCondition};
 
 /// A condition's `status`, as the API spells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,26 +48,55 @@ impl std::fmt::Display for ConditionStatus {
     }
 }
 
-/// One condition to write, before it takes its kind's shape.
+/// One condition to write, before it takes its kind's shape. Built only through its
+/// constructors, so every reason OLM writes comes from a reason enum of [`crate::api`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cond {
-    pub type_: String,
-    pub status: ConditionStatus,
-    pub reason: String,
-    pub message: String,
+    type_: String,
+    status: ConditionStatus,
+    reason: String,
+    message: String,
 }
 
 impl Cond {
     pub fn new(
         type_: &str,
         status: impl Into<ConditionStatus>,
-        reason: &str,
+        reason: impl ConditionReason,
         message: impl Into<String>,
     ) -> Self {
         Cond {
             type_: type_.into(),
             status: status.into(),
-            reason: reason.into(),
+            reason: reason.as_str().into(),
+            message: message.into(),
+        }
+    }
+
+    /// A condition whose status says it all: no reason and no message, as upstream's
+    /// `ConditionMet` writes an InstallPlan's Resolved and Installed.
+    pub fn without_reason(type_: &str, status: impl Into<ConditionStatus>) -> Self {
+        Cond {
+            type_: type_.into(),
+            status: status.into(),
+            reason: String::new(),
+            message: String::new(),
+        }
+    }
+
+    /// A condition that passes on another object's reason as that object spells it (a
+    /// Subscription's InstallPlanFailed carries its plan's reason, as upstream's does). Our
+    /// own reasons go through [`Cond::new`].
+    pub fn relaying_reason(
+        type_: &str,
+        status: impl Into<ConditionStatus>,
+        reason: String,
+        message: impl Into<String>,
+    ) -> Self {
+        Cond {
+            type_: type_.into(),
+            status: status.into(),
+            reason,
             message: message.into(),
         }
     }
@@ -121,28 +151,31 @@ impl Cond {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::CatalogSourceReason::{Connected, ConnectionFailed};
+    use crate::api::SubscriptionReason::AllCatalogSourcesHealthy;
 
     #[test]
     fn a_transition_time_moves_only_with_the_status() {
         let then = Timestamp::from_second(1_000).unwrap();
         let now = Timestamp::from_second(2_000).unwrap();
-        let before = Cond::new("Ready", true, "Up", "fine").into_meta(None, Some(1), then);
+        let before = Cond::new("Ready", true, Connected, "fine").into_meta(None, Some(1), then);
         assert_eq!(before.status, "True");
         assert_eq!(before.last_transition_time, Time(then));
-        let held = Cond::new("Ready", true, "Up", "still").into_meta(Some(&before), None, now);
+        let held = Cond::new("Ready", true, Connected, "still").into_meta(Some(&before), None, now);
         assert_eq!(held.last_transition_time, Time(then), "status held");
-        let moved = Cond::new("Ready", false, "Down", "gone").into_meta(Some(&held), None, now);
+        let moved =
+            Cond::new("Ready", false, ConnectionFailed, "gone").into_meta(Some(&held), None, now);
         assert_eq!(moved.last_transition_time, Time(now), "status moved");
         assert_eq!(
             (moved.status.as_str(), moved.reason.as_str()),
-            ("False", "Down")
+            ("False", "ConnectionFailed")
         );
     }
 
     #[test]
     fn every_shape_spells_the_status_as_the_api_does() {
         let t = Time(Timestamp::from_second(5).unwrap());
-        let plan = Cond::new("Installed", ConditionStatus::Unknown, "", "")
+        let plan = Cond::without_reason("Installed", ConditionStatus::Unknown)
             .into_install_plan(t.clone(), t);
         assert_eq!(plan.status.as_deref(), Some("Unknown"));
         assert_eq!(
@@ -150,8 +183,10 @@ mod tests {
             (None, None),
             "empty stays absent"
         );
-        let sub = Cond::new("ResolutionFailed", false, "AllGood", "ok").into_subscription();
+        let sub = Cond::new("ResolutionFailed", false, AllCatalogSourcesHealthy, "ok")
+            .into_subscription();
         assert_eq!(sub.status, "False");
+        assert_eq!(sub.reason.as_deref(), Some("AllCatalogSourcesHealthy"));
         assert!(ConditionStatus::True.is("True") && !ConditionStatus::True.is("true"));
     }
 }

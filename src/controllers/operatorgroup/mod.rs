@@ -33,7 +33,7 @@ use super::kit::{self, KitState, ObjectKey, PanicError, ReconcileError, Reconcil
 use super::ownership::{
     OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL, PERMISSIONS_HASH_LABEL,
 };
-use crate::api::{ClusterServiceVersion, OperatorGroup};
+use crate::api::{ClusterServiceVersion, OperatorGroup, OperatorGroupReason};
 use crate::controllers::host::Shutdown;
 use status::{Gathered, NamespaceInfo, Plan};
 
@@ -207,7 +207,7 @@ async fn apply(
             ctx.shared.event(
                 &group.object_ref(&()),
                 EventType::Normal,
-                "TargetNamespacesChanged",
+                OperatorGroupReason::TargetNamespacesChanged.as_str(),
                 "Sync",
                 format!("target namespaces: {}", describe_targets(targets)),
             );

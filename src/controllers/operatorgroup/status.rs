@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{ClusterServiceVersion, OperatorGroup, OperatorGroupStatus};
+use crate::api::{ClusterServiceVersion, OperatorGroup, OperatorGroupReason, OperatorGroupStatus};
 use crate::controllers::kit::{Cond, ConditionStatus};
 use crate::controllers::ownership::{
     self, MANAGED_LABEL, PERMISSIONS_HASH_LABEL, owner_labels, selector_is_empty, selector_matches,
@@ -108,7 +108,7 @@ pub fn desired_status(group: &OperatorGroup, observed: &Observation) -> Operator
         conditions.push(condition(
             &current,
             CONDITION_MULTIPLE_GROUPS,
-            "MultipleOperatorGroupsFound",
+            OperatorGroupReason::MultipleOperatorGroupsFound,
             "Multiple OperatorGroup found in the same namespace".into(),
             observed.now,
         ));
@@ -117,7 +117,7 @@ pub fn desired_status(group: &OperatorGroup, observed: &Observation) -> Operator
         conditions.push(condition(
             &current,
             CONDITION_SERVICE_ACCOUNT,
-            "ServiceAccountNotFound",
+            OperatorGroupReason::ServiceAccountNotFound,
             format!("ServiceAccount {name} not found in namespace {namespace}"),
             observed.now,
         ));
@@ -133,7 +133,7 @@ pub fn desired_status(group: &OperatorGroup, observed: &Observation) -> Operator
 fn condition(
     current: &OperatorGroupStatus,
     type_: &str,
-    reason: &str,
+    reason: OperatorGroupReason,
     message: String,
     now: Timestamp,
 ) -> Condition {

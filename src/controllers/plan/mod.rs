@@ -19,7 +19,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::api::{
-    BundleLookup, InstallPlan, InstallPlanPhase, InstallPlanStatus, PlannedBundle, Step,
+    BundleLookup, InstallPlan, InstallPlanPhase, InstallPlanReason, InstallPlanStatus,
+    PlannedBundle, Step,
 };
 use crate::catalog::model::fbc::PROP_PACKAGE;
 use crate::controllers::context::Context;
@@ -31,9 +32,6 @@ use steps::{BundleManifests, KIND_CRD, KIND_CSV, PlanError};
 /// InstallPlan controller takes over what the Subscription controller first wrote, and
 /// fields one manager owns are removed when it stops applying them.
 pub const STATUS_FIELD_MANAGER: &str = "olm-installplan";
-/// Condition reasons on a plan.
-pub const REASON_COMPONENT_FAILED: &str = "InstallComponentFailed";
-pub const REASON_INVALID_PLAN: &str = "InvalidInstallPlan";
 
 /// A plan's bundles as their catalogs serve them.
 #[derive(Debug, Default)]
@@ -100,7 +98,7 @@ pub fn initial_status(
         Err(error) => {
             return failed(
                 InstallPlanStatus::default(),
-                REASON_COMPONENT_FAILED,
+                InstallPlanReason::InstallComponentFailed,
                 error.to_string(),
                 now,
             );
@@ -122,7 +120,7 @@ pub fn initial_status(
             InstallPlanPhase::Installing
         },
         conditions: vec![
-            Cond::new("Resolved", ConditionStatus::True, "", "")
+            Cond::without_reason("Resolved", ConditionStatus::True)
                 .into_install_plan(time.clone(), time),
         ],
         catalog_sources: gathered.catalog_sources,
@@ -141,7 +139,7 @@ pub fn announce(plan: &InstallPlan, ctx: &Context) {
     let (type_, reason, note) = match status.phase {
         InstallPlanPhase::RequiresApproval => (
             EventType::Normal,
-            "RequiresApproval".to_string(),
+            InstallPlanReason::RequiresApproval.as_str().to_string(),
             format!(
                 "InstallPlan for {} waits for approval: kubectl patch installplan {} -n {} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'",
                 plan.spec.cluster_service_version_names.join(", "),
@@ -167,7 +165,7 @@ pub fn announce(plan: &InstallPlan, ctx: &Context) {
 /// `status` as a Failed plan: the message, and `Installed=False` with `reason`.
 pub fn failed(
     mut status: InstallPlanStatus,
-    reason: &str,
+    reason: InstallPlanReason,
     message: String,
     now: Timestamp,
 ) -> InstallPlanStatus {

@@ -118,7 +118,7 @@ fn manual_plans_wait_and_bundles_that_make_no_steps_fail_the_plan() {
     assert_eq!(failed.phase, InstallPlanPhase::Failed);
     let installed = &failed.conditions[0];
     assert_eq!(installed.type_.as_deref(), Some("Installed"));
-    assert_eq!(installed.reason.as_deref(), Some(REASON_COMPONENT_FAILED));
+    assert_eq!(installed.reason.as_deref(), Some("InstallComponentFailed"));
     assert!(
         failed.message.as_deref().unwrap().contains("kind Pod"),
         "{failed:?}"

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::api::{
     Approval, ClusterServiceVersion, CsvPhase, InstallPlan, InstallPlanPhase, InstallPlanReference,
     PlannedBundle, Subscription, SubscriptionCatalogHealth, SubscriptionCondition,
-    SubscriptionState, SubscriptionStatus,
+    SubscriptionReason, SubscriptionState, SubscriptionStatus,
 };
 use crate::catalog::model::semver_range::parse_version;
 use crate::controllers::kit::{Cond, ConditionStatus};
@@ -28,13 +28,10 @@ pub const LABEL_COPIED_FROM: &str = crate::api::COPIED_FROM_LABEL;
 pub const ANNOTATION_EXCLUDE_GLOBAL: &str =
     "olm.operatorframework.io/exclude-global-namespace-resolution";
 
-pub const REASON_CONSTRAINTS: &str = "ConstraintsNotSatisfiable";
-pub const REASON_ERROR: &str = "ErrorPreventedResolution";
-
 /// Why a Subscription could not be resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
-    pub reason: &'static str,
+    pub reason: SubscriptionReason,
     pub message: String,
 }
 
@@ -152,8 +149,10 @@ pub fn resolve_namespace(index: &CatalogIndex, mut namespace: Namespace) -> Reso
             Err(ResolveError::Subscription(e)) => {
                 let name = e.subscription().to_string();
                 let reason = match *e {
-                    resolver::SubscriptionError::UnknownCatalog { .. } => REASON_ERROR,
-                    _ => REASON_CONSTRAINTS,
+                    resolver::SubscriptionError::UnknownCatalog { .. } => {
+                        SubscriptionReason::ErrorPreventedResolution
+                    }
+                    _ => SubscriptionReason::ConstraintsNotSatisfiable,
                 };
                 failures.insert(
                     name.clone(),
@@ -187,7 +186,7 @@ pub fn resolve_namespace(index: &CatalogIndex, mut namespace: Namespace) -> Reso
                         failures.insert(
                             s.name.clone(),
                             Failure {
-                                reason: REASON_CONSTRAINTS,
+                                reason: SubscriptionReason::ConstraintsNotSatisfiable,
                                 message: message.clone(),
                             },
                         );
@@ -201,7 +200,7 @@ pub fn resolve_namespace(index: &CatalogIndex, mut namespace: Namespace) -> Reso
                     failures.insert(
                         name.clone(),
                         Failure {
-                            reason: REASON_CONSTRAINTS,
+                            reason: SubscriptionReason::ConstraintsNotSatisfiable,
                             message,
                         },
                     );
@@ -615,14 +614,14 @@ fn conditions(
         condition(
             "CatalogSourcesUnhealthy",
             ConditionStatus::False,
-            "AllCatalogSourcesHealthy",
+            SubscriptionReason::AllCatalogSourcesHealthy,
             "all available catalogsources are healthy".into(),
         )
     } else {
         condition(
             "CatalogSourcesUnhealthy",
             ConditionStatus::True,
-            "UnhealthyCatalogSourceFound",
+            SubscriptionReason::UnhealthyCatalogSourceFound,
             format!("targeted catalogsource {} unhealthy", unhealthy.join(", ")),
         )
     });
@@ -640,34 +639,15 @@ fn conditions(
             InstallPlanPhase::RequiresApproval => conditions.push(condition(
                 "InstallPlanPending",
                 ConditionStatus::True,
-                "RequiresApproval",
+                SubscriptionReason::RequiresApproval,
                 format!("InstallPlan {name} waits for approval (spec.approved: true)"),
             )),
             InstallPlanPhase::Complete => {}
-            InstallPlanPhase::Failed => {
-                let status = plan.status.as_ref();
-                let reason = status
-                    .and_then(|s| {
-                        s.conditions
-                            .iter()
-                            .find(|c| c.type_.as_deref() == Some("Installed"))
-                    })
-                    .and_then(|c| c.reason.clone())
-                    .unwrap_or_else(|| "InstallPlanFailed".into());
-                let message = status
-                    .and_then(|s| s.message.clone())
-                    .unwrap_or_else(|| format!("InstallPlan {name} failed"));
-                conditions.push(condition(
-                    "InstallPlanFailed",
-                    ConditionStatus::True,
-                    &reason,
-                    message,
-                ));
-            }
+            InstallPlanPhase::Failed => conditions.push(plan_failed(plan)),
             _ => conditions.push(condition(
                 "InstallPlanPending",
                 ConditionStatus::True,
-                "Installing",
+                SubscriptionReason::Installing,
                 format!("InstallPlan {name} is installing"),
             )),
         }
@@ -680,7 +660,7 @@ fn conditions(
         conditions.push(condition(
             "InstallPlanMissing",
             ConditionStatus::True,
-            "ReferencedInstallPlanNotFound",
+            SubscriptionReason::ReferencedInstallPlanNotFound,
             format!("InstallPlan {name} referenced by this Subscription does not exist"),
         ));
     }
@@ -690,10 +670,37 @@ fn conditions(
 fn condition(
     type_: &str,
     status: ConditionStatus,
-    reason: &str,
+    reason: SubscriptionReason,
     message: String,
 ) -> SubscriptionCondition {
     Cond::new(type_, status, reason, message).into_subscription()
+}
+
+/// InstallPlanFailed for a failed `plan`: with the reason the plan gives on its Installed
+/// condition, as upstream passes it on, else a reason of our own.
+fn plan_failed(plan: &InstallPlan) -> SubscriptionCondition {
+    const TYPE: &str = "InstallPlanFailed";
+    let status = plan.status.as_ref();
+    let message = status
+        .and_then(|s| s.message.clone())
+        .unwrap_or_else(|| format!("InstallPlan {} failed", plan.name_any()));
+    let plans_reason = status
+        .and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_.as_deref() == Some("Installed"))
+        })
+        .and_then(|c| c.reason.clone());
+    match plans_reason {
+        Some(reason) => Cond::relaying_reason(TYPE, ConditionStatus::True, reason, message),
+        None => Cond::new(
+            TYPE,
+            ConditionStatus::True,
+            SubscriptionReason::InstallPlanFailed,
+            message,
+        ),
+    }
+    .into_subscription()
 }
 
 /// One entry per visible catalog; an entry keeps its `lastUpdated` while its health holds.

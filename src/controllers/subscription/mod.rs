@@ -37,15 +37,15 @@ use super::kit::{
 };
 use crate::api::{
     Approval, CatalogSource, ClusterServiceVersion, InstallPlan, InstallPlanSpec, OperatorGroup,
-    Subscription, SubscriptionStatus, operator_label, operator_name,
+    Subscription, SubscriptionReason, SubscriptionStatus, operator_label, operator_name,
 };
 use crate::controllers::host::Shutdown;
 use crate::controllers::plan;
 use crate::resolver::{CatalogIndex, CatalogRef, Namespace};
 use crate::snapshots::CatalogSnapshot;
 use decide::{
-    CatalogHealth, Existing, Failure, PlanGroup, REASON_ERROR, Resolution, Round, existing_plan,
-    installed_csvs, next_generation, pinned_plan, resolve_namespace, resolver_subscription, split,
+    CatalogHealth, Existing, Failure, PlanGroup, Resolution, Round, existing_plan, installed_csvs,
+    next_generation, pinned_plan, resolve_namespace, resolver_subscription, split,
 };
 
 pub const CONTROLLER: &str = "subscription";
@@ -424,7 +424,7 @@ fn catalog_health(gathered: &Gathered) -> Vec<CatalogHealth> {
 async fn resolve(namespace: &str, subs: &[&Subscription], gathered: &Gathered) -> Resolution {
     if gathered.groups.len() != 1 {
         let failure = Failure {
-            reason: REASON_ERROR,
+            reason: SubscriptionReason::ErrorPreventedResolution,
             message: format!(
                 "expected 1 OperatorGroup in the namespace, found {}",
                 gathered.groups.len()
@@ -542,7 +542,7 @@ fn explain_failures(
                 .as_ref()
                 .and_then(|s| s.message.clone())
                 .unwrap_or_else(|| "its content has not been loaded yet".into());
-            failure.reason = REASON_ERROR;
+            failure.reason = SubscriptionReason::ErrorPreventedResolution;
             failure.message =
                 format!("error using catalogsource {source}: catalog is unavailable: {why}",);
         }
@@ -632,7 +632,7 @@ async fn create_plan(
         ctx.event(
             &sub.object_ref(&()),
             EventType::Normal,
-            "InstallPlanCreated",
+            SubscriptionReason::InstallPlanCreated.as_str(),
             "Resolve",
             format!(
                 "InstallPlan {name} ({approval:?}) installs {}",
@@ -708,7 +708,7 @@ fn announce(sub: &Subscription, desired: &SubscriptionStatus, ctx: &Context) {
         ctx.event(
             &sub.object_ref(&()),
             EventType::Warning,
-            "ResolutionFailed",
+            SubscriptionReason::ResolutionFailed.as_str(),
             "Resolve",
             message,
         );

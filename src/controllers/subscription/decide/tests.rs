@@ -2,7 +2,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
 use super::*;
-use crate::api::{InstallPlanStatus, SubscriptionSpec};
+use crate::api::{InstallPlanCondition, InstallPlanStatus, SubscriptionSpec};
 use crate::catalog::reading::load::load_path;
 use crate::resolver::Catalog;
 
@@ -141,10 +141,16 @@ fn a_failing_subscription_does_not_fail_the_others() {
     );
     assert_eq!(r.plan.steps.len(), 1);
     assert_eq!(r.plan.steps[0].bundle, "reverse-words.v0.5.0");
-    assert_eq!(r.failures["nope"].reason, REASON_CONSTRAINTS);
+    assert_eq!(
+        r.failures["nope"].reason,
+        SubscriptionReason::ConstraintsNotSatisfiable
+    );
     assert!(r.failures["nope"].message.contains("no-such-package"));
     assert!(r.failures["nightly"].message.contains("nightly"));
-    assert_eq!(r.failures["elsewhere"].reason, REASON_ERROR);
+    assert_eq!(
+        r.failures["elsewhere"].reason,
+        SubscriptionReason::ErrorPreventedResolution
+    );
     assert!(!r.failures.contains_key("rw"));
 }
 
@@ -173,7 +179,10 @@ fn a_missing_dependency_fails_only_its_subscription() {
     assert_eq!(r.plan.steps.len(), 1, "{:?}", r.plan.steps);
     assert_eq!(r.plan.steps[0].package, "at");
     let failure = &r.failures["pt"];
-    assert_eq!(failure.reason, REASON_CONSTRAINTS);
+    assert_eq!(
+        failure.reason,
+        SubscriptionReason::ConstraintsNotSatisfiable
+    );
     assert!(
         failure.message.contains("kmm.sigs.x-k8s.io"),
         "{}",
@@ -434,7 +443,7 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
         healthy: false,
     }];
     let failure = Failure {
-        reason: REASON_ERROR,
+        reason: SubscriptionReason::ErrorPreventedResolution,
         message: "expected 1 OperatorGroup in the namespace, found 0".into(),
     };
     let none = BTreeSet::new();
@@ -456,7 +465,7 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
     assert!(unhealthy.message.as_deref().unwrap().contains("ns/broken"));
     let failed = &status.conditions[1];
     assert_eq!(failed.type_, "ResolutionFailed");
-    assert_eq!(failed.reason.as_deref(), Some(REASON_ERROR));
+    assert_eq!(failed.reason.as_deref(), Some("ErrorPreventedResolution"));
     assert_eq!(status.state, None);
 
     let mut manual = plan(
@@ -527,6 +536,44 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
         .find(|c| c.type_ == "InstallPlanMissing")
         .unwrap();
     assert!(c.message.as_deref().unwrap().contains("install-gone"));
+}
+
+#[test]
+fn a_failed_plan_passes_on_its_own_reason_as_it_is_spelled() {
+    let s = sub("rw", "reverse-words", json!({}));
+    let none = BTreeSet::new();
+    let reason_shown = |failed_plan: &InstallPlan| {
+        let input = StatusInput {
+            failure: None,
+            outcome: None,
+            plan: Some(failed_plan),
+            plan_missing: false,
+            csvs: &none,
+            catalogs: &[],
+            now: time(1),
+        };
+        desired_status(&s, &input)
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "InstallPlanFailed")
+            .and_then(|c| c.reason)
+    };
+    let mut failed_plan = plan("install-f", &["rw.v1"], 1, InstallPlanPhase::Failed);
+    assert_eq!(
+        reason_shown(&failed_plan).as_deref(),
+        Some("InstallPlanFailed"),
+        "no reason of its own"
+    );
+    failed_plan.status.as_mut().unwrap().conditions = vec![InstallPlanCondition {
+        type_: Some("Installed".into()),
+        status: Some("False".into()),
+        reason: Some("AnotherWritersReason".into()),
+        ..InstallPlanCondition::default()
+    }];
+    assert_eq!(
+        reason_shown(&failed_plan).as_deref(),
+        Some("AnotherWritersReason")
+    );
 }
 
 /// The status step of a round, over a whole namespace: a Subscription held by its plan in
