@@ -25,7 +25,7 @@ fn help_lists_the_subcommands() {
 }
 
 #[test]
-fn crds_prints_five_crds_as_one_yaml_stream() {
+fn crds_prints_six_crds_as_one_yaml_stream() {
     let out = olm(&["crds"]);
     assert!(
         out.status.success(),
@@ -48,6 +48,7 @@ fn crds_prints_five_crds_as_one_yaml_stream() {
             "catalogsources.operators.coreos.com",
             "clusterserviceversions.operators.coreos.com",
             "installplans.operators.coreos.com",
+            "operators.operators.coreos.com",
             "operatorgroups.operators.coreos.com",
             "subscriptions.operators.coreos.com",
         ]
