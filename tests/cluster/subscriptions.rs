@@ -1479,3 +1479,85 @@ async fn each_install_has_an_operator_listing_its_components() {
         "{name} came back"
     );
 }
+
+/// The two races of issue 30, watched over Manual hops approved one at a time: while a CSV
+/// of the package is Succeeded the Subscription's `installedCSV` is never empty, and no CSV
+/// stays Replacing more than a few seconds after its replacement Succeeded.
+#[tokio::test]
+async fn hop_by_hop_installed_csv_is_never_lost_and_replaced_csvs_go() {
+    let s = Setup::new("sub-manual-hops", &our_catalog(), &[]).await;
+    s.operator_group("");
+    s.subscribe(
+        "reverse-words",
+        "reverse-words",
+        "  channel: alpha\n  startingCSV: reverse-words.v0.1.0\n  installPlanApproval: Manual\n",
+    );
+    let started = std::time::Instant::now();
+    let mut approved = std::collections::BTreeSet::new();
+    let mut violations = Vec::new();
+    let mut replacing_since: std::collections::BTreeMap<String, std::time::Instant> =
+        std::collections::BTreeMap::new();
+    loop {
+        assert!(
+            started.elapsed() < WAIT * 2,
+            "hops did not finish: {violations:?}"
+        );
+        let sub = s.get("subscription/reverse-words");
+        let csvs = s.get("csvs")["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let phase = |csv: &Value| csv["status"]["phase"].as_str().unwrap_or("").to_string();
+        let installed = sub["status"]["installedCSV"].as_str().unwrap_or("");
+        let succeeded: Vec<String> = csvs
+            .iter()
+            .filter(|c| phase(c) == "Succeeded")
+            .map(|c| c["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        if !succeeded.is_empty() && installed.is_empty() {
+            violations.push(format!("installedCSV empty while {succeeded:?} Succeeded"));
+        }
+        for old in csvs.iter().filter(|c| phase(c) == "Replacing") {
+            let name = old["metadata"]["name"].as_str().unwrap().to_string();
+            let replaced_by_succeeded = csvs
+                .iter()
+                .any(|c| c["spec"]["replaces"] == name.as_str() && phase(c) == "Succeeded");
+            if replaced_by_succeeded {
+                let since = *replacing_since
+                    .entry(name.clone())
+                    .or_insert_with(std::time::Instant::now);
+                if since.elapsed() > Duration::from_secs(10) {
+                    violations.push(format!(
+                        "{name} still Replacing 10 s after its replacement Succeeded"
+                    ));
+                    replacing_since.remove(&name);
+                }
+            }
+        }
+        if installed == "reverse-words.v0.4.0" && sub["status"]["state"] == "AtLatestKnown" {
+            break;
+        }
+        for plan in s.plans() {
+            let name = plan["metadata"]["name"].as_str().unwrap().to_string();
+            if plan["status"]["phase"] == "RequiresApproval" && approved.insert(name.clone()) {
+                kubectl(
+                    &[
+                        "patch",
+                        "installplan",
+                        &name,
+                        "-n",
+                        s.name(),
+                        "--type",
+                        "merge",
+                        "-p",
+                        r#"{"spec":{"approved":true}}"#,
+                    ],
+                    None,
+                )
+                .ok();
+            }
+        }
+    }
+    assert!(violations.is_empty(), "{violations:#?}");
+    assert_eq!(approved.len(), 3, "one approval per hop: {approved:?}");
+}

@@ -540,11 +540,7 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
         None => {}
     }
     let exists = |name: &Option<String>| name.as_ref().is_some_and(|n| input.csvs.contains(n));
-    if exists(&status.current_csv) {
-        status.installed_csv = status.current_csv.clone();
-    } else if !exists(&status.installed_csv) {
-        status.installed_csv = None;
-    }
+    status.installed_csv = installed_csv(&status, &previous, input.outcome, exists);
     let plan_phase = input.plan.map(InstallPlan::phase);
     status.state = match (plan_phase, input.failure) {
         (Some(phase), _) if in_progress(phase) => Some(SubscriptionState::UpgradePending),
@@ -575,6 +571,32 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
         status.last_updated = Some(input.now.clone());
     }
     status
+}
+
+/// The CSV the Subscription has installed: the current one once it exists; else the one
+/// recorded; else, when a round resolves the next hop before the last plan's CSV was ever
+/// recorded (`currentCSV` moved on), the CSV that hop upgrades from or the previous current
+/// CSV, whichever exists. Empty only while no CSV of the Subscription exists.
+fn installed_csv(
+    status: &SubscriptionStatus,
+    previous: &SubscriptionStatus,
+    outcome: Option<&Outcome>,
+    exists: impl Fn(&Option<String>) -> bool,
+) -> Option<String> {
+    let upgraded_from = match outcome {
+        Some(Outcome::Upgrade { from, .. }) => Some(from.clone()),
+        _ => None,
+    };
+    [
+        &status.current_csv,
+        &status.installed_csv,
+        &upgraded_from,
+        &previous.current_csv,
+    ]
+    .into_iter()
+    .find(|name| exists(name))
+    .cloned()
+    .flatten()
 }
 
 /// Points `status` at `plan` (both of upstream's references, and its generation).

@@ -434,6 +434,68 @@ fn status_follows_the_plan_then_the_csv_and_is_stable() {
     assert_eq!(again, done);
 }
 
+/// The race of issue 30: a plan completes and the same round resolves the next hop, so
+/// `currentCSV` moves on before the installed CSV was ever recorded. `installedCSV` names the
+/// CSV that is there, never nothing.
+#[test]
+fn installed_csv_survives_a_round_that_resolves_the_next_hop() {
+    let mut s = sub("rw", "reverse-words", json!({}));
+    s.status = Some(SubscriptionStatus {
+        current_csv: Some("rw.v1".into()),
+        installed_csv: None,
+        ..SubscriptionStatus::default()
+    });
+    let catalogs = [CatalogHealth {
+        source: CatalogRef::new("operators", "ns"),
+        uid: Some("u".into()),
+        healthy: true,
+    }];
+    let next_hop = Outcome::Upgrade {
+        from: "rw.v1".into(),
+        to: "rw.v2".into(),
+    };
+    let p = plan(
+        "install-b",
+        &["rw.v2"],
+        2,
+        InstallPlanPhase::RequiresApproval,
+    );
+    let installed = BTreeSet::from(["rw.v1".to_string()]);
+    let input = StatusInput {
+        failure: None,
+        outcome: Some(&next_hop),
+        plan: Some(&p),
+        plan_missing: false,
+        csvs: &installed,
+        catalogs: &catalogs,
+        now: time(100),
+    };
+    let status = desired_status(&s, &input);
+    assert_eq!(status.current_csv.as_deref(), Some("rw.v2"));
+    assert_eq!(status.installed_csv.as_deref(), Some("rw.v1"));
+
+    // Without the outcome (held by its plan), the previous current CSV still counts.
+    let held = desired_status(
+        &s,
+        &StatusInput {
+            outcome: None,
+            now: time(150),
+            ..input
+        },
+    );
+    assert_eq!(held.installed_csv.as_deref(), Some("rw.v1"));
+    // And with no CSV of it left, nothing is claimed.
+    let none = BTreeSet::new();
+    let gone = desired_status(
+        &s,
+        &StatusInput {
+            csvs: &none,
+            ..input
+        },
+    );
+    assert_eq!(gone.installed_csv, None);
+}
+
 #[test]
 fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
     let s = sub("rw", "reverse-words", json!({}));
