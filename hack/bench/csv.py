@@ -149,7 +149,7 @@ class Bench:
         env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig))
         env.setdefault("RUST_LOG", "info")
         self.olm_started = time.time()
-        self.olm = self.procs.spawn(name, [self.args.olm, "run", "--leader-elect=false",
+        self.olm = self.procs.spawn(name, [self.args.olm, "run", "--leader-elect=false", "--packages-address", "off",
                                            "--admin-address", f"127.0.0.1:{self.admin}", *self.olm_flags],
                                     env=env, cwd=self.workdir)
         ib.wait_port(self.procs, self.olm, self.admin, 60)

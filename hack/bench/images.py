@@ -87,7 +87,7 @@ def main():
         cache = work / "cache"
         for label in ("cold cache", "warm cache (restart)"):
             admin = free_port()
-            run = subprocess.Popen([olm, "run", "--leader-elect=false", "--watch-namespace", ns,
+            run = subprocess.Popen([olm, "run", "--leader-elect=false", "--packages-address", "off", "--watch-namespace", ns,
                                     "--admin-address", f"127.0.0.1:{admin}", "--catalog-check-interval", "2s",
                                     "--image-cache-dir", cache], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             procs.append(run)

@@ -637,7 +637,7 @@ class Ours(Side):
         self.server_pid, self.address = server.pid, f"127.0.0.1:{port}"
         admin = free_port()
         env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig))
-        olm = self.procs.spawn("olm-run", [self.bin, "run", "--leader-elect=false",
+        olm = self.procs.spawn("olm-run", [self.bin, "run", "--leader-elect=false", "--packages-address", "off",
                                            "--admin-address", f"127.0.0.1:{admin}"], env=env, cwd=self.workdir)
         wait_port(self.procs, olm, admin, 60)
         deadline = time.time() + 60

@@ -114,7 +114,7 @@ def rss_without_api(olm, ns, procs):
     """RSS of `olm run` with the same catalog loaded but no packagemanifests API (a snapshot,
     and so its bundle gauge, exists only once the whole catalog is loaded)."""
     admin = free_port()
-    p = subprocess.Popen([olm, "run", "--leader-elect=false", "--watch-namespace", ns,
+    p = subprocess.Popen([olm, "run", "--leader-elect=false", "--packages-address", "off", "--watch-namespace", ns,
                           "--global-catalog-namespace", ns, "--admin-address", f"127.0.0.1:{admin}"],
                          env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     procs.append(p)

@@ -77,7 +77,7 @@ def main():
             subprocess.run([olm, "catalog", "render", *packages], stdout=f, check=True)
         kubectl("create", "namespace", ns)
         admin = free_port()
-        run = subprocess.Popen([olm, "run", "--leader-elect=false", "--watch-namespace", ns,
+        run = subprocess.Popen([olm, "run", "--leader-elect=false", "--packages-address", "off", "--watch-namespace", ns,
                                 "--admin-address", f"127.0.0.1:{admin}", "--catalog-check-interval", "2s"],
                                env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(run)

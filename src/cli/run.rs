@@ -9,6 +9,20 @@ use crate::controllers::context::Settings;
 use crate::runtime::leader::LeaseConfig;
 use crate::runtime::{RunConfig, default_identity};
 
+/// `--packages-address`: where the packagemanifests API listens, or nowhere (`off`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackagesAddress(pub Option<SocketAddr>);
+
+fn parse_packages_address(text: &str) -> Result<PackagesAddress, String> {
+    match text.trim() {
+        "off" | "" => Ok(PackagesAddress(None)),
+        address => address
+            .parse()
+            .map(|a| PackagesAddress(Some(a)))
+            .map_err(|e| format!("{address:?} is neither HOST:PORT nor `off`: {e}")),
+    }
+}
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     crate::api::duration::parse_go_duration(text).map_err(|e| e.to_string())
 }
@@ -78,11 +92,17 @@ pub struct RunArgs {
     #[arg(long)]
     pub identity: Option<String>,
     /// Serve the packages.operators.coreos.com API (`kubectl get packagemanifests`) on this
-    /// HOST:PORT (HTTPS). Off by default. On a loopback address `olm run` registers itself
-    /// (an ExternalName Service to localhost in `default` and the APIService) and removes
-    /// the registration on shutdown; elsewhere the Service and APIService come from deploy/.
-    #[arg(long, env = "OLM_PACKAGES_ADDRESS")]
-    pub packages_address: Option<SocketAddr>,
+    /// HOST:PORT (HTTPS), as upstream always does; `off` disables it. The default is a free
+    /// loopback port. On a loopback address `olm run` registers itself (an ExternalName
+    /// Service to localhost in `default` and the APIService) and removes the registration on
+    /// shutdown; elsewhere the Service and APIService come from deploy/.
+    #[arg(
+        long,
+        env = "OLM_PACKAGES_ADDRESS",
+        default_value = "127.0.0.1:0",
+        value_parser = parse_packages_address
+    )]
+    pub packages_address: PackagesAddress,
     /// The Service the APIService points at (default: olm-packages in $POD_NAMESPACE, else
     /// in the global catalog namespace; on a loopback address, in `default`).
     #[arg(long, default_value = "olm-packages")]
@@ -112,7 +132,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         renew_interval: args.lease_renew_interval,
         retry_interval: args.lease_retry_interval,
     });
-    let packages = args.packages_address.map(|address| {
+    let packages = args.packages_address.0.map(|address| {
         let namespace = if address.ip().is_loopback() {
             "default".to_string()
         } else {

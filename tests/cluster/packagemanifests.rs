@@ -500,6 +500,35 @@ impl Drop for Watch {
     }
 }
 
+/// Upstream always serves packagemanifests, and so does `olm run` unless told `off`: with
+/// no flag it listens on a free loopback port and registers the APIService there.
+#[tokio::test]
+async fn olm_run_serves_packagemanifests_by_default() {
+    let _turn = TURN.lock().await;
+    install_crds();
+    let olm = OlmRun::start_cluster_wide_with_packages(&["--leader-elect=false"]);
+    let server = PackagesServer { olm, port: 0 };
+    let port = eventually("the packages APIService to be Available", WAIT, || async {
+        let out = kubectl(
+            &[
+                "get",
+                "apiservice",
+                API_SERVICE,
+                "-o",
+                "jsonpath={.status.conditions[?(@.type=='Available')].status}|{.spec.service.port}",
+            ],
+            None,
+        );
+        let stdout = out.stdout();
+        let (available, port) = stdout.split_once('|')?;
+        (available == "True" && port != "0" && !port.is_empty()).then(|| port.to_string())
+    })
+    .await;
+    assert!(port.parse::<u16>().is_ok(), "{port}");
+    kubectl(&["get", "packagemanifests", "-A"], None).ok();
+    drop(server);
+}
+
 #[tokio::test]
 async fn watch_sees_catalogs_come_change_and_go() {
     let _turn = TURN.lock().await;

@@ -185,6 +185,16 @@ impl OlmRun {
 
     /// `olm run` over every namespace (no `--watch-namespace`), with `extra` flags.
     pub fn start_cluster_wide(extra: &[&str]) -> OlmRun {
+        Self::cluster_wide(&without_packages(extra))
+    }
+
+    /// As [`OlmRun::start_cluster_wide`], serving packagemanifests as `olm run` does by
+    /// default (registering the APIService: hold `packagemanifests::TURN`).
+    pub fn start_cluster_wide_with_packages(extra: &[&str]) -> OlmRun {
+        Self::cluster_wide(extra)
+    }
+
+    fn cluster_wide(extra: &[&str]) -> OlmRun {
         let admin_port = free_port();
         let mut process = Process::spawn(
             "olm-run",
@@ -203,6 +213,7 @@ impl OlmRun {
     }
 
     fn launch(kubeconfig: &Path, namespace: &str, extra: &[&str], env: &[(&str, &str)]) -> OlmRun {
+        let extra = without_packages(extra);
         let admin_port = free_port();
         let mut process = Process::spawn(
             "olm-run",
@@ -221,7 +232,7 @@ impl OlmRun {
                     "--registry-timeout",
                     "2s",
                 ])
-                .args(extra),
+                .args(&extra),
         );
         wait_for_port(&mut process, admin_port, Duration::from_secs(60));
         OlmRun {
@@ -272,4 +283,14 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let (head, body) = response.split_once("\r\n\r\n")?;
     let code = head.split_whitespace().nth(1)?.parse().ok()?;
     Some((code, body.to_string()))
+}
+
+/// `extra` with `--packages-address off` unless it sets the address: many `olm run` at once
+/// must not all register the one packagemanifests APIService.
+fn without_packages<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut flags = extra.to_vec();
+    if !extra.iter().any(|f| f.starts_with("--packages-address")) {
+        flags.extend(["--packages-address", "off"]);
+    }
+    flags
 }
