@@ -59,14 +59,45 @@ pub struct CatalogSourceSpec {
     pub icon: Option<Icon>,
 }
 
-/// `internal` is a deprecated alias of `configmap`.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "lowercase")]
+/// `internal` is a deprecated alias of `configmap`. Any other value is kept as written, so
+/// that the object stays readable and its status can say what is wrong with it (upstream:
+/// SpecInvalidError, "unknown sourcetype: …").
+#[derive(Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum SourceType {
     #[default]
     Grpc,
     Configmap,
     Internal,
+    Unknown(String),
+}
+
+impl SourceType {
+    pub fn as_str(&self) -> &str {
+        match self {
+            SourceType::Grpc => "grpc",
+            SourceType::Configmap => "configmap",
+            SourceType::Internal => "internal",
+            SourceType::Unknown(other) => other,
+        }
+    }
+}
+
+impl Serialize for SourceType {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SourceType {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Ok(match text.as_str() {
+            "grpc" => SourceType::Grpc,
+            "configmap" => SourceType::Configmap,
+            "internal" => SourceType::Internal,
+            _ => SourceType::Unknown(text),
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

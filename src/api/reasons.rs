@@ -132,7 +132,8 @@ reasons! {
         ConfigMapNotFound = "ConfigMapNotFound",
         /// An image catalog whose image has not been pulled yet.
         NotPulled = "NotPulled",
-        InvalidSpec = "InvalidSpec",
+        /// The spec cannot work as written (upstream's spelling).
+        SpecInvalidError = "SpecInvalidError",
         Loaded = "Loaded",
         NotLoaded = "NotLoaded",
         InvalidCatalog = "InvalidCatalog",
@@ -323,7 +324,7 @@ mod tests {
             (R::ConnectionFailed, "ConnectionFailed"),
             (R::ConfigMapNotFound, "ConfigMapNotFound"),
             (R::NotPulled, "NotPulled"),
-            (R::InvalidSpec, "InvalidSpec"),
+            (R::SpecInvalidError, "SpecInvalidError"),
             (R::Loaded, "Loaded"),
             (R::NotLoaded, "NotLoaded"),
             (R::InvalidCatalog, "InvalidCatalog"),

@@ -537,6 +537,26 @@ async fn failures_are_explained_on_the_subscription() {
         "{message}"
     );
 
+    // A catalog that does not exist: unhealthy in upstream's words, beside the failure.
+    apply(&subscription_yaml(
+        s.name(),
+        "nocatalog",
+        "reverse-words",
+        "missing",
+        "",
+    ));
+    let status = s
+        .sub_status("nocatalog", "CatalogSourcesUnhealthy True", |st| {
+            condition(st, "CatalogSourcesUnhealthy").is_some_and(|c| c["status"] == "True")
+        })
+        .await;
+    let unhealthy = condition(&status["status"], "CatalogSourcesUnhealthy").unwrap();
+    assert_eq!(unhealthy["reason"], "UnhealthyCatalogSourceFound");
+    assert_eq!(
+        unhealthy["message"],
+        format!("targeted catalogsource {}/missing missing", s.name())
+    );
+
     // The other Subscriptions are unaffected.
     let at = s.installed("at", "at.v0.2.0").await;
     assert!(

@@ -248,8 +248,16 @@ async fn sync(
 ) -> Result<Action, Error> {
     let now = kit::now();
     fault_injection::maybe_panic(source);
-    let round = match source.spec.source_type {
+    let round = match &source.spec.source_type {
         SourceType::Grpc => load::sync_grpc(source, source_ref, ctx).await,
+        SourceType::Unknown(other) => load::Round {
+            connection: status::Connection::InvalidSpec {
+                message: format!("unknown sourcetype: {other}"),
+            },
+            config_map: None,
+            spec_problem: None,
+            requeue_after: None,
+        },
         SourceType::Configmap | SourceType::Internal => {
             load::sync_config_map(source, source_ref, ctx, now).await?
         }
@@ -271,6 +279,13 @@ async fn sync(
             .get(source_ref)
             .filter(|s| crate::oci::catalog::parse_origin(&s.origin).is_some())
             .map(|s| s.loaded_at),
+        registry_service: (!matches!(source.spec.source_type, SourceType::Unknown(_))).then(|| {
+            let address = match source.spec.source_type {
+                SourceType::Grpc => source.spec.address.as_deref(),
+                _ => None,
+            };
+            status::registry_service(&source_ref.name, &source_ref.namespace, address)
+        }),
     };
     let desired = desired_status(source.status.as_ref(), &observed);
     let current = source.status.as_ref().map(owned_fields);

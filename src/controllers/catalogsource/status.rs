@@ -8,6 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{
     CatalogSourceReason, CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState,
+    RegistryServiceStatus,
 };
 use crate::controllers::kit::{Cond, ConditionStatus};
 
@@ -83,6 +84,36 @@ pub struct Observation {
     /// Image catalogs: when the image in use was pulled (`status.latestImageRegistryPoll`;
     /// it moves only with the digest, so a steady poll writes nothing).
     pub image_pulled_at: Option<Timestamp>,
+    /// What serves the catalog (`status.registryService`, its `createdAt` left to decide).
+    pub registry_service: Option<RegistryServiceStatus>,
+}
+
+/// `status.registryService` for a catalog: the registry server at `spec.address` (protocol
+/// grpc, its host and port), or OLM itself for catalogs it serves from its own snapshot
+/// (ConfigMap and image catalogs: protocol `in-process`, named after the CatalogSource).
+pub fn registry_service(
+    name: &str,
+    namespace: &str,
+    address: Option<&str>,
+) -> RegistryServiceStatus {
+    let (protocol, service_name, port) = match address.map(str::trim).filter(|a| !a.is_empty()) {
+        Some(address) => {
+            let (host, port) = address.rsplit_once(':').unwrap_or((address, ""));
+            (
+                "grpc",
+                host.trim_matches(['[', ']']).to_string(),
+                port.to_string(),
+            )
+        }
+        None => ("in-process", name.to_string(), String::new()),
+    };
+    RegistryServiceStatus {
+        protocol: Some(protocol.to_string()),
+        service_name: Some(service_name),
+        service_namespace: Some(namespace.to_string()),
+        port: Some(port).filter(|p| !p.is_empty()),
+        created_at: None,
+    }
 }
 
 /// An Event to publish on the CatalogSource.
@@ -156,7 +187,7 @@ impl Conditions<'_> {
                 self.make(
                     CONDITION_CONNECTED,
                     false,
-                    CatalogSourceReason::InvalidSpec,
+                    CatalogSourceReason::SpecInvalidError,
                     message.clone(),
                 ),
             ),
@@ -226,6 +257,20 @@ pub fn desired_status(
     status.reason = first_failure.map(|c| c.reason.clone());
     status.message = first_failure.map(|c| c.message.clone());
     status.config_map_reference = observed.config_map.clone().or(status.config_map_reference);
+    status.registry_service = observed.registry_service.clone().map(|mut service| {
+        // Created when what serves the catalog last changed.
+        let previous = status.registry_service.take();
+        service.created_at = previous
+            .filter(|p| {
+                RegistryServiceStatus {
+                    created_at: None,
+                    ..p.clone()
+                } == service
+            })
+            .and_then(|p| p.created_at)
+            .or_else(|| Some(Time(observed.now)));
+        service
+    });
     if let Some(at) = observed.image_pulled_at {
         let seconds = Timestamp::from_second(at.as_second()).unwrap_or(at);
         status.latest_image_registry_poll = Some(Time(seconds));
@@ -374,6 +419,7 @@ mod tests {
             spec_problem: None,
             generation: Some(1),
             image_pulled_at: None,
+            registry_service: None,
             now: at(now),
         }
     }
@@ -390,6 +436,7 @@ mod tests {
             spec_problem: None,
             generation: Some(1),
             image_pulled_at: None,
+            registry_service: None,
             now: at(now),
         }
     }
@@ -505,10 +552,11 @@ mod tests {
             generation: Some(2),
             now: at(100),
             image_pulled_at: None,
+            registry_service: None,
         };
         let status = desired_status(None, &observed);
         assert!(status.connection_state.is_none());
-        assert_eq!(status.reason.as_deref(), Some("InvalidSpec"));
+        assert_eq!(status.reason.as_deref(), Some("SpecInvalidError"));
         assert_eq!(cond(&status, CONDITION_CATALOG_LOADED).reason, "NotLoaded");
         assert_eq!(
             cond(&status, CONDITION_CONNECTED).observed_generation,
@@ -604,5 +652,38 @@ mod tests {
                 .all(|c| c.type_ != CONDITION_RECONCILED)
         );
         assert_eq!(healed, good);
+    }
+
+    #[test]
+    fn the_registry_service_names_what_serves_the_catalog_and_keeps_its_creation_time() {
+        let grpc = registry_service("ops", "ns", Some("registry.example:50051"));
+        assert_eq!(
+            (
+                grpc.protocol.as_deref(),
+                grpc.service_name.as_deref(),
+                grpc.port.as_deref()
+            ),
+            (Some("grpc"), Some("registry.example"), Some("50051"))
+        );
+        let local = registry_service("cm", "ns", None);
+        assert_eq!(
+            (
+                local.protocol.as_deref(),
+                local.service_name.as_deref(),
+                local.port
+            ),
+            (Some("in-process"), Some("cm"), None)
+        );
+        let mut observed = ready(Content::NotLoaded, 100);
+        observed.registry_service = Some(grpc.clone());
+        let first = desired_status(None, &observed);
+        let created = first.registry_service.as_ref().unwrap().created_at.clone();
+        assert!(created.is_some());
+        observed.now = Timestamp::from_second(200).unwrap();
+        let again = desired_status(Some(&first), &observed);
+        assert_eq!(again.registry_service.as_ref().unwrap().created_at, created);
+        observed.registry_service = Some(registry_service("ops", "ns", Some("elsewhere:1")));
+        let moved = desired_status(Some(&again), &observed);
+        assert_ne!(moved.registry_service.unwrap().created_at, created);
     }
 }

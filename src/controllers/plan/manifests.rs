@@ -37,7 +37,7 @@ pub async fn fetch(bundle: &PlannedBundle, ctx: &Context) -> Result<Fetched, Str
         .await
         .map_err(|e| format!("reading the CatalogSource: {e}"))?
         .ok_or_else(|| "the CatalogSource does not exist".to_string())?;
-    let found = match source.spec.source_type {
+    let found = match &source.spec.source_type {
         SourceType::Grpc if is_image_catalog(&source) => {
             crate::oci::catalog::bundle_from_snapshot(
                 &ctx.snapshots,
@@ -62,6 +62,11 @@ pub async fn fetch(bundle: &PlannedBundle, ctx: &Context) -> Result<Fetched, Str
                 .get_bundle(&bundle.package, &bundle.channel, &bundle.name)
                 .await
                 .map_err(|e| e.to_string())?
+        }
+        SourceType::Unknown(other) => {
+            return Err(format!(
+                "the CatalogSource's spec is invalid: unknown sourcetype: {other}"
+            ));
         }
         SourceType::Configmap | SourceType::Internal => {
             let name = source

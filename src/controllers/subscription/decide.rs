@@ -551,7 +551,7 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
         _ if status.current_csv.is_some() => Some(SubscriptionState::UpgradePending),
         _ => previous.state,
     };
-    let mut conditions = conditions(&previous, input);
+    let mut conditions = conditions(sub, &previous, input);
     // A condition that keeps its status keeps its transition time.
     for c in &mut conditions {
         let kept = previous
@@ -599,6 +599,43 @@ fn installed_csv(
     .flatten()
 }
 
+/// `CatalogSourcesUnhealthy` as upstream computes it: True when the catalog the
+/// Subscription names is missing or any catalog it sees is unhealthy; the message names the
+/// targeted catalog when it is the one at fault, else the unhealthy ones.
+fn catalog_sources_unhealthy(
+    sub: &Subscription,
+    catalogs: &[CatalogHealth],
+) -> SubscriptionCondition {
+    const TYPE: &str = "CatalogSourcesUnhealthy";
+    let targeted = CatalogRef::new(&sub.spec.source, &sub.spec.source_namespace);
+    let unhealthy: Vec<String> = catalogs
+        .iter()
+        .filter(|c| !c.healthy)
+        .map(|c| c.source.to_string())
+        .collect();
+    let message = match catalogs.iter().find(|c| c.source == targeted) {
+        None if !sub.spec.source.is_empty() => {
+            format!("targeted catalogsource {targeted} missing")
+        }
+        Some(c) if !c.healthy => format!("targeted catalogsource {targeted} unhealthy"),
+        _ if unhealthy.is_empty() => {
+            return condition(
+                TYPE,
+                ConditionStatus::False,
+                SubscriptionReason::AllCatalogSourcesHealthy,
+                "all available catalogsources are healthy".into(),
+            );
+        }
+        _ => format!("catalogsource {} unhealthy", unhealthy.join(", ")),
+    };
+    condition(
+        TYPE,
+        ConditionStatus::True,
+        SubscriptionReason::UnhealthyCatalogSourceFound,
+        message,
+    )
+}
+
 /// Points `status` at `plan` (both of upstream's references, and its generation).
 fn refer_to_plan(status: &mut SubscriptionStatus, plan: &InstallPlan) {
     let uid = plan.metadata.uid.clone().unwrap_or_default();
@@ -622,31 +659,11 @@ fn refer_to_plan(status: &mut SubscriptionStatus, plan: &InstallPlan) {
 /// The conditions a round shows: catalog health, a resolution failure, and how the plan
 /// went (pending, failed, missing).
 fn conditions(
+    sub: &Subscription,
     previous: &SubscriptionStatus,
     input: &StatusInput<'_>,
 ) -> Vec<SubscriptionCondition> {
-    let mut conditions = Vec::new();
-    let unhealthy: Vec<String> = input
-        .catalogs
-        .iter()
-        .filter(|c| !c.healthy)
-        .map(|c| c.source.to_string())
-        .collect();
-    conditions.push(if unhealthy.is_empty() {
-        condition(
-            "CatalogSourcesUnhealthy",
-            ConditionStatus::False,
-            SubscriptionReason::AllCatalogSourcesHealthy,
-            "all available catalogsources are healthy".into(),
-        )
-    } else {
-        condition(
-            "CatalogSourcesUnhealthy",
-            ConditionStatus::True,
-            SubscriptionReason::UnhealthyCatalogSourceFound,
-            format!("targeted catalogsource {} unhealthy", unhealthy.join(", ")),
-        )
-    });
+    let mut conditions = vec![catalog_sources_unhealthy(sub, input.catalogs)];
     if let Some(failure) = input.failure {
         conditions.push(condition(
             "ResolutionFailed",

@@ -524,7 +524,36 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
         (unhealthy.status.as_str(), unhealthy.reason.as_deref()),
         ("True", Some("UnhealthyCatalogSourceFound"))
     );
-    assert!(unhealthy.message.as_deref().unwrap().contains("ns/broken"));
+    // The catalog it names is not there at all: upstream's words.
+    assert_eq!(
+        unhealthy.message.as_deref(),
+        Some("targeted catalogsource ns/operators missing")
+    );
+    let message_with = |catalogs: &[CatalogHealth]| {
+        let status = desired_status(
+            &s,
+            &StatusInput {
+                catalogs,
+                now: time(1),
+                ..input
+            },
+        );
+        status.conditions[0].message.clone().unwrap_or_default()
+    };
+    let targeted = |healthy: bool| CatalogHealth {
+        source: CatalogRef::new("operators", "ns"),
+        uid: None,
+        healthy,
+    };
+    assert_eq!(
+        message_with(&[targeted(true), catalogs[0].clone()]),
+        "catalogsource ns/broken unhealthy",
+        "another catalog is not called targeted"
+    );
+    assert_eq!(
+        message_with(&[targeted(false), catalogs[0].clone()]),
+        "targeted catalogsource ns/operators unhealthy"
+    );
     let failed = &status.conditions[1];
     assert_eq!(failed.type_, "ResolutionFailed");
     assert_eq!(failed.reason.as_deref(), Some("ErrorPreventedResolution"));
