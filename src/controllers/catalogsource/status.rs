@@ -268,7 +268,7 @@ pub fn desired_status(
                 } == service
             })
             .and_then(|p| p.created_at)
-            .or_else(|| Some(Time(observed.now)));
+            .or(Some(Time(observed.now)));
         service
     });
     if let Some(at) = observed.image_pulled_at {
@@ -675,7 +675,7 @@ mod tests {
             (Some("in-process"), Some("cm"), None)
         );
         let mut observed = ready(Content::NotLoaded, 100);
-        observed.registry_service = Some(grpc.clone());
+        observed.registry_service = Some(grpc);
         let first = desired_status(None, &observed);
         let created = first.registry_service.as_ref().unwrap().created_at.clone();
         assert!(created.is_some());
