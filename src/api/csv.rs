@@ -12,11 +12,13 @@ use serde::{Deserialize, Serialize};
 use super::schema;
 use super::shared::{AppLink, GroupVersionKind, Icon, Maintainer};
 
+/// The operator version's install strategy, APIs, requirements and descriptive metadata.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "operators.coreos.com",
     version = "v1alpha1",
     kind = "ClusterServiceVersion",
+    doc = "One version of an operator: how OLM runs it (Deployments and RBAC), the APIs it owns and needs, the namespaces it can watch, and how it presents itself. OLM moves it through phases until it has Succeeded or Failed.",
     plural = "clusterserviceversions",
     namespaced,
     status = "ClusterServiceVersionStatus",
@@ -31,24 +33,35 @@ use super::shared::{AppLink, GroupVersionKind, Icon, Maintainer};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterServiceVersionSpec {
+    /// How to run the operator: with the `deployment` strategy, its Deployments and the RBAC
+    /// rules of their service accounts.
     pub install: NamedInstallStrategy,
-    /// Semantic version of the operator (upstream: OperatorVersion, a plain string).
+    /// Semantic version of the operator.
+    // Upstream: OperatorVersion, a plain string.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Packaging release of this version, telling rebuilds of the same version apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
+    /// Maturity of the operator, such as `alpha`, `beta` or `stable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maturity: Option<String>,
+    /// The CRDs the operator owns (its bundle provides them) and requires (another operator
+    /// must provide them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub customresourcedefinitions: Option<CustomResourceDefinitions>,
+    /// The aggregated API services the operator owns and requires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apiservicedefinitions: Option<ApiServiceDefinitions>,
+    /// Admission and conversion webhooks the operator serves.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub webhookdefinitions: Vec<WebhookDescription>,
+    /// Built-in API kinds the operator needs; the CSV stays Pending until the cluster serves
+    /// them.
     #[serde(
         default,
         rename = "nativeAPIs",
@@ -56,67 +69,86 @@ pub struct ClusterServiceVersionSpec {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub native_apis: Vec<GroupVersionKind>,
+    /// Oldest Kubernetes version the operator runs on; the CSV stays Pending on an older
+    /// cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_kube_version: Option<String>,
+    /// Human-readable name of the operator.
     pub display_name: String,
+    /// Description of the operator, in Markdown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Keywords to find the operator by.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub keywords: Vec<String>,
+    /// Who maintains the operator.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub maintainers: Vec<Maintainer>,
+    /// Who provides the operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<AppLink>,
+    /// Links about the operator, such as documentation and source code.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub links: Vec<AppLink>,
+    /// Icons of the operator.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub icon: Vec<Icon>,
+    /// Which target namespaces of an OperatorGroup the operator supports: `OwnNamespace`,
+    /// `SingleNamespace`, `MultiNamespace`, `AllNamespaces`. An unlisted mode is unsupported.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub install_modes: Vec<InstallMode>,
+    /// Name of the CSV this one upgrades; that CSV is removed once this one has succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<String>,
+    /// Labels describing the operator, as catalog metadata.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub labels: BTreeMap<String, String>,
+    /// Annotations describing the operator, as catalog metadata.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub annotations: BTreeMap<String, String>,
+    /// Selects the objects related to the operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<LabelSelector>,
+    /// Upstream's opt-in deletion of the operator's custom resources with the CSV. Accepted
+    /// for compatibility; this OLM does not act on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cleanup: Option<CleanupSpec>,
+    /// Names of CSVs this one can replace directly, skipped in the update graph.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub skips: Vec<String>,
+    /// Images the operator uses, so that they can be mirrored.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
@@ -129,7 +161,9 @@ pub struct ClusterServiceVersionSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NamedInstallStrategy {
+    /// The install strategy: `deployment`.
     pub strategy: String,
+    /// The Deployments to create and the RBAC rules their service accounts get.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<StrategyDetailsDeployment>,
 }
@@ -137,13 +171,16 @@ pub struct NamedInstallStrategy {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StrategyDetailsDeployment {
+    /// The operator's Deployments.
     pub deployments: Vec<StrategyDeploymentSpec>,
+    /// RBAC rules granted to service accounts in the namespaces the operator watches.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub permissions: Vec<StrategyDeploymentPermissions>,
+    /// RBAC rules granted to service accounts cluster-wide.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
@@ -155,10 +192,12 @@ pub struct StrategyDetailsDeployment {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StrategyDeploymentSpec {
+    /// Name of the Deployment.
     pub name: String,
     /// An apps/v1 DeploymentSpec, kept whole: OLM must not prune what an operator ships.
     #[schemars(schema_with = "schema::preserved_object")]
     pub spec: serde_json::Value,
+    /// Labels of the Deployment.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
@@ -170,19 +209,23 @@ pub struct StrategyDeploymentSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StrategyDeploymentPermissions {
+    /// The service account that gets the rules.
     pub service_account_name: String,
+    /// The RBAC rules.
     pub rules: Vec<PolicyRule>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CustomResourceDefinitions {
+    /// CRDs the operator's bundle provides and the operator reconciles.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub owned: Vec<CrdDescription>,
+    /// CRDs another operator must provide; OLM installs one that does as a dependency.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
@@ -195,31 +238,40 @@ pub struct CustomResourceDefinitions {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CrdDescription {
+    /// Name of the CRD (`<plural>.<group>`).
     pub name: String,
+    /// The CRD version the operator uses.
     pub version: String,
+    /// Kind of the custom resource.
     pub kind: String,
+    /// Human-readable name of the kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
+    /// What the custom resource is for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Kinds of objects the operator creates for a custom resource of this kind.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub resources: Vec<ApiResourceReference>,
+    /// UI hints for the custom resource's status fields.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub status_descriptors: Vec<Descriptor>,
+    /// UI hints for the custom resource's spec fields.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub spec_descriptors: Vec<Descriptor>,
+    /// UI hints for actions on the custom resource.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
@@ -368,9 +420,11 @@ pub enum WebhookAdmissionType {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstallMode {
+    /// `OwnNamespace`, `SingleNamespace`, `MultiNamespace` or `AllNamespaces`.
     #[serde(rename = "type")]
     #[schemars(schema_with = "schema::plain_string")]
     pub type_: InstallModeType,
+    /// Whether the operator supports this mode.
     pub supported: bool,
 }
 
@@ -423,37 +477,51 @@ pub enum CsvPhase {
     Deleting,
 }
 
+/// Where the install of this operator version stands.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterServiceVersionStatus {
+    /// `Pending` (requirements not met), `InstallReady`, `Installing`, `Succeeded`, `Failed`,
+    /// `Replacing` (a newer CSV takes over) or `Deleting`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::plain_string")]
     pub phase: Option<CsvPhase>,
+    /// Human-readable detail of the phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Why the CSV is in its phase, such as `InstallSucceeded`, `RequirementsNotMet` or
+    /// `UnsupportedOperatorGroup`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// When the status was last written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_update_time: Option<Time>,
+    /// When the phase last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
-    /// Phase history, newest last (upstream caps it at 20).
+    /// The phases the CSV went through, newest last (at most 20).
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub conditions: Vec<CsvCondition>,
+    /// Each requirement (CRDs, APIs, service accounts, Kubernetes version) and whether it
+    /// is met.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub requirement_status: Vec<RequirementStatus>,
+    /// When upstream OLM last issued the serving certificates of the operator's webhooks
+    /// and API services; not set by this OLM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub certs_last_updated: Option<Time>,
+    /// When upstream OLM rotates those certificates next; not set by this OLM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub certs_rotate_at: Option<Time>,
+    /// Progress of upstream's deletion of custom resources; not set by this OLM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cleanup: Option<CleanupStatus>,
 }
@@ -461,15 +529,20 @@ pub struct ClusterServiceVersionStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CsvCondition {
+    /// The phase entered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::plain_string")]
     pub phase: Option<CsvPhase>,
+    /// Human-readable detail.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Why the phase was entered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// When this entry was last written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_update_time: Option<Time>,
+    /// When the phase was entered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
 }
@@ -477,14 +550,22 @@ pub struct CsvCondition {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RequirementStatus {
+    /// API group of the requirement.
     pub group: String,
+    /// API version of the requirement.
     pub version: String,
+    /// Kind of the requirement.
     pub kind: String,
+    /// Name of the requirement.
     pub name: String,
+    /// `Present`, `PresentNotSatisfied` or `NotPresent`.
     pub status: String,
+    /// Human-readable detail.
     pub message: String,
+    /// UID of the object that meets the requirement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
+    /// What the requirement needs in turn, such as the RBAC rules of a service account.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",

@@ -14,12 +14,13 @@ pub const OPERATOR_LABEL_PREFIX: &str = "operators.coreos.com/";
 /// Upstream truncates component label names to a label name's 63 characters.
 const LABEL_NAME_MAX: usize = 63;
 
-/// An installed operator. The spec is empty: everything is in the status.
+/// Empty: OLM creates the Operator and everything about it is in the status.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "operators.coreos.com",
     version = "v1",
     kind = "Operator",
+    doc = "An operator installed by OLM: one package in one namespace, named `<package>.<namespace>`. Its status lists the objects the install is made of, found by the label `operators.coreos.com/<package>.<namespace>`.",
     plural = "operators",
     status = "OperatorStatus",
     category = "olm"
@@ -50,12 +51,16 @@ pub struct Components {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RichReference {
+    /// Kind of the component.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// Namespace of the component; unset for a cluster-scoped one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// Name of the component.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// API version of the component.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
     /// The component's own conditions; for a CSV, its phase as a condition.
@@ -66,15 +71,21 @@ pub struct RichReference {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ComponentCondition {
+    /// Type of the condition.
     #[serde(rename = "type")]
     pub type_: String,
+    /// `True`, `False` or `Unknown`.
     pub status: String,
+    /// Machine-readable reason of the status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Human-readable detail.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// When the condition was last written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_update_time: Option<Time>,
+    /// When the condition's status last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
 }

@@ -10,6 +10,7 @@ pub mod v1 {
     use super::*;
     use kube::CustomResource;
 
+    /// Which namespaces the group's operators watch, and how they are installed.
     #[derive(
         CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema,
     )]
@@ -17,6 +18,7 @@ pub mod v1 {
         group = "operators.coreos.com",
         version = "v1",
         kind = "OperatorGroup",
+        doc = "Groups the operators installed in its namespace and decides which namespaces they watch (their target namespaces) and, optionally, which service account installs them. A namespace with operators needs exactly one OperatorGroup.",
         plural = "operatorgroups",
         namespaced,
         status = "OperatorGroupStatus",
@@ -25,22 +27,28 @@ pub mod v1 {
     )]
     #[serde(rename_all = "camelCase")]
     pub struct OperatorGroupSpec {
-        /// Selects target namespaces; ignored when `targetNamespaces` is set.
+        /// Selects the target namespaces by label; ignored when `targetNamespaces` is set.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub selector: Option<LabelSelector>,
-        /// Explicit target namespaces. No targets and no selector means all namespaces.
+        /// The target namespaces, by name. With neither these nor a selector the group targets
+        /// all namespaces.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schemars(schema_with = "crate::api::schema::string_set")]
         pub target_namespaces: Option<Vec<String>>,
+        /// Service account in this namespace whose permissions bound what OLM installs for the
+        /// group's operators; unset means OLM installs with its own permissions.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub service_account_name: Option<String>,
+        /// Upstream: when true, the `olm.providedAPIs` annotation is kept as written rather than
+        /// maintained by OLM. Accepted for compatibility; this OLM maintains the annotation.
         #[serde(
             default,
             rename = "staticProvidedAPIs",
             skip_serializing_if = "Option::is_none"
         )]
         pub static_provided_apis: Option<bool>,
-        /// `Default`, or `TechPreviewUnsafeFailForward` to let a failed upgrade be replaced.
+        /// `Default`, or `TechPreviewUnsafeFailForward`, with which upstream lets a newer version
+        /// replace a failed install or upgrade. Accepted; this OLM always behaves as `Default`.
         #[serde(default)]
         pub upgrade_strategy: UpgradeStrategy,
     }
@@ -52,10 +60,11 @@ pub mod v1 {
         TechPreviewUnsafeFailForward,
     }
 
+    /// The target namespaces OLM resolved for the group, and its service account.
     #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
     #[serde(rename_all = "camelCase")]
     pub struct OperatorGroupStatus {
-        /// The resolved target namespaces; `[""]` means all namespaces.
+        /// The target namespaces in effect; `[""]` means all namespaces.
         #[serde(
             default,
             deserialize_with = "crate::api::shared::null_as_default",
@@ -63,10 +72,14 @@ pub mod v1 {
         )]
         #[schemars(schema_with = "crate::api::schema::string_set")]
         pub namespaces: Vec<String>,
+        /// The service account named by `spec.serviceAccountName`, once it exists.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub service_account_ref: Option<ObjectReference>,
+        /// When `namespaces` last changed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub last_updated: Option<Time>,
+        /// Problems with the group: `MultipleOperatorGroup` (more than one group in the namespace)
+        /// and `OperatorGroupServiceAccount` (the service account is missing).
         #[serde(
             default,
             deserialize_with = "crate::api::shared::null_as_default",
@@ -82,6 +95,7 @@ pub mod v1alpha2 {
     use super::*;
     use kube::CustomResource;
 
+    /// Which namespaces the group's operators watch, and how they are installed.
     #[derive(
         CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema,
     )]
@@ -89,6 +103,7 @@ pub mod v1alpha2 {
         group = "operators.coreos.com",
         version = "v1alpha2",
         kind = "OperatorGroup",
+        doc = "Groups the operators installed in its namespace and decides which namespaces they watch (their target namespaces) and, optionally, which service account installs them. A namespace with operators needs exactly one OperatorGroup.",
         plural = "operatorgroups",
         namespaced,
         status = "OperatorGroupStatus",
@@ -97,12 +112,19 @@ pub mod v1alpha2 {
     )]
     #[serde(rename_all = "camelCase")]
     pub struct OperatorGroupSpec {
+        /// Selects the target namespaces by label; ignored when `targetNamespaces` is set.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub selector: Option<LabelSelector>,
+        /// The target namespaces, by name. With neither these nor a selector the group targets
+        /// all namespaces.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub target_namespaces: Option<Vec<String>>,
+        /// Service account in this namespace whose permissions bound what OLM installs for the
+        /// group's operators; unset means OLM installs with its own permissions.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub service_account_name: Option<String>,
+        /// Upstream: when true, the `olm.providedAPIs` annotation is kept as written rather than
+        /// maintained by OLM. Accepted for compatibility; this OLM maintains the annotation.
         #[serde(
             default,
             rename = "staticProvidedAPIs",
@@ -111,17 +133,21 @@ pub mod v1alpha2 {
         pub static_provided_apis: Option<bool>,
     }
 
+    /// The target namespaces OLM resolved for the group, and its service account.
     #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
     #[serde(rename_all = "camelCase")]
     pub struct OperatorGroupStatus {
+        /// The target namespaces in effect; `[""]` means all namespaces.
         #[serde(
             default,
             deserialize_with = "crate::api::shared::null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
         pub namespaces: Vec<String>,
+        /// The service account named by `spec.serviceAccountName`, once it exists.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub service_account_ref: Option<ObjectReference>,
+        /// When `namespaces` last changed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub last_updated: Option<Time>,
     }

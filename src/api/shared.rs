@@ -5,16 +5,20 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct AppLink {
+    /// What the link points to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct Maintainer {
+    /// Name of the maintainer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Email address of the maintainer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email: Option<String>,
 }
@@ -22,7 +26,9 @@ pub struct Maintainer {
 /// A base64-encoded image with its media type.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct Icon {
+    /// The image, base64-encoded.
     pub base64data: String,
+    /// Media type of the image, such as `image/svg+xml`.
     pub mediatype: String,
 }
 

@@ -12,11 +12,14 @@ use serde::{Deserialize, Serialize};
 use super::schema;
 use super::shared::Approval;
 
+/// The package to install, the catalog and channel it comes from, and how updates are
+/// approved.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "operators.coreos.com",
     version = "v1alpha1",
     kind = "Subscription",
+    doc = "A request to install one package from a catalog channel into this namespace and to keep it updated as the channel moves on. OLM resolves it into InstallPlans and reports the CSV it installed.",
     plural = "subscriptions",
     namespaced,
     status = "SubscriptionStatus",
@@ -29,22 +32,30 @@ use super::shared::Approval;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionSpec {
-    /// Name of the CatalogSource.
+    /// Name of the CatalogSource that provides the package.
     pub source: String,
+    /// Namespace of that CatalogSource: this namespace, or OLM's global catalog namespace.
     pub source_namespace: String,
-    /// The package name.
+    /// Name of the package to install.
     pub name: String,
+    /// Channel of the package to follow; the package's default channel when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
+    /// The CSV to install first instead of the channel head; updates continue along the
+    /// channel from there.
     #[serde(
         default,
         rename = "startingCSV",
         skip_serializing_if = "Option::is_none"
     )]
     pub starting_csv: Option<String>,
+    /// `Automatic` (the default) lets OLM run each InstallPlan at once; `Manual` makes it
+    /// wait until the plan's `spec.approved` is set to true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::plain_string")]
     pub install_plan_approval: Option<Approval>,
+    /// Overrides OLM applies to the operator's Deployments: scheduling, resources,
+    /// environment, volumes and annotations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<SubscriptionConfig>,
 }
@@ -55,33 +66,42 @@ pub struct SubscriptionSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionConfig {
-    /// Declared upstream but never used.
+    /// Accepted for compatibility; upstream declares it but never uses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<LabelSelector>,
+    /// Replaces the node selector of the operator's pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::string_map")]
     pub node_selector: Option<BTreeMap<String, String>>,
+    /// Added to the tolerations of the operator's pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::preserved_object_list")]
     pub tolerations: Option<Vec<serde_json::Value>>,
+    /// Replaces the resource requests and limits of every container of the operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::preserved_object")]
     pub resources: Option<serde_json::Value>,
+    /// Added to the `envFrom` of every container of the operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::preserved_object_list")]
     pub env_from: Option<Vec<serde_json::Value>>,
+    /// Set on every container of the operator, replacing variables of the same name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::preserved_object_list")]
     pub env: Option<Vec<serde_json::Value>>,
+    /// Added to the operator's pods, replacing volumes of the same name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::preserved_object_list")]
     pub volumes: Option<Vec<serde_json::Value>>,
+    /// Added to every container of the operator, replacing mounts of the same name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::preserved_object_list")]
     pub volume_mounts: Option<Vec<serde_json::Value>>,
+    /// Replaces the affinity of the operator's pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::preserved_object")]
     pub affinity: Option<serde_json::Value>,
+    /// Added to the operator's Deployments and their pod templates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::string_map")]
     pub annotations: Option<BTreeMap<String, String>>,
@@ -99,43 +119,56 @@ pub enum SubscriptionState {
     UpgradeFailed,
 }
 
+/// Where the Subscription stands: what it resolved, what is installed, and why it is stuck
+/// when it is.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionStatus {
+    /// The newest CSV resolution chose for this Subscription, whether installed yet or not.
     #[serde(
         default,
         rename = "currentCSV",
         skip_serializing_if = "Option::is_none"
     )]
     pub current_csv: Option<String>,
+    /// The CSV of this Subscription that exists in the namespace; it lags `currentCSV`
+    /// while an upgrade is under way.
     #[serde(
         default,
         rename = "installedCSV",
         skip_serializing_if = "Option::is_none"
     )]
     pub installed_csv: Option<String>,
+    /// Generation of the InstallPlan in `installPlanRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_plan_generation: Option<i32>,
+    /// The InstallPlan that installs `currentCSV`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_plan_ref: Option<ObjectReference>,
-    /// Legacy reference to the InstallPlan, kept for compatibility.
+    /// The same InstallPlan in the older reference format, kept for compatibility.
     #[serde(
         default,
         rename = "installplan",
         skip_serializing_if = "Option::is_none"
     )]
     pub installplan: Option<InstallPlanReference>,
+    /// `UpgradePending` while the InstallPlan for `currentCSV` waits for approval or runs;
+    /// `AtLatestKnown` once `currentCSV` is installed. Empty before the first resolution.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::plain_string")]
     pub state: Option<SubscriptionState>,
+    /// Kept for compatibility and left unset: `conditions` carry the reasons.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Health of each catalog the resolution draws on, as last seen.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub catalog_health: Vec<SubscriptionCatalogHealth>,
+    /// How the catalogs, the resolution and the InstallPlan stand: CatalogSourcesUnhealthy,
+    /// ResolutionFailed, InstallPlanPending, InstallPlanFailed and InstallPlanMissing.
     #[serde(
         default,
         deserialize_with = "crate::api::shared::null_as_default",
@@ -143,7 +176,8 @@ pub struct SubscriptionStatus {
     )]
     #[schemars(schema_with = "crate::api::schema::conditions_by_type::<SubscriptionCondition>")]
     pub conditions: Vec<SubscriptionCondition>,
-    /// Required upstream; optional here because Go writes a zero time as null.
+    /// When the status last changed.
+    // Required upstream; optional here because Go writes a zero time as null.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated: Option<Time>,
 }
@@ -160,8 +194,11 @@ pub struct InstallPlanReference {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionCatalogHealth {
+    /// The CatalogSource.
     pub catalog_source_ref: ObjectReference,
+    /// Whether the catalog's connection was READY.
     pub healthy: bool,
+    /// When this entry last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated: Option<Time>,
 }
