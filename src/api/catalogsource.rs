@@ -31,7 +31,8 @@ use super::shared::Icon;
 pub struct CatalogSourceSpec {
     /// How the catalog is served: `grpc` (a catalog `image`, or a registry server at
     /// `address`) or `configmap` (manifests in the ConfigMap named by `configMap`).
-    /// `internal` is an older name for `configmap`.
+    /// `internal` is an older name for `configmap`; any other value is reported in status
+    /// (SpecInvalidError).
     #[schemars(schema_with = "schema::plain_string")]
     pub source_type: SourceType,
     /// Preference among catalogs that offer the same package or API during resolution:
@@ -201,8 +202,9 @@ pub struct CatalogSourceStatus {
     /// The ConfigMap last read for a `configmap` catalog, with its resourceVersion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map_reference: Option<ConfigMapResourceReference>,
-    /// The Service that exposes upstream OLM's registry pod. This OLM runs no registry pod
-    /// and leaves it unset.
+    /// What serves the catalog: protocol `grpc` with the host and port of `spec.address`,
+    /// or `in-process` (named after the CatalogSource) for ConfigMap and image catalogs,
+    /// which OLM serves from its own memory. Upstream names its registry pod's Service here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry_service: Option<RegistryServiceStatus>,
     /// The last observed state of the connection to the catalog's registry.
