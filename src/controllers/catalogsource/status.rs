@@ -237,8 +237,21 @@ pub fn desired_status(
         generation: observed.generation,
         now: observed.now,
     };
-    let (connection_state, connected) = conditions.connection(&observed.connection);
+    let (mut connection_state, connected) = conditions.connection(&observed.connection);
     let loaded = conditions.loaded(&observed.content, &observed.connection);
+    // New content is a new connection in upstream's terms (its registry pod is replaced), and
+    // clients wait for `lastConnect` to move past their change: it moves with each reload.
+    let reloaded = matches!(observed.content, Content::Loaded(_))
+        && current
+            .and_then(|c| {
+                c.conditions
+                    .iter()
+                    .find(|c| c.type_ == CONDITION_CATALOG_LOADED)
+            })
+            .is_some_and(|before| before.message != loaded.message);
+    if reloaded && let Some(state) = connection_state.as_mut() {
+        state.last_connect = Some(Time(observed.now));
+    }
     let spec_valid = observed.spec_problem.as_ref().map(|message| {
         conditions.make(
             CONDITION_SPEC_VALID,
@@ -508,6 +521,13 @@ mod tests {
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].reason, "CatalogUpdated");
         assert!(events[0].note.contains("bbbb"), "{}", events[0].note);
+        // A reload moves lastConnect (upstream's clients wait for it); the same content later
+        // does not.
+        let connect = |s: &CatalogSourceStatus| s.connection_state.clone().unwrap().last_connect;
+        assert_eq!(connect(&v1), Some(Time(at(100))));
+        assert_eq!(connect(&v2), Some(Time(at(200))));
+        let v3 = desired_status(Some(&v2), &ready(Content::Loaded(summary("bbbb")), 300));
+        assert_eq!(connect(&v3), Some(Time(at(200))));
     }
 
     #[test]
