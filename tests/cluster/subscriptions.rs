@@ -1581,3 +1581,54 @@ async fn hop_by_hop_installed_csv_is_never_lost_and_replaced_csvs_go() {
     assert!(violations.is_empty(), "{violations:#?}");
     assert_eq!(approved.len(), 3, "one approval per hop: {approved:?}");
 }
+
+/// A step whose kind the API server does not serve fails the plan once the retry timeout
+/// has passed, in upstream's words.
+#[tokio::test]
+async fn a_step_of_an_unserved_kind_fails_after_the_retry_timeout() {
+    let s = Setup::new(
+        "ip-unserved",
+        &our_catalog(),
+        &["--install-plan-retry-timeout", "3s"],
+    )
+    .await;
+    s.operator_group("");
+    apply(&format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: InstallPlan\nmetadata:\n  name: unserved\n  namespace: {}\nspec:\n  approval: Automatic\n  approved: true\n  clusterServiceVersionNames: [nothing.v1]\n",
+        s.name()
+    ));
+    let widget = serde_json::json!({
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}
+    });
+    let status = serde_json::json!({"status": {
+        "phase": "Installing",
+        "catalogSources": [],
+        "plan": [{
+            "resolving": "nothing.v1", "status": "Unknown",
+            "resource": {"sourceName": "", "sourceNamespace": "", "group": "example.com",
+                         "version": "v1", "kind": "Widget", "name": "w",
+                         "manifest": widget.to_string()}
+        }]
+    }});
+    kubectl(
+        &[
+            "patch",
+            "installplan",
+            "unserved",
+            "-n",
+            s.name(),
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ],
+        None,
+    )
+    .ok();
+    let plan = s.plan_phase("unserved", "Failed").await;
+    let message = plan["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("api-server resource not found installing Widget w"),
+        "{message}"
+    );
+}

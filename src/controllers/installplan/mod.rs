@@ -319,6 +319,8 @@ async fn execute(
         },
     })?;
     let before = status.clone();
+    // A plan a client wrote may have no start: the retry clock starts now.
+    status.start_time.get_or_insert_with(|| Time(now()));
     let mut csv_uids: BTreeMap<String, String> = BTreeMap::new();
     let mut applied = 0;
     let mut waiting = false;
@@ -466,13 +468,19 @@ async fn apply_step(
                 r.kind, r.name
             ))
         })?;
-    let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
+    let gvk = step_gvk(r, &object);
     let Some((resource, caps)) = discover(&gvk, &ctx.shared.client, ctx)
         .await
         .map_err(classify)?
     else {
-        // The kind is not served (yet): its CRD may still be on its way.
-        return Ok(Applied::Waiting);
+        // Not served (yet): its CRD may be on its way; retried until the retry timeout.
+        return Err(StepError::Retry {
+            message: format!(
+                "api-server resource not found installing {} {}: GroupVersionKind {}/{}, Kind={} not found on the cluster",
+                r.kind, r.name, gvk.group, gvk.version, gvk.kind
+            ),
+            forbidden: false,
+        });
     };
     let namespaced = caps.scope == Scope::Namespaced;
     let api: Api<DynamicObject> = if namespaced {
@@ -549,6 +557,18 @@ async fn apply_step(
             StepStatus::Created
         },
     ))
+}
+
+/// What a step creates: the manifest's own apiVersion and kind when it has them (clients
+/// write steps with whatever version string), else the step's resource fields.
+fn step_gvk(r: &crate::api::StepResource, object: &Value) -> GroupVersionKind {
+    match (object["apiVersion"].as_str(), object["kind"].as_str()) {
+        (Some(api_version), Some(kind)) if !kind.is_empty() => {
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            GroupVersionKind::gvk(group, version, kind)
+        }
+        _ => GroupVersionKind::gvk(&r.group, &r.version, &r.kind),
+    }
 }
 
 fn established(crd: &DynamicObject) -> bool {
@@ -749,4 +769,41 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
             waiting_for_crd(&plans, &crd.name_any())
         });
     kit::run(controller, ctx, shutdown).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::StepResource;
+
+    #[test]
+    fn a_step_is_dispatched_on_its_manifests_kind_whatever_version_the_step_says() {
+        let resource = StepResource {
+            group: "apiextensions.k8s.io".into(),
+            version: "v1beta1".into(),
+            kind: "CustomResourceDefinition".into(),
+            name: "things.example.com".into(),
+            ..StepResource::default()
+        };
+        let manifest =
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"});
+        let gvk = step_gvk(&resource, &manifest);
+        assert_eq!(
+            (gvk.group.as_str(), gvk.version.as_str()),
+            ("apiextensions.k8s.io", "v1")
+        );
+        let core = step_gvk(&resource, &json!({"apiVersion": "v1", "kind": "ConfigMap"}));
+        assert_eq!(
+            (
+                core.group.as_str(),
+                core.version.as_str(),
+                core.kind.as_str()
+            ),
+            ("", "v1", "ConfigMap")
+        );
+        let bare = step_gvk(&resource, &json!({}));
+        assert_eq!(bare.version, "v1beta1");
+    }
 }
