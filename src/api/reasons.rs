@@ -160,6 +160,9 @@ reasons! {
         ErrorPreventedResolution = "ErrorPreventedResolution",
         RequiresApproval = "RequiresApproval",
         Installing = "Installing",
+        Planning = "Planning",
+        /// The plan has no phase yet.
+        InstallPlanNotYetReconciled = "InstallPlanNotYetReconciled",
         /// A failed plan that names no reason of its own.
         InstallPlanFailed = "InstallPlanFailed",
         ReferencedInstallPlanNotFound = "ReferencedInstallPlanNotFound",
@@ -354,6 +357,11 @@ mod tests {
                 (R::ErrorPreventedResolution, "ErrorPreventedResolution"),
                 (R::RequiresApproval, "RequiresApproval"),
                 (R::Installing, "Installing"),
+                (R::Planning, "Planning"),
+                (
+                    R::InstallPlanNotYetReconciled,
+                    "InstallPlanNotYetReconciled",
+                ),
                 (R::InstallPlanFailed, "InstallPlanFailed"),
                 (
                     R::ReferencedInstallPlanNotFound,

@@ -400,6 +400,8 @@ pub struct Round<'a> {
     pub plan_of: &'a BTreeMap<String, String>,
     /// CSVs present in the namespace.
     pub csvs: &'a BTreeSet<String>,
+    /// The live CSV of each package (the resolver's installed set: none on its way out).
+    pub installed_by_package: &'a BTreeMap<String, String>,
     pub catalogs: &'a [CatalogHealth],
     pub now: Time,
 }
@@ -452,6 +454,10 @@ pub fn statuses(subs: &[&Subscription], round: &Round<'_>, keep: usize) -> Statu
             outcome,
             plan,
             plan_missing,
+            installed_of_package: round
+                .installed_by_package
+                .get(&sub.spec.name)
+                .map(String::as_str),
             csvs: round.csvs,
             catalogs: round.catalogs,
             now: round.now.clone(),
@@ -509,6 +515,8 @@ pub struct StatusInput<'a> {
     pub plan: Option<&'a InstallPlan>,
     /// The plan it referenced is gone and none replaced it.
     pub plan_missing: bool,
+    /// The live CSV of its package, if any.
+    pub installed_of_package: Option<&'a str>,
     /// CSVs present in the namespace.
     pub csvs: &'a BTreeSet<String>,
     pub catalogs: &'a [CatalogHealth],
@@ -540,7 +548,7 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
         None => {}
     }
     let exists = |name: &Option<String>| name.as_ref().is_some_and(|n| input.csvs.contains(n));
-    status.installed_csv = installed_csv(&status, &previous, input.outcome, exists);
+    status.installed_csv = installed_csv(&status, &previous, input, exists);
     let plan_phase = input.plan.map(InstallPlan::phase);
     status.state = match (plan_phase, input.failure) {
         (Some(phase), _) if in_progress(phase) => Some(SubscriptionState::UpgradePending),
@@ -573,24 +581,27 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
     status
 }
 
-/// The CSV the Subscription has installed: the current one once it exists; else the one
-/// recorded; else, when a round resolves the next hop before the last plan's CSV was ever
-/// recorded (`currentCSV` moved on), the CSV that hop upgrades from or the previous current
-/// CSV, whichever exists. Empty only while no CSV of the Subscription exists.
+/// The CSV the Subscription has installed, as upstream keeps it: the current one once it
+/// exists; else the live CSV of its package (a round that resolves the next hop, or a plan
+/// waiting for approval, moves `currentCSV` on before its CSV exists); else the CSV the
+/// hop upgrades from, the one recorded, or the previous current one, whichever exists.
+/// Empty only while no CSV of the Subscription exists.
 fn installed_csv(
     status: &SubscriptionStatus,
     previous: &SubscriptionStatus,
-    outcome: Option<&Outcome>,
+    input: &StatusInput<'_>,
     exists: impl Fn(&Option<String>) -> bool,
 ) -> Option<String> {
-    let upgraded_from = match outcome {
+    let live = input.installed_of_package.map(str::to_string);
+    let upgraded_from = match input.outcome {
         Some(Outcome::Upgrade { from, .. }) => Some(from.clone()),
         _ => None,
     };
     [
         &status.current_csv,
-        &status.installed_csv,
+        &live,
         &upgraded_from,
+        &status.installed_csv,
         &previous.current_csv,
     ]
     .into_iter()
@@ -673,22 +684,27 @@ fn conditions(
         ));
     }
     if let Some(plan) = input.plan {
-        let name = plan.name_any();
-        match plan.phase() {
-            InstallPlanPhase::RequiresApproval => conditions.push(condition(
+        let pending = |reason| {
+            condition(
                 "InstallPlanPending",
                 ConditionStatus::True,
-                SubscriptionReason::RequiresApproval,
-                format!("InstallPlan {name} waits for approval (spec.approved: true)"),
-            )),
+                reason,
+                pending_message(plan),
+            )
+        };
+        match plan.phase() {
+            InstallPlanPhase::RequiresApproval => {
+                conditions.push(pending(SubscriptionReason::RequiresApproval));
+            }
             InstallPlanPhase::Complete => {}
             InstallPlanPhase::Failed => conditions.push(plan_failed(plan)),
-            _ => conditions.push(condition(
-                "InstallPlanPending",
-                ConditionStatus::True,
-                SubscriptionReason::Installing,
-                format!("InstallPlan {name} is installing"),
-            )),
+            InstallPlanPhase::None => {
+                conditions.push(pending(SubscriptionReason::InstallPlanNotYetReconciled));
+            }
+            InstallPlanPhase::Planning => conditions.push(pending(SubscriptionReason::Planning)),
+            InstallPlanPhase::Installing => {
+                conditions.push(pending(SubscriptionReason::Installing));
+            }
         }
     } else if input.plan_missing {
         let name = previous
@@ -717,6 +733,36 @@ fn condition(
 
 /// InstallPlanFailed for a failed `plan`: with the reason the plan gives on its Installed
 /// condition, as upstream passes it on, else a reason of our own.
+/// What a pending plan says, as upstream relays it: its Installed condition's message, else
+/// the messages of its bundle lookups still pending, else nothing.
+fn pending_message(plan: &InstallPlan) -> String {
+    let Some(status) = &plan.status else {
+        return String::new();
+    };
+    if let Some(message) = status
+        .conditions
+        .iter()
+        .find(|c| c.type_.as_deref() == Some("Installed") && c.status.as_deref() != Some("Unknown"))
+        .and_then(|c| c.message.clone())
+        .filter(|m| !m.is_empty())
+    {
+        return message;
+    }
+    status
+        .bundle_lookups
+        .iter()
+        .filter_map(|l| {
+            l.conditions
+                .iter()
+                .find(|c| c.type_.as_deref() == Some("BundleLookupPending"))
+                .and_then(|c| c.message.clone())
+                .filter(|m| !m.is_empty())
+        })
+        .map(|m| format!("{m}."))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn plan_failed(plan: &InstallPlan) -> SubscriptionCondition {
     const TYPE: &str = "InstallPlanFailed";
     let status = plan.status.as_ref();

@@ -363,8 +363,14 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
         .iter()
         .map(kube::ResourceExt::name_any)
         .collect();
+    let csv_refs: Vec<&ClusterServiceVersion> = gathered.csvs.iter().collect();
+    let installed_by_package: BTreeMap<String, String> = installed_csvs(&csv_refs, &subs)
+        .into_iter()
+        .map(|csv| (csv.package, csv.name))
+        .collect();
     let round = Round {
         resolution: &resolution,
+        installed_by_package: &installed_by_package,
         plans: &plans.iter().collect::<Vec<_>>(),
         plan_of: &plan_of,
         csvs: &csv_names,

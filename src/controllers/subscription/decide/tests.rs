@@ -366,6 +366,7 @@ fn status_follows_the_plan_then_the_csv_and_is_stable() {
         outcome: Some(&outcome),
         plan: Some(&p),
         plan_missing: false,
+        installed_of_package: None,
         csvs: &no_csvs,
         catalogs: &catalogs,
         now: time(100),
@@ -466,6 +467,7 @@ fn installed_csv_survives_a_round_that_resolves_the_next_hop() {
         outcome: Some(&next_hop),
         plan: Some(&p),
         plan_missing: false,
+        installed_of_package: None,
         csvs: &installed,
         catalogs: &catalogs,
         now: time(100),
@@ -484,6 +486,26 @@ fn installed_csv_survives_a_round_that_resolves_the_next_hop() {
         },
     );
     assert_eq!(held.installed_csv.as_deref(), Some("rw.v1"));
+    // Manual hop, as kubectl-operator found it: the recorded CSV (v0) is on its way out,
+    // the live one of the package is v1, and the next hop waits for approval (no outcome).
+    let mut hopped = s.clone();
+    hopped.status = Some(SubscriptionStatus {
+        current_csv: Some("rw.v2".into()),
+        installed_csv: Some("rw.v0".into()),
+        ..SubscriptionStatus::default()
+    });
+    let both = BTreeSet::from(["rw.v0".to_string(), "rw.v1".to_string()]);
+    let live = desired_status(
+        &hopped,
+        &StatusInput {
+            outcome: None,
+            csvs: &both,
+            installed_of_package: Some("rw.v1"),
+            now: time(160),
+            ..input
+        },
+    );
+    assert_eq!(live.installed_csv.as_deref(), Some("rw.v1"));
     // And with no CSV of it left, nothing is claimed.
     let none = BTreeSet::new();
     let gone = desired_status(
@@ -514,6 +536,7 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
         outcome: None,
         plan: None,
         plan_missing: false,
+        installed_of_package: None,
         csvs: &none,
         catalogs: &catalogs,
         now: time(1),
@@ -618,6 +641,7 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
         &StatusInput {
             failure: None,
             plan_missing: true,
+            installed_of_package: None,
             ..input
         },
     );
@@ -639,6 +663,7 @@ fn a_failed_plan_passes_on_its_own_reason_as_it_is_spelled() {
             outcome: None,
             plan: Some(failed_plan),
             plan_missing: false,
+            installed_of_package: None,
             csvs: &none,
             catalogs: &[],
             now: time(1),
@@ -698,6 +723,7 @@ fn a_rounds_statuses_follow_held_new_and_missing_plans_and_prune_the_rest() {
         plans: &plans,
         plan_of: &plan_of,
         csvs: &csvs,
+        installed_by_package: &BTreeMap::new(),
         catalogs: &[],
         now: time(100),
     };
@@ -724,4 +750,56 @@ fn a_rounds_statuses_follow_held_new_and_missing_plans_and_prune_the_rest() {
     assert!(has(orphaned, "InstallPlanMissing"), "{orphaned:?}");
     // Eight plans, five kept: the three oldest Complete ones go; p7 and p8 are in use.
     assert_eq!(statuses.prune, ["p1", "p2", "p3"]);
+}
+
+/// Upstream's InstallPlanPending: the plan's phase as reason (InstallPlanNotYetReconciled
+/// while it has none), and the plan's own words as message.
+#[test]
+fn a_pending_plan_is_relayed_with_upstreams_reasons_and_its_own_message() {
+    let s = sub("rw", "reverse-words", json!({}));
+    let none = BTreeSet::new();
+    let pending = |p: &InstallPlan| {
+        let status = desired_status(
+            &s,
+            &StatusInput {
+                failure: None,
+                outcome: None,
+                plan: Some(p),
+                plan_missing: false,
+                installed_of_package: None,
+                csvs: &none,
+                catalogs: &[],
+                now: time(1),
+            },
+        );
+        let c = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "InstallPlanPending")
+            .cloned()
+            .unwrap();
+        (c.reason.unwrap_or_default(), c.message.unwrap_or_default())
+    };
+    let fresh = plan("install-a", &["rw.v1"], 1, InstallPlanPhase::None);
+    assert_eq!(pending(&fresh).0, "InstallPlanNotYetReconciled");
+    let mut waiting = plan(
+        "install-a",
+        &["rw.v1"],
+        1,
+        InstallPlanPhase::RequiresApproval,
+    );
+    assert_eq!(
+        pending(&waiting),
+        ("RequiresApproval".into(), String::new())
+    );
+    waiting.status.as_mut().unwrap().bundle_lookups = vec![crate::api::BundleLookup {
+        conditions: vec![crate::api::InstallPlanCondition {
+            type_: Some("BundleLookupPending".into()),
+            status: Some("True".into()),
+            message: Some("unpacking the bundle image".into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }];
+    assert_eq!(pending(&waiting).1, "unpacking the bundle image.");
 }
