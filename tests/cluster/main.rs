@@ -24,6 +24,8 @@ mod hostile_registry;
 mod image_catalogs;
 mod image_installs;
 mod install_modes;
+#[cfg(feature = "upstream-tests")]
+mod kubectl_operator;
 mod leader_election;
 mod operator_groups;
 mod operators;
