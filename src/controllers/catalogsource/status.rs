@@ -237,7 +237,7 @@ pub fn desired_status(
         generation: observed.generation,
         now: observed.now,
     };
-    let (mut connection_state, connected) = conditions.connection(&observed.connection);
+    let (mut grpc_state, connected) = conditions.connection(&observed.connection);
     let loaded = conditions.loaded(&observed.content, &observed.connection);
     // New content is a new connection in upstream's terms (its registry pod is replaced), and
     // clients wait for `lastConnect` to move past their change: it moves with each reload.
@@ -249,8 +249,25 @@ pub fn desired_status(
                     .find(|c| c.type_ == CONDITION_CATALOG_LOADED)
             })
             .is_some_and(|before| before.message != loaded.message);
-    if reloaded && let Some(state) = connection_state.as_mut() {
+    if reloaded && let Some(state) = grpc_state.as_mut() {
         state.last_connect = Some(Time(observed.now));
+    }
+    // Content refused with nothing loaded before is no working catalog: never READY (upstream's
+    // registry would not come up on it), so clients waiting for READY do not go on.
+    if let (
+        Content::Failed {
+            last_good: None, ..
+        },
+        Some(state),
+    ) = (&observed.content, grpc_state.as_mut())
+        && state.last_observed_state == STATE_READY
+    {
+        *state = connection_state(
+            current,
+            &state.address,
+            STATE_TRANSIENT_FAILURE,
+            observed.now,
+        );
     }
     let spec_valid = observed.spec_problem.as_ref().map(|message| {
         conditions.make(
@@ -266,7 +283,7 @@ pub fn desired_status(
         .flatten()
         .find(|c| !ConditionStatus::True.is(&c.status));
     let mut status = current.cloned().unwrap_or_default();
-    status.connection_state = connection_state;
+    status.connection_state = grpc_state;
     status.reason = first_failure.map(|c| c.reason.clone());
     status.message = first_failure.map(|c| c.message.clone());
     status.config_map_reference = observed.config_map.clone().or(status.config_map_reference);
@@ -528,6 +545,18 @@ mod tests {
         assert_eq!(connect(&v2), Some(Time(at(200))));
         let v3 = desired_status(Some(&v2), &ready(Content::Loaded(summary("bbbb")), 300));
         assert_eq!(connect(&v3), Some(Time(at(200))));
+    }
+
+    #[test]
+    fn refused_content_with_nothing_loaded_is_never_ready() {
+        let refused = Content::Failed {
+            reason: CatalogSourceReason::InvalidCatalog,
+            message: "duplicate package".into(),
+            last_good: None,
+        };
+        let status = desired_status(None, &ready(refused, 100));
+        let state = status.connection_state.unwrap();
+        assert_eq!(state.last_observed_state, "TRANSIENT_FAILURE");
     }
 
     #[test]

@@ -59,6 +59,8 @@ pub fn build(source: &ClusterServiceVersion, namespace: &str) -> (Value, Value, 
     let mut annotations = source.metadata.annotations.clone().unwrap_or_default();
     annotations.remove(COPIED_HASH_ANNOTATION);
     annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    // The group's targets belong to the operator's own namespace (upstream strips them).
+    annotations.remove("olm.targetNamespaces");
     let status = source.status.clone().unwrap_or_default();
     let copied_status = json!({
         "phase": status.phase,
