@@ -169,7 +169,27 @@ async fn copies_follow_a_multi_namespace_group() {
             .then_some(())
     })
     .await;
-    assert!(get(&a.name, "csv/reverse-words.v0.3.0").is_some());
+    let copy = get(&a.name, "csv/reverse-words.v0.3.0").unwrap();
+    assert!(
+        copy["metadata"]["annotations"]["olm.targetNamespaces"].is_null(),
+        "a copy carries no targets: {:#}",
+        copy["metadata"]["annotations"]
+    );
+    // Target namespaces carry the group's uid label, as upstream's; b lost it.
+    let uid = get(&ns.name, "operatorgroup/og").unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let label = format!("olm.operatorgroup.uid/{uid}");
+    let labelled = |namespace: &str| {
+        let out = kubectl(&["get", "namespace", namespace, "-o", "json"], None).ok();
+        let value: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+        value["metadata"]["labels"][label.as_str()].is_string()
+    };
+    eventually("a labelled, b not", WAIT, || async {
+        (labelled(&ns.name) && labelled(&a.name) && !labelled(&b.name)).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -249,9 +249,40 @@ async fn apply(
             Err(error) => return Err(kube_error(group, "annotate_csv")(error)),
         }
     }
+    label_namespaces(group, &plan.namespace_labels, ctx).await?;
     apply_cluster_roles(&plan.cluster_roles, ctx)
         .await
         .map_err(kube_error(group, "apply_cluster_role"))
+}
+
+/// Labels (or unlabels) namespaces with the group's `olm.operatorgroup.uid/<uid>`.
+async fn label_namespaces(
+    group: &OperatorGroup,
+    changes: &[(String, bool)],
+    ctx: &OperatorGroupContext,
+) -> Result<(), Error> {
+    let Some(label) = status::namespace_label(group) else {
+        return Ok(());
+    };
+    let namespaces: Api<Namespace> = Api::all(ctx.shared.client.clone());
+    for (namespace, add) in changes {
+        let value = if *add {
+            json!("")
+        } else {
+            serde_json::Value::Null
+        };
+        let patch = json!({"metadata": {"labels": {label.as_str(): value}}});
+        match namespaces
+            .patch(namespace, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            // Deleted since the cache saw it.
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(kube_error(group, "label_namespace")(error)),
+        }
+    }
+    Ok(())
 }
 
 fn describe_targets(targets: &[String]) -> String {

@@ -169,6 +169,38 @@ pub struct Plan {
     pub member_annotations: BTreeMap<String, String>,
     /// Every ClusterRole of the group (applied when its hash label differs from the cache).
     pub cluster_roles: Vec<ClusterRole>,
+    /// Namespaces to label with [`namespace_label`] (true) or to unlabel (false).
+    pub namespace_labels: Vec<(String, bool)>,
+}
+
+/// The label upstream puts on each target namespace of a group: `olm.operatorgroup.uid/<uid>`.
+pub fn namespace_label(group: &OperatorGroup) -> Option<String> {
+    group
+        .metadata
+        .uid
+        .as_deref()
+        .filter(|uid| !uid.is_empty())
+        .map(|uid| format!("olm.operatorgroup.uid/{uid}"))
+}
+
+/// Target namespaces lacking the group's label, and labelled namespaces no longer targeted
+/// (all namespaces, `[""]`, label none).
+fn namespace_labels(
+    group: &OperatorGroup,
+    targets: &[String],
+    namespaces: &[NamespaceInfo],
+) -> Vec<(String, bool)> {
+    let Some(label) = namespace_label(group) else {
+        return Vec::new();
+    };
+    namespaces
+        .iter()
+        .filter_map(|ns| {
+            let targeted = targets.iter().any(|t| !t.is_empty() && *t == ns.name);
+            let labelled = ns.labels.contains_key(&label);
+            (targeted != labelled).then(|| (ns.name.clone(), targeted))
+        })
+        .collect()
 }
 
 /// The decide step: from what was gathered to what must be written.
@@ -208,6 +240,7 @@ pub fn decide(group: &OperatorGroup, gathered: &Gathered, now: Timestamp) -> Pla
     } else {
         Vec::new()
     };
+    let namespace_labels = namespace_labels(group, &targets, &gathered.namespaces);
     let mut cluster_roles = group_cluster_roles(group, &apis);
     for api in &apis {
         if let Some(uid) = gathered.crd_uids.get(&api.crd) {
@@ -221,6 +254,7 @@ pub fn decide(group: &OperatorGroup, gathered: &Gathered, now: Timestamp) -> Pla
         annotate_members,
         member_annotations,
         cluster_roles,
+        namespace_labels,
     }
 }
 
@@ -705,5 +739,27 @@ mod tests {
             assert!(role.aggregation_rule.is_none(), "{role:?}");
             assert_eq!(role.rules, Some(vec![]));
         }
+    }
+
+    #[test]
+    fn target_namespaces_carry_the_groups_uid_label_and_lose_it_when_untargeted() {
+        let mut og = group(OperatorGroupSpec::default());
+        og.metadata.uid = Some("u-1".into());
+        let label = namespace_label(&og).unwrap();
+        assert_eq!(label, "olm.operatorgroup.uid/u-1");
+        let ns = |name: &str, labelled: bool| NamespaceInfo {
+            name: name.into(),
+            labels: if labelled {
+                BTreeMap::from([(label.clone(), String::new())])
+            } else {
+                BTreeMap::new()
+            },
+        };
+        let namespaces = [ns("a", false), ns("b", true), ns("c", true)];
+        let changes = namespace_labels(&og, &["a".into(), "b".into()], &namespaces);
+        assert_eq!(changes, [("a".to_string(), true), ("c".to_string(), false)]);
+        // All namespaces: none is labelled.
+        let all = namespace_labels(&og, &[String::new()], &namespaces);
+        assert_eq!(all, [("b".to_string(), false), ("c".to_string(), false)]);
     }
 }
