@@ -28,6 +28,11 @@ def container(spec):
     return spec["ContainerHierarchyTexts"][0]
 
 
+def tsv_field(s):
+    # Spaces kept as they are: the text is matched exactly (some It texts end in a space).
+    return s.replace("\t", " ").replace("\n", " ")
+
+
 def clean(s):
     return " ".join(s.replace("\t", " ").split())
 
@@ -64,7 +69,7 @@ def plan(dry_run, skips_path, containers, focus=""):
                     verdict, reason = "skip", why
                     break
         print("\t".join([verdict, container(spec), os.path.basename(loc["FileName"]),
-                         str(loc["LineNumber"]), clean(text), reason]))
+                         str(loc["LineNumber"]), tsv_field(text), reason]))
 
 
 def first_line(msg):
