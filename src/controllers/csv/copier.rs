@@ -15,10 +15,10 @@ use kube::runtime::controller::{self, Action, applier};
 use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::phase::GroupState;
@@ -262,14 +262,24 @@ async fn write_copy(
         }
         Err(error) => return Err(round.fail("apply_copy")(error)),
     }
-    let status_body = json!({
-        "apiVersion": ClusterServiceVersion::api_version(&()),
-        "kind": ClusterServiceVersion::kind(&()),
-        "status": status,
-    });
-    api.patch_status(&round.name, &params, &Patch::Apply(&status_body))
-        .await
-        .map_err(round.fail("apply_copy_status"))?;
+    let copy = ClusterServiceVersion {
+        metadata: kube::api::ObjectMeta {
+            name: Some(round.name.clone()),
+            namespace: Some(namespace),
+            ..Default::default()
+        },
+        spec: Default::default(),
+        status: None,
+    };
+    crate::controllers::kit::status::write_status(
+        &round.client(),
+        &copy,
+        FIELD_MANAGER,
+        true,
+        status,
+    )
+    .await
+    .map_err(round.fail("apply_copy_status"))?;
     Ok(())
 }
 

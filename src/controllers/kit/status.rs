@@ -18,31 +18,55 @@ pub async fn apply_status<R: Reconciler>(
     status: &impl Serialize,
 ) -> Result<R::Object, kube::Error> {
     use kube::Resource;
+    let written = write_status(
+        &ctx.shared().client,
+        object,
+        R::FIELD_MANAGER,
+        R::FORCE_STATUS,
+        status,
+    )
+    .await?;
+    ctx.kit().own_writes.wrote(
+        ObjectKey::of(object.meta()),
+        written.meta().resource_version.as_deref(),
+    );
+    ctx.shared().metrics.status_written(R::CONTROLLER);
+    Ok(written)
+}
+
+/// The one status writer under [`apply_status`], also for the writes a controller makes on
+/// another kind's objects (the Subscription controller's first status of a new InstallPlan,
+/// the copier's copies): server-side apply of `status` to the status subresource as
+/// `field_manager`. Through the dynamic API, so that it serves namespaced and cluster-scoped
+/// kinds alike.
+pub async fn write_status<K>(
+    client: &kube::Client,
+    object: &K,
+    field_manager: &str,
+    force: bool,
+    status: &impl Serialize,
+) -> Result<K, kube::Error>
+where
+    K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned,
+{
     let key = ObjectKey::of(object.meta());
-    // Through the dynamic API, so that one writer serves namespaced and cluster-scoped kinds.
-    let resource = ApiResource::erase::<R::Object>(&());
-    let client = ctx.shared().client.clone();
+    let resource = ApiResource::erase::<K>(&());
     let api: Api<DynamicObject> = if key.namespace.is_empty() {
-        Api::all_with(client, &resource)
+        Api::all_with(client.clone(), &resource)
     } else {
-        Api::namespaced_with(client, &key.namespace, &resource)
+        Api::namespaced_with(client.clone(), &key.namespace, &resource)
     };
     let patch = json!({
-        "apiVersion": R::Object::api_version(&()),
-        "kind": R::Object::kind(&()),
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
         "status": status,
     });
-    let mut params = PatchParams::apply(R::FIELD_MANAGER);
-    params.force = R::FORCE_STATUS;
+    let mut params = PatchParams::apply(field_manager);
+    params.force = force;
     let written = api
         .patch_status(&object.name_any(), &params, &Patch::Apply(&patch))
         .await?;
-    let written: R::Object = serde_json::to_value(written)
+    serde_json::to_value(written)
         .and_then(serde_json::from_value)
-        .map_err(kube::Error::SerdeError)?;
-    ctx.kit()
-        .own_writes
-        .wrote(key, written.meta().resource_version.as_deref());
-    ctx.shared().metrics.status_written(R::CONTROLLER);
-    Ok(written)
+        .map_err(kube::Error::SerdeError)
 }

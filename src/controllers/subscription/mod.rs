@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
@@ -664,23 +664,18 @@ async fn fill_plan(created: &InstallPlan, group: &PlanGroup, ctx: &Context) -> R
         })?;
     let waits = created.spec.approval == Approval::Manual && !created.spec.approved;
     let status = plan::initial_status(&namespace, gathered, waits, kit::now());
-    let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &namespace);
-    let patch = serde_json::json!({
-        "apiVersion": InstallPlan::api_version(&()),
-        "kind": InstallPlan::kind(&()),
-        "status": status,
-    });
-    let written = api
-        .patch_status(
-            &name,
-            &PatchParams::apply(plan::STATUS_FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await
-        .map_err(kube_error(
-            &namespace,
-            format!("writing the status of InstallPlan {name}"),
-        ))?;
+    let written = kit::status::write_status(
+        &ctx.client,
+        created,
+        plan::STATUS_FIELD_MANAGER,
+        true,
+        &status,
+    )
+    .await
+    .map_err(kube_error(
+        &namespace,
+        format!("writing the status of InstallPlan {name}"),
+    ))?;
     ctx.metrics.status_written(CONTROLLER);
     plan::announce(&written, ctx);
     Ok(())
