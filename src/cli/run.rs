@@ -148,7 +148,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             },
             cert_secret: args.packages_cert_secret.clone(),
             global_namespace: args.global_catalog_namespace.clone(),
-            watch_namespaces: watch_namespaces(args.watch_namespace.clone()),
         }
     });
     let config = RunConfig {

@@ -22,15 +22,14 @@ pub mod tls;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::watcher;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 use crate::api::CatalogSource;
+use crate::controllers::informers::Informers;
 use crate::resolver::input::CatalogRef;
 use crate::snapshots::CatalogSnapshots;
 use manifest::CatalogInfo;
@@ -49,8 +48,6 @@ pub struct PackagesConfig {
     /// The Secret holding the serving certificate (in a cluster).
     pub cert_secret: String,
     pub global_namespace: String,
-    /// The namespaces `olm run` watches (empty: all).
-    pub watch_namespaces: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +70,7 @@ pub enum PackagesError {
 pub async fn run(
     client: kube::Client,
     snapshots: Arc<CatalogSnapshots>,
+    informers: Vec<Arc<Informers>>,
     config: PackagesConfig,
     stop: watch::Receiver<bool>,
 ) -> Result<(), PackagesError> {
@@ -101,10 +99,9 @@ pub async fn run(
 
     let store = Arc::new(store::Store::new(config.global_namespace.clone()));
     let sync = tokio::spawn(keep_in_sync(
-        client.clone(),
         Arc::clone(&snapshots),
         Arc::clone(&store),
-        config.watch_namespaces.clone(),
+        informers,
     ));
     let state = server::AppState {
         store,
@@ -180,18 +177,16 @@ async fn keep_cert_current(
 }
 
 /// What a PackageManifest shows of a CatalogSource.
-fn catalog_info(object: &DynamicObject) -> Option<(CatalogRef, CatalogInfo)> {
-    let name = object.metadata.name.clone()?;
-    let namespace = object.metadata.namespace.clone()?;
-    let spec = &object.data["spec"];
-    let text = |key: &str| spec[key].as_str().unwrap_or_default().to_string();
+fn catalog_info(source: &CatalogSource) -> Option<(CatalogRef, CatalogInfo)> {
+    let name = source.metadata.name.clone()?;
+    let namespace = source.metadata.namespace.clone()?;
     let info = CatalogInfo {
         name: name.clone(),
         namespace: namespace.clone(),
-        display_name: text("displayName"),
-        publisher: text("publisher"),
-        labels: object.metadata.labels.clone().unwrap_or_default(),
-        creation_timestamp: object
+        display_name: source.spec.display_name.clone().unwrap_or_default(),
+        publisher: source.spec.publisher.clone().unwrap_or_default(),
+        labels: source.metadata.labels.clone().unwrap_or_default(),
+        creation_timestamp: source
             .metadata
             .creation_timestamp
             .as_ref()
@@ -200,81 +195,28 @@ fn catalog_info(object: &DynamicObject) -> Option<(CatalogRef, CatalogInfo)> {
     Some((CatalogRef::new(name, namespace), info))
 }
 
-/// Watches CatalogSources (as untyped objects: one malformed object cannot stop the watch)
-/// in each watched namespace (or all), and the snapshots, and brings the store up to date on
+/// Follows the CatalogSources of each watched scope through the controllers' shared
+/// informers (no watch of its own) and the snapshots, and brings the store up to date on
 /// every change.
 async fn keep_in_sync(
-    client: kube::Client,
     snapshots: Arc<CatalogSnapshots>,
     store: Arc<store::Store>,
-    watch_namespaces: Vec<String>,
+    informers: Vec<Arc<Informers>>,
 ) {
-    let resource = ApiResource::erase::<CatalogSource>(&());
-    let apis: Vec<Api<DynamicObject>> = if watch_namespaces.is_empty() {
-        vec![Api::all_with(client, &resource)]
-    } else {
-        watch_namespaces
-            .iter()
-            .map(|ns| Api::namespaced_with(client.clone(), ns, &resource))
-            .collect()
-    };
-    // One partition per watch: a relist replaces only its own.
-    type Partition = BTreeMap<CatalogRef, CatalogInfo>;
-    let partitions: Arc<Mutex<Vec<Partition>>> =
-        Arc::new(Mutex::new(vec![Partition::new(); apis.len()]));
-    let changed = Arc::new(Notify::new());
-    for (index, api) in apis.into_iter().enumerate() {
-        let partitions = Arc::clone(&partitions);
-        let changed = Arc::clone(&changed);
-        tokio::spawn(async move {
-            let mut pending: Option<Partition> = None;
-            let mut events = watcher(api, watcher::Config::default()).boxed();
-            while let Some(event) = events.next().await {
-                let event = match event {
-                    Ok(e) => e,
-                    Err(error) => {
-                        tracing::warn!(%error, "watching CatalogSources for the packages API");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                        continue;
-                    }
-                };
-                let mut all = partitions
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let map = &mut all[index];
-                match event {
-                    watcher::Event::Init => pending = Some(BTreeMap::new()),
-                    watcher::Event::InitApply(o) => {
-                        if let (Some(p), Some((k, v))) = (pending.as_mut(), catalog_info(&o)) {
-                            p.insert(k, v);
-                        }
-                    }
-                    watcher::Event::InitDone => {
-                        if let Some(p) = pending.take() {
-                            *map = p;
-                        }
-                    }
-                    watcher::Event::Apply(o) => {
-                        if let Some((k, v)) = catalog_info(&o) {
-                            map.insert(k, v);
-                        }
-                    }
-                    watcher::Event::Delete(o) => {
-                        if let Some((k, _)) = catalog_info(&o) {
-                            map.remove(&k);
-                        }
-                    }
-                }
-                drop(all);
-                changed.notify_one();
-            }
-        });
+    let mut stores = Vec::new();
+    let mut changes = Vec::new();
+    for scope in &informers {
+        let (store, stream) = scope.catalog_sources.subscribe_touched();
+        stores.push(store);
+        changes.push(stream.boxed());
     }
-    let sources = move || -> Partition {
-        let all = partitions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        all.iter().flat_map(std::clone::Clone::clone).collect()
+    let mut changes = futures::stream::select_all(changes);
+    let sources = move || -> BTreeMap<CatalogRef, CatalogInfo> {
+        stores
+            .iter()
+            .flat_map(kube::runtime::reflector::Store::state)
+            .filter_map(|guarded| guarded.0.as_ref().ok().and_then(catalog_info))
+            .collect()
     };
     let mut snapshot_changes = snapshots.changes();
     loop {
@@ -296,7 +238,7 @@ async fn keep_in_sync(
         })
         .await;
         tokio::select! {
-            _ = changed.notified() => {}
+            change = changes.next() => if change.is_none() { return },
             r = snapshot_changes.changed() => if r.is_err() { return },
         }
     }

@@ -79,16 +79,6 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
     )
     .context("starting the admin server thread")?;
 
-    // Every replica serves packagemanifests from its snapshots; no leadership needed.
-    let packages = config.packages.clone().map(|packages| {
-        tokio::spawn(crate::packageserver::run(
-            client.clone(),
-            Arc::clone(&snapshots),
-            packages,
-            stop_rx.clone(),
-        ))
-    });
-
     // The elector stops only after the controllers have, so the Lease is released last.
     let (elector_stop_tx, elector_stop_rx) = watch::channel(false);
     let elector = match config.leader_election.clone() {
@@ -121,9 +111,23 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
     } else {
         config.watch_namespaces.iter().cloned().map(Some).collect()
     };
+    let scoped: Vec<Arc<Context>> = scopes
+        .into_iter()
+        .map(|scope| Arc::new(ctx.scoped_to(scope)))
+        .collect();
+    // Every replica serves packagemanifests from its snapshots; no leadership needed.
+    let packages = config.packages.clone().map(|packages| {
+        tokio::spawn(crate::packageserver::run(
+            ctx.client.clone(),
+            Arc::clone(&ctx.snapshots),
+            scoped.iter().map(|c| Arc::clone(&c.informers)).collect(),
+            packages,
+            stop_rx.clone(),
+        ))
+    });
+
     let mut hosted_controllers = Vec::new();
-    for scope in scopes {
-        let scoped = Arc::new(ctx.scoped_to(scope));
+    for scoped in scoped {
         for controller in controllers::all() {
             hosted_controllers.push((Arc::clone(&scoped), controller));
         }
