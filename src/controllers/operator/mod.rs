@@ -132,6 +132,14 @@ impl Reconciler for OperatorContext {
 
     async fn sync(&self, operator: &Operator) -> Result<Action, Error> {
         let name = operator.name_any();
+        // Operators are cluster-scoped, but a scoped context sees only its namespace's
+        // components: it keeps only its own namespace's Operators (`<package>.<namespace>`;
+        // namespaces have no dots), or scopes would overwrite each other's lists.
+        if let Some(scope) = self.shared.settings.watch_namespace.as_deref()
+            && name.rsplit_once('.').map(|(_, namespace)| namespace) != Some(scope)
+        {
+            return Ok(Action::await_change());
+        }
         let label = operator_label(&name);
         let mut refs = self.watched_components(&label);
         refs.extend(self.listed_components(&name, &label).await?);
