@@ -1448,33 +1448,14 @@ async fn each_install_has_an_operator_listing_its_components() {
         "{listed}"
     );
 
-    // Uninstall: every namespaced component deleted (the shared CRD loses only this label,
-    // other tests use it), then the Operator once its list is empty.
-    let refs = operator["status"]["components"]["refs"]
-        .as_array()
-        .unwrap()
-        .clone();
-    for r in &refs {
-        let kind = r["kind"].as_str().unwrap();
-        let object = r["name"].as_str().unwrap();
-        if kind == "CustomResourceDefinition" {
-            kubectl(&["label", "crd", object, &format!("{label}-")], None).ok();
-        } else if let Some(namespace) = r["namespace"].as_str() {
-            kubectl(
-                &[
-                    "delete",
-                    kind,
-                    object,
-                    "-n",
-                    namespace,
-                    "--ignore-not-found",
-                    "--wait=false",
-                ],
-                None,
-            )
-            .ok();
-        }
-    }
+    // Uninstall as kubectl-operator does: the Subscription first (so nothing plans again),
+    // then every namespaced component listed (the shared CRD loses only this label, other
+    // tests use it), until the Operator lists nothing.
+    kubectl(
+        &["delete", "subscription", "reverse-words", "-n", s.name()],
+        None,
+    )
+    .ok();
     eventually("the Operator lists nothing", WAIT, || async {
         let operator: Value = serde_json::from_str(
             &kubectl(&["get", "operator", &name, "-o", "json"], None)
@@ -1482,7 +1463,31 @@ async fn each_install_has_an_operator_listing_its_components() {
                 .stdout(),
         )
         .ok()?;
-        kinds_of(&operator).is_empty().then_some(())
+        let refs = operator["status"]["components"]["refs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for r in &refs {
+            let kind = r["kind"].as_str().unwrap_or_default();
+            let object = r["name"].as_str().unwrap_or_default();
+            if kind == "CustomResourceDefinition" {
+                kubectl(&["label", "crd", object, &format!("{label}-")], None);
+            } else if let Some(namespace) = r["namespace"].as_str() {
+                kubectl(
+                    &[
+                        "delete",
+                        kind,
+                        object,
+                        "-n",
+                        namespace,
+                        "--ignore-not-found",
+                        "--wait=false",
+                    ],
+                    None,
+                );
+            }
+        }
+        refs.is_empty().then_some(())
     })
     .await;
     kubectl(&["delete", "operator", &name], None).ok();

@@ -26,6 +26,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::core::DeserializeGuard;
@@ -423,6 +424,32 @@ fn operators_of(meta: &ObjectMeta) -> Vec<ObjectRef<DeserializeGuard<Operator>>>
         .collect()
 }
 
+/// The Operators `meta`'s labels name, and those whose list has the object.
+fn affected<K: Resource<DynamicType = ()>>(
+    operators: &Store<DeserializeGuard<Operator>>,
+    meta: &ObjectMeta,
+) -> Vec<ObjectRef<DeserializeGuard<Operator>>> {
+    let mut refs = operators_of(meta);
+    let kind = K::kind(&());
+    for operator in operators.state() {
+        let Ok(op) = &operator.0 else { continue };
+        let listed = op
+            .status
+            .iter()
+            .filter_map(|s| s.components.as_ref())
+            .flat_map(|c| &c.refs)
+            .any(|r| {
+                r.kind.as_deref() == Some(kind.as_ref())
+                    && r.name == meta.name
+                    && r.namespace == meta.namespace
+            });
+        if listed {
+            refs.push(ObjectRef::from_obj(operator.as_ref()));
+        }
+    }
+    refs
+}
+
 fn guarded_meta<K: Resource>(guarded: &DeserializeGuard<K>) -> &ObjectMeta {
     match &guarded.0 {
         Ok(object) => object.meta(),
@@ -450,14 +477,28 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         plans: plans.clone(),
         crds,
     });
+    // A change reaches the Operators its labels name now and those listing it already (a
+    // component that lost its label, or was deleted, must leave their lists).
+    let (for_csvs, for_plans, for_crds, for_subs) = (
+        operators.clone(),
+        operators.clone(),
+        operators.clone(),
+        operators.clone(),
+    );
     let status_controller = Controller::for_shared_stream(operator_changes, operators.clone())
         .with_config(Config::default().debounce(DEBOUNCE))
-        .watches_shared_stream(csv_changes, |o| operators_of(guarded_meta(&o)))
-        .watches_shared_stream(plan_changes, |o| operators_of(guarded_meta(&o)))
-        .watches_shared_stream(crd_changes, |o| operators_of(&o.metadata))
-        .watches_shared_stream(sub_changes, |o| {
+        .watches_shared_stream(csv_changes, move |o| {
+            affected::<ClusterServiceVersion>(&for_csvs, guarded_meta(&o))
+        })
+        .watches_shared_stream(plan_changes, move |o| {
+            affected::<InstallPlan>(&for_plans, guarded_meta(&o))
+        })
+        .watches_shared_stream(crd_changes, move |o| {
+            affected::<CustomResourceDefinition>(&for_crds, &o.metadata)
+        })
+        .watches_shared_stream(sub_changes, move |o| {
             let meta = guarded_meta(&o);
-            let mut refs = operators_of(meta);
+            let mut refs = affected::<Subscription>(&for_subs, meta);
             if let Ok(sub) = &o.0 {
                 let name = operator_name(
                     &sub.spec.name,
