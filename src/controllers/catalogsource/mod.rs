@@ -205,13 +205,7 @@ impl Reconciler for CatalogSourceContext {
     const CONTROLLER: &'static str = CONTROLLER;
     const FIELD_MANAGER: &'static str = FIELD_MANAGER;
 
-    fn shared(&self) -> &Context {
-        &self.shared
-    }
-
-    fn kit(&self) -> &KitState<CatalogRef> {
-        &self.kit
-    }
+    crate::kit_accessors!();
 
     fn key(meta: &ObjectMeta) -> CatalogRef {
         CatalogRef::new(

@@ -23,7 +23,6 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
@@ -112,17 +111,7 @@ impl Reconciler for CsvContext {
     const CONTROLLER: &'static str = CONTROLLER;
     const FIELD_MANAGER: &'static str = FIELD_MANAGER;
 
-    fn shared(&self) -> &Context {
-        &self.shared
-    }
-
-    fn kit(&self) -> &KitState<ObjectKey> {
-        &self.kit
-    }
-
-    fn key(meta: &ObjectMeta) -> ObjectKey {
-        ObjectKey::of(meta)
-    }
+    crate::kit_accessors!(object_key);
 
     async fn sync(&self, csv: &ClusterServiceVersion) -> Result<Action, Error> {
         sync(csv, self).await

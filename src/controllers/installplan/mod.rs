@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
@@ -115,17 +115,7 @@ impl Reconciler for InstallPlanContext {
     const FIELD_MANAGER: &'static str = FIELD_MANAGER;
     const FORCE_STATUS: bool = true;
 
-    fn shared(&self) -> &Context {
-        &self.shared
-    }
-
-    fn kit(&self) -> &KitState<ObjectKey> {
-        &self.kit
-    }
-
-    fn key(meta: &ObjectMeta) -> ObjectKey {
-        ObjectKey::of(meta)
-    }
+    crate::kit_accessors!(object_key);
 
     async fn sync(&self, plan: &InstallPlan) -> Result<Action, Error> {
         sync(plan, self).await

@@ -99,6 +99,30 @@ impl<Key: Eq + Hash + Clone> Default for KitState<Key> {
     }
 }
 
+/// The accessors every [`Reconciler`] whose context has `shared` and `kit` fields writes the
+/// same way; `object_key` adds the `key` of controllers keyed by object.
+#[macro_export]
+macro_rules! kit_accessors {
+    () => {
+        fn shared(&self) -> &$crate::controllers::context::Context {
+            &self.shared
+        }
+
+        fn kit(&self) -> &$crate::controllers::kit::KitState<Self::Key> {
+            &self.kit
+        }
+    };
+    (object_key) => {
+        $crate::kit_accessors!();
+
+        fn key(
+            meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        ) -> $crate::controllers::kit::ObjectKey {
+            $crate::controllers::kit::ObjectKey::of(meta)
+        }
+    };
+}
+
 /// One controller: the kind it reconciles and the one step that is its own.
 pub trait Reconciler: Send + Sync + Sized + 'static {
     type Object: Resource<DynamicType = ()>

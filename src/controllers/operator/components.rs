@@ -2,6 +2,7 @@
 //! as upstream shows them (a label selector, and one reference per object with the
 //! conditions it reports, sorted so that an unchanged set writes nothing).
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 use crate::api::{
@@ -66,6 +67,22 @@ pub fn install_plan_conditions(plan: &InstallPlan) -> Vec<ComponentCondition> {
     plan.status
         .iter()
         .flat_map(|s| &s.conditions)
+        .map(|c| ComponentCondition {
+            type_: c.type_.clone().unwrap_or_default(),
+            status: c.status.clone().unwrap_or_default(),
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+            last_update_time: c.last_update_time.clone(),
+            last_transition_time: c.last_transition_time.clone(),
+        })
+        .collect()
+}
+
+pub fn deployment_conditions(deployment: &Deployment) -> Vec<ComponentCondition> {
+    deployment
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
         .map(|c| ComponentCondition {
             type_: c.type_.clone().unwrap_or_default(),
             status: c.status.clone().unwrap_or_default(),

@@ -119,17 +119,7 @@ impl Reconciler for OperatorContext {
     const CONTROLLER: &'static str = CONTROLLER;
     const FIELD_MANAGER: &'static str = FIELD_MANAGER;
 
-    fn shared(&self) -> &Context {
-        &self.shared
-    }
-
-    fn kit(&self) -> &KitState<ObjectKey> {
-        &self.kit
-    }
-
-    fn key(meta: &ObjectMeta) -> ObjectKey {
-        ObjectKey::of(meta)
-    }
+    crate::kit_accessors!(object_key);
 
     async fn sync(&self, operator: &Operator) -> Result<Action, Error> {
         let name = operator.name_any();
@@ -213,7 +203,7 @@ impl OperatorContext {
             .await
             .map_err(kube_error(name, "listing Deployments"))?
         {
-            let conditions = deployment_conditions(&deployment);
+            let conditions = components::deployment_conditions(&deployment);
             refs.push(component(&deployment, conditions));
         }
         refs.extend(list_namespaced::<ServiceAccount>(client, scope, &params, name).await?);
@@ -239,22 +229,6 @@ fn component<K: Resource<DynamicType = ()>>(
         object.meta().name.as_deref().unwrap_or_default(),
         conditions,
     )
-}
-
-fn deployment_conditions(deployment: &Deployment) -> Vec<crate::api::ComponentCondition> {
-    deployment
-        .status
-        .iter()
-        .flat_map(|s| s.conditions.iter().flatten())
-        .map(|c| crate::api::ComponentCondition {
-            type_: c.type_.clone().unwrap_or_default(),
-            status: c.status.clone().unwrap_or_default(),
-            reason: c.reason.clone(),
-            message: c.message.clone(),
-            last_update_time: c.last_update_time.clone(),
-            last_transition_time: c.last_transition_time.clone(),
-        })
-        .collect()
 }
 
 async fn list_namespaced<K>(
@@ -330,17 +304,7 @@ impl Reconciler for AdoptionContext {
     // The Subscription controller reports unreadable Subscriptions.
     const REPORTS_INVALID: bool = false;
 
-    fn shared(&self) -> &Context {
-        &self.shared
-    }
-
-    fn kit(&self) -> &KitState<ObjectKey> {
-        &self.kit
-    }
-
-    fn key(meta: &ObjectMeta) -> ObjectKey {
-        ObjectKey::of(meta)
-    }
+    crate::kit_accessors!(object_key);
 
     async fn sync(&self, sub: &Subscription) -> Result<Action, Error> {
         if sub.spec.name.is_empty() || sub.meta().deletion_timestamp.is_some() {

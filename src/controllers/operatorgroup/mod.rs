@@ -18,7 +18,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
@@ -83,17 +82,7 @@ impl Reconciler for OperatorGroupContext {
     const CONTROLLER: &'static str = CONTROLLER;
     const FIELD_MANAGER: &'static str = FIELD_MANAGER;
 
-    fn shared(&self) -> &Context {
-        &self.shared
-    }
-
-    fn kit(&self) -> &KitState<ObjectKey> {
-        &self.kit
-    }
-
-    fn key(meta: &ObjectMeta) -> ObjectKey {
-        ObjectKey::of(meta)
-    }
+    crate::kit_accessors!(object_key);
 
     async fn sync(&self, group: &OperatorGroup) -> Result<Action, Error> {
         sync(group, self).await

@@ -41,7 +41,7 @@ use crate::api::{
 };
 use crate::controllers::host::Shutdown;
 use crate::controllers::plan;
-use crate::resolver::{CatalogIndex, CatalogRef, Namespace};
+use crate::resolver::{CatalogIndex, CatalogRef, InstalledCsv, Namespace};
 use crate::snapshots::CatalogSnapshot;
 use decide::{
     CatalogHealth, Existing, Failure, PlanGroup, Resolution, Round, existing_plan, installed_csvs,
@@ -303,13 +303,7 @@ impl Reconciler for SubscriptionContext {
     const CONTROLLER: &'static str = CONTROLLER;
     const FIELD_MANAGER: &'static str = FIELD_MANAGER;
 
-    fn shared(&self) -> &Context {
-        &self.shared
-    }
-
-    fn kit(&self) -> &KitState<String> {
-        &self.kit
-    }
+    crate::kit_accessors!();
 
     fn key(meta: &ObjectMeta) -> String {
         meta.namespace.clone().unwrap_or_default()
@@ -354,7 +348,14 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
         .map_err(kube_error(namespace, "listing InstallPlans"))?
         .items;
 
-    let resolution = resolve(namespace, &subs, &gathered).await;
+    // What is installed, once: the resolver's input and the statuses' `installedCSV`.
+    let csv_refs: Vec<&ClusterServiceVersion> = gathered.csvs.iter().collect();
+    let installed = installed_csvs(&csv_refs, &subs);
+    let installed_by_package: BTreeMap<String, String> = installed
+        .iter()
+        .map(|csv| (csv.package.clone(), csv.name.clone()))
+        .collect();
+    let resolution = resolve(namespace, &subs, installed, &gathered).await;
     let plan_of = ensure_plans(namespace, &resolution, &subs, &mut plans, ctx).await?;
 
     // Decide every status (pure), then write what changed and prune old plans.
@@ -362,11 +363,6 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
         .csvs
         .iter()
         .map(kube::ResourceExt::name_any)
-        .collect();
-    let csv_refs: Vec<&ClusterServiceVersion> = gathered.csvs.iter().collect();
-    let installed_by_package: BTreeMap<String, String> = installed_csvs(&csv_refs, &subs)
-        .into_iter()
-        .map(|csv| (csv.package, csv.name))
         .collect();
     let round = Round {
         resolution: &resolution,
@@ -427,7 +423,12 @@ fn catalog_health(gathered: &Gathered) -> Vec<CatalogHealth> {
 
 /// Resolves the namespace (on a blocking thread: the solver is synchronous), or fails every
 /// Subscription when the namespace has not exactly one OperatorGroup.
-async fn resolve(namespace: &str, subs: &[&Subscription], gathered: &Gathered) -> Resolution {
+async fn resolve(
+    namespace: &str,
+    subs: &[&Subscription],
+    installed: Vec<InstalledCsv>,
+    gathered: &Gathered,
+) -> Resolution {
     if gathered.groups.len() != 1 {
         let failure = Failure {
             reason: SubscriptionReason::ErrorPreventedResolution,
@@ -444,10 +445,9 @@ async fn resolve(namespace: &str, subs: &[&Subscription], gathered: &Gathered) -
             ..Resolution::default()
         };
     }
-    let csv_refs: Vec<&ClusterServiceVersion> = gathered.csvs.iter().collect();
     let input = Namespace {
         name: namespace.to_string(),
-        installed: installed_csvs(&csv_refs, subs),
+        installed,
         subscriptions: subs.iter().map(|s| resolver_subscription(s)).collect(),
     };
     let snapshots = gathered.snapshots.clone();
