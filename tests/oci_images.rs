@@ -227,6 +227,38 @@ fn the_same_build_gives_the_same_digest_and_an_unchanged_push_uploads_nothing() 
 }
 
 #[test]
+fn a_push_without_a_layout_leaves_nothing_behind() {
+    let registry = TestRegistry::start("no-leftovers", false);
+    let cwd = scratch("oci-no-leftovers");
+    let image = format!("{}/at-bundle:v0.2.0", registry.host);
+    run(olm()
+        .current_dir(&cwd)
+        .args(["bundle", "build"])
+        .arg(repo().join("bundles/at/0.2.0"))
+        .args(["-t", &image, "--push"]));
+    let left: Vec<_> = std::fs::read_dir(&cwd)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "left behind in {}: {left:?}",
+        cwd.display()
+    );
+    // The pushed image is whole: opm reads it back.
+    let home = opm_home(&scratch("oci-no-leftovers-opm"));
+    let rendered = opm_render(&image, &home, None);
+    assert_eq!(rendered[0]["name"], "at.v0.2.0", "{rendered:?}");
+    // Without --push the build is kept, in ./oci-layout as before.
+    run(olm()
+        .current_dir(&cwd)
+        .args(["bundle", "build"])
+        .arg(repo().join("bundles/at/0.2.0"))
+        .args(["-t", &image]));
+    assert!(cwd.join("oci-layout/index.json").is_file());
+}
+
+#[test]
 fn basic_auth_from_the_auth_file_and_clear_errors_without_it() {
     let registry = TestRegistry::start("auth", true);
     let work = scratch("oci-auth");

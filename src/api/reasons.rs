@@ -166,6 +166,8 @@ reasons! {
         /// A failed plan that names no reason of its own.
         InstallPlanFailed = "InstallPlanFailed",
         ReferencedInstallPlanNotFound = "ReferencedInstallPlanNotFound",
+        /// The object does not read as a Subscription.
+        SpecInvalidError = "SpecInvalidError",
         /// Event: a plan was created for the Subscription.
         InstallPlanCreated = "InstallPlanCreated",
         /// Event: resolution newly fails.
@@ -179,6 +181,8 @@ reasons! {
     pub enum InstallPlanReason {
         InstallComponentFailed = "InstallComponentFailed",
         InvalidInstallPlan = "InvalidInstallPlan",
+        /// The object does not read as an InstallPlan.
+        SpecInvalidError = "SpecInvalidError",
         /// A bundle image could not be had before the unpack timeout, or never can be.
         BundleLookupFailed = "BundleLookupFailed",
         /// Event: the plan waits for approval.
@@ -205,12 +209,19 @@ reasons! {
         InstallCheckFailed = "InstallCheckFailed",
         ComponentUnhealthy = "ComponentUnhealthy",
         NeedsReinstall = "NeedsReinstall",
+        /// A webhook definition cannot be installed (upstream's spelling).
+        InvalidWebhookDescription = "InvalidWebhookDescription",
+        /// A serving certificate of a webhook is due: the CSV installs again with a new one.
+        NeedsCertRotation = "NeedsCertRotation",
         BeingReplaced = "BeingReplaced",
         Replaced = "Replaced",
         NoOperatorGroup = "NoOperatorGroup",
         TooManyOperatorGroups = "TooManyOperatorGroups",
         UnsupportedOperatorGroup = "UnsupportedOperatorGroup",
         NoTargetNamespaces = "NoTargetNamespaces",
+        /// The object does not read as a CSV (ours; the spelling of upstream's CatalogSource
+        /// reason for a spec it cannot use).
+        SpecInvalidError = "SpecInvalidError",
         /// The status of a copy in a target namespace.
         Copied = "Copied",
         /// Ours, not upstream's: a reason read back from the object that none of the above
@@ -367,6 +378,7 @@ mod tests {
                     R::ReferencedInstallPlanNotFound,
                     "ReferencedInstallPlanNotFound",
                 ),
+                (R::SpecInvalidError, "SpecInvalidError"),
                 (R::InstallPlanCreated, "InstallPlanCreated"),
                 (R::ResolutionFailed, "ResolutionFailed"),
             ],
@@ -379,6 +391,7 @@ mod tests {
         let own = [
             (R::InstallComponentFailed, "InstallComponentFailed"),
             (R::InvalidInstallPlan, "InvalidInstallPlan"),
+            (R::SpecInvalidError, "SpecInvalidError"),
             (R::BundleLookupFailed, "BundleLookupFailed"),
             (R::RequiresApproval, "RequiresApproval"),
             (R::Approved, "Approved"),
@@ -403,12 +416,15 @@ mod tests {
                 (R::InstallCheckFailed, "InstallCheckFailed"),
                 (R::ComponentUnhealthy, "ComponentUnhealthy"),
                 (R::NeedsReinstall, "NeedsReinstall"),
+                (R::InvalidWebhookDescription, "InvalidWebhookDescription"),
+                (R::NeedsCertRotation, "NeedsCertRotation"),
                 (R::BeingReplaced, "BeingReplaced"),
                 (R::Replaced, "Replaced"),
                 (R::NoOperatorGroup, "NoOperatorGroup"),
                 (R::TooManyOperatorGroups, "TooManyOperatorGroups"),
                 (R::UnsupportedOperatorGroup, "UnsupportedOperatorGroup"),
                 (R::NoTargetNamespaces, "NoTargetNamespaces"),
+                (R::SpecInvalidError, "SpecInvalidError"),
                 (R::Copied, "Copied"),
                 (R::Unknown, "Unknown"),
                 (R::Unset, ""),

@@ -41,10 +41,11 @@ pub struct BuildArgs {
     /// Push to the registry after building.
     #[arg(long)]
     pub push: bool,
-    /// The OCI image layout directory to write (default: `oci-layout` under the
-    /// current directory); images are tagged in it by their reference.
-    #[arg(long, default_value = "oci-layout")]
-    pub layout: PathBuf,
+    /// The OCI image layout directory to write; images are tagged in it by their
+    /// reference. Default: `oci-layout` under the current directory, or, with --push, a
+    /// scratch directory removed after the push (a push leaves nothing behind).
+    #[arg(long)]
+    pub layout: Option<PathBuf>,
     #[command(flatten)]
     pub registry: RegistryArgs,
 }
@@ -80,11 +81,13 @@ pub struct PublishArgs {
     /// The catalog image's name and tag under the registry.
     #[arg(long, default_value = "catalog:latest")]
     pub catalog_image: String,
-    /// Where the catalog that refers to the pushed bundles is written.
-    #[arg(long, default_value = "oci-layout/catalog")]
-    pub catalog_dir: PathBuf,
-    #[arg(long, default_value = "oci-layout")]
-    pub layout: PathBuf,
+    /// Where the catalog that refers to the pushed bundles is written (default: a scratch
+    /// directory, removed with the layout once everything is pushed).
+    #[arg(long)]
+    pub catalog_dir: Option<PathBuf>,
+    /// The OCI image layout the images are built into (default: a scratch directory).
+    #[arg(long)]
+    pub layout: Option<PathBuf>,
     /// `bundle-object-to-csv-metadata` (as opm's `--migrate-level`): the catalog carries no
     /// bundle objects, only each CSV's metadata, so installs pull the bundle images (as
     /// with most real catalogs). Default `none`: objects inline.
@@ -114,8 +117,9 @@ pub struct BuildBinaryArgs {
     /// Push to the registry after building.
     #[arg(long)]
     pub push: bool,
-    #[arg(long, default_value = "oci-layout")]
-    pub layout: PathBuf,
+    /// As for `olm bundle build`: `oci-layout`, or a scratch directory with --push.
+    #[arg(long)]
+    pub layout: Option<PathBuf>,
     #[command(flatten)]
     pub registry_args: RegistryArgs,
 }
@@ -150,6 +154,7 @@ pub fn build_binary(args: BuildBinaryArgs) -> anyhow::Result<()> {
         .trim_end_matches('/')
         .to_string();
     let runtime = runtime()?;
+    let layout = WorkDir::for_layout(args.layout.as_deref(), args.push)?;
     for spec in list
         .images
         .iter()
@@ -162,7 +167,7 @@ pub fn build_binary(args: BuildBinaryArgs) -> anyhow::Result<()> {
             dir: binary,
             reference: format!("{registry}/{}:v{version}", spec.name),
             push: args.push,
-            layout: args.layout.clone(),
+            layout: Some(layout.path.clone()),
             registry: args.registry_args.clone(),
         };
         let digest = build_and_maybe_push(&input, &build, &runtime)?;
@@ -187,6 +192,57 @@ fn progress(line: &str) {
     eprintln!("  {line}");
 }
 
+/// A directory a command writes into: the one the user named (kept), or a scratch directory
+/// under the system's temporary directory that is removed when the command ends.
+struct WorkDir {
+    path: PathBuf,
+    scratch: bool,
+}
+
+impl WorkDir {
+    /// The layout to build into: the named one; else, when the image is pushed, a scratch
+    /// directory (a push leaves nothing behind); else `./oci-layout`.
+    fn for_layout(named: Option<&Path>, push: bool) -> anyhow::Result<Self> {
+        match named {
+            Some(path) => Ok(Self::kept(path)),
+            None if push => Self::scratch(),
+            None => Ok(Self::kept(Path::new("oci-layout"))),
+        }
+    }
+
+    fn scratch_unless(named: Option<&Path>) -> anyhow::Result<Self> {
+        named.map_or_else(Self::scratch, |path| Ok(Self::kept(path)))
+    }
+
+    fn kept(path: &Path) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            scratch: false,
+        }
+    }
+
+    fn scratch() -> anyhow::Result<Self> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("olm-image-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("creating scratch directory {}", path.display()))?;
+        Ok(Self {
+            path,
+            scratch: true,
+        })
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if self.scratch {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
 /// Builds into the layout, pushes when asked; prints the digest on stdout.
 fn build_and_maybe_push(
     input: &ImageInput,
@@ -194,14 +250,15 @@ fn build_and_maybe_push(
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<String> {
     let reference = parse_reference(&args.reference)?;
-    let layout = Layout::create(&args.layout)?;
+    let work = WorkDir::for_layout(args.layout.as_deref(), args.push)?;
+    let layout = Layout::create(&work.path)?;
     let built = build_into(input, &layout, &reference.whole())
         .with_context(|| format!("building {}", args.dir.display()))?;
     eprintln!(
         "built {} {} in {}",
         reference.whole(),
         built.manifest.digest,
-        args.layout.display()
+        work.path.display()
     );
     if args.push {
         let session = Session::for_user(&reference, &args.registry.options())?
@@ -291,7 +348,9 @@ pub fn publish(args: PublishArgs) -> anyhow::Result<()> {
         })
         .collect();
     packages.sort();
-    let _ = std::fs::remove_dir_all(&args.catalog_dir);
+    let layout = WorkDir::for_layout(args.layout.as_deref(), true)?;
+    let catalog_dir = WorkDir::scratch_unless(args.catalog_dir.as_deref())?;
+    let _ = std::fs::remove_dir_all(&catalog_dir.path);
     for package_dir in &packages {
         let mut config = render_package_dir(package_dir, &options)?;
         for bundle in &mut config.bundles {
@@ -300,7 +359,7 @@ pub fn publish(args: PublishArgs) -> anyhow::Result<()> {
                 dir: dir.clone(),
                 reference: bundle.image.clone(),
                 push: true,
-                layout: args.layout.clone(),
+                layout: Some(layout.path.clone()),
                 registry: args.registry_args.clone(),
             };
             let digest = build_and_maybe_push(&bundle_image(&dir)?, &build, &runtime)?;
@@ -322,17 +381,17 @@ pub fn publish(args: PublishArgs) -> anyhow::Result<()> {
             }
         }
         let name = package_dir.file_name().unwrap_or_default();
-        let out = args.catalog_dir.join(name);
+        let out = catalog_dir.path.join(name);
         std::fs::create_dir_all(&out)?;
         let mut text = Vec::new();
         super::catalog::write_fbc(&config, super::catalog::FbcFormat::Json, &mut text)?;
         std::fs::write(out.join("catalog.json"), text)?;
     }
     let build = BuildArgs {
-        dir: args.catalog_dir.clone(),
+        dir: catalog_dir.path.clone(),
         reference: format!("{registry}/{}", args.catalog_image),
         push: true,
-        layout: args.layout.clone(),
+        layout: Some(layout.path.clone()),
         registry: args.registry_args.clone(),
     };
     check_catalog(&build.dir)?;

@@ -56,6 +56,11 @@ pub struct RunArgs {
     /// InstallCheckFailed.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub install_check_timeout: Duration,
+    /// How long the serving certificates OLM issues for operators' webhooks and API
+    /// services are valid (upstream: 2 years); they are rotated a day before they expire,
+    /// or halfway when valid for less than two days (for trying rotation out).
+    #[arg(long, default_value = "17520h", value_parser = parse_duration)]
+    pub cert_validity: Duration,
     /// How long an InstallPlan keeps trying to pull a bundle image (a catalog entry with no
     /// inline objects) before it fails; the OperatorGroup annotation
     /// `operatorframework.io/bundle-unpack-timeout` overrides it in its namespace.
@@ -164,6 +169,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             catalog_load_timeout: args.catalog_load_timeout,
             install_plan_retry_timeout: args.install_plan_retry_timeout,
             install_check_timeout: args.install_check_timeout,
+            cert_validity: args.cert_validity,
             bundle_unpack_timeout: args.bundle_unpack_timeout,
             disable_copied_csvs: args.disable_copied_csvs,
             image_cache_dir: args.image_cache_dir,

@@ -41,6 +41,8 @@ pub struct Settings {
     /// How long a CSV may stay Installing with unready Deployments before it fails with
     /// InstallCheckFailed (upstream: 5 minutes, fixed).
     pub install_check_timeout: Duration,
+    /// How long the serving certificates of webhooks and API services are valid.
+    pub cert_validity: Duration,
     /// How long an InstallPlan keeps trying to pull a bundle image before it fails
     /// (upstream's `--bundle-unpack-timeout`; the OperatorGroup annotation
     /// `operatorframework.io/bundle-unpack-timeout` overrides it per namespace).
@@ -64,6 +66,7 @@ impl Default for Settings {
             catalog_load_timeout: crate::registry::limits::DEFAULT_LOAD_TIMEOUT,
             install_plan_retry_timeout: Duration::from_secs(60),
             install_check_timeout: Duration::from_secs(300),
+            cert_validity: Duration::from_secs(730 * 24 * 3600),
             bundle_unpack_timeout: Duration::from_secs(600),
             disable_copied_csvs: false,
             image_cache_dir: std::env::temp_dir().join("olm-rs-images"),

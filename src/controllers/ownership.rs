@@ -15,6 +15,12 @@ pub const OWNER_KIND_LABEL: &str = "olm.owner.kind";
 pub const PERMISSIONS_HASH_LABEL: &str = "olm.permissions.hash";
 pub const DEPLOYMENT_SPEC_HASH_LABEL: &str = "olm.deployment-spec-hash";
 
+/// The label an OperatorGroup puts on each of its target namespaces (upstream's
+/// `olm.operatorgroup.uid/<uid>`, value empty): webhooks select namespaces by it.
+pub fn operator_group_namespace_label(uid: &str) -> String {
+    format!("olm.operatorgroup.uid/{uid}")
+}
+
 /// The labels that name an object's owner (`kind` is `ClusterServiceVersion` or
 /// `OperatorGroup`), plus `olm.managed=true`.
 pub fn owner_labels(kind: &str, name: &str, namespace: &str) -> BTreeMap<String, String> {

@@ -199,6 +199,14 @@ impl CatalogSourceState {
 }
 
 impl Reconciler for CatalogSourceContext {
+    /// As upstream says of a spec it cannot use.
+    fn invalid_status(message: &str) -> Option<serde_json::Value> {
+        Some(serde_json::json!({
+            "reason": CatalogSourceReason::SpecInvalidError.as_str(),
+            "message": message,
+        }))
+    }
+
     type Object = CatalogSource;
     type Key = CatalogRef;
     type Error = Error;

@@ -50,6 +50,7 @@ pub fn build(
     strategy: &StrategyDeploymentSpec,
     owner: &Owner,
     config: Option<&SubscriptionConfig>,
+    certificate: Option<&super::webhooks::Mount>,
 ) -> Result<Value, String> {
     let mut spec = strategy.spec.clone();
     // Catch what is not a DeploymentSpec at all; finer checks are the API server's.
@@ -103,6 +104,12 @@ pub fn build(
         if let Some(affinity) = &config.affinity {
             pod.insert("affinity".into(), affinity.clone());
         }
+    }
+    if let (Some(certificate), Some(template)) = (
+        certificate,
+        spec.get_mut("template").and_then(Value::as_object_mut),
+    ) {
+        super::webhooks::mount(template, certificate);
     }
 
     let mut labels = strategy.label.clone();
@@ -296,7 +303,7 @@ mod tests {
 
     #[test]
     fn deployment_carries_labels_owner_annotations_env_and_history_limit() {
-        let built = build(&strategy(), &owner(), None).unwrap();
+        let built = build(&strategy(), &owner(), None, None).unwrap();
         let labels = &built["metadata"]["labels"];
         assert_eq!(labels["control-plane"], "op");
         assert_eq!(labels["olm.managed"], "true");
@@ -317,7 +324,7 @@ mod tests {
         // Same input, same hash (a restart re-applies nothing).
         assert_eq!(
             spec_hash(&built),
-            spec_hash(&build(&strategy(), &owner(), None).unwrap())
+            spec_hash(&build(&strategy(), &owner(), None, None).unwrap())
         );
     }
 
@@ -339,7 +346,7 @@ mod tests {
             affinity: Some(json!({"nodeAffinity": {}})),
             ..SubscriptionConfig::default()
         };
-        let built = build(&strategy(), &owner(), Some(&config)).unwrap();
+        let built = build(&strategy(), &owner(), Some(&config), None).unwrap();
         let pod = &built["spec"]["template"]["spec"];
         let container = &pod["containers"][0];
         let env: Vec<(&str, &str)> = container["env"]
@@ -372,7 +379,7 @@ mod tests {
         assert_eq!(pod["affinity"], json!({"nodeAffinity": {}}));
         assert_ne!(
             spec_hash(&built),
-            spec_hash(&build(&strategy(), &owner(), None).unwrap())
+            spec_hash(&build(&strategy(), &owner(), None, None).unwrap())
         );
     }
 
@@ -381,7 +388,7 @@ mod tests {
         let mut bad = strategy();
         bad.spec = json!({"replicas": "many"});
         assert!(
-            build(&bad, &owner(), None)
+            build(&bad, &owner(), None, None)
                 .unwrap_err()
                 .contains("deployment op")
         );

@@ -8,12 +8,15 @@
 //! (server-side apply under `olm-csv`; Deployments and RBAC only on install or drift,
 //! copies only when their source changed, status only when it differs).
 
+pub mod certs;
 pub mod copier;
 pub mod copies;
 pub mod deployment;
 pub mod phase;
 pub mod rbac;
 pub mod requirements;
+pub mod serving;
+pub mod webhooks;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -105,6 +108,18 @@ fn now() -> Timestamp {
 }
 
 impl Reconciler for CsvContext {
+    /// Failed, with the reason in `status.reason`/`message` as for any CSV that cannot install.
+    fn invalid_status(message: &str) -> Option<serde_json::Value> {
+        let now = crate::controllers::kit::now().to_string();
+        Some(serde_json::json!({
+            "phase": "Failed",
+            "reason": crate::api::CsvReason::SpecInvalidError.as_str(),
+            "message": message,
+            "lastUpdateTime": now,
+            "lastTransitionTime": now,
+        }))
+    }
+
     type Object = ClusterServiceVersion;
     type Key = ObjectKey;
     type Error = Error;
@@ -181,16 +196,31 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
     );
     let current = from.as_ref().or(csv.status.as_ref());
     let mut step = phase::decide(current, &gathered.observed);
+    let mut certs_issued = None;
     if step.install && gathered.observed.strategy_problem.is_none() {
         let first = current.and_then(|s| s.phase) == Some(CsvPhase::InstallReady);
-        if first || drifted(&round, &gathered.built) {
+        let serving_drift =
+            gathered.serving.rotating() || gathered.observed.serving_missing.is_some();
+        if first || serving_drift || drifted(&round, &gathered.built) {
             let strategy = csv.spec.install.spec.clone().unwrap_or_default();
             let rbac = rbac::plan(&strategy, &gathered.owner, &gathered.targets);
-            let applied = install(&round, &rbac, &gathered.built).await;
+            let applied = install(&round, &rbac, &gathered.built, &gathered.serving_plan).await;
+            if applied.is_ok() && gathered.serving.rotating() {
+                certs_issued = gathered.serving.rotate_at();
+            }
             step = phase::after_install(step, applied);
         }
     }
-    write_status(&round, current, &passed, &step, gathered.judged.statuses).await?;
+    let certs = certs_issued.map(|rotate_at| (now(), rotate_at));
+    write_status(
+        &round,
+        current,
+        &passed,
+        &step,
+        gathered.judged.statuses,
+        certs,
+    )
+    .await?;
     if let GroupState::Member { .. } = &gathered.observed.group {
         // The copier reads the status back from the cache once the watch delivers it.
         let _ = ctx
@@ -238,6 +268,9 @@ struct Gathered {
     built: Vec<(String, Value)>,
     judged: requirements::Judged,
     observed: Observation,
+    /// The certificates of the Deployments serving webhooks, and what to apply for them.
+    serving: serving::Serving,
+    serving_plan: serving::ServingPlan,
 }
 
 /// The gather step: the group, the Deployments to make and their health, the requirements,
@@ -262,7 +295,30 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
             .collect(),
     };
     let config = subscription_config(round);
-    let (built, strategy_problem) = build_deployments(csv, &owner, config.as_ref());
+    let serving = serving::gather(
+        &round.client(),
+        csv,
+        &round.namespace,
+        ctx.shared.settings.cert_validity,
+        now(),
+    )
+    .await
+    .map_err(round.fail("read_serving_certificates"))?;
+    let (built, strategy_problem) =
+        build_deployments(csv, &owner, config.as_ref(), &serving.mounts());
+    let serving_plan = serving.plan(csv, &owner, group.as_ref());
+    let serving_missing = if serving.deployments.is_empty() {
+        None
+    } else {
+        serving::missing(
+            &round.client(),
+            &round.name,
+            &round.namespace,
+            &serving_plan,
+        )
+        .await
+        .map_err(round.fail("read_webhooks"))?
+    };
     let found = gather_requirements(round).await?;
     let judged = requirements::judge(csv, &found);
     let related = |name: &str| {
@@ -312,14 +368,22 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
             )
         })
         .collect();
+    let mut health = if built.is_empty() && strategy_problem.is_none() {
+        Health::Ready
+    } else {
+        deployment::combined(healths)
+    };
+    if let (Health::Ready, Some(missing)) = (&health, &serving_missing) {
+        health = Health::NotReady(missing.clone());
+    }
     let observed = Observation {
         group: group_state,
-        health: if built.is_empty() && strategy_problem.is_none() {
-            Health::Ready
-        } else {
-            deployment::combined(healths)
-        },
+        health,
         strategy_problem,
+        webhook_problem: serving.problem.clone(),
+        certs_due: serving.rotating(),
+        certs_rotate_at: serving.rotate_at(),
+        serving_missing,
         unmet: judged.unmet.clone(),
         replaces,
         replaced_by,
@@ -332,6 +396,8 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
         built,
         judged,
         observed,
+        serving,
+        serving_plan,
     })
 }
 
@@ -453,6 +519,7 @@ fn build_deployments(
     csv: &ClusterServiceVersion,
     owner: &deployment::Owner,
     config: Option<&SubscriptionConfig>,
+    mounts: &BTreeMap<String, webhooks::Mount>,
 ) -> (Vec<(String, Value)>, Option<String>) {
     if csv.spec.install.strategy != "deployment" {
         return (
@@ -468,7 +535,7 @@ fn build_deployments(
     };
     let mut built = Vec::new();
     for spec in &strategy.deployments {
-        match deployment::build(spec, owner, config) {
+        match deployment::build(spec, owner, config, mounts.get(&spec.name)) {
             Ok(body) => built.push((spec.name.clone(), body)),
             Err(problem) => return (vec![], Some(problem)),
         }
@@ -589,6 +656,12 @@ fn resource_of(kind: &str) -> ApiResource {
         "ClusterRole" => ApiResource::erase::<ClusterRole>(&()),
         "ClusterRoleBinding" => ApiResource::erase::<ClusterRoleBinding>(&()),
         "ClusterServiceVersion" => ApiResource::erase::<ClusterServiceVersion>(&()),
+        "Secret" => ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
+        "Service" => ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()),
+        "CustomResourceDefinition" => ApiResource::erase::<CustomResourceDefinition>(&()),
+        "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => ApiResource::from_gvk(
+            &kube::core::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+        ),
         _ => ApiResource::erase::<Deployment>(&()),
     }
 }
@@ -616,20 +689,14 @@ async fn install(
     round: &Round<'_>,
     rbac: &[rbac::Planned],
     deployments: &[(String, Value)],
+    serving: &serving::ServingPlan,
 ) -> Result<(), String> {
     let client = round.client();
     // Objects OLM made from the CSV are the CSV's: take fields over from anyone else.
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    futures::future::try_join_all(rbac.iter().map(|planned| {
-        let api = dynamic_api(client.clone(), planned.kind, planned.namespace.as_deref());
-        let params = &params;
-        async move {
-            api.patch(&planned.name, params, &Patch::Apply(&planned.body))
-                .await
-                .map_err(|e| format!("{} {}: {}", planned.kind, planned.name, api_message(&e)))
-        }
-    }))
-    .await?;
+    // The serving certificate, its Service and RBAC before the pods that mount it.
+    apply_planned(&client, &params, &serving.before).await?;
+    apply_planned(&client, &params, rbac).await?;
     futures::future::try_join_all(deployments.iter().map(|(name, body)| {
         let api = dynamic_api(client.clone(), "Deployment", Some(&round.namespace));
         let params = &params;
@@ -640,8 +707,27 @@ async fn install(
         }
     }))
     .await?;
+    apply_planned(&client, &params, &serving.after).await?;
+    futures::future::try_join_all(serving.conversions.iter().map(|(crd, conversion)| {
+        let api = dynamic_api(client.clone(), "CustomResourceDefinition", None);
+        let params = &params;
+        let body = json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": { "name": crd },
+            "spec": { "conversion": conversion },
+        });
+        async move {
+            api.patch(crd, params, &Patch::Apply(&body))
+                .await
+                .map_err(|e| format!("conversion webhook of CRD {crd}: {}", api_message(&e)))
+        }
+    }))
+    .await?;
     let mut desired: HashSet<(String, Option<String>, String)> = rbac
         .iter()
+        .chain(&serving.before)
+        .chain(&serving.after)
         .map(|p| (p.kind.into(), p.namespace.clone(), p.name.clone()))
         .collect();
     desired.extend(deployments.iter().map(|(name, _)| {
@@ -654,15 +740,31 @@ async fn install(
 
     // Garbage: what carries this CSV's owner labels but is no longer planned.
     let selector = owner_selector("ClusterServiceVersion", &round.name, &round.namespace);
-    let kinds = [
+    let mut kinds = vec![
         "Role",
         "RoleBinding",
         "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
     ];
+    // Only CSVs that serve webhooks (now or before an update) can have made these.
+    if !round.csv.spec.webhookdefinitions.is_empty()
+        || round
+            .csv
+            .status
+            .as_ref()
+            .is_some_and(|s| s.certs_last_updated.is_some())
+    {
+        kinds.extend([
+            "Service",
+            "Secret",
+            "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",
+        ]);
+    }
     let listed = futures::future::try_join_all(kinds.iter().map(|&kind| {
-        let scope = (kind == "Deployment").then_some(round.namespace.as_str());
+        let scope =
+            matches!(kind, "Deployment" | "Service" | "Secret").then_some(round.namespace.as_str());
         let api = dynamic_api(client.clone(), kind, scope);
         let params = ListParams::default().labels(&selector);
         async move {
@@ -705,11 +807,28 @@ async fn install(
     Ok(())
 }
 
-/// The status fields this controller writes (certificates and cleanup are not its own).
+/// Applies `planned` all at once: they do not depend on each other (a binding may name a
+/// Role that is still being written). `Err` carries the API server's message.
+async fn apply_planned(
+    client: &kube::Client,
+    params: &PatchParams,
+    planned: &[rbac::Planned],
+) -> Result<(), String> {
+    futures::future::try_join_all(planned.iter().map(|planned| {
+        let api = dynamic_api(client.clone(), planned.kind, planned.namespace.as_deref());
+        async move {
+            api.patch(&planned.name, params, &Patch::Apply(&planned.body))
+                .await
+                .map_err(|e| format!("{} {}: {}", planned.kind, planned.name, api_message(&e)))
+        }
+    }))
+    .await
+    .map(drop)
+}
+
+/// The status fields this controller writes (cleanup is not its own).
 fn owned_fields(status: &ClusterServiceVersionStatus) -> ClusterServiceVersionStatus {
     ClusterServiceVersionStatus {
-        certs_last_updated: None,
-        certs_rotate_at: None,
         cleanup: None,
         ..status.clone()
     }
@@ -723,8 +842,16 @@ async fn write_status(
     passed: &[Step],
     step: &Step,
     requirement_status: Vec<crate::api::RequirementStatus>,
+    certs_issued: Option<(Timestamp, Timestamp)>,
 ) -> Result<(), Error> {
-    let desired = phase::next_status(current, step, requirement_status, now());
+    let mut desired = phase::next_status(current, step, requirement_status, now());
+    if let Some((issued, rotate_at)) = certs_issued {
+        desired.certs_last_updated =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(issued));
+        desired.certs_rotate_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            rotate_at,
+        ));
+    }
     let stored = round.csv.status.as_ref();
     if stored.map(owned_fields) == Some(owned_fields(&desired)) {
         return Ok(());
@@ -794,7 +921,14 @@ async fn cleanup(round: &Round<'_>) -> Result<(), Error> {
     }
     let client = round.client();
     let selector = owner_selector("ClusterServiceVersion", &round.name, &round.namespace);
-    for kind in ["ClusterRoleBinding", "ClusterRole", "RoleBinding", "Role"] {
+    for kind in [
+        "ClusterRoleBinding",
+        "ClusterRole",
+        "RoleBinding",
+        "Role",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ] {
         let api = dynamic_api(client.clone(), kind, None);
         let listed = api
             .list_metadata(&ListParams::default().labels(&selector))
@@ -808,6 +942,28 @@ async fn cleanup(round: &Round<'_>) -> Result<(), Error> {
             {
                 Ok(_) | Err(kube::Error::Api(_)) => {}
                 Err(error) => return Err(round.fail("cleanup")(error)),
+            }
+        }
+    }
+    // Conversion goes back to None, unless a CSV replacing this one serves it now.
+    let replaced = round.ctx.csvs.state().iter().any(|g| {
+        g.0.as_ref().is_ok_and(|other| {
+            other.metadata.namespace.as_deref() == Some(round.namespace.as_str())
+                && other.spec.replaces.as_deref() == Some(round.name.as_str())
+        })
+    });
+    if !replaced {
+        let crds = dynamic_api(client.clone(), "CustomResourceDefinition", None);
+        for (crd, _) in webhooks::conversions(round.csv, &round.namespace, &BTreeMap::new()) {
+            let body = json!({
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": { "name": crd },
+                "spec": { "conversion": { "strategy": "None" } },
+            });
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            if let Err(error) = crds.patch(&crd, &params, &Patch::Apply(&body)).await {
+                tracing::warn!(%error, crd, "cannot set the conversion of a deleted CSV's CRD to None");
             }
         }
     }

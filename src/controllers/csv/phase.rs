@@ -56,6 +56,14 @@ pub struct Observation {
     pub group: GroupState,
     /// Why the install strategy cannot be used as written.
     pub strategy_problem: Option<String>,
+    /// Why the webhook definitions cannot be installed.
+    pub webhook_problem: Option<String>,
+    /// A serving certificate is missing, unusable or due for rotation.
+    pub certs_due: bool,
+    /// When the earliest serving certificate is due.
+    pub certs_rotate_at: Option<Timestamp>,
+    /// Webhook configurations or conversions that are not (or no longer) as planned.
+    pub serving_missing: Option<String>,
     /// Unmet requirements, each named; empty when all are met.
     pub unmet: Vec<String>,
     /// The CSV this one replaces, if it is still there.
@@ -188,6 +196,14 @@ impl Decision<'_> {
         )
     }
 
+    fn invalid_webhook(problem: &str) -> Step {
+        Step::to(
+            CsvPhase::Failed,
+            CsvReason::InvalidWebhookDescription,
+            problem.to_string(),
+        )
+    }
+
     fn invalid(problem: &str) -> Step {
         Step::to(
             CsvPhase::Failed,
@@ -288,6 +304,8 @@ impl Decision<'_> {
             Self::invalid(problem)
         } else if !observed.unmet.is_empty() {
             self.unmet()
+        } else if let Some(problem) = &observed.webhook_problem {
+            Self::invalid_webhook(problem)
         } else if let Some(old) = observed
             .replaces
             .as_ref()
@@ -314,6 +332,8 @@ impl Decision<'_> {
             Self::invalid(problem)
         } else if !self.observed.unmet.is_empty() {
             self.unmet()
+        } else if let Some(problem) = &self.observed.webhook_problem {
+            Self::invalid_webhook(problem)
         } else {
             Step::to(
                 CsvPhase::Installing,
@@ -359,8 +379,25 @@ impl Decision<'_> {
             step.phase = CsvPhase::Failed;
             return step;
         }
+        if self.observed.certs_due {
+            return Step::to(
+                CsvPhase::Pending,
+                CsvReason::NeedsCertRotation,
+                "CSV owns resources that require a cert refresh",
+            );
+        }
         match &self.observed.health {
-            Health::Ready => self.stay().installing(),
+            // Look again when a serving certificate is due (upstream waits for a resync).
+            Health::Ready => match self.observed.certs_rotate_at {
+                Some(at) => {
+                    let wait = at.duration_since(self.observed.now);
+                    let wait = Duration::try_from(wait).unwrap_or_default();
+                    self.stay()
+                        .installing()
+                        .requeue(wait + Duration::from_secs(1))
+                }
+                None => self.stay().installing(),
+            },
             Health::NotReady(why) | Health::Failed(why) => Step::to(
                 CsvPhase::Failed,
                 CsvReason::ComponentUnhealthy,
@@ -384,6 +421,10 @@ impl Decision<'_> {
             CsvReason::InvalidInstallStrategy => match &self.observed.strategy_problem {
                 Some(problem) => Self::invalid(problem),
                 None => back_to_pending("the install strategy is valid now"),
+            },
+            CsvReason::InvalidWebhookDescription => match &self.observed.webhook_problem {
+                Some(problem) => Self::invalid_webhook(problem),
+                None => back_to_pending("the webhook definitions are valid now"),
             },
             CsvReason::RequirementsNotMet if self.observed.unmet.is_empty() => {
                 back_to_pending("requirements are met now")
@@ -509,6 +550,10 @@ mod tests {
         Observation {
             group: member(),
             strategy_problem: None,
+            webhook_problem: None,
+            certs_due: false,
+            certs_rotate_at: None,
+            serving_missing: None,
             unmet: vec![],
             replaces: None,
             replaced_by: None,
@@ -881,5 +926,41 @@ mod tests {
             status = next_status(Some(&status), &step, vec![], at(100 + i));
         }
         assert_eq!(status.conditions.len(), HISTORY_LIMIT);
+    }
+
+    #[test]
+    fn webhooks_fail_on_a_bad_definition_and_rotate_through_pending() {
+        let bad = Observation {
+            webhook_problem: Some("webhook v: deployment x is not in the install strategy".into()),
+            ..observed()
+        };
+        let pending = status(CsvPhase::Pending, CsvReason::RequirementsUnknown, 90);
+        let failed = decide(Some(&pending), &bad);
+        assert_eq!(
+            (failed.phase, failed.reason),
+            (CsvPhase::Failed, CsvReason::InvalidWebhookDescription)
+        );
+        assert!(failed.message.contains("webhook v"), "{}", failed.message);
+        let stored = status(CsvPhase::Failed, CsvReason::InvalidWebhookDescription, 90);
+        assert_eq!(decide(Some(&stored), &observed()).phase, CsvPhase::Pending);
+
+        let succeeded = status(CsvPhase::Succeeded, CsvReason::InstallSucceeded, 90);
+        let due = Observation {
+            certs_due: true,
+            ..observed()
+        };
+        let step = decide(Some(&succeeded), &due);
+        assert_eq!(
+            (step.phase, step.reason, step.install),
+            (CsvPhase::Pending, CsvReason::NeedsCertRotation, false)
+        );
+        // Not due yet: Succeeded, and a look when it will be.
+        let later = Observation {
+            certs_rotate_at: Some(at(160)),
+            ..observed()
+        };
+        let step = decide(Some(&succeeded), &later);
+        assert_eq!(step.phase, CsvPhase::Succeeded);
+        assert_eq!(step.requeue_after, Some(Duration::from_secs(61)));
     }
 }

@@ -108,6 +108,23 @@ fn now() -> Timestamp {
 }
 
 impl Reconciler for InstallPlanContext {
+    /// Failed, as a plan that cannot be carried out.
+    fn invalid_status(message: &str) -> Option<serde_json::Value> {
+        let now = crate::controllers::kit::now().to_string();
+        Some(serde_json::json!({
+            "phase": "Failed",
+            "message": message,
+            "conditions": [{
+                "type": "Installed",
+                "status": "False",
+                "reason": crate::api::InstallPlanReason::SpecInvalidError.as_str(),
+                "message": message,
+                "lastTransitionTime": now,
+                "lastUpdateTime": now,
+            }],
+        }))
+    }
+
     type Object = InstallPlan;
     type Key = ObjectKey;
     type Error = Error;

@@ -15,6 +15,7 @@ pub mod guard;
 pub mod own_writes;
 pub mod status;
 
+use std::collections::HashMap;
 use std::fmt::{Debug, Display};
 use std::future::Future;
 use std::hash::Hash;
@@ -84,10 +85,13 @@ pub trait ReconcileError: std::error::Error + From<PanicError> + Send + Sync + '
     fn metric_label(&self) -> &'static str;
 }
 
-/// The per-controller state the kit keeps: backoff per key, own writes per object.
+/// The per-controller state the kit keeps: backoff per key, own writes per object, and the
+/// unreadable objects already reported (by uid and generation, so that the status write of
+/// the report does not bring another report).
 pub struct KitState<Key> {
     pub backoff: Backoff<Key>,
     pub own_writes: OwnWrites<ObjectKey>,
+    reported_invalid: std::sync::Mutex<HashMap<ObjectKey, (Option<String>, Option<i64>)>>,
 }
 
 impl<Key: Eq + Hash + Clone> Default for KitState<Key> {
@@ -95,6 +99,30 @@ impl<Key: Eq + Hash + Clone> Default for KitState<Key> {
         KitState {
             backoff: Backoff::default(),
             own_writes: OwnWrites::default(),
+            reported_invalid: std::sync::Mutex::default(),
+        }
+    }
+}
+
+impl<Key> KitState<Key> {
+    /// Whether this version of an unreadable object is new to the controller.
+    fn first_report(&self, meta: &ObjectMeta) -> bool {
+        let seen = (meta.uid.clone(), meta.generation);
+        let mut reported = self
+            .reported_invalid
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        reported.insert(ObjectKey::of(meta), seen.clone()) != Some(seen)
+    }
+
+    /// The object reads again: a later unreadable version is reported afresh.
+    fn readable(&self, meta: &ObjectMeta) {
+        let mut reported = self
+            .reported_invalid
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !reported.is_empty() {
+            reported.remove(&ObjectKey::of(meta));
         }
     }
 }
@@ -158,6 +186,12 @@ pub trait Reconciler: Send + Sync + Sized + 'static {
         object: &Self::Object,
     ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
 
+    /// The status that says why an object of this kind cannot be read (`message`), in the
+    /// kind's own fields; None (the default) leaves the status alone.
+    fn invalid_status(_message: &str) -> Option<serde_json::Value> {
+        None
+    }
+
     /// After a panic was reported: say so on the object too, where the kind has a place for
     /// it (nothing by default).
     fn after_panic(
@@ -179,12 +213,13 @@ pub async fn reconcile<R: Reconciler>(
     let object = match &guarded.0 {
         Ok(object) => object,
         Err(invalid) => {
-            if R::REPORTS_INVALID {
-                report_invalid::<R::Object>(invalid, shared);
+            if R::REPORTS_INVALID && ctx.kit().first_report(&invalid.metadata) {
+                report_invalid::<R>(invalid, shared).await;
             }
             return Ok(Action::await_change());
         }
     };
+    ctx.kit().readable(object.meta());
     // The watch event of this controller's last write is on its way, with a round of its own.
     let written = ObjectKey::of(object.meta());
     if ctx
@@ -256,9 +291,11 @@ pub async fn run<R: Reconciler>(
 }
 
 /// An object that does not deserialize: a Warning Event on it (its reference comes from the
-/// metadata that did), and nothing else until it changes.
-fn report_invalid<K: Resource<DynamicType = ()>>(invalid: &InvalidObject, ctx: &Context) {
-    let kind = K::kind(&());
+/// metadata that did), the reason in its status where the kind has a place for it, and
+/// nothing else until it changes.
+async fn report_invalid<R: Reconciler>(invalid: &InvalidObject, ctx: &Context) {
+    type K<R> = <R as Reconciler>::Object;
+    let kind = K::<R>::kind(&());
     tracing::warn!(
         namespace = ?invalid.metadata.namespace,
         name = ?invalid.metadata.name,
@@ -266,19 +303,34 @@ fn report_invalid<K: Resource<DynamicType = ()>>(invalid: &InvalidObject, ctx: &
         "cannot read {kind}; skipping it until it changes"
     );
     let regarding = ObjectReference {
-        api_version: Some(K::api_version(&()).into_owned()),
+        api_version: Some(K::<R>::api_version(&()).into_owned()),
         kind: Some(kind.clone().into_owned()),
         name: invalid.metadata.name.clone(),
         namespace: invalid.metadata.namespace.clone(),
         uid: invalid.metadata.uid.clone(),
         ..ObjectReference::default()
     };
+    let message = format!("cannot read this {kind}: {}", invalid.error);
+    if let (Some(status), Some(name)) = (R::invalid_status(&message), &invalid.metadata.name) {
+        let resource = kube::api::ApiResource::erase::<K<R>>(&());
+        let api: Api<kube::api::DynamicObject> = match &invalid.metadata.namespace {
+            Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
+            None => Api::all_with(ctx.client.clone(), &resource),
+        };
+        let patch = kube::api::Patch::Merge(serde_json::json!({ "status": status }));
+        if let Err(error) = api
+            .patch_status(name, &kube::api::PatchParams::default(), &patch)
+            .await
+        {
+            tracing::warn!(%error, name, "cannot write why this {kind} is unreadable");
+        }
+    }
     ctx.event(
         &regarding,
         EventType::Warning,
         "InvalidObject",
         "Read",
-        format!("cannot read this {kind}: {}", invalid.error),
+        message,
     );
 }
 

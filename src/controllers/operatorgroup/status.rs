@@ -180,7 +180,7 @@ pub fn namespace_label(group: &OperatorGroup) -> Option<String> {
         .uid
         .as_deref()
         .filter(|uid| !uid.is_empty())
-        .map(|uid| format!("olm.operatorgroup.uid/{uid}"))
+        .map(crate::controllers::ownership::operator_group_namespace_label)
 }
 
 /// Target namespaces lacking the group's label, and labelled namespaces no longer targeted

@@ -297,6 +297,21 @@ impl SubscriptionContext {
 }
 
 impl Reconciler for SubscriptionContext {
+    /// ResolutionFailed, where clients look for why a Subscription does not install.
+    fn invalid_status(message: &str) -> Option<serde_json::Value> {
+        let now = crate::controllers::kit::now().to_string();
+        Some(serde_json::json!({
+            "lastUpdated": now,
+            "conditions": [{
+                "type": "ResolutionFailed",
+                "status": "True",
+                "reason": crate::api::SubscriptionReason::SpecInvalidError.as_str(),
+                "message": message,
+                "lastTransitionTime": now,
+            }],
+        }))
+    }
+
     type Object = Subscription;
     type Key = String;
     type Error = Error;

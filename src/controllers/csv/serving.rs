@@ -1,0 +1,260 @@
+//! The serving side of a CSV round (gather, then plan): per Deployment that serves
+//! webhooks, the certificate to use (the Secret's while it is good, else a new one), and
+//! whether the webhook configurations and CRD conversions in the cluster are the planned
+//! ones. Only CSVs with webhook definitions make any request here.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use serde_json::{Value, json};
+
+use super::certs::{self, CA_KEY, CERT_KEY, Material, PRIVATE_KEY_KEY};
+use super::deployment::Owner;
+use super::rbac::Planned;
+use super::webhooks::{self, DESCRIPTION_HASH_LABEL, Mount};
+use crate::api::{ClusterServiceVersion, OperatorGroup};
+use crate::controllers::ownership::{operator_group_namespace_label, owner_selector};
+
+/// One Deployment that serves webhooks, and its certificate this round.
+#[derive(Clone, Debug)]
+pub struct ServedDeployment {
+    pub name: String,
+    pub ports: Vec<(i32, Value)>,
+    pub material: Material,
+    /// Issued this round (no usable Secret): applying it rotates the certificate.
+    pub fresh: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Serving {
+    pub deployments: Vec<ServedDeployment>,
+    /// Why the webhook definitions cannot be installed (InvalidWebhookDescription).
+    pub problem: Option<String>,
+}
+
+impl Serving {
+    /// Some Deployment's certificate is new this round (missing, due or unusable).
+    pub fn rotating(&self) -> bool {
+        self.deployments.iter().any(|d| d.fresh)
+    }
+
+    /// When the earliest certificate is due.
+    pub fn rotate_at(&self) -> Option<Timestamp> {
+        self.deployments
+            .iter()
+            .map(|d| d.material.rotate_at())
+            .min()
+    }
+
+    pub fn mounts(&self) -> BTreeMap<String, Mount> {
+        self.deployments
+            .iter()
+            .map(|d| {
+                let mount = Mount {
+                    secret: webhooks::secret_name(&d.name),
+                    ca_hash: d.material.ca_hash(),
+                };
+                (d.name.clone(), mount)
+            })
+            .collect()
+    }
+
+    fn ca_of(&self) -> BTreeMap<String, String> {
+        self.deployments
+            .iter()
+            .map(|d| (d.name.clone(), d.material.ca_pem.clone()))
+            .collect()
+    }
+
+    /// What to apply: the Services, Secrets and RBAC before the Deployments; the webhook
+    /// configurations after them; and the conversions of CRDs (by name).
+    pub fn plan(
+        &self,
+        csv: &ClusterServiceVersion,
+        owner: &Owner,
+        group: Option<&OperatorGroup>,
+    ) -> ServingPlan {
+        let strategy = csv.spec.install.spec.as_ref();
+        let mut before = Vec::new();
+        for served in &self.deployments {
+            let spec = strategy
+                .and_then(|s| s.deployments.iter().find(|d| d.name == served.name))
+                .map(|d| &d.spec);
+            let selector = spec
+                .map(|s| s["selector"]["matchLabels"].clone())
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({}));
+            let account = spec
+                .and_then(|s| s["template"]["spec"]["serviceAccountName"].as_str())
+                .filter(|a| !a.is_empty())
+                .unwrap_or("default");
+            before.extend(webhooks::serving_objects(
+                owner,
+                &served.name,
+                &served.ports,
+                &selector,
+                account,
+                &served.material,
+            ));
+        }
+        let ca_of = self.ca_of();
+        let namespaces = group.and_then(namespace_selector);
+        ServingPlan {
+            before,
+            after: webhooks::admission_configurations(csv, owner, namespaces.as_ref(), &ca_of),
+            conversions: webhooks::conversions(csv, &owner.namespace, &ca_of),
+        }
+    }
+}
+
+/// The serving objects of one install, in the order they are applied.
+pub struct ServingPlan {
+    pub before: Vec<Planned>,
+    pub after: Vec<Planned>,
+    pub conversions: Vec<(String, Value)>,
+}
+
+/// The namespaces a group's webhooks see (upstream's `NamespaceLabelSelector`): its target
+/// namespaces by their label, its selector, or every namespace (None).
+fn namespace_selector(group: &OperatorGroup) -> Option<Value> {
+    let targets = group.spec.target_namespaces.as_ref();
+    if targets.is_some_and(|t| !t.is_empty()) {
+        let uid = group.metadata.uid.as_deref().unwrap_or_default();
+        return Some(json!({"matchLabels": {operator_group_namespace_label(uid): ""}}));
+    }
+    group
+        .spec
+        .selector
+        .as_ref()
+        .filter(|s| !crate::controllers::ownership::selector_is_empty(s))
+        .map(|s| json!(s))
+}
+
+/// The certificates of the CSV's served Deployments (reused or issued at `now`).
+pub async fn gather(
+    client: &kube::Client,
+    csv: &ClusterServiceVersion,
+    namespace: &str,
+    validity: Duration,
+    now: Timestamp,
+) -> Result<Serving, kube::Error> {
+    if csv.spec.webhookdefinitions.is_empty() {
+        return Ok(Serving::default());
+    }
+    if let Some(problem) = webhooks::problem(csv) {
+        return Ok(Serving {
+            deployments: vec![],
+            problem: Some(problem),
+        });
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let mut deployments = Vec::new();
+    for (name, ports) in webhooks::served(csv) {
+        let hosts = webhooks::hosts(&name, namespace);
+        let secret = secrets.get_opt(&webhooks::secret_name(&name)).await?;
+        let text = |key: &str| {
+            secret
+                .as_ref()
+                .and_then(|s| s.data.as_ref())
+                .and_then(|d| d.get(key))
+                .and_then(|b| String::from_utf8(b.0.clone()).ok())
+        };
+        let reused = certs::reusable(
+            text(CA_KEY).as_deref(),
+            text(CERT_KEY).as_deref(),
+            text(PRIVATE_KEY_KEY).as_deref(),
+            &hosts,
+            now,
+        );
+        let (material, fresh) = match reused {
+            Some(material) => (material, false),
+            None => match certs::issue(&hosts, now, validity) {
+                Ok(material) => (material, true),
+                Err(problem) => {
+                    return Ok(Serving {
+                        deployments: vec![],
+                        problem: Some(problem),
+                    });
+                }
+            },
+        };
+        deployments.push(ServedDeployment {
+            name,
+            ports,
+            material,
+            fresh,
+        });
+    }
+    Ok(Serving {
+        deployments,
+        problem: None,
+    })
+}
+
+/// What of the planned webhook configurations and conversions the cluster lacks (None: all
+/// there, as planned).
+pub async fn missing(
+    client: &kube::Client,
+    csv_name: &str,
+    namespace: &str,
+    planned: &ServingPlan,
+) -> Result<Option<String>, kube::Error> {
+    let selector = owner_selector("ClusterServiceVersion", csv_name, namespace);
+    for kind in [
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ] {
+        let wanted: Vec<&Planned> = planned.after.iter().filter(|p| p.kind == kind).collect();
+        if wanted.is_empty() {
+            continue;
+        }
+        let resource = ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            kind,
+        ));
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let found = api
+            .list_metadata(&ListParams::default().labels(&selector))
+            .await?;
+        for want in wanted {
+            let hash = &want.body["metadata"]["labels"][DESCRIPTION_HASH_LABEL];
+            let present = found.items.iter().any(|o| {
+                o.metadata.name.as_deref() == Some(want.name.as_str())
+                    && o.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(DESCRIPTION_HASH_LABEL))
+                        .is_some_and(|h| *hash == *h)
+            });
+            if !present {
+                return Ok(Some(format!(
+                    "webhooks not installed: {kind} {}",
+                    want.name
+                )));
+            }
+        }
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for (crd, conversion) in &planned.conversions {
+        let found = crds.get_opt(crd).await?;
+        let current = found
+            .and_then(|c| c.spec.conversion)
+            .map(|c| serde_json::to_value(c).unwrap_or_default());
+        let ready = current.is_some_and(|c| {
+            c["strategy"] == "Webhook"
+                && c["webhook"]["clientConfig"]["caBundle"]
+                    == conversion["webhook"]["clientConfig"]["caBundle"]
+                && c["webhook"]["clientConfig"]["service"]
+                    == conversion["webhook"]["clientConfig"]["service"]
+        });
+        if !ready {
+            return Ok(Some(format!("conversionWebhook not ready: CRD {crd}")));
+        }
+    }
+    Ok(None)
+}
