@@ -27,6 +27,15 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     crate::api::duration::parse_go_duration(text).map_err(|e| e.to_string())
 }
 
+/// A Go duration, or whole days (`730d`): certificates outlive Go's longest duration flag.
+fn parse_validity(text: &str) -> Result<Duration, String> {
+    match text.strip_suffix('d').map(str::parse::<u64>) {
+        Some(Ok(days)) if days > 0 => Ok(Duration::from_secs(days * 24 * 3600)),
+        Some(_) => Err(format!("{text:?} is not a whole number of days")),
+        None => parse_duration(text),
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Where /healthz, /readyz, /metrics and /debug/catalogs are served.
@@ -59,7 +68,7 @@ pub struct RunArgs {
     /// How long the serving certificates OLM issues for operators' webhooks and API
     /// services are valid (upstream: 2 years); they are rotated a day before they expire,
     /// or halfway when valid for less than two days (for trying rotation out).
-    #[arg(long, default_value = "17520h", value_parser = parse_duration)]
+    #[arg(long, default_value = "730d", value_parser = parse_validity)]
     pub cert_validity: Duration,
     /// How long an InstallPlan keeps trying to pull a bundle image (a catalog entry with no
     /// inline objects) before it fails; the OperatorGroup annotation

@@ -38,3 +38,4 @@ mod packagemanifests_upstream;
 mod real_csvs;
 mod runtime_hardening;
 mod subscriptions;
+mod webhooks;

@@ -1,0 +1,416 @@
+//! Webhooks on the real control plane, with a real webhook bundle (rsct-operator
+//! 0.0.1-alpha4 of the community catalog, under tests/bundles/webhooks): OLM issues the
+//! serving certificate, makes the Service, mounts the certificate, and registers the
+//! ValidatingWebhookConfiguration; the kube-apiserver then calls the webhook for a real
+//! `kubectl apply`. The operator's pods never run (kwok), so its webhook server is played
+//! by a local process serving with the certificate files OLM mounted (the Secret's keys,
+//! written where the pod would see them), and the Service is pointed at it as kwokctl
+//! points aggregated APIs at local processes (ExternalName 127.0.0.1).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use super::common::free_port;
+use super::csv_lifecycle::{apply_json, get, operator_group, wait_for_phase};
+use super::harness::{TestNamespace, client, eventually, install_crds, kubectl, repo_root};
+use super::processes::OlmRun;
+
+const CSV: &str = "rsct-operator.v0.0.1-alpha4";
+const DEPLOYMENT: &str = "rsct-operator-controller-manager";
+
+fn bundle_dir() -> PathBuf {
+    repo_root().join("tests/bundles/webhooks/rsct-operator-0.0.1-alpha4/manifests")
+}
+
+/// The bundle's CSV with its webhook on `port` (the port the local server listens on).
+fn csv_on_port(port: u16) -> Value {
+    let text =
+        std::fs::read_to_string(bundle_dir().join("rsct-operator.clusterserviceversion.yaml"))
+            .unwrap();
+    let mut csv: Value = serde_yaml::from_str(&text).unwrap();
+    csv["spec"]["webhookdefinitions"][0]["containerPort"] = json!(port);
+    // The bundle names the namespace it was generated for; a CSV lives where it is applied.
+    csv["metadata"].as_object_mut().unwrap().remove("namespace");
+    csv
+}
+
+fn apply_crd() {
+    let crd = bundle_dir().join("rsct.ibm.com_rscts.yaml");
+    kubectl(
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            crd.to_str().unwrap(),
+        ],
+        None,
+    )
+    .ok();
+    kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/rscts.rsct.ibm.com",
+            "--timeout=60s",
+        ],
+        None,
+    )
+    .ok();
+}
+
+fn secret_text(secret: &Value, key: &str) -> String {
+    let encoded = secret["data"][key].as_str().unwrap_or_default();
+    String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+fn rsct(name: &str) -> String {
+    format!(
+        "apiVersion: rsct.ibm.com/v1alpha1\nkind: RSCT\nmetadata:\n  name: {name}\nspec:\n  image: example.com/rsct:1\n"
+    )
+}
+
+/// The operator's webhook server, played locally: TLS from the mounted files, and an
+/// AdmissionReview answer that refuses objects named `invalid-…` (as the operator refuses
+/// invalid RSCTs). Counts the calls.
+async fn serve_webhook(port: u16, cert_dir: PathBuf, calls: Arc<AtomicUsize>) {
+    use http_body_util::BodyExt;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(cert_dir.join("tls.crt"))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+    let key = PrivateKeyDer::from_pem_file(cert_dir.join("tls.key")).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let acceptor = acceptor.clone();
+        let calls = calls.clone();
+        tokio::spawn(async move {
+            let Ok(stream) = acceptor.accept(stream).await else {
+                return;
+            };
+            let service = hyper::service::service_fn(
+                move |request: hyper::Request<hyper::body::Incoming>| {
+                    let calls = calls.clone();
+                    async move {
+                        let path = request.uri().path().to_string();
+                        let body = request.into_body().collect().await?.to_bytes();
+                        let review: Value = serde_json::from_slice(&body).unwrap_or_default();
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        let name = review["request"]["name"].as_str().unwrap_or_default();
+                        let allowed = !name.starts_with("invalid-")
+                            && path == "/validate-rsct-ibm-com-v1alpha1-rsct";
+                        let answer = json!({
+                            "apiVersion": "admission.k8s.io/v1",
+                            "kind": "AdmissionReview",
+                            "response": {
+                                "uid": review["request"]["uid"],
+                                "allowed": allowed,
+                                "status": {"code": if allowed { 200 } else { 403 }, "message": format!("rsct {name} is invalid (served at {path})")},
+                            },
+                        });
+                        Ok::<_, hyper::Error>(hyper::Response::new(http_body_util::Full::new(
+                            bytes::Bytes::from(answer.to_string()),
+                        )))
+                    }
+                },
+            );
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+        });
+    }
+}
+
+/// Writes the Secret's serving pair where the pod would see it (the mount's items).
+fn write_mounted_files(secret: &Value, dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    for key in ["tls.crt", "tls.key"] {
+        std::fs::write(dir.join(key), secret_text(secret, key)).unwrap();
+    }
+}
+
+// Two workers: kubectl blocks one while the API server calls the webhook served on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_operator_gets_a_certificate_and_the_api_server_calls_its_webhook() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "webhooks").await;
+    let outside = TestNamespace::create(&client, "webhooks-outside").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    apply_crd();
+    operator_group(&ns.name, "og", Some(&[&ns.name]));
+    let port = free_port();
+    apply_json(&ns.name, &csv_on_port(port));
+    let csv = wait_for_phase(&ns.name, CSV, "Succeeded", None).await;
+    assert!(csv["status"]["certsLastUpdated"].is_string(), "{csv}");
+    assert!(csv["status"]["certsRotateAt"].is_string(), "{csv}");
+
+    // The serving certificate, and the CA the configuration trusts.
+    let secret = get(&ns.name, &format!("secret/{DEPLOYMENT}-service-cert")).unwrap();
+    assert_eq!(secret["type"], "kubernetes.io/tls");
+    let ca = secret_text(&secret, "olmCAKey");
+    assert!(ca.contains("BEGIN CERTIFICATE"));
+    let service = get(&ns.name, &format!("service/{DEPLOYMENT}-service")).unwrap();
+    assert_eq!(service["spec"]["ports"][0]["port"], port);
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], 9443);
+    assert_eq!(
+        service["spec"]["selector"]["control-plane"],
+        "controller-manager"
+    );
+    let deployment = get(&ns.name, &format!("deployment/{DEPLOYMENT}")).unwrap();
+    let template = &deployment["spec"]["template"];
+    assert!(template["metadata"]["annotations"]["olmcahash"].is_string());
+    let mounts = template["spec"]["containers"][0]["volumeMounts"].to_string();
+    assert!(
+        mounts.contains("/tmp/k8s-webhook-server/serving-certs")
+            && mounts.contains("/apiserver.local.config/certificates"),
+        "{mounts}"
+    );
+    let configs = kubectl(
+        &[
+            "get",
+            "validatingwebhookconfigurations",
+            "-l",
+            &format!("olm.owner={CSV},olm.owner.namespace={}", ns.name),
+            "-o",
+            "json",
+        ],
+        None,
+    )
+    .ok();
+    let configs: Value = serde_json::from_str(&configs.stdout()).unwrap();
+    let items = configs["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{configs}");
+    let config_name = items[0]["metadata"]["name"].as_str().unwrap().to_string();
+    let webhook = &items[0]["webhooks"][0];
+    assert_eq!(webhook["name"], "vrsct.kb.io");
+    assert_eq!(webhook["failurePolicy"], "Fail");
+    assert_eq!(
+        webhook["clientConfig"]["service"]["path"],
+        "/validate-rsct-ibm-com-v1alpha1-rsct"
+    );
+    let bundle = base64::engine::general_purpose::STANDARD
+        .decode(webhook["clientConfig"]["caBundle"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(String::from_utf8(bundle).unwrap(), ca);
+    assert!(
+        webhook["namespaceSelector"]["matchLabels"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.starts_with("olm.operatorgroup.uid/")),
+        "{webhook}"
+    );
+
+    // The operator's webhook server with the mounted files, and the Service pointed at it.
+    let mounted = std::env::temp_dir().join(format!("olm-webhook-{}/serving-certs", ns.name));
+    write_mounted_files(&secret, &mounted);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let server = tokio::spawn(serve_webhook(port, mounted, calls.clone()));
+    kubectl(
+        &[
+            "patch",
+            "service",
+            &format!("{DEPLOYMENT}-service"),
+            "-n",
+            &ns.name,
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"type":"ExternalName","externalName":"127.0.0.1","clusterIP":null,"clusterIPs":null}}"#,
+        ],
+        None,
+    )
+    .ok();
+
+    // A valid RSCT is admitted by the webhook, an invalid one refused with its message.
+    let good = eventually(
+        "the webhook admits a valid RSCT",
+        Duration::from_secs(60),
+        || async {
+            let out = kubectl(&["apply", "-n", &ns.name, "-f", "-"], Some(&rsct("good")));
+            out.success().then_some(out)
+        },
+    )
+    .await;
+    assert!(good.stdout().contains("created"), "{}", good.stdout());
+    assert!(calls.load(Ordering::SeqCst) >= 1);
+    let refused = kubectl(
+        &["apply", "-n", &ns.name, "-f", "-"],
+        Some(&rsct("invalid-one")),
+    );
+    assert!(!refused.success());
+    assert!(
+        refused.stderr().contains("rsct invalid-one is invalid"),
+        "{}",
+        refused.stderr()
+    );
+    // Outside the group's namespaces the webhook is not called.
+    let before = calls.load(Ordering::SeqCst);
+    kubectl(
+        &["apply", "-n", &outside.name, "-f", "-"],
+        Some(&rsct("invalid-two")),
+    )
+    .ok();
+    assert_eq!(calls.load(Ordering::SeqCst), before);
+    server.abort();
+
+    // Deleting the CSV removes the configuration and the cluster-scoped binding.
+    kubectl(&["delete", "csv", CSV, "-n", &ns.name, "--wait=true"], None).ok();
+    let gone = kubectl(
+        &[
+            "get",
+            "validatingwebhookconfiguration",
+            &config_name,
+            "--ignore-not-found",
+            "-o",
+            "name",
+        ],
+        None,
+    )
+    .ok();
+    assert_eq!(gone.stdout().trim(), "");
+    let binding = kubectl(
+        &[
+            "get",
+            "clusterrolebinding",
+            &format!("{DEPLOYMENT}-service-system:auth-delegator"),
+            "--ignore-not-found",
+            "-o",
+            "name",
+        ],
+        None,
+    )
+    .ok();
+    assert_eq!(binding.stdout().trim(), "");
+}
+
+#[tokio::test]
+async fn a_short_validity_rotates_the_certificate_through_needs_cert_rotation() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "webhook-rotation").await;
+    let _olm = OlmRun::start(
+        &ns.name,
+        &["--leader-elect=false", "--cert-validity", "30s"],
+    );
+    apply_crd();
+    operator_group(&ns.name, "og", Some(&[&ns.name]));
+    apply_json(&ns.name, &csv_on_port(free_port()));
+    let first = wait_for_phase(&ns.name, CSV, "Succeeded", None).await;
+    let first_ca = secret_text(
+        &get(&ns.name, &format!("secret/{DEPLOYMENT}-service-cert")).unwrap(),
+        "olmCAKey",
+    );
+    let first_update = first["status"]["certsLastUpdated"].clone();
+    // Halfway through its 30 s the certificate is due: a new CA, a new bundle, and the CSV
+    // went Pending (NeedsCertRotation) and back to Succeeded.
+    let rotated = eventually("a rotated certificate", Duration::from_secs(90), || async {
+        let csv = get(&ns.name, &format!("csv/{CSV}"))?;
+        (csv["status"]["phase"] == "Succeeded" && csv["status"]["certsLastUpdated"] != first_update)
+            .then_some(csv)
+    })
+    .await;
+    let reasons: Vec<&str> = rotated["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["reason"].as_str())
+        .collect();
+    assert!(reasons.contains(&"NeedsCertRotation"), "{reasons:?}");
+    let secret = get(&ns.name, &format!("secret/{DEPLOYMENT}-service-cert")).unwrap();
+    let new_ca = secret_text(&secret, "olmCAKey");
+    assert_ne!(new_ca, first_ca);
+    let deployment = get(&ns.name, &format!("deployment/{DEPLOYMENT}")).unwrap();
+    assert_eq!(
+        deployment["spec"]["template"]["metadata"]["annotations"]["olmcahash"],
+        secret["metadata"]["annotations"]["olmcahash"],
+        "the pods roll with the new CA"
+    );
+}
+
+#[tokio::test]
+async fn webhook_definitions_that_cannot_work_fail_the_csv_naming_the_webhook() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "webhook-invalid").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    apply_crd();
+    operator_group(&ns.name, "og", Some(&[&ns.name]));
+    let mut csv = csv_on_port(free_port());
+    csv["spec"]["webhookdefinitions"][0]["deploymentName"] = json!("no-such-deployment");
+    apply_json(&ns.name, &csv);
+    let failed = wait_for_phase(&ns.name, CSV, "Failed", Some("InvalidWebhookDescription")).await;
+    assert_eq!(
+        failed["status"]["message"],
+        "webhook vrsct.kb.io: deployment no-such-deployment is not in the install strategy"
+    );
+    // Fixed: the CSV installs.
+    csv["spec"]["webhookdefinitions"][0]["deploymentName"] = json!(DEPLOYMENT);
+    apply_json(&ns.name, &csv);
+    wait_for_phase(&ns.name, CSV, "Succeeded", None).await;
+    // A conversion webhook for a CRD the CSV does not own.
+    csv["spec"]["webhookdefinitions"].as_array_mut().unwrap().push(json!({
+        "generateName": "crsct.kb.io", "type": "ConversionWebhook", "deploymentName": DEPLOYMENT,
+        "sideEffects": "None", "admissionReviewVersions": ["v1"],
+        "conversionCRDs": ["others.example.com"],
+    }));
+    csv["spec"]["installModes"] = json!([
+        {"type": "OwnNamespace", "supported": false},
+        {"type": "SingleNamespace", "supported": false},
+        {"type": "MultiNamespace", "supported": false},
+        {"type": "AllNamespaces", "supported": true},
+    ]);
+    apply_json(&ns.name, &csv);
+    let failed = eventually(
+        "an unowned conversion CRD refused",
+        Duration::from_secs(60),
+        || async {
+            let csv = get(&ns.name, &format!("csv/{CSV}"))?;
+            (csv["status"]["reason"] == "InvalidWebhookDescription"
+                || csv["status"]["reason"] == "UnsupportedOperatorGroup")
+                .then_some(csv)
+        },
+    )
+    .await;
+    // The group targets one namespace, which an AllNamespaces-only CSV does not support:
+    // that comes first; across all namespaces the webhook is what is wrong.
+    assert_eq!(
+        failed["status"]["reason"], "UnsupportedOperatorGroup",
+        "{failed}"
+    );
+    operator_group(&ns.name, "og", None);
+    let failed = wait_for_phase(&ns.name, CSV, "Failed", Some("InvalidWebhookDescription")).await;
+    assert_eq!(
+        failed["status"]["message"],
+        format!("webhook crsct.kb.io: csv {CSV} does not own CRD others.example.com")
+    );
+}
