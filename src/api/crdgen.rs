@@ -35,6 +35,17 @@ pub fn all_crds() -> Vec<CrdManifest> {
             crd: Operator::crd(),
         },
         CrdManifest {
+            file_name: "operators.coreos.com_operatorconditions.yaml",
+            crd: merge_crds(
+                vec![
+                    super::operatorcondition::v2::OperatorCondition::crd(),
+                    super::operatorcondition::v1::OperatorCondition::crd(),
+                ],
+                "v2",
+            )
+            .expect("both OperatorCondition versions share group, kind and names"),
+        },
+        CrdManifest {
             file_name: "operators.coreos.com_operatorgroups.yaml",
             crd: operator_group_crd(),
         },

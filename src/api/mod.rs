@@ -16,6 +16,7 @@ pub fn check_csv_schema(object: &serde_json::Value) -> Result<(), String> {
 }
 mod installplan;
 mod operator;
+pub mod operatorcondition;
 pub mod operatorgroup;
 mod reasons;
 pub(crate) mod schema;
@@ -27,6 +28,7 @@ pub use crdgen::{CrdManifest, all_crds, render_all_yaml, render_yaml};
 pub use csv::*;
 pub use installplan::*;
 pub use operator::*;
+pub use operatorcondition::{OperatorCondition, OperatorConditionEntry, upgradeable};
 pub use operatorgroup::v1::{
     OperatorGroup, OperatorGroupSpec, OperatorGroupStatus, UpgradeStrategy,
 };

@@ -213,6 +213,8 @@ reasons! {
         InvalidWebhookDescription = "InvalidWebhookDescription",
         /// A serving certificate of a webhook is due: the CSV installs again with a new one.
         NeedsCertRotation = "NeedsCertRotation",
+        /// The replaced CSV's OperatorCondition says Upgradeable=False (upstream's spelling).
+        OperatorConditionNotUpgradeable = "OperatorConditionNotUpgradeable",
         BeingReplaced = "BeingReplaced",
         Replaced = "Replaced",
         NoOperatorGroup = "NoOperatorGroup",
@@ -418,6 +420,10 @@ mod tests {
                 (R::NeedsReinstall, "NeedsReinstall"),
                 (R::InvalidWebhookDescription, "InvalidWebhookDescription"),
                 (R::NeedsCertRotation, "NeedsCertRotation"),
+                (
+                    R::OperatorConditionNotUpgradeable,
+                    "OperatorConditionNotUpgradeable",
+                ),
                 (R::BeingReplaced, "BeingReplaced"),
                 (R::Replaced, "Replaced"),
                 (R::NoOperatorGroup, "NoOperatorGroup"),

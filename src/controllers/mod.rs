@@ -12,6 +12,7 @@ pub mod installplan;
 pub mod kit;
 pub mod metrics;
 pub mod operator;
+pub mod operatorcondition;
 pub mod operatorgroup;
 pub mod ownership;
 pub mod plan;
@@ -35,5 +36,10 @@ pub fn all() -> Vec<Controller> {
         Controller::new(operatorgroup::CONTROLLER, Role::Leader, operatorgroup::run),
         Controller::new(csv::CONTROLLER, Role::Leader, csv::run),
         Controller::new(operator::CONTROLLER, Role::Leader, operator::run),
+        Controller::new(
+            operatorcondition::CONTROLLER,
+            Role::Leader,
+            operatorcondition::run,
+        ),
     ]
 }

@@ -27,6 +27,7 @@ mod install_modes;
 #[cfg(feature = "upstream-tests")]
 mod kubectl_operator;
 mod leader_election;
+mod operator_conditions;
 mod operator_groups;
 mod operators;
 mod operators_at;

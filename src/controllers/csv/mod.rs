@@ -9,6 +9,7 @@
 //! copies only when their source changed, status only when it differs).
 
 pub mod certs;
+pub mod condition;
 pub mod copier;
 pub mod copies;
 pub mod deployment;
@@ -203,7 +204,8 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
             gathered.serving.rotating() || gathered.observed.serving_missing.is_some();
         if first || serving_drift || drifted(&round, &gathered.built) {
             let strategy = csv.spec.install.spec.clone().unwrap_or_default();
-            let rbac = rbac::plan(&strategy, &gathered.owner, &gathered.targets);
+            let mut rbac = rbac::plan(&strategy, &gathered.owner, &gathered.targets);
+            rbac.extend(condition::plan(&gathered.owner, &strategy));
             let applied = install(&round, &rbac, &gathered.built, &gathered.serving_plan).await;
             if applied.is_ok() && gathered.serving.rotating() {
                 certs_issued = gathered.serving.rotate_at();
@@ -336,6 +338,18 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
             name: old.name_any(),
             phase: old.status.and_then(|s| s.phase).unwrap_or_default(),
         });
+    let not_upgradeable = match (&replaces, csv.status.as_ref().and_then(|s| s.phase)) {
+        (Some(old), None | Some(CsvPhase::Pending | CsvPhase::None)) => {
+            let conditions: Api<crate::api::OperatorCondition> =
+                Api::namespaced(round.client(), &round.namespace);
+            conditions
+                .get_opt(&old.name)
+                .await
+                .map_err(round.fail("read_operator_condition"))?
+                .and_then(|condition| crate::api::upgradeable(&condition).err())
+        }
+        _ => None,
+    };
     let replaced_by = ctx
         .csvs
         .state()
@@ -381,6 +395,7 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
         health,
         strategy_problem,
         webhook_problem: serving.problem.clone(),
+        not_upgradeable,
         certs_due: serving.rotating(),
         certs_rotate_at: serving.rotate_at(),
         serving_missing,
@@ -656,6 +671,7 @@ fn resource_of(kind: &str) -> ApiResource {
         "ClusterRole" => ApiResource::erase::<ClusterRole>(&()),
         "ClusterRoleBinding" => ApiResource::erase::<ClusterRoleBinding>(&()),
         "ClusterServiceVersion" => ApiResource::erase::<ClusterServiceVersion>(&()),
+        "OperatorCondition" => ApiResource::erase::<crate::api::OperatorCondition>(&()),
         "Secret" => ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
         "Service" => ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()),
         "CustomResourceDefinition" => ApiResource::erase::<CustomResourceDefinition>(&()),
@@ -1065,8 +1081,13 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         shutdown.clone(),
     ));
 
-    let (for_groups, for_crds, for_subs, for_replaced) =
-        (csvs.clone(), csvs.clone(), csvs.clone(), csvs.clone());
+    let (for_groups, for_crds, for_subs, for_replaced, for_conditions) = (
+        csvs.clone(),
+        csvs.clone(),
+        csvs.clone(),
+        csvs.clone(),
+        csvs.clone(),
+    );
     let controller = Controller::for_shared_stream(csv_changes, csvs)
         .watches_shared_stream(group_changes, move |group| {
             let ns = group.meta().namespace.clone();
@@ -1086,6 +1107,17 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
             // Only a CSV that is there: the first of a chain replaces one long gone.
             for_replaced.get(&old).map(|_| old)
         })
+        // An OperatorCondition that changes may release the CSV that replaces its own.
+        .watches(
+            kit::scoped_api::<DeserializeGuard<crate::api::OperatorCondition>>(&shared),
+            watcher::Config::default().any_semantic(),
+            move |condition| {
+                let (name, ns) = (condition.name_any(), condition.namespace());
+                csvs_where(&for_conditions, |csv| {
+                    csv.metadata.namespace == ns && csv.spec.replaces.as_deref() == Some(&name)
+                })
+            },
+        )
         .watches_shared_stream(subscription_changes, move |sub| {
             let ns = sub.meta().namespace.clone();
             csvs_where(&for_subs, |csv| csv.metadata.namespace == ns)

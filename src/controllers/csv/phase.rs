@@ -58,6 +58,8 @@ pub struct Observation {
     pub strategy_problem: Option<String>,
     /// Why the webhook definitions cannot be installed.
     pub webhook_problem: Option<String>,
+    /// Why the CSV this one replaces may not be replaced now (its OperatorCondition).
+    pub not_upgradeable: Option<String>,
     /// A serving certificate is missing, unusable or due for rotation.
     pub certs_due: bool,
     /// When the earliest serving certificate is due.
@@ -300,6 +302,16 @@ impl Decision<'_> {
 
     fn pending(&self) -> Step {
         let observed = self.observed;
+        // Before the requirements, as upstream; the OperatorCondition's change wakes the CSV,
+        // the requeue is a backstop.
+        if let Some(why) = &observed.not_upgradeable {
+            return Step::to(
+                CsvPhase::Pending,
+                CsvReason::OperatorConditionNotUpgradeable,
+                format!("operator is not upgradeable: {why}"),
+            )
+            .requeue(Duration::from_secs(30));
+        }
         if let Some(problem) = &observed.strategy_problem {
             Self::invalid(problem)
         } else if !observed.unmet.is_empty() {
@@ -551,6 +563,7 @@ mod tests {
             group: member(),
             strategy_problem: None,
             webhook_problem: None,
+            not_upgradeable: None,
             certs_due: false,
             certs_rotate_at: None,
             serving_missing: None,
@@ -962,5 +975,28 @@ mod tests {
         let step = decide(Some(&succeeded), &later);
         assert_eq!(step.phase, CsvPhase::Succeeded);
         assert_eq!(step.requeue_after, Some(Duration::from_secs(61)));
+    }
+
+    #[test]
+    fn a_not_upgradeable_predecessor_holds_the_new_csv_pending() {
+        let held = Observation {
+            not_upgradeable: Some("the operator is not upgradeable: migrating".into()),
+            ..observed()
+        };
+        let pending = status(CsvPhase::Pending, CsvReason::RequirementsUnknown, 90);
+        let step = decide(Some(&pending), &held);
+        assert_eq!(
+            (step.phase, step.reason),
+            (
+                CsvPhase::Pending,
+                CsvReason::OperatorConditionNotUpgradeable
+            )
+        );
+        assert_eq!(
+            step.message,
+            "operator is not upgradeable: the operator is not upgradeable: migrating"
+        );
+        let step = decide(Some(&pending), &observed());
+        assert_eq!(step.phase, CsvPhase::InstallReady);
     }
 }
