@@ -1663,3 +1663,92 @@ async fn a_step_of_an_unserved_kind_fails_after_the_retry_timeout() {
         "{message}"
     );
 }
+
+/// Bundle objects of upstream's extra kinds (monitoring, disruption budgets) install once
+/// their API is served, each step Created.
+#[tokio::test]
+async fn monitoring_and_disruption_budget_steps_install_when_their_apis_exist() {
+    let s = Setup::new("ip-kinds", &our_catalog(), &[]).await;
+    s.operator_group("");
+    // As on most real clusters: the ServiceMonitor API (a minimal CRD of its group/kind).
+    apply(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: servicemonitors.monitoring.coreos.com\nspec:\n  group: monitoring.coreos.com\n  scope: Namespaced\n  names: {kind: ServiceMonitor, plural: servicemonitors, listKind: ServiceMonitorList, singular: servicemonitor}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n",
+    );
+    kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/servicemonitors.monitoring.coreos.com",
+            "--timeout=60s",
+        ],
+        None,
+    )
+    .ok();
+    apply(&format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: InstallPlan\nmetadata:\n  name: kinds\n  namespace: {}\nspec:\n  approval: Automatic\n  approved: true\n  clusterServiceVersionNames: [monitored.v1]\n",
+        s.name()
+    ));
+    let monitor = serde_json::json!({
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+        "metadata": {"name": "metrics"},
+        "spec": {"endpoints": [{"port": "https"}], "selector": {"matchLabels": {"app": "op"}}},
+    });
+    let budget = serde_json::json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "op"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "op"}}},
+    });
+    let step = |group: &str, version: &str, kind: &str, name: &str, manifest: &Value| {
+        serde_json::json!({
+            "resolving": "monitored.v1", "status": "Unknown",
+            "resource": {"sourceName": "", "sourceNamespace": "", "group": group,
+                         "version": version, "kind": kind, "name": name,
+                         "manifest": manifest.to_string()}
+        })
+    };
+    // The CSV they belong to (namespaced bundle objects are owned by it).
+    let csv = serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "monitored.v1"},
+        "spec": {"displayName": "monitored", "version": "1.0.0",
+                 "installModes": [{"type": "AllNamespaces", "supported": true}],
+                 "install": {"strategy": "deployment", "spec": {"deployments": []}}},
+    });
+    let status = serde_json::json!({"status": {
+        "phase": "Installing",
+        "catalogSources": [],
+        "plan": [
+            step("operators.coreos.com", "v1alpha1", "ClusterServiceVersion", "monitored.v1", &csv),
+            step("monitoring.coreos.com", "v1", "ServiceMonitor", "metrics", &monitor),
+            step("policy", "v1", "PodDisruptionBudget", "op", &budget),
+        ]
+    }});
+    kubectl(
+        &[
+            "patch",
+            "installplan",
+            "kinds",
+            "-n",
+            s.name(),
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ],
+        None,
+    )
+    .ok();
+    let plan = s.plan_phase("kinds", "Complete").await;
+    let statuses: Vec<&str> = plan["status"]["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|step| step["status"].as_str())
+        .collect();
+    assert_eq!(statuses, ["Created", "Created", "Created"], "{plan}");
+    assert_eq!(
+        s.get("servicemonitor/metrics")["spec"]["endpoints"][0]["port"],
+        "https"
+    );
+    assert_eq!(s.get("poddisruptionbudget/op")["spec"]["minAvailable"], 1);
+}
