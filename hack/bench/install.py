@@ -163,7 +163,7 @@ class Cluster:
         self.audit_log = self.dir / "logs/audit.log"
         self.started = False
 
-    def up(self):
+    def up(self, nodes=1):
         for port in (self.api_port, self.etcd_port, self.peer_port):
             if port_busy(port):
                 raise BenchError(
@@ -176,7 +176,7 @@ class Cluster:
         subprocess.run([REPO / "hack/cluster/down", "--clean"], env=self.env, cwd=REPO,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         log(f"{self.side}: starting a control plane in {self.dir.relative_to(REPO)} (API server :{self.api_port}, audit on)")
-        out = subprocess.run([REPO / "hack/cluster/up", "--nodes", "1"], env=self.env, cwd=REPO,
+        out = subprocess.run([REPO / "hack/cluster/up", "--nodes", str(nodes)], env=self.env, cwd=REPO,
                              capture_output=True, text=True)
         if out.returncode != 0:
             raise BenchError(f"hack/cluster/up failed:\n{out.stderr[-3000:]}")
@@ -394,7 +394,9 @@ def summarize(records):
 
 def catalog_without_images(src, dst):
     """A copy of the FBC catalog with the bundles' top-level `image:` removed (only olm.bundle
-    documents have a top-level image), so upstream installs from the inline objects."""
+    documents have a top-level image), so upstream installs from the inline objects. JSON
+    files (a stream of documents, as `olm catalog render` writes) are decoded and written
+    back one document a line, the olm.bundle ones without `image`."""
     removed = 0
     for path in sorted(src.rglob("*")):
         target = dst / path.relative_to(src)
@@ -404,8 +406,9 @@ def catalog_without_images(src, dst):
         target.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix not in (".yaml", ".yml"):
             if path.suffix == ".json":
-                raise BenchError(f"{path}: JSON catalogs are not handled; extend catalog_without_images")
-            shutil.copy(path, target)
+                removed += json_without_images(path, target)
+            else:
+                shutil.copy(path, target)
             continue
         lines = path.read_text().splitlines(keepends=True)
         kept = [ln for ln in lines if not ln.startswith("image: ")]
@@ -416,9 +419,30 @@ def catalog_without_images(src, dst):
     return removed
 
 
+def json_without_images(src, dst):
+    """One JSON stream of FBC documents copied without the olm.bundle documents' `image`;
+    returns how many were removed."""
+    text, decoder, pos, removed = src.read_text(), json.JSONDecoder(), 0, 0
+    with open(dst, "w") as out:
+        while True:
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+            if pos >= len(text):
+                return removed
+            try:
+                doc, pos = decoder.raw_decode(text, pos)
+            except ValueError as e:
+                raise BenchError(f"{src}: not a JSON stream: {e}") from None
+            if isinstance(doc, dict) and doc.get("schema") == "olm.bundle" and "image" in doc:
+                del doc["image"]
+                removed += 1
+            out.write(json.dumps(doc, separators=(",", ":")) + "\n")
+
+
 class Side:
     name = ""
     label = ""
+    catalog = REPO / "catalog"  # the FBC served to both sides
 
     def __init__(self, args, workdir):
         self.args = args
@@ -592,8 +616,8 @@ class Upstream(Side):
         k("create", "-f", self.crds)  # create: apply's last-applied annotation is too big for the CSV CRD
         k("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
         catalog = self.workdir / "catalog"
-        removed = catalog_without_images(REPO / "catalog", catalog)
-        self.notes.append(f"served with opm serve: a copy of catalog/ without the {removed} bundles' image")
+        removed = catalog_without_images(self.catalog, catalog)
+        self.notes.append(f"served with opm serve: a copy of {self.catalog.name}/ without the {removed} bundles' image")
         port = free_port()
         server = self.procs.spawn("opm-serve", [self.opm, "serve", catalog, "--port", port, "--pprof-addr", "",
                                                 "-t", "/dev/null"], env=without("OLM_CACHE_DIR"))
@@ -631,7 +655,7 @@ class Ours(Side):
         k("create", "-f", "-", stdin=crds)
         k("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
         port = free_port()
-        server = self.procs.spawn("olm-catalog-serve", [self.bin, "catalog", "serve", REPO / "catalog",
+        server = self.procs.spawn("olm-catalog-serve", [self.bin, "catalog", "serve", self.catalog,
                                                         "--address", "127.0.0.1", "--port", port])
         wait_port(self.procs, server, port)
         self.server_pid, self.address = server.pid, f"127.0.0.1:{port}"

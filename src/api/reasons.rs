@@ -215,6 +215,8 @@ reasons! {
         NeedsCertRotation = "NeedsCertRotation",
         /// The replaced CSV's OperatorCondition says Upgradeable=False (upstream's spelling).
         OperatorConditionNotUpgradeable = "OperatorConditionNotUpgradeable",
+        /// Another CSV owns an API service this one owns (upstream's spelling).
+        OwnerConflict = "OwnerConflict",
         BeingReplaced = "BeingReplaced",
         Replaced = "Replaced",
         NoOperatorGroup = "NoOperatorGroup",
@@ -424,6 +426,7 @@ mod tests {
                     R::OperatorConditionNotUpgradeable,
                     "OperatorConditionNotUpgradeable",
                 ),
+                (R::OwnerConflict, "OwnerConflict"),
                 (R::BeingReplaced, "BeingReplaced"),
                 (R::Replaced, "Replaced"),
                 (R::NoOperatorGroup, "NoOperatorGroup"),
@@ -442,7 +445,7 @@ mod tests {
     fn a_csv_reason_read_back_is_known_unknown_or_unset() {
         assert_eq!(CsvReason::read_back(Some("Replaced")), CsvReason::Replaced);
         assert_eq!(
-            CsvReason::read_back(Some("OwnerConflict")),
+            CsvReason::read_back(Some("APIServiceResourceIssue")),
             CsvReason::Unknown
         );
         assert_eq!(CsvReason::read_back(Some("")), CsvReason::Unset);

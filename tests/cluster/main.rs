@@ -13,6 +13,7 @@ mod proxy;
 #[path = "../common/registry.rs"]
 mod registry;
 
+mod api_services;
 mod catalog_sources;
 mod config_map_catalogs;
 mod control_plane;

@@ -395,6 +395,7 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
         health,
         strategy_problem,
         webhook_problem: serving.problem.clone(),
+        owner_conflict: serving.owner_conflict.clone(),
         not_upgradeable,
         certs_due: serving.rotating(),
         certs_rotate_at: serving.rotate_at(),
@@ -637,6 +638,36 @@ async fn gather_requirements(round: &Round<'_>) -> Result<requirements::Found, E
             .map_err(round.fail("read_server_version"))?;
         found.server_version = Some(version.clone());
     }
+    let required_api_services = csv
+        .spec
+        .apiservicedefinitions
+        .as_ref()
+        .map(|d| d.required.clone())
+        .unwrap_or_default();
+    if !required_api_services.is_empty() {
+        let api: Api<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService> =
+            Api::all(round.client());
+        for description in required_api_services {
+            let name = format!("{}.{}", description.version, description.group);
+            let found_service = api
+                .get_opt(&name)
+                .await
+                .map_err(round.fail("read_api_service"))?;
+            found
+                .required_api_services
+                .push(found_service.and_then(|a| {
+                    let available = a
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| {
+                            c.iter()
+                                .any(|c| c.type_ == "Available" && c.status == "True")
+                        });
+                    available.then(|| a.metadata.uid.clone().unwrap_or_default())
+                }));
+        }
+    }
     let strategy = csv.spec.install.spec.clone().unwrap_or_default();
     let mut accounts: Vec<String> = strategy
         .permissions
@@ -672,6 +703,9 @@ fn resource_of(kind: &str) -> ApiResource {
         "ClusterRoleBinding" => ApiResource::erase::<ClusterRoleBinding>(&()),
         "ClusterServiceVersion" => ApiResource::erase::<ClusterServiceVersion>(&()),
         "OperatorCondition" => ApiResource::erase::<crate::api::OperatorCondition>(&()),
+        "APIService" => ApiResource::erase::<
+            k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+        >(&()),
         "Secret" => ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
         "Service" => ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()),
         "CustomResourceDefinition" => ApiResource::erase::<CustomResourceDefinition>(&()),
@@ -763,8 +797,8 @@ async fn install(
         "ClusterRoleBinding",
         "Deployment",
     ];
-    // Only CSVs that serve webhooks (now or before an update) can have made these.
-    if !round.csv.spec.webhookdefinitions.is_empty()
+    // Only CSVs that serve webhooks or API services (now or before an update) made these.
+    if webhooks::serves_anything(round.csv)
         || round
             .csv
             .status
@@ -776,6 +810,7 @@ async fn install(
             "Secret",
             "ValidatingWebhookConfiguration",
             "MutatingWebhookConfiguration",
+            "APIService",
         ]);
     }
     let listed = futures::future::try_join_all(kinds.iter().map(|&kind| {
@@ -944,6 +979,7 @@ async fn cleanup(round: &Round<'_>) -> Result<(), Error> {
         "Role",
         "ValidatingWebhookConfiguration",
         "MutatingWebhookConfiguration",
+        "APIService",
     ] {
         let api = dynamic_api(client.clone(), kind, None);
         let listed = api
@@ -1107,6 +1143,24 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
             // Only a CSV that is there: the first of a chain replaces one long gone.
             for_replaced.get(&old).map(|_| old)
         })
+        // An owned APIService that becomes Available (or stops being) moves its CSV.
+        .watches(
+            Api::<
+                PartialObjectMeta<
+                    k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+                >,
+            >::all(shared.client.clone()),
+            watcher::Config::default()
+                .labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion"))
+                .any_semantic(),
+            |service| {
+                let labels = service.labels();
+                match (labels.get(OWNER_LABEL), labels.get(OWNER_NAMESPACE_LABEL)) {
+                    (Some(name), Some(ns)) => vec![ObjectRef::new(name).within(ns)],
+                    _ => vec![],
+                }
+            },
+        )
         // An OperatorCondition that changes may release the CSV that replaces its own.
         .watches(
             kit::scoped_api::<DeserializeGuard<crate::api::OperatorCondition>>(&shared),

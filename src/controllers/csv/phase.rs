@@ -58,6 +58,8 @@ pub struct Observation {
     pub strategy_problem: Option<String>,
     /// Why the webhook definitions cannot be installed.
     pub webhook_problem: Option<String>,
+    /// An owned API this CSV cannot take over from its owner.
+    pub owner_conflict: Option<String>,
     /// Why the CSV this one replaces may not be replaced now (its OperatorCondition).
     pub not_upgradeable: Option<String>,
     /// A serving certificate is missing, unusable or due for rotation.
@@ -318,6 +320,8 @@ impl Decision<'_> {
             self.unmet()
         } else if let Some(problem) = &observed.webhook_problem {
             Self::invalid_webhook(problem)
+        } else if let Some(conflict) = &observed.owner_conflict {
+            Step::to(CsvPhase::Failed, CsvReason::OwnerConflict, conflict.clone())
         } else if let Some(old) = observed
             .replaces
             .as_ref()
@@ -433,6 +437,12 @@ impl Decision<'_> {
             CsvReason::InvalidInstallStrategy => match &self.observed.strategy_problem {
                 Some(problem) => Self::invalid(problem),
                 None => back_to_pending("the install strategy is valid now"),
+            },
+            CsvReason::OwnerConflict => match &self.observed.owner_conflict {
+                Some(conflict) => {
+                    Step::to(CsvPhase::Failed, CsvReason::OwnerConflict, conflict.clone())
+                }
+                None => back_to_pending("no other CSV owns its APIs now"),
             },
             CsvReason::InvalidWebhookDescription => match &self.observed.webhook_problem {
                 Some(problem) => Self::invalid_webhook(problem),
@@ -564,6 +574,7 @@ mod tests {
             strategy_problem: None,
             webhook_problem: None,
             not_upgradeable: None,
+            owner_conflict: None,
             certs_due: false,
             certs_rotate_at: None,
             serving_missing: None,

@@ -35,6 +35,9 @@ pub struct Found {
     /// Per ServiceAccount named in the strategy (sorted): whether it exists, and whether
     /// the RBAC this controller made for it is in place.
     pub service_accounts: Vec<(String, bool, bool)>,
+    /// Per required API service (in spec order): its APIService's uid when it exists and
+    /// is Available.
+    pub required_api_services: Vec<Option<String>>,
 }
 
 pub struct Judged {
@@ -172,6 +175,67 @@ pub fn judge(csv: &ClusterServiceVersion, found: &Found) -> Judged {
     }
 
     let strategy = csv.spec.install.spec.clone().unwrap_or_default();
+    let api_services = csv.spec.apiservicedefinitions.clone().unwrap_or_default();
+    // Owned: served by a Deployment of the strategy (upstream's DeploymentFound).
+    for description in &api_services.owned {
+        let name = format!("{}.{}", description.version, description.group);
+        let found = description
+            .deployment_name
+            .as_deref()
+            .is_some_and(|d| strategy.deployments.iter().any(|s| s.name == d));
+        statuses.push(RequirementStatus {
+            group: description.group.clone(),
+            version: description.version.clone(),
+            kind: description.kind.clone(),
+            name: name.clone(),
+            status: if found {
+                "DeploymentFound"
+            } else {
+                "DeploymentNotFound"
+            }
+            .into(),
+            message: String::new(),
+            uuid: None,
+            dependents: vec![],
+        });
+        if !found {
+            unmet.push(format!(
+                "owned APIService {name}: deployment {} is not in the install strategy",
+                description.deployment_name.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+    // Required: the APIService exists and is Available.
+    for (description, state) in api_services
+        .required
+        .iter()
+        .zip(found.required_api_services.iter())
+    {
+        let name = format!("{}.{}", description.version, description.group);
+        statuses.push(RequirementStatus {
+            group: "apiregistration.k8s.io".into(),
+            version: "v1".into(),
+            kind: "APIService".into(),
+            name: name.clone(),
+            status: if state.is_some() {
+                PRESENT
+            } else {
+                NOT_PRESENT
+            }
+            .into(),
+            message: if state.is_some() {
+                "APIService is present and Available"
+            } else {
+                "APIService is not present or not Available"
+            }
+            .into(),
+            uuid: state.clone(),
+            dependents: vec![],
+        });
+        if state.is_none() {
+            unmet.push(format!("APIService {name} not available"));
+        }
+    }
     for (sa, exists, granted) in &found.service_accounts {
         let rules = |cluster: bool, list: &[crate::api::StrategyDeploymentPermissions]| {
             list.iter()

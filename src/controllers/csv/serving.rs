@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
@@ -34,6 +35,8 @@ pub struct Serving {
     pub deployments: Vec<ServedDeployment>,
     /// Why the webhook definitions cannot be installed (InvalidWebhookDescription).
     pub problem: Option<String>,
+    /// An owned APIService that another CSV owns (OwnerConflict).
+    pub owner_conflict: Option<String>,
 }
 
 impl Serving {
@@ -103,9 +106,11 @@ impl Serving {
         }
         let ca_of = self.ca_of();
         let namespaces = group.and_then(namespace_selector);
+        let mut after = webhooks::admission_configurations(csv, owner, namespaces.as_ref(), &ca_of);
+        after.extend(webhooks::api_services(csv, owner, &ca_of));
         ServingPlan {
             before,
-            after: webhooks::admission_configurations(csv, owner, namespaces.as_ref(), &ca_of),
+            after,
             conversions: webhooks::conversions(csv, &owner.namespace, &ca_of),
         }
     }
@@ -142,15 +147,16 @@ pub async fn gather(
     validity: Duration,
     now: Timestamp,
 ) -> Result<Serving, kube::Error> {
-    if csv.spec.webhookdefinitions.is_empty() {
+    if !webhooks::serves_anything(csv) {
         return Ok(Serving::default());
     }
     if let Some(problem) = webhooks::problem(csv) {
         return Ok(Serving {
-            deployments: vec![],
             problem: Some(problem),
+            ..Serving::default()
         });
     }
+    let owner_conflict = api_service_conflict(client, csv, namespace).await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut deployments = Vec::new();
     for (name, ports) in webhooks::served(csv) {
@@ -176,8 +182,8 @@ pub async fn gather(
                 Ok(material) => (material, true),
                 Err(problem) => {
                     return Ok(Serving {
-                        deployments: vec![],
                         problem: Some(problem),
+                        ..Serving::default()
                     });
                 }
             },
@@ -192,7 +198,57 @@ pub async fn gather(
     Ok(Serving {
         deployments,
         problem: None,
+        owner_conflict,
     })
+}
+
+/// The first owned APIService that exists and may not be adopted: upstream adopts one that
+/// this CSV, the CSV it replaces, or a CSV on its way out owns (here also one whose owner
+/// CSV is gone).
+async fn api_service_conflict(
+    client: &kube::Client,
+    csv: &ClusterServiceVersion,
+    namespace: &str,
+) -> Result<Option<String>, kube::Error> {
+    use crate::controllers::ownership::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
+    let api_services: Api<APIService> = Api::all(client.clone());
+    let name = csv.metadata.name.as_deref().unwrap_or_default();
+    for description in webhooks::owned_api_services(csv) {
+        let service = webhooks::api_service_name(description);
+        let Some(existing) = api_services.get_opt(&service).await? else {
+            continue;
+        };
+        let labels = existing.metadata.labels.unwrap_or_default();
+        let label = |key: &str| labels.get(key).map(String::as_str).unwrap_or_default();
+        let adoptable = if label(OWNER_KIND_LABEL) != "ClusterServiceVersion"
+            || label(OWNER_LABEL).is_empty()
+        {
+            false
+        } else if label(OWNER_NAMESPACE_LABEL) != namespace {
+            false
+        } else if label(OWNER_LABEL) == name
+            || csv.spec.replaces.as_deref() == Some(label(OWNER_LABEL))
+        {
+            true
+        } else {
+            let owner_csv = Api::<ClusterServiceVersion>::namespaced(
+                client.clone(),
+                label(OWNER_NAMESPACE_LABEL),
+            )
+            .get_opt(label(OWNER_LABEL))
+            .await?;
+            owner_csv.is_none_or(|o| {
+                matches!(
+                    o.status.and_then(|s| s.phase),
+                    Some(crate::api::CsvPhase::Replacing | crate::api::CsvPhase::Deleting)
+                )
+            })
+        };
+        if !adoptable {
+            return Ok(Some(format!("unable to adopt APIService {service}")));
+        }
+    }
+    Ok(None)
 }
 
 /// What of the planned webhook configurations and conversions the cluster lacks (None: all
@@ -237,6 +293,23 @@ pub async fn missing(
                     want.name
                 )));
             }
+        }
+    }
+    let api_services: Api<APIService> = Api::all(client.clone());
+    for want in planned.after.iter().filter(|p| p.kind == "APIService") {
+        let found = api_services.get_opt(&want.name).await?;
+        let available = found
+            .and_then(|a| a.status)
+            .and_then(|s| s.conditions)
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Available" && c.status == "True")
+            });
+        if !available {
+            return Ok(Some(format!(
+                "apiServices not installed: {} not Available",
+                want.name
+            )));
         }
     }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());

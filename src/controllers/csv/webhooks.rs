@@ -19,7 +19,8 @@ use super::certs::{self, CA_HASH_ANNOTATION, CA_KEY, CERT_KEY, Material, PRIVATE
 use super::deployment::Owner;
 use super::rbac::Planned;
 use crate::api::{
-    ClusterServiceVersion, InstallModeType, WebhookAdmissionType, WebhookDescription,
+    ApiServiceDescription, ClusterServiceVersion, InstallModeType, WebhookAdmissionType,
+    WebhookDescription,
 };
 use crate::controllers::ownership::{hash_json, name_with_hash, short_hash};
 
@@ -46,16 +47,38 @@ fn port_of(description: &WebhookDescription) -> i32 {
         .unwrap_or(DEFAULT_PORT)
 }
 
-/// The Deployments that serve webhooks, each with its Service ports (port, targetPort),
-/// in the order the CSV first names them.
+/// The API services the CSV owns.
+pub fn owned_api_services(csv: &ClusterServiceVersion) -> &[ApiServiceDescription] {
+    csv.spec
+        .apiservicedefinitions
+        .as_ref()
+        .map_or(&[], |d| d.owned.as_slice())
+}
+
+/// `<version>.<group>`, the APIService's name.
+pub fn api_service_name(description: &ApiServiceDescription) -> String {
+    format!("{}.{}", description.version, description.group)
+}
+
+/// Whether the CSV serves anything that needs a serving certificate.
+pub fn serves_anything(csv: &ClusterServiceVersion) -> bool {
+    !csv.spec.webhookdefinitions.is_empty() || !owned_api_services(csv).is_empty()
+}
+
+/// The Deployments that serve webhooks or owned API services, each with its Service ports
+/// (port, targetPort), in the order the CSV first names them.
 pub fn served(csv: &ClusterServiceVersion) -> Vec<(String, Vec<(i32, Value)>)> {
     let mut out: Vec<(String, Vec<(i32, Value)>)> = Vec::new();
-    for description in &csv.spec.webhookdefinitions {
-        let Some(deployment) = description.deployment_name.as_deref() else {
-            continue;
-        };
-        let port = port_of(description);
-        let target = description.target_port.clone().unwrap_or(json!(port));
+    let api_services = owned_api_services(csv).iter().filter_map(|d| {
+        let port = d.container_port.filter(|p| *p > 0).unwrap_or(DEFAULT_PORT);
+        Some((d.deployment_name.as_deref()?, port, json!(port)))
+    });
+    let webhooks = csv.spec.webhookdefinitions.iter().filter_map(|d| {
+        let port = port_of(d);
+        let target = d.target_port.clone().unwrap_or(json!(port));
+        Some((d.deployment_name.as_deref()?, port, target))
+    });
+    for (deployment, port, target) in api_services.chain(webhooks) {
         let slot = match out.iter().position(|(name, _)| name == deployment) {
             Some(i) => &mut out[i].1,
             None => {
@@ -450,6 +473,48 @@ pub fn admission_configurations(
         });
     }
     out
+}
+
+/// One APIService per owned API service: served by its Deployment's Service, trusted
+/// through the CA (upstream's priorities).
+pub fn api_services(
+    csv: &ClusterServiceVersion,
+    owner: &Owner,
+    ca_of: &BTreeMap<String, String>,
+) -> Vec<Planned> {
+    owned_api_services(csv)
+        .iter()
+        .map(|description| {
+            let deployment = description.deployment_name.as_deref().unwrap_or_default();
+            let name = api_service_name(description);
+            let port = description
+                .container_port
+                .filter(|p| *p > 0)
+                .unwrap_or(DEFAULT_PORT);
+            Planned {
+                kind: "APIService",
+                namespace: None,
+                name: name.clone(),
+                body: json!({
+                    "apiVersion": "apiregistration.k8s.io/v1",
+                    "kind": "APIService",
+                    "metadata": {"name": name, "labels": owner.labels()},
+                    "spec": {
+                        "group": description.group,
+                        "version": description.version,
+                        "groupPriorityMinimum": 2000,
+                        "versionPriority": 15,
+                        "service": {
+                            "namespace": owner.namespace,
+                            "name": service_name(deployment),
+                            "port": port,
+                        },
+                        "caBundle": base64_of(ca_of.get(deployment).map_or("", String::as_str)),
+                    },
+                }),
+            }
+        })
+        .collect()
 }
 
 /// The hash label of a description: a changed description is a configuration to rewrite.
