@@ -23,6 +23,13 @@ install.py starts it, and the monitoring CRDs (every CRD of prometheus-operator'
 example/prometheus-operator-crd, from the Go module, cached in ~/.cache/olm-rs) applied
 server-side first. One side at a time.
 
+Copied CSVs are off on both sides unless --copied-csvs on (upstream: the OLMConfig `cluster`
+with spec.features.disableCopiedCSVs; ours: --disable-copied-csvs, given as
+OLM_DISABLE_COPIED_CSVS since install.py's command line is kept): most community operators
+support AllNamespaces, and a full copy of each of their CSVs in each of the ~350 namespaces is
+about 100,000 CSVs of tens of KiB, more than etcd's 4 GiB quota on this control plane; they do
+not change any install's outcome.
+
 Per package: a namespace (the package's name) with an OperatorGroup fitting the install modes
 of its newest bundle (the head of its default channel): AllNamespaces → no targetNamespaces;
 else OwnNamespace → [namespace]; else SingleNamespace → one other namespace created for it;
@@ -53,7 +60,8 @@ the packages whose outcome differs between the sides (category first, then same 
 with another reason), and those that failed on both sides grouped by reason.
 
 Usage: hack/bench/install-catalog.py CATALOG_REPO [--side both|ours|upstream] [--packages a,b]
-           [--timeout 600] [--quiet 180] [--confirm 15] [--nodes 10] [--json] [--json-file F]
+           [--timeout 600] [--quiet 180] [--confirm 15] [--nodes 10] [--copied-csvs off|on]
+           [--json] [--json-file F]
            [--workdir DIR] [--keep-logs]
        hack/bench/install-catalog.py --from-json F [F ...]   (the report of saved results, merged)
        (needs hack/upstream-olm/build, hack/opm/build, `cargo build --release --bin olm` and go
@@ -73,9 +81,10 @@ IMAGE_TEMPLATE = "quay.io/community-operator-pipeline-prod/{{.Package}}:{{.Versi
 PROM_MODULE = "github.com/prometheus-operator/prometheus-operator"
 PROM_VERSION = "v0.85.0"
 CACHE = Path(os.environ.get("OLM_RS_CACHE_DIR", Path.home() / ".cache/olm-rs"))
-# Control planes of their own (not install.py's), so that both benchmarks can be kept apart.
+# Control planes of their own (not install.py's), so that both benchmarks can be kept apart;
+# ports below the ephemeral range (32768+), where an outgoing connection may hold one.
 ib.CLUSTERS["catalog-upstream"] = (REPO / "target/cluster-catalog-upstream", 30443, 31790, 31800)
-ib.CLUSTERS["catalog-ours"] = (REPO / "target/cluster-catalog-ours", 32443, 33790, 33800)
+ib.CLUSTERS["catalog-ours"] = (REPO / "target/cluster-catalog-ours", 30543, 31890, 31900)
 FINAL_CONDITIONS = ("ResolutionFailed", "InstallPlanFailed", "BundleUnpackFailed")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -383,45 +392,40 @@ class Watch(threading.Thread):
 
 
 class AuditStream:
-    """The audit log read as it grows (it rotates at 1 GiB: the rotated file is finished
-    first), keeping OLM's requests only, in install.py's record shape
-    (received, verb, user agent, resource, namespace, name, code)."""
+    """The audit log, read up to its end on demand (the API server rotates it at 1 GiB and
+    keeps the rotated files: each file is read on from where it was left), keeping OLM's
+    requests only, in install.py's record shape (received, verb, user agent, resource,
+    namespace, name, code). Read only before the clock and after the run: parsing it while
+    the run goes would take CPU from the side being measured."""
 
     def __init__(self, path):
         self.path = Path(path)
-        self.offset, self.inode = 0, None
+        self.offsets = {}  # inode -> bytes read
         self.ids = set()
         self.records = []
         self.latest = 0.0
         self.sub_creates = []  # times kubectl's Subscription creates were received
 
     def read(self):
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return
-        if self.inode is not None and st.st_ino != self.inode:
-            for old in self.path.parent.glob("audit-*.log"):
-                if os.stat(old).st_ino == self.inode:
-                    self._read_file(old)
-            self.offset = 0
-        self.inode = st.st_ino
-        self._read_file(self.path)
+        rotated = sorted(self.path.parent.glob("audit-*.log"), key=lambda f: f.stat().st_mtime)
+        for path in [*rotated, self.path]:
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            if st.st_size > self.offsets.get(st.st_ino, 0):
+                self.offsets[st.st_ino] = self._read_file(path, self.offsets.get(st.st_ino, 0))
 
-    def _read_file(self, path):
+    def _read_file(self, path, offset):
         with open(path, "rb") as f:
-            f.seek(self.offset)
+            f.seek(offset)
             while True:
                 data = f.read(64 << 20)
-                if not data:
-                    return
                 end = data.rfind(b"\n") + 1
                 if end == 0:
-                    if len(data) < (64 << 20):
-                        return  # a partial last line: read again later
-                    end = len(data)
-                self.offset += end
-                f.seek(self.offset)
+                    return offset  # nothing, or a partial last line: read again later
+                offset += end
+                f.seek(offset)
                 for line in data[:end].splitlines():
                     self._record(line)
 
@@ -462,7 +466,7 @@ class AuditStream:
 
 
 def summarize(records):
-    agents = collections.Counter((ib.short_ua(r[2]), r[1]) for r in records)
+    agents = collections.Counter((ib.short_ua(r[2]) or "(no user agent)", r[1]) for r in records)
     writes = collections.Counter((r[1], r[3]) for r in records if r[1] in ib.WRITE_VERBS)
     return {"requests": len(records), "writes": sum(writes.values()),
             "by_agent_verb": {f"{a} {v}": n for (a, v), n in sorted(agents.items())},
@@ -665,7 +669,7 @@ class CatalogSide:
             f"(timeout {args.timeout:g} s, quiet {args.quiet:g} s)")
 
         # Until settled.
-        deadline, next_log, next_audit, ended_by = launched + args.timeout, launched + 30, 0, None
+        deadline, next_log, ended_by = launched + args.timeout, launched + 30, None
         while True:
             time.sleep(1)
             try:
@@ -677,9 +681,6 @@ class CatalogSide:
                 break
             now = time.time()
             self.sample_rss()
-            if now >= next_audit:
-                self.audit.read()
-                next_audit = now + 10
             with tracker.lock:
                 all_final = all(o[3] for o in tracker.outcome.values())
                 last = tracker.last_change
@@ -702,6 +703,10 @@ class CatalogSide:
         self.sample_rss()
         olm_hwm, server_hwm = self.hwm()
         log(f"{self.name}: ended ({ended_by}) {ended - launched:.1f} s after the creates")
+
+        listing = self.api.get("/apis/operators.coreos.com/v1alpha1/clusterserviceversions"
+                               "?labelSelector=olm.copiedFrom&limit=1") or {}
+        copied = len(listing.get("items") or []) + ((listing.get("metadata") or {}).get("remainingItemCount") or 0)
 
         # No CSV: the InstallPlan says more.
         outcomes = {}
@@ -746,18 +751,31 @@ class CatalogSide:
             "requests_to_settled": summarize(self.audit.window(created, settled_at + 0.001)),
             "requests_whole_run": summarize(self.audit.window(olm_started, ended)),
             "counts": dict(collections.Counter(o["category"] for o in outcomes.values())),
-            "watch_restarts": sum(w.restarts for w in watches),
+            "watch_restarts": sum(w.restarts for w in watches), "copied_csvs_at_end": copied,
             "outcomes": outcomes, "notes": self.notes,
         }
         return result
 
 
 class UpstreamSide(CatalogSide, ib.Upstream):
-    pass
+    def start(self):
+        super().start()
+        if self.args.copied_csvs == "off":  # upstream's switch: the OLMConfig named cluster
+            self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps(
+                {"apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig", "metadata": {"name": "cluster"},
+                 "spec": {"features": {"disableCopiedCSVs": True}}}))
+            self.notes.append("copied CSVs disabled: OLMConfig cluster spec.features.disableCopiedCSVs=true")
 
 
 class OursSide(CatalogSide, ib.Ours):
-    pass
+    def start(self):
+        if self.args.copied_csvs == "off":  # ours: --disable-copied-csvs, through its variable
+            os.environ["OLM_DISABLE_COPIED_CSVS"] = "true"
+            self.notes.append("copied CSVs disabled: OLM_DISABLE_COPIED_CSVS=true (--disable-copied-csvs)")
+        try:
+            super().start()
+        finally:
+            os.environ.pop("OLM_DISABLE_COPIED_CSVS", None)
 
 
 # ---------------------------------------------------------------------------- report
@@ -825,6 +843,7 @@ def report(results, out=sys.stdout):
             f"{k} {v:.1f}" for k, v in res[s]["peak_rss_mib"]["olm_processes_hwm"].items()) + ")" for s in sides)])
     lines.append(["peak of summed VmRSS, sampled 1/s (MiB)",
                   *(f"{res[s]['peak_rss_mib']['olm_total_sampled_peak']:.1f}" for s in sides)])
+    lines.append(["copied CSVs at the end", *(str(res[s].get("copied_csvs_at_end", "?")) for s in sides)])
     lines.append(["catalog server peak RSS (MiB)", *(f"{res[s]['peak_rss_mib']['catalog_server_hwm']:.1f}" for s in sides)])
     lines.append(["OLM requests, first create → settled",
                   *(f"{res[s]['requests_to_settled']['requests']} ({res[s]['requests_to_settled']['writes']} writes)" for s in sides)])
@@ -889,6 +908,8 @@ def main():
                     help="end when no outcome changed for this many seconds (default 180)")
     ap.add_argument("--confirm", type=float, default=15,
                     help="when all are final, seconds without change before ending (default 15)")
+    ap.add_argument("--copied-csvs", choices=["on", "off"], default="off",
+                    help="copied CSVs of AllNamespaces operators (default off: see above)")
     ap.add_argument("--nodes", type=int, default=10, help="kwok nodes per control plane (110 pods each; default 10)")
     ap.add_argument("--jobs", type=int, default=2, help="packages rendered at once (default 2)")
     ap.add_argument("--olm", default=str(REPO / "target/release/olm"), help="our binary (default target/release/olm)")

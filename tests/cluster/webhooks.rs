@@ -80,10 +80,56 @@ fn rsct(name: &str) -> String {
     )
 }
 
-/// The operator's webhook server, played locally: TLS from the mounted files, and an
-/// AdmissionReview answer that refuses objects named `invalid-…` (as the operator refuses
-/// invalid RSCTs). Counts the calls.
-async fn serve_webhook(port: u16, cert_dir: PathBuf, calls: Arc<AtomicUsize>) {
+/// An AdmissionReview answer that refuses objects named `invalid-…` (as the operator
+/// refuses invalid RSCTs).
+fn admission(path: &str, review: &Value) -> Value {
+    let name = review["request"]["name"].as_str().unwrap_or_default();
+    let allowed = !name.starts_with("invalid-") && path == "/validate-rsct-ibm-com-v1alpha1-rsct";
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {
+            "uid": review["request"]["uid"],
+            "allowed": allowed,
+            "status": {"code": if allowed { 200 } else { 403 }, "message": format!("rsct {name} is invalid (served at {path})")},
+        },
+    })
+}
+
+/// A ConversionReview answer: each object in the desired version (the two versions of the
+/// test's CRD share their fields), marked so the test sees it went through the webhook.
+fn conversion(path: &str, review: &Value) -> Value {
+    let desired = review["request"]["desiredAPIVersion"].clone();
+    let converted: Vec<Value> = review["request"]["objects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|object| {
+            let mut object = object.clone();
+            object["apiVersion"] = desired.clone();
+            object["metadata"]["annotations"]["converted-by"] = json!(path);
+            object
+        })
+        .collect();
+    json!({
+        "apiVersion": review["apiVersion"],
+        "kind": "ConversionReview",
+        "response": {
+            "uid": review["request"]["uid"],
+            "convertedObjects": converted,
+            "result": {"status": "Success"},
+        },
+    })
+}
+
+/// The operator's webhook server, played locally: TLS from the mounted files, each review
+/// answered by `answer`. Counts the calls.
+async fn serve_webhook(
+    port: u16,
+    cert_dir: PathBuf,
+    calls: Arc<AtomicUsize>,
+    answer: fn(&str, &Value) -> Value,
+) {
     use http_body_util::BodyExt;
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -123,18 +169,7 @@ async fn serve_webhook(port: u16, cert_dir: PathBuf, calls: Arc<AtomicUsize>) {
                         let body = request.into_body().collect().await?.to_bytes();
                         let review: Value = serde_json::from_slice(&body).unwrap_or_default();
                         calls.fetch_add(1, Ordering::SeqCst);
-                        let name = review["request"]["name"].as_str().unwrap_or_default();
-                        let allowed = !name.starts_with("invalid-")
-                            && path == "/validate-rsct-ibm-com-v1alpha1-rsct";
-                        let answer = json!({
-                            "apiVersion": "admission.k8s.io/v1",
-                            "kind": "AdmissionReview",
-                            "response": {
-                                "uid": review["request"]["uid"],
-                                "allowed": allowed,
-                                "status": {"code": if allowed { 200 } else { 403 }, "message": format!("rsct {name} is invalid (served at {path})")},
-                            },
-                        });
+                        let answer = answer(&path, &review);
                         Ok::<_, hyper::Error>(hyper::Response::new(http_body_util::Full::new(
                             bytes::Bytes::from(answer.to_string()),
                         )))
@@ -234,7 +269,7 @@ async fn a_webhook_operator_gets_a_certificate_and_the_api_server_calls_its_webh
     let mounted = std::env::temp_dir().join(format!("olm-webhook-{}/serving-certs", ns.name));
     write_mounted_files(&secret, &mounted);
     let calls = Arc::new(AtomicUsize::new(0));
-    let server = tokio::spawn(serve_webhook(port, mounted, calls.clone()));
+    let server = tokio::spawn(serve_webhook(port, mounted, calls.clone(), admission));
     kubectl(
         &[
             "patch",
@@ -320,7 +355,7 @@ async fn a_short_validity_rotates_the_certificate_through_needs_cert_rotation() 
     let ns = TestNamespace::create(&client, "webhook-rotation").await;
     let _olm = OlmRun::start(
         &ns.name,
-        &["--leader-elect=false", "--cert-validity", "30s"],
+        &["--leader-elect=false", "--cert-validity", "60s"],
     );
     apply_crd();
     operator_group(&ns.name, "og", Some(&[&ns.name]));
@@ -331,13 +366,18 @@ async fn a_short_validity_rotates_the_certificate_through_needs_cert_rotation() 
         "olmCAKey",
     );
     let first_update = first["status"]["certsLastUpdated"].clone();
-    // Halfway through its 30 s the certificate is due: a new CA, a new bundle, and the CSV
+    // Halfway through its 60 s the certificate is due: a new CA, a new bundle, and the CSV
     // went Pending (NeedsCertRotation) and back to Succeeded.
-    let rotated = eventually("a rotated certificate", Duration::from_secs(90), || async {
-        let csv = get(&ns.name, &format!("csv/{CSV}"))?;
-        (csv["status"]["phase"] == "Succeeded" && csv["status"]["certsLastUpdated"] != first_update)
-            .then_some(csv)
-    })
+    let rotated = eventually(
+        "a rotated certificate",
+        Duration::from_secs(150),
+        || async {
+            let csv = get(&ns.name, &format!("csv/{CSV}"))?;
+            (csv["status"]["phase"] == "Succeeded"
+                && csv["status"]["certsLastUpdated"] != first_update)
+                .then_some(csv)
+        },
+    )
     .await;
     let reasons: Vec<&str> = rotated["status"]["conditions"]
         .as_array()
@@ -413,4 +453,155 @@ async fn webhook_definitions_that_cannot_work_fail_the_csv_naming_the_webhook() 
         failed["status"]["message"],
         format!("webhook crsct.kb.io: csv {CSV} does not own CRD others.example.com")
     );
+}
+
+fn authorino_dir() -> PathBuf {
+    repo_root().join("tests/bundles/webhooks/authorino-operator-0.13.1/manifests")
+}
+
+/// authorino-operator 0.13.1 (community catalog) converts AuthConfigs between v1beta1 and
+/// v1beta2 with a conversion webhook: OLM writes it into the CRD with the CA of the
+/// certificate it issued, and a real `kubectl get` of the other version goes through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversion_webhook_converts_on_a_real_get_of_the_other_version() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "conversion").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    for crd in [
+        "authorino.kuadrant.io_authconfigs.yaml",
+        "operator.authorino.kuadrant.io_authorinos.yaml",
+    ] {
+        let path = authorino_dir().join(crd);
+        kubectl(
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "-f",
+                path.to_str().unwrap(),
+            ],
+            None,
+        )
+        .ok();
+    }
+    kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/authconfigs.authorino.kuadrant.io",
+            "--timeout=60s",
+        ],
+        None,
+    )
+    .ok();
+    operator_group(&ns.name, "og", None);
+    let port = free_port();
+    let text = std::fs::read_to_string(
+        authorino_dir().join("authorino-operator.clusterserviceversion.yaml"),
+    )
+    .unwrap();
+    let mut csv: Value = serde_yaml::from_str(&text).unwrap();
+    csv["metadata"].as_object_mut().unwrap().remove("namespace");
+    csv["spec"]["webhookdefinitions"][0]["containerPort"] = json!(port);
+    apply_json(&ns.name, &csv);
+    let name = csv["metadata"]["name"].as_str().unwrap().to_string();
+    wait_for_phase(&ns.name, &name, "Succeeded", None).await;
+
+    let secret = get(&ns.name, "secret/authorino-webhooks-service-cert").unwrap();
+    let crd = kubectl(
+        &[
+            "get",
+            "crd",
+            "authconfigs.authorino.kuadrant.io",
+            "-o",
+            "json",
+        ],
+        None,
+    )
+    .ok();
+    let crd: Value = serde_json::from_str(&crd.stdout()).unwrap();
+    let webhook = &crd["spec"]["conversion"]["webhook"];
+    assert_eq!(crd["spec"]["conversion"]["strategy"], "Webhook");
+    assert_eq!(
+        webhook["clientConfig"]["service"]["name"],
+        "authorino-webhooks-service"
+    );
+    assert_eq!(
+        webhook["clientConfig"]["service"]["namespace"],
+        ns.name.as_str()
+    );
+    assert_eq!(webhook["clientConfig"]["service"]["path"], "/convert");
+    let bundle = base64::engine::general_purpose::STANDARD
+        .decode(webhook["clientConfig"]["caBundle"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(bundle).unwrap(),
+        secret_text(&secret, "olmCAKey")
+    );
+
+    let mounted = std::env::temp_dir().join(format!("olm-conversion-{}/serving-certs", ns.name));
+    write_mounted_files(&secret, &mounted);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let server = tokio::spawn(serve_webhook(port, mounted, calls.clone(), conversion));
+    kubectl(
+        &[
+            "patch", "service", "authorino-webhooks-service", "-n", &ns.name, "--type", "merge", "-p",
+            r#"{"spec":{"type":"ExternalName","externalName":"127.0.0.1","clusterIP":null,"clusterIPs":null}}"#,
+        ],
+        None,
+    )
+    .ok();
+    kubectl(
+        &["apply", "-n", &ns.name, "-f", "-"],
+        Some("apiVersion: authorino.kuadrant.io/v1beta2\nkind: AuthConfig\nmetadata:\n  name: talker\nspec:\n  hosts: [talker.example.com]\n"),
+    )
+    .ok();
+    let old = eventually(
+        "the v1beta1 view through the webhook",
+        Duration::from_secs(60),
+        || async {
+            let out = kubectl(
+                &[
+                    "get",
+                    "authconfigs.v1beta1.authorino.kuadrant.io",
+                    "talker",
+                    "-n",
+                    &ns.name,
+                    "-o",
+                    "json",
+                ],
+                None,
+            );
+            if !out.success() {
+                eprintln!("not yet: {}", out.stderr());
+            }
+            out.success()
+                .then(|| serde_json::from_str::<Value>(&out.stdout()).unwrap())
+        },
+    )
+    .await;
+    assert_eq!(old["apiVersion"], "authorino.kuadrant.io/v1beta1");
+    assert_eq!(old["metadata"]["annotations"]["converted-by"], "/convert");
+    assert_eq!(old["spec"]["hosts"], json!(["talker.example.com"]));
+    assert!(calls.load(Ordering::SeqCst) >= 1);
+    server.abort();
+    // The CSV goes, and the CRD's conversion with it (None: its objects stay readable).
+    kubectl(
+        &["delete", "csv", &name, "-n", &ns.name, "--wait=true"],
+        None,
+    )
+    .ok();
+    let strategy = kubectl(
+        &[
+            "get",
+            "crd",
+            "authconfigs.authorino.kuadrant.io",
+            "-o",
+            "jsonpath={.spec.conversion.strategy}",
+        ],
+        None,
+    )
+    .ok();
+    assert_eq!(strategy.stdout(), "None");
 }

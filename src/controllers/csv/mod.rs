@@ -1007,14 +1007,13 @@ async fn cleanup(round: &Round<'_>) -> Result<(), Error> {
     if !replaced {
         let crds = dynamic_api(client.clone(), "CustomResourceDefinition", None);
         for (crd, _) in webhooks::conversions(round.csv, &round.namespace, &BTreeMap::new()) {
-            let body = json!({
-                "apiVersion": "apiextensions.k8s.io/v1",
-                "kind": "CustomResourceDefinition",
-                "metadata": { "name": crd },
-                "spec": { "conversion": { "strategy": "None" } },
-            });
-            let params = PatchParams::apply(FIELD_MANAGER).force();
-            if let Err(error) = crds.patch(&crd, &params, &Patch::Apply(&body)).await {
+            // A merge patch drops the whole webhook (other managers own parts of it too,
+            // and None with any webhook field left is invalid).
+            let patch = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+            if let Err(error) = crds
+                .patch(&crd, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
                 tracing::warn!(%error, crd, "cannot set the conversion of a deleted CSV's CRD to None");
             }
         }
