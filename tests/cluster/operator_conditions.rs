@@ -1,19 +1,41 @@
-//! OperatorConditions on the real control plane: OLM makes one per CSV with the operator's
-//! service accounts and Deployments, the operator (acting with its own ServiceAccount, as
+//! OperatorConditions on the real control plane, with a real reader of its condition
+//! (community-windows-machine-config-operator 8.0.0 of the community catalog, which asks
+//! for `operatorconditions` access): OLM makes one per CSV with the operator's service
+//! accounts and Deployments, the operator (acting with its own ServiceAccount, as
 //! operator-lib does) reports `Upgradeable=False` in it, and the CSV that would replace it
-//! stays Pending with upstream's reason until an administrator's override releases it.
+//! (the next version, made from the same CSV) stays Pending with upstream's reason until an
+//! administrator's override releases it.
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::csv_lifecycle::{apply_crds, apply_csv, get, operator_group, wait_for_phase};
-use super::harness::{TestNamespace, client, eventually, install_crds, kubectl};
+use super::csv_lifecycle::{apply_json, get, operator_group, wait_for_phase};
+use super::harness::{TestNamespace, client, eventually, install_crds, kubectl, repo_root};
 use super::processes::OlmRun;
 
-const OLD: &str = "reverse-words.v0.3.0";
-const NEW: &str = "reverse-words.v0.4.0";
-const SA: &str = "reverse-words-controller-manager";
+const OLD: &str = "community-windows-machine-config-operator.v8.0.0";
+const NEW: &str = "community-windows-machine-config-operator.v8.0.1";
+const SA: &str = "windows-machine-config-operator";
+const DEPLOYMENT: &str = "windows-machine-config-operator";
+
+fn wmco_csv() -> Value {
+    let path = repo_root().join(
+        "tests/bundles/operator-conditions/community-windows-machine-config-operator-8.0.0/manifests/community-windows-machine-config-operator.clusterserviceversion.yaml",
+    );
+    let mut csv: Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    csv["metadata"].as_object_mut().unwrap().remove("namespace");
+    csv
+}
+
+/// The next version: the same operator, replacing 8.0.0.
+fn successor() -> Value {
+    let mut csv = wmco_csv();
+    csv["metadata"]["name"] = json!(NEW);
+    csv["spec"]["version"] = json!("8.0.1");
+    csv["spec"]["replaces"] = json!(OLD);
+    csv
+}
 
 #[tokio::test]
 async fn an_operator_condition_holds_an_upgrade_until_it_is_released() {
@@ -21,10 +43,23 @@ async fn an_operator_condition_holds_an_upgrade_until_it_is_released() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "opcond").await;
     let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
-    let _crds = super::harness::operator_crds_lock();
-    apply_crds("reverse-words", "0.4.0");
     operator_group(&ns.name, "og", Some(&[&ns.name]));
-    apply_csv(&ns.name, "reverse-words", "0.3.0");
+    // Its pods ask for control-plane nodes; as a user would, the Subscription's config
+    // places them on the (kwok) workers.
+    apply_json(
+        &ns.name,
+        &json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "Subscription",
+            "metadata": {"name": "wmco", "namespace": ns.name},
+            "spec": {
+                "name": "community-windows-machine-config-operator", "source": "none",
+                "sourceNamespace": ns.name,
+                "config": {"nodeSelector": {"type": "kwok"}},
+            },
+        }),
+    );
+    apply_json(&ns.name, &wmco_csv());
     wait_for_phase(&ns.name, OLD, "Succeeded", None).await;
 
     // OLM's OperatorCondition for the CSV, and the operator's right to write it.
@@ -33,12 +68,9 @@ async fn an_operator_condition_holds_an_upgrade_until_it_is_released() {
     })
     .await;
     assert_eq!(condition["spec"]["serviceAccounts"], json!([SA]));
-    assert_eq!(
-        condition["spec"]["deployments"],
-        json!(["reverse-words-controller-manager"])
-    );
+    assert_eq!(condition["spec"]["deployments"], json!([DEPLOYMENT]));
     assert_eq!(condition["metadata"]["ownerReferences"][0]["name"], OLD);
-    let deployment = get(&ns.name, "deployment/reverse-words-controller-manager").unwrap();
+    let deployment = get(&ns.name, &format!("deployment/{DEPLOYMENT}")).unwrap();
     assert!(
         deployment["spec"]["template"]["spec"]["containers"][0]["env"]
             .to_string()
@@ -48,6 +80,20 @@ async fn an_operator_condition_holds_an_upgrade_until_it_is_released() {
         "{deployment}"
     );
     let as_operator = format!("system:serviceaccount:{}:{SA}", ns.name);
+    // It reads its condition, as the operator does at start-up.
+    kubectl(
+        &[
+            "get",
+            "operatorcondition",
+            OLD,
+            "-n",
+            &ns.name,
+            "--as",
+            &as_operator,
+        ],
+        None,
+    )
+    .ok();
 
     // The operator reports Upgradeable=False, as itself.
     kubectl(
@@ -71,24 +117,14 @@ async fn an_operator_condition_holds_an_upgrade_until_it_is_released() {
         },
     )
     .await;
-    // Another operator's condition is not its to write.
-    let other = kubectl(
-        &[
-            "auth",
-            "can-i",
-            "patch",
-            "operatorconditions/someone-else",
-            "-n",
-            &ns.name,
-            "--as",
-            &as_operator,
-        ],
-        None,
-    );
-    assert_eq!(other.stdout().trim(), "no");
+    // What OLM grants is this condition only (this operator asks for more of its own).
+    let role = get(&ns.name, &format!("role/{OLD}")).unwrap();
+    assert_eq!(role["rules"][0]["resourceNames"], json!([OLD]));
+    let binding = get(&ns.name, &format!("rolebinding/{OLD}")).unwrap();
+    assert_eq!(binding["subjects"][0]["name"], SA);
 
     // The next version waits, saying why.
-    apply_csv(&ns.name, "reverse-words", "0.4.0");
+    apply_json(&ns.name, &successor());
     let held = wait_for_phase(
         &ns.name,
         NEW,
