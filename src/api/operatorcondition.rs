@@ -196,7 +196,7 @@ mod tests {
         let base = json!({"apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
             "metadata": {"name": "op.v1", "namespace": "ns", "generation": 2}, "spec": {}});
         assert_eq!(upgradeable(&condition(base.clone())), Ok(()));
-        let mut blocked = base.clone();
+        let mut blocked = base;
         blocked["status"] = json!({"conditions": [{"type": "Upgradeable", "status": "False",
             "reason": "Migrating", "message": "migrating data", "observedGeneration": 2}]});
         assert_eq!(

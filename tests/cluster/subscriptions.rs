@@ -1706,11 +1706,13 @@ async fn monitoring_and_disruption_budget_steps_install_when_their_apis_exist() 
                          "manifest": manifest.to_string()}
         })
     };
-    // The CSV they belong to (namespaced bundle objects are owned by it).
+    // The CSV they belong to (namespaced bundle objects are owned by it), with a field the
+    // schema does not declare, as published CSVs have (rabbitmq-cluster-operator's
+    // `spec.support`): pruned, not refused.
     let csv = serde_json::json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
         "metadata": {"name": "monitored.v1"},
-        "spec": {"displayName": "monitored", "version": "1.0.0",
+        "spec": {"displayName": "monitored", "version": "1.0.0", "support": "someone",
                  "installModes": [{"type": "AllNamespaces", "supported": true}],
                  "install": {"strategy": "deployment", "spec": {"deployments": []}}},
     });

@@ -222,9 +222,8 @@ async fn api_service_conflict(
         let label = |key: &str| labels.get(key).map(String::as_str).unwrap_or_default();
         let adoptable = if label(OWNER_KIND_LABEL) != "ClusterServiceVersion"
             || label(OWNER_LABEL).is_empty()
+            || label(OWNER_NAMESPACE_LABEL) != namespace
         {
-            false
-        } else if label(OWNER_NAMESPACE_LABEL) != namespace {
             false
         } else if label(OWNER_LABEL) == name
             || csv.spec.replaces.as_deref() == Some(label(OWNER_LABEL))

@@ -542,14 +542,24 @@ async fn apply_step(
     }
     // Forced: the bundle's manifest wins over whoever applied the object last (a CRD
     // applied with `kubectl apply --server-side`, say), as upstream's updates do.
-    let applied = api
+    let applied = match api
         .patch(
             &r.name,
             &PatchParams::apply(FIELD_MANAGER).force(),
             &Patch::Apply(&object),
         )
         .await
-        .map_err(classify)?;
+    {
+        // Server-side apply refuses fields the kind's schema does not declare (published
+        // CSVs carry a few, e.g. `spec.support`); upstream creates and updates, which prune
+        // them. So do we, for such a manifest only.
+        Err(kube::Error::Api(e)) if e.message.contains("field not declared in schema") => {
+            tracing::info!(kind = %r.kind, name = %r.name, error = %e.message, "pruning fields the schema does not declare");
+            apply_pruned(&api, &r.name, object, existing.is_some()).await
+        }
+        other => other,
+    }
+    .map_err(classify)?;
     if r.kind == KIND_CRD && !established(&applied) {
         return Ok(Applied::Waiting);
     }
@@ -564,6 +574,31 @@ async fn apply_step(
             StepStatus::Created
         },
     ))
+}
+
+/// Creates or merges `object` the way upstream writes steps, so that the API server prunes
+/// what the schema does not declare (with a warning) instead of refusing it.
+async fn apply_pruned(
+    api: &Api<DynamicObject>,
+    name: &str,
+    object: Value,
+    exists: bool,
+) -> Result<DynamicObject, kube::Error> {
+    if exists {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        api.patch(name, &params, &Patch::Merge(&object)).await
+    } else {
+        let params = kube::api::PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..kube::api::PostParams::default()
+        };
+        let object: DynamicObject =
+            serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
+        api.create(&params, &object).await
+    }
 }
 
 /// What a step creates: the manifest's own apiVersion and kind when it has them (clients

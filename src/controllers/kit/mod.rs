@@ -85,13 +85,16 @@ pub trait ReconcileError: std::error::Error + From<PanicError> + Send + Sync + '
     fn metric_label(&self) -> &'static str;
 }
 
+/// An object's uid and generation: one version of it, as far as its spec goes.
+type SeenVersion = (Option<String>, Option<i64>);
+
 /// The per-controller state the kit keeps: backoff per key, own writes per object, and the
 /// unreadable objects already reported (by uid and generation, so that the status write of
 /// the report does not bring another report).
 pub struct KitState<Key> {
     pub backoff: Backoff<Key>,
     pub own_writes: OwnWrites<ObjectKey>,
-    reported_invalid: std::sync::Mutex<HashMap<ObjectKey, (Option<String>, Option<i64>)>>,
+    reported_invalid: std::sync::Mutex<HashMap<ObjectKey, SeenVersion>>,
 }
 
 impl<Key: Eq + Hash + Clone> Default for KitState<Key> {

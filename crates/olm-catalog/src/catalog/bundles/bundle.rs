@@ -314,8 +314,7 @@ fn read_manifest(file: &Path, memo: Option<&ManifestMemo>) -> Result<(Parsed, bo
 /// before its first `---`. Go's YAML reader (and so opm) takes that empty document as the
 /// file's one object and never sees the object after it.
 fn leading_empty_document(text: &str) -> bool {
-    let mut lines_before = 0;
-    for line in text.lines() {
+    for (lines_before, line) in text.lines().enumerate() {
         if line == "---" || line.starts_with("--- ") || line.starts_with("---\t") {
             return lines_before > 0;
         }
@@ -323,7 +322,6 @@ fn leading_empty_document(text: &str) -> bool {
         if !trimmed.is_empty() && !trimmed.starts_with('#') {
             return false;
         }
-        lines_before += 1;
     }
     false
 }
