@@ -25,7 +25,7 @@ fn help_lists_the_subcommands() {
 }
 
 #[test]
-fn crds_prints_six_crds_as_one_yaml_stream() {
+fn crds_prints_every_crd_as_one_yaml_stream() {
     let out = olm(&["crds"]);
     assert!(
         out.status.success(),
@@ -49,6 +49,7 @@ fn crds_prints_six_crds_as_one_yaml_stream() {
             "clusterserviceversions.operators.coreos.com",
             "installplans.operators.coreos.com",
             "operators.operators.coreos.com",
+            "operatorconditions.operators.coreos.com",
             "operatorgroups.operators.coreos.com",
             "subscriptions.operators.coreos.com",
         ]

@@ -11,6 +11,7 @@ use serde_json::json;
 use super::deployment::Owner;
 use super::rbac::Planned;
 use crate::api::StrategyDetailsDeployment;
+use crate::controllers::ownership::MANAGED_LABEL;
 
 /// The OperatorCondition, Role and RoleBinding for `strategy`.
 pub fn plan(owner: &Owner, strategy: &StrategyDetailsDeployment) -> Vec<Planned> {
@@ -44,10 +45,14 @@ pub fn plan(owner: &Owner, strategy: &StrategyDetailsDeployment) -> Vec<Planned>
         .iter()
         .map(|sa| json!({"kind": "ServiceAccount", "name": sa, "namespace": namespace}))
         .collect();
+    // Not the owner labels: the install's RBAC is what those select (and count); these go
+    // with the CSV through the owner reference, as upstream's go with the condition.
+    let mut labels = owner.operator_labels.clone();
+    labels.insert(MANAGED_LABEL.into(), "true".into());
     let metadata = json!({
         "name": name,
         "namespace": namespace,
-        "labels": owner.labels(),
+        "labels": labels,
         "ownerReferences": [owner.reference()],
     });
     vec![

@@ -329,6 +329,8 @@ async fn execute(
     // A plan a client wrote may have no start: the retry clock starts now.
     status.start_time.get_or_insert_with(|| Time(now()));
     let mut csv_uids: BTreeMap<String, String> = BTreeMap::new();
+    // Bundles read again for steps that refer to them, once per round.
+    let mut referred: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut applied = 0;
     let mut waiting = false;
     let mut retry: Option<(String, bool)> = None;
@@ -344,7 +346,16 @@ async fn execute(
             (Some(client), kind) if kind != KIND_CRD => client.clone(),
             _ => ctx.shared.client.clone(),
         };
-        match apply_step(&step, &namespace, &client, &mut csv_uids, ctx).await {
+        match apply_step(
+            &step,
+            &namespace,
+            &client,
+            &mut csv_uids,
+            &mut referred,
+            ctx,
+        )
+        .await
+        {
             Ok(Applied::Done(s)) => {
                 status.plan[i].status = s;
                 applied += 1;
@@ -465,6 +476,7 @@ async fn apply_step(
     namespace: &str,
     client: &Client,
     csv_uids: &mut BTreeMap<String, String>,
+    referred: &mut BTreeMap<String, Vec<Value>>,
     ctx: &InstallPlanContext,
 ) -> Result<Applied, StepError> {
     let r = &step.resource;
@@ -475,6 +487,41 @@ async fn apply_step(
                 r.kind, r.name
             ))
         })?;
+    if let Some(bundle) = crate::controllers::plan::steps::referred_bundle(&object) {
+        if !referred.contains_key(&bundle.name) {
+            let objects = match crate::controllers::plan::manifests::fetch(&bundle, &ctx.shared)
+                .await
+            {
+                Ok(crate::controllers::plan::manifests::Fetched::Objects { objects, .. }) => {
+                    objects
+                }
+                Ok(_) => Vec::new(),
+                Err(message) => {
+                    return Err(StepError::Retry {
+                        message: format!(
+                            "step {} {}: reading bundle {} from catalog {}/{}: {message}",
+                            r.kind, r.name, bundle.name, bundle.catalog_namespace, bundle.catalog
+                        ),
+                        forbidden: false,
+                    });
+                }
+            };
+            referred.insert(bundle.name.clone(), objects);
+        }
+        object = crate::controllers::plan::steps::pick(
+            &referred[&bundle.name],
+            &r.kind,
+            &r.name,
+            &bundle.package,
+            namespace,
+        )
+        .ok_or_else(|| {
+            StepError::Refused(format!(
+                "step {} {}: bundle {} in catalog {}/{} has no such object",
+                r.kind, r.name, bundle.name, bundle.catalog_namespace, bundle.catalog
+            ))
+        })?;
+    }
     let gvk = step_gvk(r, &object);
     let Some((resource, caps)) = discover(&gvk, &ctx.shared.client, ctx)
         .await

@@ -94,7 +94,10 @@ pub fn initial_status(
     now: Timestamp,
 ) -> InstallPlanStatus {
     let mut plan = match steps::build_steps(namespace, &gathered.with_manifests) {
-        Ok(steps) => steps,
+        Ok(mut steps) => {
+            steps::refer_when_too_large(&mut steps, &gathered.with_manifests);
+            steps
+        }
         Err(error) => {
             return failed(
                 InstallPlanStatus::default(),

@@ -163,6 +163,79 @@ pub fn build_steps(namespace: &str, bundles: &[BundleManifests]) -> Result<Vec<S
     Ok(csvs)
 }
 
+/// How much inline manifest text a plan may carry. etcd stores at most 1.5 MiB per object;
+/// bundles with large CRDs (sailoperator, stackgres…) exceed it, so past this budget the
+/// objects other than CSVs and Subscriptions are carried by reference to their catalog and
+/// read from it again when their step runs.
+pub const INLINE_MANIFEST_BUDGET: usize = 1 << 20;
+
+/// The key of a step manifest that refers to its bundle in the catalog instead of carrying
+/// the object.
+pub const BUNDLE_REFERENCE: &str = "olmBundleReference";
+
+/// Replaces the manifests of `steps` past [`INLINE_MANIFEST_BUDGET`] by references to the
+/// bundles they come from (CSV and Subscription steps stay inline: the plan changes them).
+pub fn refer_when_too_large(steps: &mut [Step], bundles: &[BundleManifests]) {
+    let inline: usize = steps
+        .iter()
+        .filter_map(|s| s.resource.manifest.as_ref())
+        .map(String::len)
+        .sum();
+    if inline <= INLINE_MANIFEST_BUDGET {
+        return;
+    }
+    for step in steps
+        .iter_mut()
+        .filter(|s| s.resource.kind != KIND_CSV && s.resource.kind != KIND_SUBSCRIPTION)
+    {
+        let Some(bundle) = bundles.iter().find(|b| b.bundle.name == step.resolving) else {
+            continue;
+        };
+        let b = &bundle.bundle;
+        step.resource.manifest = Some(
+            json!({ BUNDLE_REFERENCE: {
+                "bundle": b.name, "package": b.package, "channel": b.channel,
+                "catalog": b.catalog, "catalogNamespace": b.catalog_namespace,
+            }})
+            .to_string(),
+        );
+    }
+}
+
+/// The bundle a referring manifest names (None: the manifest is the object itself).
+pub fn referred_bundle(manifest: &Value) -> Option<PlannedBundle> {
+    let reference = manifest.get(BUNDLE_REFERENCE)?;
+    let text = |key: &str| reference[key].as_str().unwrap_or_default().to_string();
+    Some(PlannedBundle {
+        name: text("bundle"),
+        package: text("package"),
+        channel: text("channel"),
+        catalog: text("catalog"),
+        catalog_namespace: text("catalogNamespace"),
+        ..PlannedBundle::default()
+    })
+}
+
+/// The object of kind `kind` named `name` among the objects of `bundle`'s package, as its
+/// step in `namespace` carries it inline (cleaned, labelled as a component of the Operator).
+pub fn pick(
+    objects: &[Value],
+    kind: &str,
+    name: &str,
+    package: &str,
+    namespace: &str,
+) -> Option<Value> {
+    let mut object = objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .map(|o| clean(o.clone()))?;
+    if !object["metadata"]["labels"].is_object() {
+        object["metadata"]["labels"] = json!({});
+    }
+    object["metadata"]["labels"][operator_label(&operator_name(package, namespace))] = json!("");
+    Some(object)
+}
+
 fn truncate(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &text[..at]),

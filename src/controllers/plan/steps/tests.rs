@@ -140,3 +140,54 @@ fn kinds_outside_upstreams_list_fail_the_plan_naming_them() {
             .contains("no ClusterServiceVersion")
     );
 }
+
+/// A plan past the inline budget carries its CRDs and other objects by reference, and each
+/// reference reads back to the object the step would have carried.
+#[test]
+fn a_plan_too_large_for_etcd_refers_to_its_catalog() {
+    let mut big = catalog_bundle("kernel-module-management.v2.2.0");
+    let description = "x".repeat(INLINE_MANIFEST_BUDGET);
+    let crd = big
+        .objects
+        .iter_mut()
+        .find(|o| o["kind"] == KIND_CRD)
+        .unwrap();
+    crd["metadata"]["annotations"] = json!({"padding": description});
+    let inline = build_steps("ns", std::slice::from_ref(&big)).unwrap();
+    let mut steps = inline.clone();
+    refer_when_too_large(&mut steps, std::slice::from_ref(&big));
+    for (before, after) in inline.iter().zip(&steps) {
+        let after_manifest = manifest(after);
+        if after.resource.kind == KIND_CSV {
+            assert_eq!(after_manifest, manifest(before), "the CSV stays inline");
+            continue;
+        }
+        let bundle = referred_bundle(&after_manifest).expect("a reference");
+        assert_eq!(bundle.name, "kernel-module-management.v2.2.0");
+        assert_eq!(
+            (bundle.catalog.as_str(), bundle.catalog_namespace.as_str()),
+            ("operators", "ns")
+        );
+        let read_back = pick(
+            &big.objects,
+            &after.resource.kind,
+            &after.resource.name,
+            &bundle.package,
+            "ns",
+        )
+        .unwrap();
+        assert_eq!(read_back, manifest(before), "{}", after.resource.name);
+    }
+    let total: usize = steps
+        .iter()
+        .filter_map(|s| s.resource.manifest.as_ref())
+        .map(String::len)
+        .sum();
+    assert!(total < INLINE_MANIFEST_BUDGET, "{total}");
+    // Small plans stay inline.
+    let small = catalog_bundle("ptemplate.v0.2.0");
+    let inline = build_steps("ns", std::slice::from_ref(&small)).unwrap();
+    let mut steps = inline.clone();
+    refer_when_too_large(&mut steps, std::slice::from_ref(&small));
+    assert_eq!(steps, inline);
+}
