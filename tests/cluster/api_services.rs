@@ -6,8 +6,8 @@
 //! CSV owning the same API fails with OwnerConflict; deleting the owner removes the
 //! APIService.
 
-use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use base64::Engine;
@@ -17,6 +17,7 @@ use super::common::free_port;
 use super::csv_lifecycle::{apply_crds, apply_json, csv_json, get, operator_group, wait_for_phase};
 use super::harness::{TestNamespace, client, eventually, install_crds, kubectl};
 use super::processes::OlmRun;
+use super::served_locally::{point_service_here, secret_text, serve, write_mounted_files};
 
 const CSV: &str = "reverse-words.v0.3.0";
 const DEPLOYMENT: &str = "reverse-words-controller-manager";
@@ -45,71 +46,20 @@ fn owning_csv(port: u16) -> Value {
     csv
 }
 
-fn secret_text(secret: &Value, key: &str) -> String {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(secret["data"][key].as_str().unwrap_or_default())
-        .unwrap();
-    String::from_utf8(bytes).unwrap()
-}
-
 /// The operator's API server, played locally: discovery of its one group version.
-async fn serve_api(port: u16, cert_dir: PathBuf) {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let chain: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_file_iter(cert_dir.join("apiserver.crt"))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-    let key = PrivateKeyDer::from_pem_file(cert_dir.join("apiserver.key")).unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(chain, key)
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-        .await
-        .unwrap();
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let acceptor = acceptor.clone();
-        tokio::spawn(async move {
-            let Ok(stream) = acceptor.accept(stream).await else {
-                return;
-            };
-            let service = hyper::service::service_fn(
-                |request: hyper::Request<hyper::body::Incoming>| async move {
-                    let body = if request.uri().path() == format!("/apis/{GROUP}/v1alpha1") {
-                        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{GROUP}/v1alpha1"),
-                           "resources": [{"name": "gizmos", "singularName": "gizmo", "namespaced": true, "kind": "Gizmo", "verbs": ["get", "list"]}]})
-                    } else {
-                        json!({})
-                    };
-                    let mut response = hyper::Response::new(http_body_util::Full::new(
-                        bytes::Bytes::from(body.to_string()),
-                    ));
-                    response
-                        .headers_mut()
-                        .insert("content-type", "application/json".parse().unwrap());
-                    Ok::<_, hyper::Error>(response)
-                },
-            );
-            let _ =
-                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-        });
+fn discovery(path: &str, _request: &Value) -> Value {
+    if path == format!("/apis/{GROUP}/v1alpha1") {
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{GROUP}/v1alpha1"),
+               "resources": [{"name": "gizmos", "singularName": "gizmo", "namespaced": true, "kind": "Gizmo", "verbs": ["get", "list"]}]})
+    } else {
+        json!({})
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owned_api_service_is_registered_served_and_removed_with_its_csv() {
+    // Aggregated APIs one at a time: an unavailable one disturbs discovery for the others.
+    let _turn = super::packagemanifests::TURN.lock().await;
     install_crds();
     let client = client().await;
     let ns = TestNamespace::create(&client, "apisvc").await;
@@ -173,26 +123,19 @@ async fn an_owned_api_service_is_registered_served_and_removed_with_its_csv() {
 
     // The operator's API server, with the files OLM mounts at apiserver.local.config.
     let mounted = std::env::temp_dir().join(format!("olm-apisvc-{}/certificates", ns.name));
-    std::fs::create_dir_all(&mounted).unwrap();
-    std::fs::write(
-        mounted.join("apiserver.crt"),
-        secret_text(&secret, "tls.crt"),
-    )
-    .unwrap();
-    std::fs::write(
-        mounted.join("apiserver.key"),
-        secret_text(&secret, "tls.key"),
-    )
-    .unwrap();
-    let server = tokio::spawn(serve_api(port, mounted));
-    kubectl(
-        &[
-            "patch", "service", &format!("{DEPLOYMENT}-service"), "-n", &ns.name, "--type", "merge", "-p",
-            r#"{"spec":{"type":"ExternalName","externalName":"127.0.0.1","clusterIP":null,"clusterIPs":null}}"#,
-        ],
-        None,
-    )
-    .ok();
+    write_mounted_files(&secret, &mounted, ("apiserver.crt", "apiserver.key"));
+    let server = tokio::spawn(async move {
+        let calls = Arc::new(AtomicUsize::new(0));
+        serve(
+            port,
+            &mounted.join("apiserver.crt"),
+            &mounted.join("apiserver.key"),
+            calls,
+            discovery,
+        )
+        .await;
+    });
+    point_service_here(&ns.name, &format!("{DEPLOYMENT}-service"));
     wait_for_phase(&ns.name, CSV, "Succeeded", None).await;
     let available = kubectl(
         &[

@@ -39,5 +39,6 @@ mod packagemanifests;
 mod packagemanifests_upstream;
 mod real_csvs;
 mod runtime_hardening;
+mod served_locally;
 mod subscriptions;
 mod webhooks;

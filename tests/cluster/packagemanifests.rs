@@ -525,7 +525,13 @@ async fn olm_run_serves_packagemanifests_by_default() {
     })
     .await;
     assert!(port.parse::<u16>().is_ok(), "{port}");
-    kubectl(&["get", "packagemanifests", "-A"], None).ok();
+    // Discovery catches up with a newly Available APIService (kubectl caches it).
+    eventually("kubectl get packagemanifests", WAIT, || async {
+        kubectl(&["get", "packagemanifests", "-A"], None)
+            .success()
+            .then_some(())
+    })
+    .await;
     drop(server);
 }
 

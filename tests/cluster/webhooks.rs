@@ -7,7 +7,7 @@
 //! written where the pod would see them), and the Service is pointed at it as kwokctl
 //! points aggregated APIs at local processes (ExternalName 127.0.0.1).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -19,6 +19,7 @@ use super::common::free_port;
 use super::csv_lifecycle::{apply_json, get, operator_group, wait_for_phase};
 use super::harness::{TestNamespace, client, eventually, install_crds, kubectl, repo_root};
 use super::processes::OlmRun;
+use super::served_locally::{point_service_here, secret_text, serve, write_mounted_files};
 
 const CSV: &str = "rsct-operator.v0.0.1-alpha4";
 const DEPLOYMENT: &str = "rsct-operator-controller-manager";
@@ -62,16 +63,6 @@ fn apply_crd() {
         None,
     )
     .ok();
-}
-
-fn secret_text(secret: &Value, key: &str) -> String {
-    let encoded = secret["data"][key].as_str().unwrap_or_default();
-    String::from_utf8(
-        base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .unwrap(),
-    )
-    .unwrap()
 }
 
 fn rsct(name: &str) -> String {
@@ -122,74 +113,21 @@ fn conversion(path: &str, review: &Value) -> Value {
     })
 }
 
-/// The operator's webhook server, played locally: TLS from the mounted files, each review
-/// answered by `answer`. Counts the calls.
+/// The operator's webhook server, played locally with the files OLM mounted.
 async fn serve_webhook(
     port: u16,
     cert_dir: PathBuf,
     calls: Arc<AtomicUsize>,
     answer: fn(&str, &Value) -> Value,
 ) {
-    use http_body_util::BodyExt;
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let chain: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_file_iter(cert_dir.join("tls.crt"))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-    let key = PrivateKeyDer::from_pem_file(cert_dir.join("tls.key")).unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(chain, key)
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-        .await
-        .unwrap();
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let acceptor = acceptor.clone();
-        let calls = calls.clone();
-        tokio::spawn(async move {
-            let Ok(stream) = acceptor.accept(stream).await else {
-                return;
-            };
-            let service = hyper::service::service_fn(
-                move |request: hyper::Request<hyper::body::Incoming>| {
-                    let calls = calls.clone();
-                    async move {
-                        let path = request.uri().path().to_string();
-                        let body = request.into_body().collect().await?.to_bytes();
-                        let review: Value = serde_json::from_slice(&body).unwrap_or_default();
-                        calls.fetch_add(1, Ordering::SeqCst);
-                        let answer = answer(&path, &review);
-                        Ok::<_, hyper::Error>(hyper::Response::new(http_body_util::Full::new(
-                            bytes::Bytes::from(answer.to_string()),
-                        )))
-                    }
-                },
-            );
-            let _ =
-                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-        });
-    }
-}
-
-/// Writes the Secret's serving pair where the pod would see it (the mount's items).
-fn write_mounted_files(secret: &Value, dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
-    for key in ["tls.crt", "tls.key"] {
-        std::fs::write(dir.join(key), secret_text(secret, key)).unwrap();
-    }
+    serve(
+        port,
+        &cert_dir.join("tls.crt"),
+        &cert_dir.join("tls.key"),
+        calls,
+        answer,
+    )
+    .await;
 }
 
 // Two workers: kubectl blocks one while the API server calls the webhook served on the other.
@@ -267,24 +205,10 @@ async fn a_webhook_operator_gets_a_certificate_and_the_api_server_calls_its_webh
 
     // The operator's webhook server with the mounted files, and the Service pointed at it.
     let mounted = std::env::temp_dir().join(format!("olm-webhook-{}/serving-certs", ns.name));
-    write_mounted_files(&secret, &mounted);
+    write_mounted_files(&secret, &mounted, ("tls.crt", "tls.key"));
     let calls = Arc::new(AtomicUsize::new(0));
     let server = tokio::spawn(serve_webhook(port, mounted, calls.clone(), admission));
-    kubectl(
-        &[
-            "patch",
-            "service",
-            &format!("{DEPLOYMENT}-service"),
-            "-n",
-            &ns.name,
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"type":"ExternalName","externalName":"127.0.0.1","clusterIP":null,"clusterIPs":null}}"#,
-        ],
-        None,
-    )
-    .ok();
+    point_service_here(&ns.name, &format!("{DEPLOYMENT}-service"));
 
     // A valid RSCT is admitted by the webhook, an invalid one refused with its message.
     let good = eventually(
@@ -541,17 +465,10 @@ async fn a_conversion_webhook_converts_on_a_real_get_of_the_other_version() {
     );
 
     let mounted = std::env::temp_dir().join(format!("olm-conversion-{}/serving-certs", ns.name));
-    write_mounted_files(&secret, &mounted);
+    write_mounted_files(&secret, &mounted, ("tls.crt", "tls.key"));
     let calls = Arc::new(AtomicUsize::new(0));
     let server = tokio::spawn(serve_webhook(port, mounted, calls.clone(), conversion));
-    kubectl(
-        &[
-            "patch", "service", "authorino-webhooks-service", "-n", &ns.name, "--type", "merge", "-p",
-            r#"{"spec":{"type":"ExternalName","externalName":"127.0.0.1","clusterIP":null,"clusterIPs":null}}"#,
-        ],
-        None,
-    )
-    .ok();
+    point_service_here(&ns.name, "authorino-webhooks-service");
     kubectl(
         &["apply", "-n", &ns.name, "-f", "-"],
         Some("apiVersion: authorino.kuadrant.io/v1beta2\nkind: AuthConfig\nmetadata:\n  name: talker\nspec:\n  hosts: [talker.example.com]\n"),
