@@ -71,6 +71,7 @@ import argparse, base64, collections, concurrent.futures, hashlib, json, os, re,
 import subprocess, sys, tempfile, threading, time
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ written next to install.py
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import install as ib  # noqa: E402  (the side-by-side machinery: clusters, processes, sides)
 from install import REPO, BenchError, log  # noqa: E402
@@ -108,6 +109,16 @@ def vm_kib(pid, field):
     except (FileNotFoundError, ProcessLookupError):
         pass
     return None
+
+
+def proc_started(pid):
+    """A process's start as a Unix time, from /proc (clock ticks after boot)."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        btime = next(int(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("btime"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return btime + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def short(text, n):
@@ -164,7 +175,8 @@ def package_plan(docs):
             if obj.get("kind") == "ClusterServiceVersion":
                 modes = (obj.get("spec") or {}).get("installModes") or []
     supported = [m.get("type") for m in modes or [] if m.get("supported")]
-    return {"default_channel": default, "head": head, "version": version, "install_modes": supported,
+    return {"package": pkg.get("name"), "default_channel": default, "head": head, "version": version,
+            "install_modes": supported,
             "bundles": sum(1 for d in docs if d.get("schema") == "olm.bundle")}
 
 
@@ -199,8 +211,12 @@ def render_one(olm, pkg_dir, out_dir):
 
 
 def tail_error(text):
+    """The lines that say what is wrong: the last problems a validation lists or the render
+    error (not the closing count, not log lines)."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    keep = [ln for ln in lines if "error" in ln.lower() or "invalid" in ln.lower()] or lines
+    problems = [ln for ln in lines if not re.match(r"error: .* problem\(s\) found", ln)
+                and not re.match(r"^\S+\s+(WARN|INFO|DEBUG)\b", ln)]
+    keep = problems or lines
     return short(" | ".join(keep[-3:]), 600) or "(no message)"
 
 
@@ -218,7 +234,8 @@ def prepare_catalog(args, work, olm, opm):
             raise BenchError(f"not in {root}: {', '.join(missing)}")
         packages = sorted(set(wanted))
     key = {"repo": str(Path(args.catalog_repo).resolve()), "packages": packages, "olm": str(olm),
-           "olm_mtime": os.stat(olm).st_mtime, "template": IMAGE_TEMPLATE}
+           "olm_mtime": os.stat(olm).st_mtime, "template": IMAGE_TEMPLATE,
+           "plan": 2}  # bumped when package_plan() records more
     state = work / "catalog-plan.json"
     if state.exists():
         saved = json.loads(state.read_text())
@@ -602,9 +619,10 @@ class CatalogSide:
         self.audit = AuditStream(self.cluster.audit_log)
         k("create", "namespace", GLOBAL_NS)
         k("apply", "--server-side", "-f", monitoring_crds())
-        olm_started = time.time()
         self.start()
         self.check_alive()
+        # When the first OLM process started (start() also copies and serves the catalog first).
+        olm_started = min(proc_started(pid) or time.time() for pid in self.olm_pids.values())
         log(f"{self.name}: OLM started; CatalogSource {GLOBAL_NS}/{CATALOG_NAME} at {self.address}")
         k("create", "-f", "-", stdin=json.dumps(
             {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
@@ -658,7 +676,9 @@ class CatalogSide:
                 raise BenchError(f"watch {w.path} not started: {w.error}")
         subs = [{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
                  "metadata": {"name": pkg, "namespace": info["namespace"]},
-                 "spec": {"name": pkg, "channel": self.plans[pkg]["default_channel"], "source": CATALOG_NAME,
+                 # the package's name in its bundles, which is not always its folder's
+                 "spec": {"name": self.plans[pkg].get("package") or pkg,
+                          "channel": self.plans[pkg]["default_channel"], "source": CATALOG_NAME,
                           "sourceNamespace": GLOBAL_NS, "installPlanApproval": "Automatic"}}
                 for pkg, info in sorted(packages.items())]
         launched = time.time()
@@ -736,12 +756,15 @@ class CatalogSide:
         self.audit.catch_up(ended, self.poke)
         created = min(self.audit.sub_creates) if self.audit.sub_creates else launched
         changes = [t for t in tracker.changed.values() if t is not None]
+        succeeded = [launched + o["changed_at"] for o in outcomes.values()
+                     if o["category"] == "Succeeded" and o["changed_at"] is not None]
         settled_at = max(changes) if changes else created
         all_final = all(o["final"] for o in outcomes.values())
         result = {
             "side": self.name, "label": self.label, "ended_by": ended_by, "all_final": all_final,
             "packages": len(packages), "subscription_creates_seen": len(self.audit.sub_creates),
             "seconds_to_settled": round(settled_at - created, 3),
+            "seconds_to_last_succeeded": round(max(succeeded) - created, 3) if succeeded else None,
             "seconds_observed": round(ended - created, 3),
             "seconds_olm_start_to_creates": round(created - olm_started, 3),
             "peak_rss_mib": {"olm_processes_hwm": {k: round(v, 1) for k, v in olm_hwm.items()},
@@ -829,12 +852,15 @@ def report(results, out=sys.stdout):
     cats = ["Succeeded", "Failed", "stuck"]
     lines = [["", *(res[s]["label"] for s in sides)]]
     for c in cats:
-        lines.append([f"  {c}", *(str(res[s]["counts"].get(c, 0)) for s in sides)])
+        lines.append([c, *(str(res[s]["counts"].get(c, 0)) for s in sides)])
     lines.append(["  of which not final (pending at the end)",
                   *(str(sum(1 for o in res[s]["outcomes"].values() if not o["final"])) for s in sides)])
     lines.append(["time, first create → all settled (s)",
                   *(f"{res[s]['seconds_to_settled']:.1f}" + ("" if res[s]["all_final"] else " (last change; not all final)")
                     for s in sides)])
+    lines.append(["time, first create → the last Succeeded (s)", *(
+        "—" if res[s].get("seconds_to_last_succeeded") is None else f"{res[s]['seconds_to_last_succeeded']:.1f}"
+        for s in sides)])
     lines.append(["time observed after the first create (s)", *(f"{res[s]['seconds_observed']:.1f}" for s in sides)])
     lines.append(["OLM start → first create (s; catalog load, groups)",
                   *(f"{res[s]['seconds_olm_start_to_creates']:.1f}" for s in sides)])
