@@ -274,6 +274,9 @@ async fn a_webhook_operator_gets_a_certificate_and_the_api_server_calls_its_webh
 
 #[tokio::test]
 async fn a_short_validity_rotates_the_certificate_through_needs_cert_rotation() {
+    // Not beside a cluster-wide `olm run` (packagemanifests tests): it reconciles this
+    // namespace too, with its own certificate validity.
+    let _turn = super::packagemanifests::TURN.lock().await;
     install_crds();
     let client = client().await;
     let ns = TestNamespace::create(&client, "webhook-rotation").await;
