@@ -60,7 +60,7 @@ the packages whose outcome differs between the sides (category first, then same 
 with another reason), and those that failed on both sides grouped by reason.
 
 Usage: hack/bench/install-catalog.py CATALOG_REPO [--side both|ours|upstream] [--packages a,b]
-           [--timeout 600] [--quiet 180] [--confirm 15] [--nodes 10] [--copied-csvs off|on]
+           [--subscribe a,b] [--timeout 600] [--quiet 180] [--confirm 15] [--nodes 10] [--copied-csvs off|on]
            [--json] [--json-file F]
            [--workdir DIR] [--keep-logs]
        hack/bench/install-catalog.py --from-json F [F ...]   (the report of saved results, merged)
@@ -642,7 +642,10 @@ class CatalogSide:
         # Namespaces and OperatorGroups, ready before the clock starts.
         packages = {}
         namespaces, groups = [], []
+        chosen = set(self.args.subscribe.split(",")) if self.args.subscribe else None
         for pkg, plan in sorted(self.plans.items()):
+            if chosen is not None and pkg not in chosen:
+                continue
             ns, targets, mode = operator_group(pkg, plan["install_modes"])
             packages[pkg] = {"namespace": ns, "targets": targets, "mode": mode}
             for name in [ns, *(t for t in targets or [] if t != ns)]:
@@ -929,6 +932,8 @@ def main():
     ap.add_argument("catalog_repo", nargs="?", help="checkout of community-operators-prod (holds operators/)")
     ap.add_argument("--side", choices=["both", "upstream", "ours"], default="both")
     ap.add_argument("--packages", help="comma-separated subset of packages")
+    ap.add_argument("--subscribe", help="comma-separated packages to subscribe to (default all); the catalog "
+                    "still holds every package (or --packages), so dependencies resolve")
     ap.add_argument("--timeout", type=float, default=600, help="seconds after the first create at most (default 600)")
     ap.add_argument("--quiet", type=float, default=180,
                     help="end when no outcome changed for this many seconds (default 180)")
@@ -987,6 +992,10 @@ def main():
         results["catalog"] = {"repo": str(Path(args.catalog_repo).resolve()), **{k: v for k, v in catalog.items() if k != "key"}}
         if not catalog["plans"]:
             raise BenchError("no package rendered and validated")
+        if args.subscribe:
+            unknown = set(args.subscribe.split(",")) - set(catalog["plans"])
+            if unknown:
+                raise BenchError(f"--subscribe: not in the catalog: {', '.join(sorted(unknown))}")
         upstream_catalog = work / ("catalog-opm" if catalog["opm_refused"] else "catalog")
         for n in names:
             shutil.rmtree(work / n, ignore_errors=True)
