@@ -891,12 +891,21 @@ def report(results, out=sys.stdout):
 
     if len(sides) == 2:
         by_cat, by_key = differences(results)
-        p(f"\nOutcome differs between the sides ({len(by_cat)} packages):")
+        final = lambda pkg: res["ours"]["outcomes"][pkg]["final"] and res["upstream"]["outcomes"][pkg]["final"]  # noqa: E731
+        pending = [pkg for pkg in by_cat if not final(pkg)]
+        by_cat = [pkg for pkg in by_cat if final(pkg)]
+        p(f"\nOutcome differs between the sides, both final ({len(by_cat)} packages):")
         for pkg in by_cat:
             a, b = res["ours"]["outcomes"][pkg], res["upstream"]["outcomes"][pkg]
             p(f"- {pkg}  [operator group: {a['operator_group']}]")
             p(f"    ours:     {cell(a)}" + (f" — {short(a['detail'], 700)}" if a["detail"] else ""))
             p(f"    upstream: {cell(b)}" + (f" — {short(b['detail'], 700)}" if b["detail"] else ""))
+        p(f"\nOutcome differs, one side still pending at the end ({len(pending)} packages):")
+        for pkg in pending:
+            a, b = res["ours"]["outcomes"][pkg], res["upstream"]["outcomes"][pkg]
+            p(f"- {pkg}")
+            p(f"    ours:     {cell(a)}" + (f" — {short(a['detail'], 400)}" if a["detail"] else ""))
+            p(f"    upstream: {cell(b)}" + (f" — {short(b['detail'], 400)}" if b["detail"] else ""))
         p(f"\nSame outcome, another reason or stage ({len(by_key)} packages):")
         for pkg in by_key:
             a, b = res["ours"]["outcomes"][pkg], res["upstream"]["outcomes"][pkg]
