@@ -200,8 +200,9 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
     let mut certs_issued = None;
     if step.install && gathered.observed.strategy_problem.is_none() {
         let first = current.and_then(|s| s.phase) == Some(CsvPhase::InstallReady);
-        let serving_drift =
-            gathered.serving.rotating() || gathered.observed.serving_missing.is_some();
+        // Waiting for an APIService to turn Available is no reason to apply again.
+        let serving_drift = gathered.serving.rotating()
+            || matches!(gathered.shortfall, Some(serving::Shortfall::Absent(_)));
         if first || serving_drift || drifted(&round, &gathered.built) {
             let strategy = csv.spec.install.spec.clone().unwrap_or_default();
             let mut rbac = rbac::plan(&strategy, &gathered.owner, &gathered.targets);
@@ -273,6 +274,8 @@ struct Gathered {
     /// The certificates of the Deployments serving webhooks, and what to apply for them.
     serving: serving::Serving,
     serving_plan: serving::ServingPlan,
+    /// What the cluster lacks of `serving_plan`.
+    shortfall: Option<serving::Shortfall>,
 }
 
 /// The gather step: the group, the Deployments to make and their health, the requirements,
@@ -309,7 +312,7 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
     let (built, strategy_problem) =
         build_deployments(csv, &owner, config.as_ref(), &serving.mounts());
     let serving_plan = serving.plan(csv, &owner, group.as_ref());
-    let serving_missing = if serving.deployments.is_empty() {
+    let shortfall = if serving.deployments.is_empty() {
         None
     } else {
         serving::missing(
@@ -387,6 +390,7 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
     } else {
         deployment::combined(healths)
     };
+    let serving_missing = shortfall.as_ref().map(|s| s.message().to_string());
     if let (Health::Ready, Some(missing)) = (&health, &serving_missing) {
         health = Health::NotReady(missing.clone());
     }
@@ -414,6 +418,7 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
         observed,
         serving,
         serving_plan,
+        shortfall,
     })
 }
 

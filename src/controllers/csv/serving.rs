@@ -250,14 +250,31 @@ async fn api_service_conflict(
     Ok(None)
 }
 
-/// What of the planned webhook configurations and conversions the cluster lacks (None: all
-/// there, as planned).
+/// What the cluster lacks of the planned serving objects.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shortfall {
+    /// A configuration, conversion or APIService is missing or not as planned: applying
+    /// again mends it.
+    Absent(String),
+    /// Everything is as planned; an APIService is not Available yet (its server is the
+    /// operator's): only waiting helps.
+    Unavailable(String),
+}
+
+impl Shortfall {
+    pub fn message(&self) -> &str {
+        match self {
+            Shortfall::Absent(m) | Shortfall::Unavailable(m) => m,
+        }
+    }
+}
+
 pub async fn missing(
     client: &kube::Client,
     csv_name: &str,
     namespace: &str,
     planned: &ServingPlan,
-) -> Result<Option<String>, kube::Error> {
+) -> Result<Option<Shortfall>, kube::Error> {
     let selector = owner_selector("ClusterServiceVersion", csv_name, namespace);
     for kind in [
         "ValidatingWebhookConfiguration",
@@ -287,28 +304,11 @@ pub async fn missing(
                         .is_some_and(|h| *hash == *h)
             });
             if !present {
-                return Ok(Some(format!(
+                return Ok(Some(Shortfall::Absent(format!(
                     "webhooks not installed: {kind} {}",
                     want.name
-                )));
+                ))));
             }
-        }
-    }
-    let api_services: Api<APIService> = Api::all(client.clone());
-    for want in planned.after.iter().filter(|p| p.kind == "APIService") {
-        let found = api_services.get_opt(&want.name).await?;
-        let available = found
-            .and_then(|a| a.status)
-            .and_then(|s| s.conditions)
-            .is_some_and(|c| {
-                c.iter()
-                    .any(|c| c.type_ == "Available" && c.status == "True")
-            });
-        if !available {
-            return Ok(Some(format!(
-                "apiServices not installed: {} not Available",
-                want.name
-            )));
         }
     }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -325,7 +325,28 @@ pub async fn missing(
                     == conversion["webhook"]["clientConfig"]["service"]
         });
         if !ready {
-            return Ok(Some(format!("conversionWebhook not ready: CRD {crd}")));
+            return Ok(Some(Shortfall::Absent(format!(
+                "conversionWebhook not ready: CRD {crd}"
+            ))));
+        }
+    }
+    let api_services: Api<APIService> = Api::all(client.clone());
+    for want in planned.after.iter().filter(|p| p.kind == "APIService") {
+        let Some(found) = api_services.get_opt(&want.name).await? else {
+            return Ok(Some(Shortfall::Absent(format!(
+                "apiServices not installed: {} missing",
+                want.name
+            ))));
+        };
+        let available = found.status.and_then(|s| s.conditions).is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Available" && c.status == "True")
+        });
+        if !available {
+            return Ok(Some(Shortfall::Unavailable(format!(
+                "apiServices not installed: {} not Available",
+                want.name
+            ))));
         }
     }
     Ok(None)
