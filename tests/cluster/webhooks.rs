@@ -40,6 +40,16 @@ fn csv_on_port(port: u16) -> Value {
     csv
 }
 
+/// `csv` with its Deployment renamed: a test beside the others must not share their
+/// cluster-scoped `<deployment>-service-system:auth-delegator` binding (upstream's name).
+fn with_deployment(mut csv: Value, name: &str) -> Value {
+    csv["spec"]["install"]["spec"]["deployments"][0]["name"] = json!(name);
+    for webhook in csv["spec"]["webhookdefinitions"].as_array_mut().unwrap() {
+        webhook["deploymentName"] = json!(name);
+    }
+    csv
+}
+
 fn apply_crd() {
     let crd = bundle_dir().join("rsct.ibm.com_rscts.yaml");
     kubectl(
@@ -277,24 +287,34 @@ async fn a_short_validity_rotates_the_certificate_through_needs_cert_rotation() 
     // Not beside a cluster-wide `olm run` (packagemanifests tests): it reconciles this
     // namespace too, with its own certificate validity.
     let _turn = super::packagemanifests::TURN.lock().await;
+    const ROTATED: &str = "rsct-rotated-controller-manager";
     install_crds();
     let client = client().await;
     let ns = TestNamespace::create(&client, "webhook-rotation").await;
-    let _olm = OlmRun::start(
+    // A first OLM issues a 60 s certificate (due after 30 s). A second one with the default
+    // validity rotates it once and stays Succeeded: with 60 s on both sides a rollout slower
+    // than 30 s (a loaded machine) would be rotated again before it ever turned Succeeded.
+    let short = OlmRun::start(
         &ns.name,
         &["--leader-elect=false", "--cert-validity", "60s"],
     );
     apply_crd();
     operator_group(&ns.name, "og", Some(&[&ns.name]));
-    apply_json(&ns.name, &csv_on_port(free_port()));
+    apply_json(
+        &ns.name,
+        &with_deployment(csv_on_port(free_port()), ROTATED),
+    );
     let first = wait_for_phase(&ns.name, CSV, "Succeeded", None).await;
+    drop(short);
     let first_ca = secret_text(
-        &get(&ns.name, &format!("secret/{DEPLOYMENT}-service-cert")).unwrap(),
+        &get(&ns.name, &format!("secret/{ROTATED}-service-cert")).unwrap(),
         "olmCAKey",
     );
     let first_update = first["status"]["certsLastUpdated"].clone();
-    // Halfway through its 60 s the certificate is due: a new CA, a new bundle, and the CSV
-    // went Pending (NeedsCertRotation) and back to Succeeded.
+    assert!(first["status"]["certsRotateAt"].is_string(), "{first}");
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    // When the first certificate is due: a new CA, a new bundle, and the CSV went Pending
+    // (NeedsCertRotation) and back to Succeeded.
     let rotated = eventually(
         "a rotated certificate",
         Duration::from_secs(150),
@@ -313,10 +333,10 @@ async fn a_short_validity_rotates_the_certificate_through_needs_cert_rotation() 
         .filter_map(|c| c["reason"].as_str())
         .collect();
     assert!(reasons.contains(&"NeedsCertRotation"), "{reasons:?}");
-    let secret = get(&ns.name, &format!("secret/{DEPLOYMENT}-service-cert")).unwrap();
+    let secret = get(&ns.name, &format!("secret/{ROTATED}-service-cert")).unwrap();
     let new_ca = secret_text(&secret, "olmCAKey");
     assert_ne!(new_ca, first_ca);
-    let deployment = get(&ns.name, &format!("deployment/{DEPLOYMENT}")).unwrap();
+    let deployment = get(&ns.name, &format!("deployment/{ROTATED}")).unwrap();
     assert_eq!(
         deployment["spec"]["template"]["metadata"]["annotations"]["olmcahash"],
         secret["metadata"]["annotations"]["olmcahash"],
