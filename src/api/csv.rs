@@ -1,7 +1,7 @@
 //! `ClusterServiceVersion` (operators.coreos.com/v1alpha1): one version of an operator, how to
 //! install it, and what it owns and needs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
@@ -341,11 +341,14 @@ pub struct ApiServiceDescription {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiResourceReference {
-    /// Required upstream, yet real bundles (rabbitmq-cluster-operator) omit it; accepting
-    /// them beats refusing a published operator.
+    /// Required upstream, yet real bundles omit each of these (rabbitmq-cluster-operator the
+    /// name, project-quay the version and once the kind) and upstream's decoder lets them:
+    /// UI hints, so accepting them beats refusing a published operator.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub version: String,
 }
 
@@ -606,6 +609,27 @@ pub const COPIED_FROM_LABEL: &str = "olm.copiedFrom";
 pub const ANNOTATION_PROPERTIES: &str = "operatorframework.io/properties";
 
 impl ClusterServiceVersion {
+    /// The APIs this CSV provides, as `Kind.version.group` (upstream's `olm.providedAPIs`
+    /// form): its owned CRDs and owned API services.
+    pub fn provided_api_keys(&self) -> BTreeSet<String> {
+        let crds = self
+            .spec
+            .customresourcedefinitions
+            .iter()
+            .flat_map(|c| c.owned.iter())
+            .filter_map(|crd| {
+                let (_, group) = crd.name.split_once('.')?;
+                Some(format!("{}.{}.{group}", crd.kind, crd.version))
+            });
+        let api_services = self
+            .spec
+            .apiservicedefinitions
+            .iter()
+            .flat_map(|a| a.owned.iter())
+            .map(|a| format!("{}.{}.{}", a.kind, a.version, a.group));
+        crds.chain(api_services).collect()
+    }
+
     /// A copy made for a target namespace (it only mirrors its source; nothing installs it).
     pub fn is_copy(&self) -> bool {
         self.metadata

@@ -523,6 +523,8 @@ async fn apply_step(
         })?;
     }
     let gvk = step_gvk(r, &object);
+    object["apiVersion"] = json!(gvk.api_version());
+    object["kind"] = json!(gvk.kind);
     let Some((resource, caps)) = discover(&gvk, &ctx.shared.client, ctx)
         .await
         .map_err(classify)?
@@ -649,8 +651,14 @@ async fn apply_pruned(
 }
 
 /// What a step creates: the manifest's own apiVersion and kind when it has them (clients
-/// write steps with whatever version string), else the step's resource fields.
+/// write steps with whatever version string), else the step's resource fields. A CSV is
+/// always `operators.coreos.com/v1alpha1`, the only version there is: published bundles
+/// write `v1alpha1`, `operators.coreos.com/v1` and others, which upstream's typed decoding
+/// never notices.
 fn step_gvk(r: &crate::api::StepResource, object: &Value) -> GroupVersionKind {
+    if r.kind == KIND_CSV {
+        return GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", KIND_CSV);
+    }
     match (object["apiVersion"].as_str(), object["kind"].as_str()) {
         (Some(api_version), Some(kind)) if !kind.is_empty() => {
             let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
@@ -894,5 +902,29 @@ mod tests {
         );
         let bare = step_gvk(&resource, &json!({}));
         assert_eq!(bare.version, "v1beta1");
+    }
+
+    #[test]
+    fn a_csv_is_v1alpha1_whatever_version_its_bundle_wrote() {
+        let resource = StepResource {
+            group: "operators.coreos.com".into(),
+            version: "v1alpha1".into(),
+            kind: KIND_CSV.into(),
+            name: "k8gb.v0.11.4".into(),
+            ..StepResource::default()
+        };
+        for written in [
+            "v1alpha1",
+            "operators.coreos.com/v1",
+            "operators.coreos.com/v1beta1",
+        ] {
+            let manifest = json!({"apiVersion": written, "kind": KIND_CSV});
+            let gvk = step_gvk(&resource, &manifest);
+            assert_eq!(
+                gvk.api_version(),
+                "operators.coreos.com/v1alpha1",
+                "{written}"
+            );
+        }
     }
 }
