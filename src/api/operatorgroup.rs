@@ -39,8 +39,9 @@ pub mod v1 {
         /// group's operators; unset means OLM installs with its own permissions.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub service_account_name: Option<String>,
-        /// Upstream: when true, the `olm.providedAPIs` annotation is kept as written rather than
-        /// maintained by OLM. Accepted for compatibility; this OLM maintains the annotation.
+        /// When true, the `olm.providedAPIs` annotation is kept as written rather than
+        /// maintained by OLM, and a member CSV providing an API it does not list fails
+        /// (CannotModifyStaticOperatorGroupProvidedAPIs), as upstream.
         #[serde(
             default,
             rename = "staticProvidedAPIs",
@@ -123,8 +124,9 @@ pub mod v1alpha2 {
         /// group's operators; unset means OLM installs with its own permissions.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub service_account_name: Option<String>,
-        /// Upstream: when true, the `olm.providedAPIs` annotation is kept as written rather than
-        /// maintained by OLM. Accepted for compatibility; this OLM maintains the annotation.
+        /// When true, the `olm.providedAPIs` annotation is kept as written rather than
+        /// maintained by OLM, and a member CSV providing an API it does not list fails
+        /// (CannotModifyStaticOperatorGroupProvidedAPIs), as upstream.
         #[serde(
             default,
             rename = "staticProvidedAPIs",

@@ -223,6 +223,11 @@ reasons! {
         TooManyOperatorGroups = "TooManyOperatorGroups",
         UnsupportedOperatorGroup = "UnsupportedOperatorGroup",
         NoTargetNamespaces = "NoTargetNamespaces",
+        /// Another OperatorGroup whose target namespaces meet this one's already provides an
+        /// API this CSV provides (upstream's spelling).
+        InterOperatorGroupOwnerConflict = "InterOperatorGroupOwnerConflict",
+        /// The group's `staticProvidedAPIs` lacks an API this CSV provides (upstream's spelling).
+        CannotModifyStaticOperatorGroupProvidedAPIs = "CannotModifyStaticOperatorGroupProvidedAPIs",
         /// The object does not read as a CSV (ours; the spelling of upstream's CatalogSource
         /// reason for a spec it cannot use).
         SpecInvalidError = "SpecInvalidError",
@@ -255,6 +260,8 @@ impl CsvReason {
                 | CsvReason::TooManyOperatorGroups
                 | CsvReason::UnsupportedOperatorGroup
                 | CsvReason::NoTargetNamespaces
+                | CsvReason::InterOperatorGroupOwnerConflict
+                | CsvReason::CannotModifyStaticOperatorGroupProvidedAPIs
         )
     }
 }
@@ -433,6 +440,14 @@ mod tests {
                 (R::TooManyOperatorGroups, "TooManyOperatorGroups"),
                 (R::UnsupportedOperatorGroup, "UnsupportedOperatorGroup"),
                 (R::NoTargetNamespaces, "NoTargetNamespaces"),
+                (
+                    R::InterOperatorGroupOwnerConflict,
+                    "InterOperatorGroupOwnerConflict",
+                ),
+                (
+                    R::CannotModifyStaticOperatorGroupProvidedAPIs,
+                    "CannotModifyStaticOperatorGroupProvidedAPIs",
+                ),
                 (R::SpecInvalidError, "SpecInvalidError"),
                 (R::Copied, "Copied"),
                 (R::Unknown, "Unknown"),

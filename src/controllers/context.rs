@@ -127,6 +127,7 @@ impl Context {
             namespace.as_deref(),
             Arc::clone(&self.informers.cluster),
         ));
+        self.informers.cluster.add_scope(&informers);
         Context {
             informers,
             client: self.client.clone(),

@@ -16,7 +16,7 @@
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
@@ -132,6 +132,11 @@ where
         (self.store.clone(), UnboundedReceiverStream::new(receiver))
     }
 
+    /// The shared cache alone, as far as a subscriber has started the watch (empty before).
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
     /// What `subscribe` hands on, as the `Arc`s a controller's shared streams take.
     pub fn subscribe_touched(&self) -> (Store<K>, impl Stream<Item = Arc<K>> + Send + 'static) {
         let (store, changes) = self.subscribe();
@@ -209,6 +214,9 @@ pub struct ClusterInformers {
     pub namespaces: Informer<PartialObjectMeta<Namespace>>,
     pub crds: Informer<PartialObjectMeta<CustomResourceDefinition>>,
     pub operators: Informer<DeserializeGuard<Operator>>,
+    /// Every scope's informers, for the few checks that span the watched namespaces
+    /// (OperatorGroups meeting across namespaces).
+    scopes: Mutex<Vec<Weak<Informers>>>,
 }
 
 impl ClusterInformers {
@@ -222,7 +230,26 @@ impl ClusterInformers {
                 config(),
             ),
             operators: Informer::new("Operator", Api::all(client.clone()), config()),
+            scopes: Mutex::default(),
         }
+    }
+
+    /// Registers a scope's informers (see [`ClusterInformers::scopes`]).
+    pub fn add_scope(&self, scope: &Arc<Informers>) {
+        self.scopes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Arc::downgrade(scope));
+    }
+
+    /// The informers of every live scope.
+    pub fn scopes(&self) -> Vec<Arc<Informers>> {
+        self.scopes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 }
 

@@ -254,3 +254,82 @@ async fn a_restart_while_installing_converges_without_duplicates() {
     assert_eq!(names("rolebindings", &selector, Some(&ns.name)).len(), 1);
     assert_eq!(names("serviceaccounts", &selector, Some(&ns.name)).len(), 1);
 }
+
+/// Two OperatorGroups whose targets meet may not both provide an API (upstream's
+/// InterOperatorGroupOwnerConflict): the later CSV fails naming the earlier one, which stays
+/// Succeeded, and its group does not advertise the API; once the earlier CSV is gone the
+/// later one installs. One OLM watches both namespaces (`--watch-namespace a,b`).
+#[tokio::test]
+async fn groups_that_meet_cannot_both_provide_an_api() {
+    install_crds();
+    let client = client().await;
+    let first = TestNamespace::create(&client, "og-conflict-a").await;
+    let second = TestNamespace::create(&client, "og-conflict-b").await;
+    let _olm = OlmRun::start(
+        &format!("{},{}", first.name, second.name),
+        &["--leader-elect=false"],
+    );
+    apply_crds("reverse-words", "0.3.0");
+    // The first group targets the second namespace, the second group its own: they meet.
+    operator_group(&first.name, "og", Some(&[&second.name]));
+    operator_group(&second.name, "og", Some(&[&second.name]));
+    apply_csv(&first.name, "reverse-words", "0.3.0");
+    wait_for_phase(&first.name, "reverse-words.v0.3.0", "Succeeded", None).await;
+    // Another operator (another CSV name) that owns the same CRD.
+    let mut fork = csv_json("reverse-words", "0.3.0");
+    fork["metadata"]["name"] = serde_json::json!("reverse-words-fork.v0.3.0");
+    apply_json(&second.name, &fork);
+    let lost = wait_for_phase(
+        &second.name,
+        "reverse-words-fork.v0.3.0",
+        "Failed",
+        Some("InterOperatorGroupOwnerConflict"),
+    )
+    .await;
+    let message = lost["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("intersecting operatorgroups provide the same apis")
+            && message.contains("ReverseWordsApp.v1alpha1.apps.linuxera.org")
+            && message.contains(&format!("{}/reverse-words.v0.3.0", first.name)),
+        "{message}"
+    );
+    let winner = get(&first.name, "csv/reverse-words.v0.3.0").unwrap();
+    assert_eq!(winner["status"]["phase"], "Succeeded");
+    let advertised = |ns: &str| {
+        get(ns, "operatorgroup/og").unwrap()["metadata"]["annotations"]["olm.providedAPIs"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(
+        advertised(&first.name),
+        "ReverseWordsApp.v1alpha1.apps.linuxera.org"
+    );
+    // The loser's group may have advertised it before the CSV failed: it stops.
+    eventually("the second group advertising nothing", WAIT, || async {
+        advertised(&second.name).is_empty().then_some(())
+    })
+    .await;
+    // The earlier operator goes: the later one installs (it looks again every minute).
+    kubectl(
+        &[
+            "delete",
+            "csv",
+            "reverse-words.v0.3.0",
+            "-n",
+            &first.name,
+            "--wait=false",
+        ],
+        None,
+    )
+    .ok();
+    eventually(
+        "the later CSV Succeeded",
+        std::time::Duration::from_secs(180),
+        || async {
+            let csv = get(&second.name, "csv/reverse-words-fork.v0.3.0")?;
+            (csv["status"]["phase"] == "Succeeded").then_some(())
+        },
+    )
+    .await;
+}

@@ -506,7 +506,15 @@ impl Drop for Watch {
 async fn olm_run_serves_packagemanifests_by_default() {
     let _turn = TURN.lock().await;
     install_crds();
-    let olm = OlmRun::start_cluster_wide_with_packages(&["--leader-elect=false"]);
+    // Scoped to a namespace of its own: its controllers must not reconcile other tests'
+    // objects (packagemanifests are served by default whatever the scope).
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "pm-default").await;
+    let olm = OlmRun::start_cluster_wide_with_packages(&[
+        "--leader-elect=false",
+        "--watch-namespace",
+        &ns.name,
+    ]);
     let server = PackagesServer { olm, port: 0 };
     let port = eventually("the packages APIService to be Available", WAIT, || async {
         let out = kubectl(

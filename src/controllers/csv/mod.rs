@@ -10,6 +10,7 @@
 
 pub mod certs;
 pub mod condition;
+mod conflicts;
 pub mod copier;
 pub mod copies;
 pub mod deployment;
@@ -482,9 +483,17 @@ fn group_of(round: &Round) -> (Option<OperatorGroup>, GroupState) {
                     &round.namespace,
                     &status.namespaces,
                 ) {
-                    Ok(()) => GroupState::Member {
-                        group: group.name_any(),
-                        targets: status.namespaces.clone(),
+                    Ok(()) => match owner_conflict(round, &status.namespaces) {
+                        Some(message) => GroupState::OwnerConflict(message),
+                        None if !round.csv.is_copy()
+                            && conflicts::static_group_refuses(round.csv, group) =>
+                        {
+                            GroupState::StaticApis
+                        }
+                        None => GroupState::Member {
+                            group: group.name_any(),
+                            targets: status.namespaces.clone(),
+                        },
                     },
                     Err(message) => GroupState::Unsupported(message),
                 },
@@ -493,6 +502,27 @@ fn group_of(round: &Round) -> (Option<OperatorGroup>, GroupState) {
         }
         many => (None, GroupState::TooMany(many.len())),
     }
+}
+
+/// Another group meeting this CSV's targets that provides one of its APIs first.
+fn owner_conflict(round: &Round, targets: &[String]) -> Option<String> {
+    if round.csv.is_copy() {
+        return None;
+    }
+    // Every watched namespace counts, not only this scope's.
+    let scopes = round.ctx.shared.informers.cluster.scopes();
+    let groups: Vec<_> = scopes
+        .iter()
+        .flat_map(|s| s.operator_groups.store().state())
+        .collect();
+    let csvs: Vec<_> = scopes.iter().flat_map(|s| s.csvs.store().state()).collect();
+    conflicts::owner_conflict(
+        round.csv,
+        &round.namespace,
+        targets,
+        groups.iter().filter_map(|g| g.0.as_ref().ok()),
+        csvs.iter().filter_map(|c| c.0.as_ref().ok()),
+    )
 }
 
 /// The CSV's annotations plus the group's (computed here rather than read back from the

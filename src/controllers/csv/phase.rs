@@ -32,6 +32,10 @@ pub enum GroupState {
     Waiting,
     NoTargets,
     Unsupported(String),
+    /// Another group meeting this one's targets provides one of the CSV's APIs (why).
+    OwnerConflict(String),
+    /// The group's static provided APIs lack one of the CSV's.
+    StaticApis,
 }
 
 /// The strategy's Deployments, all together.
@@ -136,6 +140,13 @@ fn group_failure(group: &GroupState) -> Option<Step> {
         GroupState::Unsupported(message) => {
             failed(CsvReason::UnsupportedOperatorGroup, message.clone())
         }
+        GroupState::OwnerConflict(message) => {
+            failed(CsvReason::InterOperatorGroupOwnerConflict, message.clone())
+        }
+        GroupState::StaticApis => failed(
+            CsvReason::CannotModifyStaticOperatorGroupProvidedAPIs,
+            "static provided api operatorgroup cannot be modified by these apis".into(),
+        ),
     }
 }
 
@@ -284,7 +295,13 @@ impl Decision<'_> {
                     && self.reason == failed.reason
                     && self.message == failed.message
                 {
-                    self.stay()
+                    match observed.group {
+                        // Nothing wakes it when the winner goes (another namespace): look again.
+                        GroupState::OwnerConflict(_) | GroupState::StaticApis => {
+                            self.stay().requeue(REINSTALL_AFTER)
+                        }
+                        _ => self.stay(),
+                    }
                 } else {
                     failed
                 },

@@ -221,12 +221,15 @@ pub fn decide(group: &OperatorGroup, gathered: &Gathered, now: Timestamp) -> Pla
         .map(|d| d.namespaces.clone());
     let apis = provided_apis(&gathered.members);
     let provided = provided_apis_annotation(&apis);
-    let provided_apis = (group
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(PROVIDED_APIS_ANNOTATION))
-        != Some(&provided))
+    // A static group's annotation is the admin's.
+    let is_static = group.spec.static_provided_apis == Some(true);
+    let provided_apis = (!is_static
+        && group
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(PROVIDED_APIS_ANNOTATION))
+            != Some(&provided))
     .then_some(provided);
     // With two groups in the namespace no CSV is a member of either (TooManyOperatorGroups).
     let member_annotations = member_annotations(group, &targets);
@@ -322,13 +325,18 @@ impl ProvidedApi {
     }
 }
 
-/// The APIs the (non-copied) member CSVs provide, sorted and deduplicated.
+/// The APIs the (non-copied) member CSVs provide, sorted and deduplicated; not those of a
+/// CSV that lost them to another group (InterOperatorGroupOwnerConflict), as upstream.
 pub fn provided_apis<'a>(
     csvs: impl IntoIterator<Item = &'a ClusterServiceVersion>,
 ) -> Vec<ProvidedApi> {
+    let lost = |csv: &ClusterServiceVersion| {
+        csv.status.as_ref().and_then(|s| s.reason.as_deref())
+            == Some(crate::api::CsvReason::InterOperatorGroupOwnerConflict.as_str())
+    };
     let mut apis: Vec<ProvidedApi> = csvs
         .into_iter()
-        .filter(|csv| !csv.is_copy())
+        .filter(|csv| !csv.is_copy() && !lost(csv))
         .flat_map(|csv| {
             csv.spec
                 .customresourcedefinitions
