@@ -501,3 +501,52 @@ async fn bad_input_is_reported_on_the_csv() {
     .await;
     assert!(phases(&timed_out).contains(&"Installing".to_string()));
 }
+
+/// A requirement lost after Succeeded: Failed (RequirementsNotMet), then Pending waiting for
+/// it (as upstream), and Succeeded again once it is back.
+#[tokio::test]
+async fn a_requirement_lost_after_success_waits_in_pending() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "csv-lost").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    apply_crds("reverse-words", "0.3.0");
+    operator_group(&ns.name, "og", Some(&[&ns.name]));
+    // A CRD of this test alone, required by the CSV.
+    let group = format!("{}.example.com", ns.name);
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gadgets.{group}")},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Gadget", "plural": "gadgets", "singular": "gadget", "listKind": "GadgetList"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    });
+    apply_json(&ns.name, &crd);
+    let mut csv = csv_json("reverse-words", "0.3.0");
+    csv["spec"]["customresourcedefinitions"]["required"] = serde_json::json!([{
+        "name": format!("gadgets.{group}"), "version": "v1", "kind": "Gadget"
+    }]);
+    apply_json(&ns.name, &csv);
+    wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", None).await;
+
+    kubectl(&["delete", "crd", &format!("gadgets.{group}")], None).ok();
+    let pending = wait_for_phase(
+        &ns.name,
+        "reverse-words.v0.3.0",
+        "Pending",
+        Some("RequirementsNotMet"),
+    )
+    .await;
+    let order = phase_order(&pending);
+    assert!(
+        order.ends_with(&["Succeeded".into(), "Failed".into(), "Pending".into()]),
+        "{order:?}"
+    );
+    apply_json(&ns.name, &crd);
+    wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", None).await;
+}

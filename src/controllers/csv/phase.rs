@@ -468,7 +468,9 @@ impl Decision<'_> {
             CsvReason::RequirementsNotMet if self.observed.unmet.is_empty() => {
                 back_to_pending("requirements are met now")
             }
-            CsvReason::RequirementsNotMet => self.stay(),
+            // As upstream: a failed CSV whose requirements are missing waits for them in
+            // Pending (a requirement lost after Succeeded ends there).
+            _ if !self.observed.unmet.is_empty() => self.unmet(),
             CsvReason::ComponentUnhealthy | CsvReason::InstallCheckFailed => {
                 match self.health_step(true) {
                     Some(healed) => healed,
@@ -847,10 +849,16 @@ mod tests {
             unmet: vec!["CRD gone".into()],
             ..observed()
         };
-        assert_eq!(
-            next(Some(succeeded), &lost),
-            (Failed, CsvReason::RequirementsNotMet)
-        );
+        let failed = next(Some(succeeded), &lost);
+        assert_eq!(failed, (Failed, CsvReason::RequirementsNotMet));
+        // Then it waits in Pending, as upstream (a Failed CSV whose requirements are missing).
+        for reason in [CsvReason::RequirementsNotMet, CsvReason::ComponentUnhealthy] {
+            assert_eq!(
+                next(Some(status(Failed, reason, 0)), &lost),
+                (Pending, CsvReason::RequirementsNotMet),
+                "{reason:?}"
+            );
+        }
     }
 
     #[test]
