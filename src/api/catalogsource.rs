@@ -182,9 +182,10 @@ pub struct UpdateStrategy {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RegistryPoll {
-    /// A Go duration such as `10m` or `1h30m`; a bad value falls back to 15m, as upstream.
+    /// A Go duration such as `10m` or `1h30m`; a bad value falls back to 15m, and the
+    /// status says so (reason InvalidIntervalError), as upstream (whose CRD accepts any
+    /// string here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "schema::go_duration")]
     pub interval: Option<String>,
 }
 

@@ -139,7 +139,7 @@ reasons! {
         InvalidCatalog = "InvalidCatalog",
         InvalidConfigMap = "InvalidConfigMap",
         LoadFailed = "LoadFailed",
-        InvalidPollInterval = "InvalidPollInterval",
+        InvalidIntervalError = "InvalidIntervalError",
         /// A reconcile panicked (the Reconciled condition).
         Panicked = "Panicked",
         /// Event: content was loaded for the first time.
@@ -355,7 +355,7 @@ mod tests {
             (R::InvalidCatalog, "InvalidCatalog"),
             (R::InvalidConfigMap, "InvalidConfigMap"),
             (R::LoadFailed, "LoadFailed"),
-            (R::InvalidPollInterval, "InvalidPollInterval"),
+            (R::InvalidIntervalError, "InvalidIntervalError"),
             (R::Panicked, "Panicked"),
             (R::CatalogLoaded, "CatalogLoaded"),
             (R::CatalogUpdated, "CatalogUpdated"),

@@ -70,12 +70,3 @@ pub fn conditions_by_type<T: schemars::JsonSchema>(generator: &mut SchemaGenerat
         "x-kubernetes-list-map-keys": ["type"],
     })
 }
-
-/// A Go duration (`10m`, `1h30m`): the API server refuses what is not shaped like one; the
-/// range is checked by `api::duration` (an object may still say `99999999999999999999h`).
-pub fn go_duration(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "string",
-        "pattern": super::duration::GO_DURATION_PATTERN,
-    })
-}

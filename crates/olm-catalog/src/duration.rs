@@ -15,11 +15,6 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// The longest duration text accepted (`2562047h47m16.854775807s` is 24 bytes).
 pub const MAX_DURATION_TEXT: usize = 64;
 
-/// The pattern the CRDs put on Go duration fields: the API server refuses what is not even
-/// shaped like a duration; range and overflow are checked here.
-pub const GO_DURATION_PATTERN: &str =
-    r"^[+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$";
-
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
     #[error("{0:?} is not a duration such as 10s, 2m or 1h30m")]
@@ -32,6 +27,57 @@ pub enum DurationError {
         "{text:?}… is {len} bytes, longer than the limit of {MAX_DURATION_TEXT} for a duration"
     )]
     TextTooLong { text: String, len: usize },
+}
+
+/// What Go's `time.ParseDuration` says of `text` when its syntax is wrong (upstream puts that
+/// text in statuses, and clients compare it): `time: unknown unit "mError" in duration
+/// "45mError.code"`, `time: missing unit in duration "45"`, `time: invalid duration "x"`.
+/// None when the syntax is Go's (the value may still be out of range).
+pub fn go_syntax_error(text: &str) -> Option<String> {
+    let quote = |s: &str| format!("\"{s}\"");
+    let invalid = || Some(format!("time: invalid duration {}", quote(text)));
+    let mut rest = text;
+    if let Some(unsigned) = rest.strip_prefix(['-', '+']) {
+        rest = unsigned;
+    }
+    if rest == "0" {
+        return None;
+    }
+    if rest.is_empty() {
+        return invalid();
+    }
+    while !rest.is_empty() {
+        if !rest.starts_with(|c: char| c == '.' || c.is_ascii_digit()) {
+            return invalid();
+        }
+        let digits = |s: &str| s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let whole = digits(rest);
+        rest = &rest[whole..];
+        let mut fraction = 0;
+        if let Some(after_dot) = rest.strip_prefix('.') {
+            fraction = digits(after_dot);
+            rest = &after_dot[fraction..];
+        }
+        if whole == 0 && fraction == 0 {
+            return invalid();
+        }
+        let unit_len = rest
+            .find(|c: char| c == '.' || c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        if unit.is_empty() {
+            return Some(format!("time: missing unit in duration {}", quote(text)));
+        }
+        if !["ns", "us", "µs", "μs", "ms", "s", "m", "h"].contains(&unit) {
+            return Some(format!(
+                "time: unknown unit {} in duration {}",
+                quote(unit),
+                quote(text)
+            ));
+        }
+        rest = &rest[unit_len..];
+    }
+    None
 }
 
 /// Parses a positive Go duration of at most [`MAX_DURATION`].
@@ -217,5 +263,28 @@ mod tests {
             "250ms"
         );
         assert_eq!(HumanDuration(MAX_DURATION).to_string(), "8760h0m0s");
+    }
+
+    #[test]
+    fn syntax_errors_are_worded_as_gos() {
+        assert_eq!(
+            go_syntax_error("45mError.code").as_deref(),
+            Some(r#"time: unknown unit "mError" in duration "45mError.code""#)
+        );
+        assert_eq!(
+            go_syntax_error("45").as_deref(),
+            Some(r#"time: missing unit in duration "45""#)
+        );
+        assert_eq!(
+            go_syntax_error("h").as_deref(),
+            Some(r#"time: invalid duration "h""#)
+        );
+        assert_eq!(
+            go_syntax_error("").as_deref(),
+            Some(r#"time: invalid duration """#)
+        );
+        for fine in ["45m", "1h30m", "1.5h", ".5s", "0", "300µs"] {
+            assert_eq!(go_syntax_error(fine), None, "{fine}");
+        }
     }
 }

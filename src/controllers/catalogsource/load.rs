@@ -50,11 +50,13 @@ pub(super) fn poll_interval(source: &CatalogSource) -> (Option<Duration>, Option
     };
     match parse_go_duration(text) {
         Ok(interval) => (Some(interval), None),
+        // Upstream's words (clients compare them), with Go's parse error where Go has one.
         Err(error) => (
             Some(DEFAULT_POLL_INTERVAL),
             Some(format!(
-                "spec.updateStrategy.registryPoll.interval: {error}; polling every {} instead",
-                HumanDuration(DEFAULT_POLL_INTERVAL)
+                "error parsing spec.updateStrategy.registryPoll.interval. Using the default value of {} instead. Error: {}",
+                HumanDuration(DEFAULT_POLL_INTERVAL),
+                crate::api::duration::go_syntax_error(text).unwrap_or_else(|| error.to_string())
             )),
         ),
     }

@@ -273,7 +273,7 @@ pub fn desired_status(
         conditions.make(
             CONDITION_SPEC_VALID,
             false,
-            CatalogSourceReason::InvalidPollInterval,
+            CatalogSourceReason::InvalidIntervalError,
             message.clone(),
         )
     });
@@ -654,21 +654,21 @@ mod tests {
     fn a_bad_poll_interval_is_named_until_it_is_fixed() {
         let mut observed = ready(Content::Loaded(summary("a")), 1);
         observed.spec_problem = Some(
-            "spec.updateStrategy.registryPoll.interval: \"99999999999999999999h\" is longer than \
-             the maximum of 8760h0m0s; polling every 15m0s instead"
+            "error parsing spec.updateStrategy.registryPoll.interval. Using the default value of \
+             15m0s instead. Error: \"99999999999999999999h\" is longer than the maximum of 8760h0m0s"
                 .into(),
         );
         let bad = desired_status(None, &observed);
         let condition = cond(&bad, CONDITION_SPEC_VALID);
         assert_eq!(condition.status, "False");
-        assert_eq!(condition.reason, "InvalidPollInterval");
+        assert_eq!(condition.reason, "InvalidIntervalError");
         assert!(condition.message.contains("99999999999999999999h"));
-        assert_eq!(bad.reason.as_deref(), Some("InvalidPollInterval"));
+        assert_eq!(bad.reason.as_deref(), Some("InvalidIntervalError"));
         let events = announcements(None, &bad);
         assert!(
             events
                 .iter()
-                .any(|e| e.warning && e.reason == "InvalidPollInterval")
+                .any(|e| e.warning && e.reason == "InvalidIntervalError")
         );
 
         let fixed = desired_status(Some(&bad), &ready(Content::Loaded(summary("a")), 2));
