@@ -52,9 +52,13 @@ pub fn build(
     config: Option<&SubscriptionConfig>,
     certificate: Option<&super::webhooks::Mount>,
 ) -> Result<Value, String> {
-    let mut spec = strategy.spec.clone();
-    // Catch what is not a DeploymentSpec at all; finer checks are the API server's.
-    serde_json::from_value::<DeploymentSpec>(spec.clone())
+    // Read as a DeploymentSpec and written back, as upstream's typed decoding does: what is
+    // not a DeploymentSpec at all is refused here, and fields a Deployment does not have
+    // are dropped (published bundles carry some, e.g. `spec.template.containers`, which
+    // server-side apply would refuse).
+    let typed = serde_json::from_value::<DeploymentSpec>(strategy.spec.clone())
+        .map_err(|e| format!("deployment {}: spec: {e}", strategy.name))?;
+    let mut spec = serde_json::to_value(typed)
         .map_err(|e| format!("deployment {}: spec: {e}", strategy.name))?;
     let spec_map = spec
         .as_object_mut()
@@ -325,6 +329,25 @@ mod tests {
         assert_eq!(
             spec_hash(&built),
             spec_hash(&build(&strategy(), &owner(), None, None).unwrap())
+        );
+    }
+
+    #[test]
+    fn fields_a_deployment_does_not_have_are_dropped_as_upstream_drops_them() {
+        let mut published = strategy();
+        // victoriametrics-operator's bundle: containers one level too high.
+        published.spec["template"]["containers"] = json!([{"name": "stray", "image": "x"}]);
+        published.spec["template"]["spec"]["containers"][0]["imagePullPolicyy"] = json!("typo");
+        let built = build(&published, &owner(), None, None).unwrap();
+        assert!(built["spec"]["template"].get("containers").is_none());
+        assert!(
+            built["spec"]["template"]["spec"]["containers"][0]
+                .get("imagePullPolicyy")
+                .is_none()
+        );
+        assert_eq!(
+            built["spec"]["template"]["spec"]["containers"][0]["name"],
+            strategy().spec["template"]["spec"]["containers"][0]["name"]
         );
     }
 

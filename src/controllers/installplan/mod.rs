@@ -705,8 +705,14 @@ async fn check_crd_upgrade(
             plural: plural.into(),
         };
         let api: Api<DynamicObject> = Api::all_with(ctx.shared.client.clone(), &resource);
-        let list = api.list(&ListParams::default()).await.map_err(classify)?;
-        for cr in list.items {
+        let list = match api.list(&ListParams::default()).await {
+            Ok(list) => list.items,
+            // Not served yet (the CRD is not Established, e.g. created a moment ago by
+            // another plan on a busy API server): no object of it can exist.
+            Err(kube::Error::Api(e)) if e.code == 404 => Vec::new(),
+            Err(e) => return Err(classify(e)),
+        };
+        for cr in list {
             let value = serde_json::to_value(&cr).unwrap_or_default();
             let mut problems = Vec::new();
             crd_upgrade::validate(&schema, &value, "", &mut problems);
