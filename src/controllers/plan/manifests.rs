@@ -30,7 +30,17 @@ pub enum Fetched {
     },
 }
 
+/// Bundles read at once, across every plan of this process. A bundle is decoded whole (a
+/// community bundle can hold megabytes of CRDs) and each reader holds it as JSON trees; a
+/// hundred Subscriptions created together would otherwise decode a hundred bundles at once
+/// and send the catalog server as many GetBundle calls.
+static READING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+
 pub async fn fetch(bundle: &PlannedBundle, ctx: &Context) -> Result<Fetched, String> {
+    let _turn = READING
+        .acquire()
+        .await
+        .map_err(|e| format!("waiting to read the bundle: {e}"))?;
     let api: Api<CatalogSource> = Api::namespaced(ctx.client.clone(), &bundle.catalog_namespace);
     let source = api
         .get_opt(&bundle.catalog)
