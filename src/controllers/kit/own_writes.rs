@@ -61,9 +61,18 @@ impl<K: Eq + Hash> OwnWrites<K> {
         }
     }
 
+    /// Whether a write of `key` has not been seen in the cache yet (an object this process
+    /// created, which the cache does not hold yet).
+    pub fn in_flight(&self, key: &K) -> bool {
+        self.last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains_key(key)
+    }
+
     /// How many writes are still in flight (tests).
     #[cfg(test)]
-    fn in_flight(&self) -> usize {
+    fn in_flight_count(&self) -> usize {
         self.last
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -87,7 +96,11 @@ mod tests {
             "someone wrote after us"
         );
         assert!(!writes.is_behind(&"b", Some("1")), "another object");
-        assert_eq!(writes.in_flight(), 0, "a caught-up write is forgotten");
+        assert_eq!(
+            writes.in_flight_count(),
+            0,
+            "a caught-up write is forgotten"
+        );
     }
 
     #[test]

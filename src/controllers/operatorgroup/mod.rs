@@ -28,6 +28,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::context::Context;
+use super::kit::own_writes::OwnWrites;
 use super::kit::{self, KitState, ObjectKey, PanicError, ReconcileError, Reconciler, apply_status};
 use super::ownership::{
     OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL, PERMISSIONS_HASH_LABEL,
@@ -69,6 +70,10 @@ pub struct OperatorGroupContext {
     namespaces: Store<PartialObjectMeta<Namespace>>,
     csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
     cluster_roles: Store<PartialObjectMeta<ClusterRole>>,
+    /// The resourceVersion each role write returned: a round that finds the cache behind
+    /// its own write does not write the role again (many rounds run while a write is on
+    /// its way back through the watch).
+    role_writes: OwnWrites<String>,
 }
 
 fn key(group: &OperatorGroup) -> (String, String) {
@@ -100,15 +105,17 @@ async fn sync(group: &OperatorGroup, ctx: &OperatorGroupContext) -> Result<Actio
     }
     let observed = gather(group, ctx).await?;
     let plan = status::decide(group, &observed, kit::now());
-    apply(group, &plan, ctx).await?;
+    let roles_in_flight = apply(group, &plan, ctx).await?;
     // A named ServiceAccount that does not exist yet: look again later (no SA watch).
-    Ok(
-        if group.spec.service_account_name.is_some() && observed.service_account_uid.is_none() {
-            Action::requeue(Duration::from_secs(30))
-        } else {
-            Action::await_change()
-        },
-    )
+    Ok(if roles_in_flight {
+        // Roles skipped while our own write of them is on its way: look again once
+        // the cache has it.
+        Action::requeue(Duration::from_secs(2))
+    } else if group.spec.service_account_name.is_some() && observed.service_account_uid.is_none() {
+        Action::requeue(Duration::from_secs(30))
+    } else {
+        Action::await_change()
+    })
 }
 
 fn kube_error(group: &OperatorGroup, step: &'static str) -> impl FnOnce(kube::Error) -> Error {
@@ -181,11 +188,13 @@ async fn gather(group: &OperatorGroup, ctx: &OperatorGroupContext) -> Result<Gat
 
 /// Writes what `decide` found out of date: status (and its Event), the group's annotation,
 /// the members' annotations, the ClusterRoles.
+/// Writes the plan; true when a role was left for a later round (see
+/// [`apply_cluster_roles`]).
 async fn apply(
     group: &OperatorGroup,
     plan: &Plan,
     ctx: &OperatorGroupContext,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let (namespace, name) = key(group);
     let client = &ctx.shared.client;
     if let Some(desired) = &plan.status {
@@ -284,11 +293,14 @@ fn describe_targets(targets: &[String]) -> String {
     }
 }
 
-/// Applies the roles whose hash label differs from the cached copy (or that are missing).
+/// Applies the roles whose hash label differs from the cached copy (or that are missing),
+/// except those whose last write by this process the cache has not seen yet; true when
+/// such a role differed (to be looked at again).
 async fn apply_cluster_roles(
     roles: &[ClusterRole],
     ctx: &OperatorGroupContext,
-) -> Result<(), kube::Error> {
+) -> Result<bool, kube::Error> {
+    let mut in_flight = false;
     let api: Api<ClusterRole> = Api::all(ctx.shared.client.clone());
     for role in roles {
         let name = role.metadata.name.clone().unwrap_or_default();
@@ -297,24 +309,37 @@ async fn apply_cluster_roles(
             .labels
             .as_ref()
             .and_then(|l| l.get(PERMISSIONS_HASH_LABEL));
-        let cached = ctx
-            .cluster_roles
-            .get(&ObjectRef::new(&name))
+        let cached = ctx.cluster_roles.get(&ObjectRef::new(&name));
+        let cached_hash = cached
+            .as_ref()
             .and_then(|r| r.labels().get(PERMISSIONS_HASH_LABEL).cloned());
-        if cached.as_ref() == wanted {
+        let behind = match &cached {
+            Some(role) => ctx
+                .role_writes
+                .is_behind(&name, role.metadata.resource_version.as_deref()),
+            None => ctx.role_writes.in_flight(&name),
+        };
+        if cached_hash.as_ref() == wanted {
+            continue;
+        }
+        if behind {
+            in_flight = true;
             continue;
         }
         let mut body = serde_json::to_value(role).unwrap_or_default();
         body["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
         body["kind"] = json!("ClusterRole");
-        api.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&body),
-        )
-        .await?;
+        let written = api
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await?;
+        ctx.role_writes
+            .wrote(name, written.metadata.resource_version.as_deref());
     }
-    Ok(())
+    Ok(in_flight)
 }
 
 /// Every OperatorGroup in `namespace` (None: all of them).
@@ -357,6 +382,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         namespaces,
         csvs,
         cluster_roles,
+        role_writes: OwnWrites::default(),
     });
     let role_task = tokio::spawn(role_watch);
     let pruner = tokio::spawn(prune_group_roles(Arc::clone(&ctx)));
