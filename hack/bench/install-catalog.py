@@ -403,7 +403,7 @@ class Watch(threading.Thread):
         if self.conn is not None:
             try:
                 self.conn.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
+            except (OSError, AttributeError):  # no socket: the connection was never made
                 pass
             self.conn.close()
 

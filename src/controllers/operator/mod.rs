@@ -52,9 +52,9 @@ pub const CONTROLLER: &str = "operator";
 pub const FIELD_MANAGER: &str = "olm-operator";
 /// How often an Operator is looked at while an uninstall is under way.
 const SETTLING_RECHECK: Duration = Duration::from_secs(3);
-/// Bursts of component changes (an install writes a CSV's status several times) make one
-/// round.
-const DEBOUNCE: Duration = Duration::from_millis(500);
+/// Bursts of component changes (an install writes a CSV's status several times, its CRDs
+/// turn Established one by one) make one round.
+const DEBOUNCE: Duration = Duration::from_secs(2);
 /// Kinds whose changes reach this controller through the informers.
 const WATCHED: [&str; 4] = [
     "ClusterServiceVersion",
@@ -195,7 +195,11 @@ impl OperatorContext {
     ) -> Result<Vec<RichReference>, Error> {
         let client = &self.shared.client;
         let scope = self.shared.settings.watch_namespace.as_deref();
-        let params = ListParams::default().labels(label);
+        // Served from the API server's watch cache (resourceVersion 0): a label-selected
+        // list read from etcd scans every object of the kind, and this runs for every
+        // Operator whenever one of its components changes — a few hundred installs at
+        // once made that the API server's main load (504s, CRDs left un-Established).
+        let params = ListParams::default().labels(label).match_any();
         let mut refs = Vec::new();
         let deployments: Api<Deployment> = api_in(client, scope);
         for deployment in deployments
