@@ -55,13 +55,18 @@ catalog server's peak RSS apart; API requests by OLM from the audit log (all cli
 control plane's, kubectl's and this script's), from the first create until settled, and in
 the whole run (start-up included).
 
+Packages whose newest bundle has a fail-closed admission webhook on every Pod
+(eginnovations-operator, marin3r) are not subscribed unless --webhooks-on-pods on: kwok runs no
+webhook server, so once such an operator is installed no Pod can be created anywhere, on either
+side, and every install after it times out (found on the whole catalog).
+
 Prints a table package | ours | upstream, the counts per outcome per side, the figures, and
 the packages whose outcome differs between the sides (category first, then same category
 with another reason), and those that failed on both sides grouped by reason.
 
 Usage: hack/bench/install-catalog.py CATALOG_REPO [--side both|ours|upstream] [--packages a,b]
            [--subscribe a,b] [--timeout 600] [--quiet 180] [--confirm 15] [--nodes 10] [--copied-csvs off|on]
-           [--json] [--json-file F]
+           [--webhooks-on-pods off|on] [--json] [--json-file F]
            [--workdir DIR] [--keep-logs]
        hack/bench/install-catalog.py --from-json F [F ...]   (the report of saved results, merged)
        (needs hack/upstream-olm/build, hack/opm/build, `cargo build --release --bin olm` and go
@@ -176,8 +181,34 @@ def package_plan(docs):
                 modes = (obj.get("spec") or {}).get("installModes") or []
     supported = [m.get("type") for m in modes or [] if m.get("supported")]
     return {"package": pkg.get("name"), "default_channel": default, "head": head, "version": version,
-            "install_modes": supported,
+            "install_modes": supported, "blocks_pods": blocks_pods(bundle),
             "bundles": sum(1 for d in docs if d.get("schema") == "olm.bundle")}
+
+
+def blocks_pods(bundle):
+    """The admission webhook of the bundle's CSV that every Pod of the cluster must pass and
+    that fails closed, if any: under kwok its server never runs, so once installed no Pod can
+    be created anywhere (on either side) and every later install times out. Such packages
+    are left out of the Subscriptions (reported), unless --webhooks-on-pods on."""
+    for prop in bundle.get("properties") or []:
+        if prop.get("type") != "olm.bundle.object":
+            continue
+        try:
+            obj = json.loads(base64.b64decode((prop.get("value") or {}).get("data", "")))
+        except ValueError:
+            continue
+        if obj.get("kind") != "ClusterServiceVersion":
+            continue
+        for hook in (obj.get("spec") or {}).get("webhookdefinitions") or []:
+            if hook.get("type") not in ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"):
+                continue
+            if (hook.get("failurePolicy") or "Fail") != "Fail":
+                continue
+            for rule in hook.get("rules") or []:
+                groups, resources = rule.get("apiGroups") or [], rule.get("resources") or []
+                if ("" in groups or "*" in groups) and ("pods" in resources or "*" in resources):
+                    return hook.get("generateName") or hook.get("name") or "a webhook"
+    return None
 
 
 def operator_group(package, modes):
@@ -235,7 +266,7 @@ def prepare_catalog(args, work, olm, opm):
         packages = sorted(set(wanted))
     key = {"repo": str(Path(args.catalog_repo).resolve()), "packages": packages, "olm": str(olm),
            "olm_mtime": os.stat(olm).st_mtime, "template": IMAGE_TEMPLATE,
-           "plan": 2}  # bumped when package_plan() records more
+           "plan": 3}  # bumped when package_plan() records more
     state = work / "catalog-plan.json"
     if state.exists():
         saved = json.loads(state.read_text())
@@ -646,6 +677,10 @@ class CatalogSide:
         for pkg, plan in sorted(self.plans.items()):
             if chosen is not None and pkg not in chosen:
                 continue
+            if plan.get("blocks_pods") and self.args.webhooks_on_pods == "off" and chosen is None:
+                self.notes.append(f"not subscribed: {pkg} (its webhook {plan['blocks_pods']} on every Pod "
+                                  f"fails closed, and kwok runs no webhook server)")
+                continue
             ns, targets, mode = operator_group(pkg, plan["install_modes"])
             packages[pkg] = {"namespace": ns, "targets": targets, "mode": mode}
             for name in [ns, *(t for t in targets or [] if t != ns)]:
@@ -950,6 +985,9 @@ def main():
                     help="when all are final, seconds without change before ending (default 15)")
     ap.add_argument("--copied-csvs", choices=["on", "off"], default="off",
                     help="copied CSVs of AllNamespaces operators (default off: see above)")
+    ap.add_argument("--webhooks-on-pods", choices=["on", "off"], default="off",
+                    help="subscribe to packages whose fail-closed admission webhook covers every Pod "
+                         "(default off: under kwok it blocks every Pod of the cluster; --subscribe overrides)")
     ap.add_argument("--nodes", type=int, default=10, help="kwok nodes per control plane (110 pods each; default 10)")
     ap.add_argument("--jobs", type=int, default=2, help="packages rendered at once (default 2)")
     ap.add_argument("--olm", default=str(REPO / "target/release/olm"), help="our binary (default target/release/olm)")
