@@ -146,13 +146,20 @@ async fn installs_in_every_supported_mode(package: &str, version: &str, needs: &
         });
     }
     assert!(!installs.is_empty(), "{name} supports no install mode");
-    let watched: Vec<&str> = installs.iter().map(|i| i.operator.name.as_str()).collect();
-    // Copies of an AllNamespaces operator would go into every namespace of the shared
-    // test cluster; they have tests of their own.
-    let _olm = OlmRun::start(
-        &watched.join(","),
-        &["--leader-elect=false", "--disable-copied-csvs"],
-    );
+    // One OLM per install, each watching its operator's namespace: in one scope the groups
+    // would meet (an AllNamespaces group meets every other), and the same operator in two
+    // of them is an InterOperatorGroupOwnerConflict, as upstream. Copies of an
+    // AllNamespaces operator would go into every namespace of the shared test cluster;
+    // they have tests of their own.
+    let _olms: Vec<OlmRun> = installs
+        .iter()
+        .map(|i| {
+            OlmRun::start(
+                &i.operator.name,
+                &["--leader-elect=false", "--disable-copied-csvs"],
+            )
+        })
+        .collect();
     for install in &installs {
         let op = install.operator.name.as_str();
         let targets: Option<Vec<&str>> = match install.mode.as_str() {

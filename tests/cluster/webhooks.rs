@@ -50,7 +50,29 @@ fn with_deployment(mut csv: Value, name: &str) -> Value {
     csv
 }
 
-fn apply_crd() {
+/// Waits for a CRD's Established condition. Not `kubectl wait`: it fails at once while the
+/// new CRD has no conditions yet (a busy API server).
+async fn wait_established(crd: &str) {
+    eventually(
+        &format!("{crd} Established"),
+        Duration::from_secs(60),
+        || async {
+            let out = kubectl(
+                &[
+                    "get",
+                    crd,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+                ],
+                None,
+            );
+            (out.success() && out.stdout().trim() == "True").then_some(())
+        },
+    )
+    .await;
+}
+
+async fn apply_crd() {
     let crd = bundle_dir().join("rsct.ibm.com_rscts.yaml");
     kubectl(
         &[
@@ -63,16 +85,7 @@ fn apply_crd() {
         None,
     )
     .ok();
-    kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/rscts.rsct.ibm.com",
-            "--timeout=60s",
-        ],
-        None,
-    )
-    .ok();
+    wait_established("crd/rscts.rsct.ibm.com").await;
 }
 
 fn rsct(name: &str) -> String {
@@ -148,7 +161,7 @@ async fn a_webhook_operator_gets_a_certificate_and_the_api_server_calls_its_webh
     let ns = TestNamespace::create(&client, "webhooks").await;
     let outside = TestNamespace::create(&client, "webhooks-outside").await;
     let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
-    apply_crd();
+    apply_crd().await;
     operator_group(&ns.name, "og", Some(&[&ns.name]));
     let port = free_port();
     apply_json(&ns.name, &csv_on_port(port));
@@ -298,7 +311,7 @@ async fn a_short_validity_rotates_the_certificate_through_needs_cert_rotation() 
         &ns.name,
         &["--leader-elect=false", "--cert-validity", "60s"],
     );
-    apply_crd();
+    apply_crd().await;
     operator_group(&ns.name, "og", Some(&[&ns.name]));
     apply_json(
         &ns.name,
@@ -350,7 +363,7 @@ async fn webhook_definitions_that_cannot_work_fail_the_csv_naming_the_webhook() 
     let client = client().await;
     let ns = TestNamespace::create(&client, "webhook-invalid").await;
     let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
-    apply_crd();
+    apply_crd().await;
     operator_group(&ns.name, "og", Some(&[&ns.name]));
     let mut csv = csv_on_port(free_port());
     csv["spec"]["webhookdefinitions"][0]["deploymentName"] = json!("no-such-deployment");
@@ -432,16 +445,7 @@ async fn a_conversion_webhook_converts_on_a_real_get_of_the_other_version() {
         )
         .ok();
     }
-    kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/authconfigs.authorino.kuadrant.io",
-            "--timeout=60s",
-        ],
-        None,
-    )
-    .ok();
+    wait_established("crd/authconfigs.authorino.kuadrant.io").await;
     operator_group(&ns.name, "og", None);
     let port = free_port();
     let text = std::fs::read_to_string(
