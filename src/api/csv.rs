@@ -630,6 +630,13 @@ impl ClusterServiceVersion {
         crds.chain(api_services).collect()
     }
 
+    /// Failed because another OperatorGroup provides its APIs (InterOperatorGroupOwnerConflict):
+    /// it provides none of them.
+    pub fn lost_its_apis(&self) -> bool {
+        self.status.as_ref().and_then(|s| s.reason.as_deref())
+            == Some(super::CsvReason::InterOperatorGroupOwnerConflict.as_str())
+    }
+
     /// A copy made for a target namespace (it only mirrors its source; nothing installs it).
     pub fn is_copy(&self) -> bool {
         self.metadata

@@ -29,6 +29,7 @@ pub use csv::*;
 pub use installplan::*;
 pub use operator::*;
 pub use operatorcondition::{OperatorCondition, OperatorConditionEntry, upgradeable};
+pub use operatorgroup::PROVIDED_APIS_ANNOTATION;
 pub use operatorgroup::v1::{
     OperatorGroup, OperatorGroupSpec, OperatorGroupStatus, UpgradeStrategy,
 };

@@ -6,6 +6,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, T
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// Upstream's annotation on a group: the APIs its operators provide, `Kind.version.group`
+/// sorted and comma-joined.
+pub const PROVIDED_APIS_ANNOTATION: &str = "olm.providedAPIs";
+
 pub mod v1 {
     use super::*;
     use kube::CustomResource;

@@ -10,22 +10,12 @@ use std::collections::BTreeSet;
 
 use kube::ResourceExt;
 
-use crate::api::{ClusterServiceVersion, CsvReason, OperatorGroup};
-
-/// Upstream's annotation of the APIs a group's operators provide (`Kind.version.group`, …).
-const PROVIDED_APIS_ANNOTATION: &str = "olm.providedAPIs";
+use crate::api::{ClusterServiceVersion, OperatorGroup, PROVIDED_APIS_ANNOTATION};
 
 /// Whether two target sets meet (`""` is every namespace).
 fn meet(a: &[String], b: &[String]) -> bool {
     let all = |t: &[String]| t.iter().any(String::is_empty);
     all(a) || all(b) || a.iter().any(|n| b.contains(n))
-}
-
-fn failed_by_conflict(csv: &ClusterServiceVersion) -> bool {
-    csv.status
-        .as_ref()
-        .and_then(|s| s.reason.as_deref())
-        .is_some_and(|r| r == CsvReason::InterOperatorGroupOwnerConflict.as_str())
 }
 
 /// Creation time, namespace and name: the earlier claims first.
@@ -62,12 +52,12 @@ pub fn owner_conflict<'a>(
         })
         .filter_map(ResourceExt::namespace)
         .collect();
-    let already_lost = failed_by_conflict(csv);
+    let already_lost = csv.lost_its_apis();
     let order = claim_order(csv);
     csvs.into_iter()
         .filter(|other| other.namespace().is_some_and(|ns| meeting.contains(&ns)))
         .filter(|other| !other.is_copy() && other.metadata.deletion_timestamp.is_none())
-        .filter(|other| !failed_by_conflict(other))
+        .filter(|other| !other.lost_its_apis())
         .filter(|other| already_lost || claim_order(other) < order)
         .find_map(|other| {
             let shared: Vec<String> = other

@@ -488,11 +488,14 @@ fn group_of(round: &Round) -> (Option<OperatorGroup>, GroupState) {
                     &round.namespace,
                     &status.namespaces,
                 ) {
+                    // A copy only mirrors its source: its APIs are the source's.
+                    Ok(()) if round.csv.is_copy() => GroupState::Member {
+                        group: group.name_any(),
+                        targets: status.namespaces.clone(),
+                    },
                     Ok(()) => match owner_conflict(round, &status.namespaces) {
                         Some(message) => GroupState::OwnerConflict(message),
-                        None if !round.csv.is_copy()
-                            && conflicts::static_group_refuses(round.csv, group) =>
-                        {
+                        None if conflicts::static_group_refuses(round.csv, group) => {
                             GroupState::StaticApis
                         }
                         None => GroupState::Member {
@@ -511,9 +514,6 @@ fn group_of(round: &Round) -> (Option<OperatorGroup>, GroupState) {
 
 /// Another group meeting this CSV's targets that provides one of its APIs first.
 fn owner_conflict(round: &Round, targets: &[String]) -> Option<String> {
-    if round.csv.is_copy() {
-        return None;
-    }
     // Every watched namespace counts, not only this scope's.
     let scopes = round.ctx.shared.informers.cluster.scopes();
     let groups: Vec<_> = scopes

@@ -313,15 +313,15 @@ async fn apply_cluster_roles(
         let cached_hash = cached
             .as_ref()
             .and_then(|r| r.labels().get(PERMISSIONS_HASH_LABEL).cloned());
+        if cached_hash.as_ref() == wanted {
+            continue;
+        }
         let behind = match &cached {
             Some(role) => ctx
                 .role_writes
                 .is_behind(&name, role.metadata.resource_version.as_deref()),
             None => ctx.role_writes.in_flight(&name),
         };
-        if cached_hash.as_ref() == wanted {
-            continue;
-        }
         if behind {
             in_flight = true;
             continue;

@@ -21,7 +21,7 @@ use crate::controllers::ownership::{
 pub const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
 pub const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
 pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
-pub const PROVIDED_APIS_ANNOTATION: &str = "olm.providedAPIs";
+pub use crate::api::PROVIDED_APIS_ANNOTATION;
 
 pub const CONDITION_MULTIPLE_GROUPS: &str = "MultipleOperatorGroup";
 pub const CONDITION_SERVICE_ACCOUNT: &str = "OperatorGroupServiceAccount";
@@ -330,13 +330,9 @@ impl ProvidedApi {
 pub fn provided_apis<'a>(
     csvs: impl IntoIterator<Item = &'a ClusterServiceVersion>,
 ) -> Vec<ProvidedApi> {
-    let lost = |csv: &ClusterServiceVersion| {
-        csv.status.as_ref().and_then(|s| s.reason.as_deref())
-            == Some(crate::api::CsvReason::InterOperatorGroupOwnerConflict.as_str())
-    };
     let mut apis: Vec<ProvidedApi> = csvs
         .into_iter()
-        .filter(|csv| !csv.is_copy() && !lost(csv))
+        .filter(|csv| !csv.is_copy() && !csv.lost_its_apis())
         .flat_map(|csv| {
             csv.spec
                 .customresourcedefinitions
