@@ -9,7 +9,8 @@
 //!   bundle image in-process ([`unpack`]) and turned into steps; while a pull fails the
 //!   lookup names image and cause, and the plan fails (BundleLookupFailed) after the unpack
 //!   timeout.
-//! - RequiresApproval → Installing once `spec.approved` is true.
+//! - RequiresApproval → Installing once `spec.approved` is true; a plan with no phase (or
+//!   Planning) is not run.
 //! - Installing: steps in order (CSVs, CRDs, the rest) with server-side apply under one field
 //!   manager, `olm.managed=true`, owner references to the CSV for namespaced objects; CRDs
 //!   checked for upgrade safety first and waited for until Established (`WaitingForApi`).
@@ -165,7 +166,10 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
             }
             Ok(Action::await_change())
         }
-        _ => execute(plan, status, ctx).await,
+        InstallPlanPhase::Installing => execute(plan, status, ctx).await,
+        // No phase or Planning: its writer has not handed it over yet; upstream leaves such
+        // a plan alone too (its Subscription says InstallPlanNotYetReconciled).
+        InstallPlanPhase::None | InstallPlanPhase::Planning => Ok(Action::await_change()),
     }
 }
 

@@ -14,6 +14,7 @@ use crate::api::{
     PlannedBundle, Subscription, SubscriptionCatalogHealth, SubscriptionCondition,
     SubscriptionReason, SubscriptionState, SubscriptionStatus,
 };
+use crate::catalog::model::fbc::{PROP_GVK, Property};
 use crate::catalog::model::semver_range::parse_version;
 use crate::controllers::kit::{Cond, ConditionStatus};
 use crate::resolver::{
@@ -87,9 +88,42 @@ pub fn installed_csvs(
             package,
             version,
             source,
+            provided: owned_api_properties(csv),
         });
     }
     out
+}
+
+/// `olm.gvk` of each API the CSV's spec owns: a CRD (`plural.group` name) and an API
+/// service, as upstream reads a CSV it finds in the namespace.
+fn owned_api_properties(csv: &ClusterServiceVersion) -> Vec<Property> {
+    let crds = csv
+        .spec
+        .customresourcedefinitions
+        .as_ref()
+        .map(|d| d.owned.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|crd| {
+            let (_, group) = crd.name.split_once('.')?;
+            Some((group.to_string(), crd.version.clone(), crd.kind.clone()))
+        });
+    let api_services = csv
+        .spec
+        .apiservicedefinitions
+        .as_ref()
+        .map(|d| d.owned.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|a| (a.group.clone(), a.version.clone(), a.kind.clone()));
+    crds.chain(api_services)
+        .map(|(group, version, kind)| {
+            Property::new(
+                PROP_GVK,
+                serde_json::json!({"group": group, "version": version, "kind": kind}),
+            )
+        })
+        .collect()
 }
 
 /// `olm.package` of the properties annotation: (packageName, version).
@@ -439,16 +473,21 @@ pub fn statuses(subs: &[&Subscription], round: &Round<'_>, keep: usize) -> Statu
             (None, Some(new)) => (outcomes.get(name.as_str()).copied(), find_plan(new)),
             // Nothing new to plan: the plan it references (if still there) tells how the
             // last install went (a Failed one shows as InstallPlanFailed, as upstream).
+            // A generated dependency Subscription refers to the plan that created it.
             (None, None) => (
                 outcomes.get(name.as_str()).copied(),
-                referenced_name.as_deref().and_then(find_plan),
+                match referenced_name.as_deref() {
+                    Some(r) => find_plan(r),
+                    None => generating_plan(sub, round.plans),
+                },
             ),
         };
+        // Also once installed (AtLatestKnown): upstream says so whenever the plan a
+        // Subscription references is gone, however the install went.
         let plan_missing = plan.is_none()
             && referenced_name
                 .as_deref()
-                .is_some_and(|r| find_plan(r).is_none())
-            && !matches!(outcome, Some(Outcome::AtLatestKnown { .. }));
+                .is_some_and(|r| find_plan(r).is_none());
         let input = StatusInput {
             failure: round.resolution.failures.get(&name),
             outcome,
@@ -647,6 +686,30 @@ fn catalog_sources_unhealthy(
     )
 }
 
+/// The plan that created `sub` as a dependency's Subscription: the one its
+/// `olm.generated-by` annotation names (upstream's value), else the one with a step that
+/// creates it (ours name the dependent bundles there).
+fn generating_plan<'a>(sub: &Subscription, plans: &[&'a InstallPlan]) -> Option<&'a InstallPlan> {
+    let generated_by = sub
+        .annotations()
+        .get(crate::controllers::plan::steps::ANNOTATION_GENERATED_BY)?;
+    let name = sub.name_any();
+    plans
+        .iter()
+        .copied()
+        .find(|p| p.name_any() == *generated_by)
+        .or_else(|| {
+            plans.iter().copied().find(|p| {
+                p.status.as_ref().is_some_and(|s| {
+                    s.plan.iter().any(|step| {
+                        step.resource.kind == crate::controllers::plan::steps::KIND_SUBSCRIPTION
+                            && step.resource.name == name
+                    })
+                })
+            })
+        })
+}
+
 /// Points `status` at `plan` (both of upstream's references, and its generation).
 fn refer_to_plan(status: &mut SubscriptionStatus, plan: &InstallPlan) {
     let uid = plan.metadata.uid.clone().unwrap_or_default();
@@ -731,8 +794,6 @@ fn condition(
     Cond::new(type_, status, reason, message).into_subscription()
 }
 
-/// InstallPlanFailed for a failed `plan`: with the reason the plan gives on its Installed
-/// condition, as upstream passes it on, else a reason of our own.
 /// What a pending plan says, as upstream relays it: its Installed condition's message, else
 /// the messages of its bundle lookups still pending, else nothing.
 fn pending_message(plan: &InstallPlan) -> String {
@@ -763,17 +824,21 @@ fn pending_message(plan: &InstallPlan) -> String {
         .join(" ")
 }
 
+/// InstallPlanFailed for a failed `plan`: with the reason the plan gives on its Installed
+/// condition, as upstream passes it on, else a reason of our own.
 fn plan_failed(plan: &InstallPlan) -> SubscriptionCondition {
     const TYPE: &str = "InstallPlanFailed";
     let status = plan.status.as_ref();
-    let message = status
-        .and_then(|s| s.message.clone())
+    let message = Some(pending_message(plan))
+        .filter(|m| !m.is_empty())
+        .or_else(|| status.and_then(|s| s.message.clone()))
         .unwrap_or_else(|| format!("InstallPlan {} failed", plan.name_any()));
+    // Relayed only from an Installed=False condition, as upstream.
     let plans_reason = status
         .and_then(|s| {
-            s.conditions
-                .iter()
-                .find(|c| c.type_.as_deref() == Some("Installed"))
+            s.conditions.iter().find(|c| {
+                c.type_.as_deref() == Some("Installed") && c.status.as_deref() == Some("False")
+            })
         })
         .and_then(|c| c.reason.clone());
     match plans_reason {

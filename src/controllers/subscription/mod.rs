@@ -240,6 +240,18 @@ impl Gathered {
             serde_json::to_string(&p.phase())
                 .unwrap_or_default()
                 .hash(&mut hasher);
+            // What a Subscription relays of its plan: the conditions and message (a client
+            // may change only the Installed reason), and the bundle lookups' conditions.
+            if let Some(status) = &p.status {
+                serde_json::to_string(&(&status.conditions, &status.message))
+                    .unwrap_or_default()
+                    .hash(&mut hasher);
+                for lookup in &status.bundle_lookups {
+                    serde_json::to_string(&lookup.conditions)
+                        .unwrap_or_default()
+                        .hash(&mut hasher);
+                }
+            }
         }
         for g in &self.groups {
             (

@@ -752,6 +752,87 @@ fn a_rounds_statuses_follow_held_new_and_missing_plans_and_prune_the_rest() {
     assert_eq!(statuses.prune, ["p1", "p2", "p3"]);
 }
 
+/// A dependency's Subscription that a plan generated refers to that plan from the start
+/// (upstream's `olm.generated-by`), found by the annotation's plan name or by the step
+/// that creates it; a plain Subscription without a reference is not given one.
+#[test]
+fn a_generated_subscription_refers_to_the_plan_that_created_it() {
+    let mut generated = sub(
+        "kmm-stable-operators-ns",
+        "kernel-module-management",
+        json!({}),
+    );
+    generated.metadata.annotations = Some(
+        [(
+            crate::controllers::plan::steps::ANNOTATION_GENERATED_BY.to_string(),
+            "ptemplate.v0.3.0".to_string(),
+        )]
+        .into(),
+    );
+    let mut by_name = generated.clone();
+    by_name.metadata.name = Some("by-name".into());
+    by_name.metadata.annotations = Some(
+        [(
+            crate::controllers::plan::steps::ANNOTATION_GENERATED_BY.to_string(),
+            "install-up".to_string(),
+        )]
+        .into(),
+    );
+    let plain = sub("plain", "at", json!({}));
+    let mut creating = plan(
+        "install-ours",
+        &["ptemplate.v0.3.0"],
+        1,
+        InstallPlanPhase::Complete,
+    );
+    creating.status.as_mut().unwrap().plan = vec![crate::api::Step {
+        resolving: "ptemplate.v0.3.0".into(),
+        resource: crate::api::StepResource {
+            source_name: "operators".into(),
+            source_namespace: "ns".into(),
+            group: "operators.coreos.com".into(),
+            version: "v1alpha1".into(),
+            kind: "Subscription".into(),
+            name: "kmm-stable-operators-ns".into(),
+            manifest: None,
+        },
+        optional: None,
+        status: crate::api::StepStatus::Created,
+    }];
+    let upstreams = plan("install-up", &["x.v1"], 2, InstallPlanPhase::Complete);
+    let plans = [&creating, &upstreams];
+    let resolution = Resolution::default();
+    let csvs = BTreeSet::new();
+    let round = Round {
+        resolution: &resolution,
+        plans: &plans,
+        plan_of: &BTreeMap::new(),
+        csvs: &csvs,
+        installed_by_package: &BTreeMap::new(),
+        catalogs: &[],
+        now: time(100),
+    };
+    let statuses = statuses(&[&generated, &by_name, &plain], &round, 5);
+    let plan_name =
+        |s: &SubscriptionStatus| s.install_plan_ref.as_ref().and_then(|r| r.name.clone());
+    assert_eq!(
+        plan_name(&statuses.desired[0]).as_deref(),
+        Some("install-ours")
+    );
+    assert_eq!(
+        statuses.desired[0]
+            .installplan
+            .as_ref()
+            .map(|r| r.name.as_str()),
+        Some("install-ours")
+    );
+    assert_eq!(
+        plan_name(&statuses.desired[1]).as_deref(),
+        Some("install-up")
+    );
+    assert_eq!(plan_name(&statuses.desired[2]), None);
+}
+
 /// Upstream's InstallPlanPending: the plan's phase as reason (InstallPlanNotYetReconciled
 /// while it has none), and the plan's own words as message.
 #[test]
