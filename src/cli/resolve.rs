@@ -228,5 +228,6 @@ fn parse_installed(spec: &str, catalogs: &[Catalog]) -> anyhow::Result<Installed
         package: package.into(),
         version,
         source,
+        provided: vec![],
     })
 }

@@ -72,7 +72,8 @@ impl<'a> OlmProblem<'a> {
                     None => {
                         let value =
                             json!({"packageName": csv.package, "version": csv.version.to_string()});
-                        let properties = vec![Property::new(PROP_PACKAGE, value)];
+                        let mut properties = vec![Property::new(PROP_PACKAGE, value)];
+                        properties.extend(csv.provided.iter().cloned());
                         Installed {
                             catalog,
                             gvks: provided_gvks(&properties),

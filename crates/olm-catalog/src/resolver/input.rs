@@ -47,6 +47,9 @@ pub struct InstalledCsv {
     pub version: Version,
     /// The catalog it came from, when known; its catalog entry tells which APIs it provides.
     pub source: Option<CatalogRef>,
+    /// `olm.gvk` properties of the APIs its own spec owns (CRDs, API services): what it
+    /// provides when no catalog has its entry (a CSV created directly, as upstream counts).
+    pub provided: Vec<crate::catalog::model::fbc::Property>,
 }
 
 /// A Subscription in the namespace.

@@ -212,6 +212,31 @@ fn gvk_dependencies_and_one_provider_per_gvk() {
     .unwrap();
     assert_eq!(steps(&plan), vec!["app.v1.0.0@ops"]);
     assert_eq!(plan.steps[0].dependency_of, Vec::<String>::new());
+    // So does a CSV no catalog knows (created directly, no Subscription), by the APIs its
+    // own spec owns, as upstream counts the namespace's CSVs.
+    let direct = InstalledCsv {
+        name: "hand-made.v0.1.0".into(),
+        package: "hand-made.v0.1.0".into(),
+        version: semver::Version::new(0, 1, 0),
+        source: None,
+        provided: provides_widget(""),
+    };
+    let plan = run(
+        std::slice::from_ref(&cat),
+        &ns(vec![direct.clone()], vec![sub("app", "ops")]),
+    )
+    .unwrap();
+    assert_eq!(steps(&plan), vec!["app.v1.0.0@ops"]);
+    let unrelated = InstalledCsv {
+        provided: vec![],
+        ..direct
+    };
+    let plan = run(
+        std::slice::from_ref(&cat),
+        &ns(vec![unrelated], vec![sub("app", "ops")]),
+    )
+    .unwrap();
+    assert_eq!(steps(&plan), vec!["maker.v1.0.0@ops", "app.v1.0.0@ops"]);
     // Two providers of one GVK cannot share a namespace.
     let text = error_text(run(
         std::slice::from_ref(&cat),

@@ -168,6 +168,7 @@ pub fn installed(package: &str, version: &str) -> InstalledCsv {
         package: package.into(),
         version: semver::Version::parse(version).unwrap(),
         source: None,
+        provided: vec![],
     }
 }
 
