@@ -146,6 +146,10 @@ reasons! {
         CatalogLoaded = "CatalogLoaded",
         /// Event: new content replaced the content in use.
         CatalogUpdated = "CatalogUpdated",
+        /// `olm.catalogImageTemplate`: every variable resolved into a valid image reference.
+        AllTemplatesResolved = "AllTemplatesResolved",
+        /// `olm.catalogImageTemplate`: a variable unknown or a result that is no reference.
+        UnableToResolve = "UnableToResolve",
     }
     wraps Pull(PullCause);
 }
@@ -359,6 +363,8 @@ mod tests {
             (R::Panicked, "Panicked"),
             (R::CatalogLoaded, "CatalogLoaded"),
             (R::CatalogUpdated, "CatalogUpdated"),
+            (R::AllTemplatesResolved, "AllTemplatesResolved"),
+            (R::UnableToResolve, "UnableToResolve"),
         ];
         assert_spellings(R::all(), &with_pull_causes(&own, R::Pull));
         assert_eq!(R::from(PullCause::NotFound).as_str(), "NotFound");

@@ -215,11 +215,14 @@ pub async fn sync_config_map(
     else {
         return Ok(not_found(name));
     };
-    let watched_version = watched
-        .metadata
-        .resource_version
-        .clone()
-        .unwrap_or_default();
+    let watched_version = match ensure_owner(source, source_ref, &watched, cctx).await? {
+        Some(version) => version,
+        None => watched
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default(),
+    };
     let seen = cctx
         .state
         .last_load(source_ref)
@@ -261,6 +264,63 @@ pub async fn sync_config_map(
         spec_problem: None,
         requeue_after: None,
     })
+}
+
+/// Makes the CatalogSource an owner of its ConfigMap, as upstream does (neither controller
+/// nor blocking), so that deleting the catalog deletes its ConfigMap: the same name created
+/// again then starts from a new ConfigMap too. The leader only, once; returns the
+/// ConfigMap's new resourceVersion when it wrote.
+async fn ensure_owner(
+    source: &CatalogSource,
+    source_ref: &CatalogRef,
+    watched: &kube::core::PartialObjectMeta<ConfigMap>,
+    cctx: &CatalogSourceContext,
+) -> Result<Option<String>, Error> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::Resource;
+    let Some(uid) = source.metadata.uid.clone() else {
+        return Ok(None);
+    };
+    let mut owners = watched
+        .metadata
+        .owner_references
+        .clone()
+        .unwrap_or_default();
+    if owners.iter().any(|o| o.uid == uid) || !cctx.shared.is_leader() {
+        return Ok(None);
+    }
+    owners.push(OwnerReference {
+        api_version: CatalogSource::api_version(&()).into_owned(),
+        kind: CatalogSource::kind(&()).into_owned(),
+        name: source_ref.name.clone(),
+        uid,
+        controller: Some(false),
+        block_owner_deletion: Some(false),
+    });
+    let name = watched.metadata.name.clone().unwrap_or_default();
+    // The resourceVersion makes a concurrent change of the owners fail instead of losing it.
+    let patch = serde_json::json!({"metadata": {
+        "ownerReferences": owners,
+        "resourceVersion": watched.metadata.resource_version,
+    }});
+    let api: Api<ConfigMap> = Api::namespaced(cctx.shared.client.clone(), &source_ref.namespace);
+    match api
+        .patch_metadata(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(patched) => Ok(patched.metadata.resource_version),
+        // Changed or gone since the watch saw it: the watch brings the next round.
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(None),
+        Err(error) => Err(Error::OwnConfigMap {
+            source_ref: source_ref.clone(),
+            config_map: name,
+            error,
+        }),
+    }
 }
 
 /// Reads a new version of a ConfigMap catalog and hands it to [`accept`]; false when the

@@ -10,6 +10,7 @@
 mod image;
 mod load;
 pub mod status;
+pub mod template;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -66,6 +67,24 @@ pub enum Error {
         #[source]
         error: kube::Error,
     },
+    #[error(
+        "CatalogSource {source_ref}: adding it to the owners of ConfigMap {config_map}: {error}"
+    )]
+    OwnConfigMap {
+        source_ref: CatalogRef,
+        config_map: String,
+        #[source]
+        error: kube::Error,
+    },
+    #[error(
+        "CatalogSource {source_ref}: setting spec.image to {image} (olm.catalogImageTemplate): {error}"
+    )]
+    WriteImage {
+        source_ref: CatalogRef,
+        image: String,
+        #[source]
+        error: kube::Error,
+    },
     #[error("CatalogSource {source_ref}: writing status: {error}")]
     WriteStatus {
         source_ref: CatalogRef,
@@ -80,6 +99,8 @@ impl ReconcileError for Error {
     fn metric_label(&self) -> &'static str {
         match self {
             Error::ReadConfigMap { .. } => "read_configmap",
+            Error::OwnConfigMap { .. } => "own_configmap",
+            Error::WriteImage { .. } => "write_image",
             Error::WriteStatus { .. } => "write_status",
             Error::Panicked(_) => "panic",
         }
@@ -94,6 +115,8 @@ pub struct CatalogSourceContext {
     /// Metadata of the ConfigMaps in the watched namespaces: a ConfigMap catalog is re-read
     /// only when its resourceVersion moves, with no periodic GET.
     config_maps: Store<PartialObjectMeta<ConfigMap>>,
+    /// The API server's version for `olm.catalogImageTemplate`, read once it is needed.
+    kube_version: tokio::sync::OnceCell<[u64; 3]>,
 }
 
 /// What the controller remembers per CatalogSource between rounds (in memory only).
@@ -104,6 +127,9 @@ pub struct CatalogSourceState {
 
 #[derive(Default)]
 struct SourceState {
+    /// The object this state is of: one deleted and created again under its name is a new
+    /// object, read from scratch.
+    uid: Option<String>,
     client: Option<Arc<RegistryClient>>,
     /// Image catalogs: the registry session (its auth handshake done once), while the
     /// registry and credentials stay the same.
@@ -181,6 +207,19 @@ impl CatalogSourceState {
         })
     }
 
+    /// Records that `uid` is the object under `source`'s name; true when the state was of
+    /// an earlier object of that name and has been forgotten.
+    fn claim(&self, source: &CatalogRef, uid: Option<&str>) -> bool {
+        self.with(source, |state| {
+            let earlier = state.uid.is_some() && state.uid.as_deref() != uid;
+            if earlier {
+                *state = SourceState::default();
+            }
+            state.uid = uid.map(str::to_string);
+            earlier
+        })
+    }
+
     pub(crate) fn last_load(&self, source: &CatalogRef) -> Option<LoadRecord> {
         self.with(source, |state| state.last_load.clone())
     }
@@ -250,6 +289,11 @@ async fn sync(
 ) -> Result<Action, Error> {
     let now = kit::now();
     fault_injection::maybe_panic(source);
+    if ctx.state.claim(source_ref, source.metadata.uid.as_deref()) {
+        // Deleted and created again under this name: nothing of the old one is its content.
+        ctx.shared.snapshots.retain(|r| r != source_ref);
+        load::forget_metrics(source_ref, &ctx.shared);
+    }
     let round = match &source.spec.source_type {
         SourceType::Grpc => load::sync_grpc(source, source_ref, ctx).await,
         SourceType::Unknown(other) => load::Round {
@@ -262,6 +306,21 @@ async fn sync(
         },
         SourceType::Configmap | SourceType::Internal => {
             load::sync_config_map(source, source_ref, ctx, now).await?
+        }
+    };
+    let template = match source.annotations().get(template::ANNOTATION) {
+        None => None,
+        Some(text) => {
+            let resolution = template::resolve(text, kube_version(ctx).await);
+            if let template::Resolution::Image(image) = &resolution
+                && source.spec.image.as_deref() != Some(image.as_str())
+                && ctx.shared.is_leader()
+            {
+                set_image(source, source_ref, image, ctx).await?;
+                // The new generation brings the next round, which reads the new image.
+                return Ok(Action::await_change());
+            }
+            Some(resolution)
         }
     };
     ctx.shared
@@ -288,6 +347,7 @@ async fn sync(
             };
             status::registry_service(&source_ref.name, &source_ref.namespace, address)
         }),
+        template,
     };
     let desired = desired_status(source.status.as_ref(), &observed);
     let current = source.status.as_ref().map(owned_fields);
@@ -313,6 +373,50 @@ async fn sync(
     Ok(round
         .requeue_after
         .map_or_else(Action::await_change, Action::requeue))
+}
+
+/// The API server's version (major, minor, patch), read once; None while it cannot be read.
+async fn kube_version(ctx: &CatalogSourceContext) -> Option<[u64; 3]> {
+    ctx.kube_version
+        .get_or_try_init(|| async {
+            let info = ctx.shared.client.apiserver_version().await.map_err(|e| {
+                tracing::warn!(error = %e, "reading the API server's version for olm.catalogImageTemplate");
+            })?;
+            template::kube_version(&info.git_version).ok_or_else(|| {
+                tracing::warn!(version = %info.git_version, "the API server's version is no semver");
+            })
+        })
+        .await
+        .ok()
+        .copied()
+}
+
+/// Sets `spec.image` to what the catalog image template gives, as upstream does.
+async fn set_image(
+    source: &CatalogSource,
+    source_ref: &CatalogRef,
+    image: &str,
+    ctx: &CatalogSourceContext,
+) -> Result<(), Error> {
+    let api: Api<CatalogSource> = Api::namespaced(ctx.shared.client.clone(), &source_ref.namespace);
+    let patch = serde_json::json!({"spec": {"image": image}});
+    let params = kube::api::PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..kube::api::PatchParams::default()
+    };
+    api.patch(
+        &source.name_any(),
+        &params,
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .map_err(|error| Error::WriteImage {
+        source_ref: source_ref.clone(),
+        image: image.to_string(),
+        error,
+    })?;
+    tracing::info!(catalog = %source_ref, image, "catalog image set from olm.catalogImageTemplate");
+    Ok(())
 }
 
 /// Applies the fields this controller owns.
@@ -348,6 +452,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let ctx = Arc::new(CatalogSourceContext {
         shared: Arc::clone(&shared),
         state: CatalogSourceState::default(),
+        kube_version: tokio::sync::OnceCell::new(),
         kit: KitState::default(),
         config_maps,
     });

@@ -21,11 +21,13 @@ pub const CONDITION_RECONCILED: &str = "Reconciled";
 
 /// The condition types this controller owns (applies under its field manager); conditions
 /// of other types belong to other writers and are never sent.
-pub const OWN_CONDITIONS: [&str; 4] = [
+pub const OWN_CONDITIONS: [&str; 6] = [
     CONDITION_CONNECTED,
     CONDITION_CATALOG_LOADED,
     CONDITION_SPEC_VALID,
     CONDITION_RECONCILED,
+    super::template::CONDITION_TEMPLATES_RESOLVED,
+    super::template::CONDITION_RESOLVED_IMAGE,
 ];
 
 /// gRPC connectivity states upstream reports in `connectionState.lastObservedState`.
@@ -86,6 +88,8 @@ pub struct Observation {
     pub image_pulled_at: Option<Timestamp>,
     /// What serves the catalog (`status.registryService`, its `createdAt` left to decide).
     pub registry_service: Option<RegistryServiceStatus>,
+    /// What the `olm.catalogImageTemplate` annotation gave, when the object has one.
+    pub template: Option<super::template::Resolution>,
 }
 
 /// `status.registryService` for a catalog: the registry server at `spec.address` (protocol
@@ -309,6 +313,7 @@ pub fn desired_status(
     // and ours that no longer apply (a fixed interval, a past panic) are removed.
     let mut ours = vec![connected, loaded];
     ours.extend(spec_valid);
+    ours.extend(template_conditions(&conditions, observed.template.as_ref()));
     status.conditions.retain(|c| {
         !OWN_CONDITIONS.contains(&c.type_.as_str()) || ours.iter().any(|o| o.type_ == c.type_)
     });
@@ -319,6 +324,39 @@ pub fn desired_status(
         }
     }
     status
+}
+
+/// Upstream's two conditions of a catalog image template (none without the annotation).
+fn template_conditions(
+    conditions: &Conditions<'_>,
+    template: Option<&super::template::Resolution>,
+) -> Vec<Condition> {
+    use super::template::{CONDITION_RESOLVED_IMAGE, CONDITION_TEMPLATES_RESOLVED, Resolution};
+    let (ok, resolved_message, image) = match template {
+        None => return Vec::new(),
+        Some(Resolution::Image(image)) => (
+            true,
+            "catalog image reference was successfully resolved".to_string(),
+            image.clone(),
+        ),
+        Some(Resolution::Unresolved { processed, message }) => {
+            (false, message.clone(), processed.clone())
+        }
+    };
+    let reason = if ok {
+        CatalogSourceReason::AllTemplatesResolved
+    } else {
+        CatalogSourceReason::UnableToResolve
+    };
+    vec![
+        conditions.make(
+            CONDITION_TEMPLATES_RESOLVED,
+            ok,
+            reason.clone(),
+            resolved_message,
+        ),
+        conditions.make(CONDITION_RESOLVED_IMAGE, ok, reason, image),
+    ]
 }
 
 /// What this controller applies: the fields it owns, and only its own conditions. Another
@@ -450,6 +488,7 @@ mod tests {
             generation: Some(1),
             image_pulled_at: None,
             registry_service: None,
+            template: None,
             now: at(now),
         }
     }
@@ -467,6 +506,7 @@ mod tests {
             generation: Some(1),
             image_pulled_at: None,
             registry_service: None,
+            template: None,
             now: at(now),
         }
     }
@@ -602,6 +642,7 @@ mod tests {
             now: at(100),
             image_pulled_at: None,
             registry_service: None,
+            template: None,
         };
         let status = desired_status(None, &observed);
         assert!(status.connection_state.is_none());
@@ -610,6 +651,50 @@ mod tests {
         assert_eq!(
             cond(&status, CONDITION_CONNECTED).observed_generation,
             Some(2)
+        );
+    }
+
+    /// `olm.catalogImageTemplate`: upstream's two conditions while the annotation is there
+    /// (True with the image, or False with why), none once it is gone.
+    #[test]
+    fn a_catalog_image_template_shows_as_upstreams_two_conditions() {
+        use crate::controllers::catalogsource::template::{
+            CONDITION_RESOLVED_IMAGE, CONDITION_TEMPLATES_RESOLVED, Resolution,
+        };
+        let mut observed = ready(Content::Loaded(summary("abc")), 100);
+        observed.template = Some(Resolution::Image("quay.io/o/c:1.37.1".into()));
+        let resolved = desired_status(None, &observed);
+        let templates = cond(&resolved, CONDITION_TEMPLATES_RESOLVED);
+        assert_eq!(
+            (templates.status.as_str(), templates.reason.as_str()),
+            ("True", "AllTemplatesResolved")
+        );
+        let image = cond(&resolved, CONDITION_RESOLVED_IMAGE);
+        assert_eq!(
+            (image.status.as_str(), image.message.as_str()),
+            ("True", "quay.io/o/c:1.37.1")
+        );
+        // A template problem is not the catalog's: the catalog stays READY.
+        observed.template = Some(Resolution::Unresolved {
+            processed: "quay.io/o/c:{x}".into(),
+            message: "cannot construct catalog image reference, because one or more template(s) has improper syntax".into(),
+        });
+        let unresolved = desired_status(Some(&resolved), &observed);
+        assert_eq!(
+            cond(&unresolved, CONDITION_TEMPLATES_RESOLVED).reason,
+            "UnableToResolve"
+        );
+        assert_eq!(cond(&unresolved, CONDITION_RESOLVED_IMAGE).status, "False");
+        assert_eq!(unresolved.reason, None);
+        observed.template = None;
+        let removed = desired_status(Some(&unresolved), &observed);
+        assert!(
+            removed
+                .conditions
+                .iter()
+                .all(|c| c.type_ != CONDITION_TEMPLATES_RESOLVED
+                    && c.type_ != CONDITION_RESOLVED_IMAGE),
+            "{removed:?}"
         );
     }
 
