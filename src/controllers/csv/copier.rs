@@ -135,10 +135,20 @@ pub(super) fn watch_copies(
     )
     // One per operator and namespace: keep only what the copier reads (names, labels,
     // the hash annotation), not the source's annotations and managed fields again.
+    // A status set by another writer is marked (cache only) so the source rewrites it.
     .modify(|copy: &mut PartialObjectMeta<ClusterServiceVersion>| {
-        copy.metadata.managed_fields = None;
-        if let Some(annotations) = copy.metadata.annotations.as_mut() {
-            annotations.retain(|key, _| key == copies::COPIED_HASH_ANNOTATION);
+        let drifted = copy
+            .metadata
+            .managed_fields
+            .take()
+            .is_some_and(|managed| copies::status_drifted(&managed, FIELD_MANAGER));
+        let annotations = copy
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        annotations.retain(|key, _| key == copies::COPIED_HASH_ANNOTATION);
+        if drifted {
+            annotations.insert(copies::STATUS_DRIFT_MARK.into(), String::new());
         }
     });
     let sources = reflector::reflector(writer, copies)
@@ -209,8 +219,10 @@ async fn sync(round: &Round<'_>, targets: &[String]) -> Result<(), Error> {
                 ctx.copies
                     .get(&ObjectRef::new(&round.name).within(namespace))
                     .as_ref()
-                    .and_then(|c| c.annotations().get(copies::COPIED_HASH_ANNOTATION))
-                    != Some(&hash)
+                    .is_none_or(|c| {
+                        c.annotations().get(copies::COPIED_HASH_ANNOTATION) != Some(&hash)
+                            || c.annotations().contains_key(copies::STATUS_DRIFT_MARK)
+                    })
             })
             .cloned()
             .collect();

@@ -85,6 +85,38 @@ pub fn build(source: &ClusterServiceVersion, namespace: &str) -> (Value, Value, 
     (object, copied_status, hash)
 }
 
+/// Cache-only mark (never written to the API server) on a copy whose status another writer
+/// changed since the copier last wrote it.
+pub const STATUS_DRIFT_MARK: &str = "olm.rs/status-drift";
+
+/// Whether a writer other than `ours` changed the copy's status after (or in the same second
+/// as) our last status write, by the copy's managed fields: upstream sets such a status
+/// back. Once our write is the newest the copy is judged clean, so a writer that keeps
+/// fields of its own costs one no-op write, not a loop.
+pub fn status_drifted(
+    managed: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry],
+    ours: &str,
+) -> bool {
+    let on_status = |e: &&k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry| {
+        e.subresource.as_deref() == Some("status")
+    };
+    let our_time = managed
+        .iter()
+        .filter(on_status)
+        .filter(|e| e.manager.as_deref() == Some(ours))
+        .filter_map(|e| e.time.as_ref().map(|t| t.0))
+        .max();
+    managed
+        .iter()
+        .filter(on_status)
+        .filter(|e| e.manager.as_deref() != Some(ours))
+        .any(|e| match (&e.time, our_time) {
+            (Some(theirs), Some(our_time)) => theirs.0 >= our_time,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +184,38 @@ mod tests {
         assert_eq!(build(&source, "b").2, hash);
         source.status.as_mut().unwrap().phase = Some(CsvPhase::Failed);
         assert_ne!(build(&source, "a").2, hash);
+    }
+
+    /// A status another writer changed after ours is drift; ours written after theirs is
+    /// not (their entry may stay, with fields of their own).
+    #[test]
+    fn status_drift_is_another_writers_newer_status_write() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
+        let entry = |manager: &str, subresource: Option<&str>, second: i64| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            subresource: subresource.map(str::to_string),
+            time: Some(Time(
+                k8s_openapi::jiff::Timestamp::from_second(second).unwrap(),
+            )),
+            ..ManagedFieldsEntry::default()
+        };
+        let ours = "olm-csv";
+        let clean = [entry(ours, None, 10), entry(ours, Some("status"), 10)];
+        assert!(!status_drifted(&clean, ours));
+        let edited = [
+            entry(ours, Some("status"), 10),
+            entry("e2e.test", Some("status"), 12),
+        ];
+        assert!(status_drifted(&edited, ours));
+        let set_back = [
+            entry(ours, Some("status"), 13),
+            entry("e2e.test", Some("status"), 12),
+        ];
+        assert!(!status_drifted(&set_back, ours));
+        // Another writer's spec or labels are not the status.
+        let labelled = [entry(ours, Some("status"), 10), entry("kubectl", None, 20)];
+        assert!(!status_drifted(&labelled, ours));
+        // A copy whose status only others wrote.
+        assert!(status_drifted(&[entry("someone", Some("status"), 1)], ours));
     }
 }
