@@ -352,7 +352,7 @@ fn template_conditions(
         conditions.make(
             CONDITION_TEMPLATES_RESOLVED,
             ok,
-            reason.clone(),
+            reason,
             resolved_message,
         ),
         conditions.make(CONDITION_RESOLVED_IMAGE, ok, reason, image),

@@ -346,6 +346,37 @@ async fn execute(
             continue;
         }
         let step = status.plan[i].clone();
+        // A CRD already applied and waiting for its API is only looked at, never applied
+        // again (as upstream): and once one is known to wait, the others wait for the next
+        // round. On a busy API server (a thousand CRDs being established) re-applying them
+        // every round was most of its load.
+        if step.status == StepStatus::WaitingForApi && step.resource.kind == KIND_CRD {
+            if waiting {
+                continue;
+            }
+            match crd_established(&step.resource.name, ctx).await {
+                Ok(Some(true)) => {
+                    status.plan[i].status = StepStatus::Created;
+                    continue;
+                }
+                Ok(Some(false)) => {
+                    waiting = true;
+                    continue;
+                }
+                // Gone meanwhile: applied again below.
+                Ok(None) => {}
+                Err(StepError::Retry { message, forbidden }) => {
+                    retry = Some((
+                        format!("step {} CRD {}: {message}", i + 1, step.resource.name),
+                        forbidden,
+                    ));
+                    break;
+                }
+                Err(StepError::Refused(message)) => {
+                    return fail(plan, status, Reason::InstallComponentFailed, message, ctx).await;
+                }
+            }
+        }
         let client = match (&scoped, step.resource.kind.as_str()) {
             (Some(client), kind) if kind != KIND_CRD => client.clone(),
             _ => ctx.shared.client.clone(),
@@ -670,6 +701,20 @@ fn step_gvk(r: &crate::api::StepResource, object: &Value) -> GroupVersionKind {
         }
         _ => GroupVersionKind::gvk(&r.group, &r.version, &r.kind),
     }
+}
+
+/// Whether the CRD `name` is Established; None when it does not exist.
+async fn crd_established(name: &str, ctx: &InstallPlanContext) -> Result<Option<bool>, StepError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(ctx.shared.client.clone());
+    let crd = api.get_opt(name).await.map_err(classify)?;
+    Ok(crd.map(|crd| {
+        crd.status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == ConditionStatus::True.as_str())
+    }))
 }
 
 fn established(crd: &DynamicObject) -> bool {
