@@ -491,3 +491,101 @@ async fn catalogs_of_the_global_namespace_are_visible_from_every_namespace() {
     assert_eq!(visible(&global, "some-other-namespace"), ["high", "low"]);
     assert!(visible(&local, "some-other-namespace").is_empty());
 }
+
+/// `olm.catalogImageTemplate` (upstream's "adding catalog template adjusts image used"):
+/// the API server's version fills the template into `spec.image`, with upstream's two
+/// conditions; a template that cannot resolve leaves the image alone and says why; removing
+/// the annotation removes the conditions. The catalog itself keeps serving throughout.
+#[tokio::test]
+async fn a_catalog_image_template_follows_the_kube_version() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "catsrc-template").await;
+    let port = free_port();
+    let _server = olm_serve(&repo_root().join("catalog"), port);
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    let version: Value =
+        serde_json::from_str(&kubectl(&["version", "-o", "json"], None).ok().stdout()).unwrap();
+    let git_version = version["serverVersion"]["gitVersion"].as_str().unwrap();
+    let numbers = git_version.trim_start_matches('v');
+    let numbers = numbers.split(['+', '-']).next().unwrap();
+
+    let with_template = |template: &str| {
+        format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: templated\n  namespace: {}\n  annotations:\n    olm.catalogImageTemplate: \"{template}\"\nspec:\n  sourceType: grpc\n  address: 127.0.0.1:{port}\n  image: quay.io/olmtest/catsrc-update-test:old\n",
+            ns.name
+        )
+    };
+    let has = |catsrc: &Value, type_: &str, status: &str| {
+        catsrc["status"]["conditions"].as_array().is_some_and(|l| {
+            l.iter()
+                .any(|c| c["type"] == type_ && c["status"] == status)
+        })
+    };
+    kubectl(
+        &["apply", "-f", "-"],
+        Some(&with_template(
+            "quay.io/olmtest/catsrc-update-test:{kube_major_version}.{kube_minor_version}.{kube_patch_version}",
+        )),
+    )
+    .ok();
+    let resolved = eventually("the image resolved from the template", WAIT, || async {
+        let catsrc = get_json(&ns.name, "catalogsource/templated");
+        has(&catsrc, "ResolvedImage", "True").then_some(catsrc)
+    })
+    .await;
+    let expected = format!("quay.io/olmtest/catsrc-update-test:{numbers}");
+    assert_eq!(resolved["spec"]["image"], expected.as_str());
+    let templates = condition(&resolved, "TemplatesHaveResolved");
+    assert_eq!(templates["status"], "True");
+    assert_eq!(templates["reason"], "AllTemplatesResolved");
+    assert_eq!(
+        condition(&resolved, "ResolvedImage")["message"],
+        expected.as_str()
+    );
+    wait_for_state(&ns.name, "templated", "READY");
+
+    kubectl(
+        &[
+            "annotate",
+            "--overwrite",
+            "catalogsource/templated",
+            "-n",
+            &ns.name,
+            "olm.catalogImageTemplate=quay.io/olmtest/catsrc-update-test:{openshift_version}",
+        ],
+        None,
+    )
+    .ok();
+    let unresolved = eventually("the template refused", WAIT, || async {
+        let catsrc = get_json(&ns.name, "catalogsource/templated");
+        has(&catsrc, "TemplatesHaveResolved", "False").then_some(catsrc)
+    })
+    .await;
+    assert_eq!(
+        condition(&unresolved, "TemplatesHaveResolved")["reason"],
+        "UnableToResolve"
+    );
+    assert_eq!(unresolved["spec"]["image"], expected.as_str());
+
+    kubectl(
+        &[
+            "annotate",
+            "catalogsource/templated",
+            "-n",
+            &ns.name,
+            "olm.catalogImageTemplate-",
+        ],
+        None,
+    )
+    .ok();
+    eventually("the template's conditions removed", WAIT, || async {
+        let catsrc = get_json(&ns.name, "catalogsource/templated");
+        let conditions = catsrc["status"]["conditions"].as_array().cloned()?;
+        conditions
+            .iter()
+            .all(|c| c["type"] != "TemplatesHaveResolved" && c["type"] != "ResolvedImage")
+            .then_some(())
+    })
+    .await;
+}

@@ -137,3 +137,86 @@ async fn a_missing_config_map_is_reported_until_it_appears() {
     })
     .await;
 }
+
+/// As upstream, a CatalogSource owns its ConfigMap: deleting the catalog garbage-collects
+/// the ConfigMap. Upstream's fail-forward specs then create both again under the same names
+/// at once, with newer content: the new object is a new catalog (its own content, a status
+/// written after it was created), nothing of the old one carried over.
+#[tokio::test]
+async fn a_catalog_deleted_and_created_again_owns_a_new_config_map() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "catsrc-cm-again").await;
+    let olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    apply_config_map(&ns.name, "words-configmap", reverse_words_data());
+    apply_catalog_source(&ns.name, "words", "words-configmap");
+    wait_for_state(&ns.name, "words", "READY");
+    let first = get_json(&ns.name, "catalogsource/words");
+    let owned = eventually("the ConfigMap owned by its CatalogSource", WAIT, || async {
+        let cm = get_json(&ns.name, "configmap/words-configmap");
+        let owners = cm["metadata"]["ownerReferences"].as_array().cloned()?;
+        owners
+            .iter()
+            .any(|o| o["kind"] == "CatalogSource" && o["uid"] == first["metadata"]["uid"])
+            .then_some(owners)
+    })
+    .await;
+    assert_eq!(owned[0]["controller"], false, "{owned:?}");
+
+    kubectl(&["delete", "catalogsource", "words", "-n", &ns.name], None).ok();
+    eventually("the ConfigMap garbage-collected with it", WAIT, || async {
+        let out = kubectl(&["get", "configmap/words-configmap", "-n", &ns.name], None);
+        (!out.success()).then_some(())
+    })
+    .await;
+
+    // Newer content: a channel with one more bundle's worth cut off (0.1.0 → 0.3.0).
+    let mut newer = reverse_words_data();
+    let csvs: Vec<Value> =
+        serde_yaml::from_str(newer["clusterServiceVersions"].as_str().unwrap()).unwrap();
+    let csvs: Vec<Value> = csvs
+        .into_iter()
+        .filter(|c| c["metadata"]["name"] != "reverse-words.v0.4.0")
+        .collect();
+    newer["clusterServiceVersions"] = json!(serde_yaml::to_string(&csvs).unwrap());
+    newer["packages"] = json!(
+        serde_yaml::to_string(&json!([{
+            "packageName": "reverse-words",
+            "channels": [{"name": "stable", "currentCSV": "reverse-words.v0.3.0"}],
+            "defaultChannel": "stable",
+        }]))
+        .unwrap()
+    );
+    apply_config_map(&ns.name, "words-configmap", newer);
+    apply_catalog_source(&ns.name, "words", "words-configmap");
+    let second = eventually(
+        "the new object READY with its own content",
+        WAIT,
+        || async {
+            let catsrc = get_json(&ns.name, "catalogsource/words");
+            let snapshot = olm.snapshot(&ns.name, "words")?;
+            (catsrc["metadata"]["uid"] != first["metadata"]["uid"]
+                && catsrc["status"]["connectionState"]["lastObservedState"] == "READY"
+                && snapshot["bundles"] == 3)
+                .then_some(catsrc)
+        },
+    )
+    .await;
+    let created = second["metadata"]["creationTimestamp"].as_str().unwrap();
+    for (what, time) in [
+        (
+            "lastConnect",
+            &second["status"]["connectionState"]["lastConnect"],
+        ),
+        (
+            "configMapReference.lastUpdateTime",
+            &second["status"]["configMapReference"]["lastUpdateTime"],
+        ),
+    ] {
+        // RFC 3339 in UTC at second precision: compared as text.
+        assert!(
+            time.as_str().unwrap() >= created,
+            "{what} {time} is older than the object ({created})"
+        );
+    }
+}

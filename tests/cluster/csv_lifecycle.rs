@@ -390,6 +390,30 @@ async fn single_namespace_group_gets_roles_and_a_copy_in_the_target() {
         copy["spec"]["install"]["spec"].is_null(),
         "copies are cheap"
     );
+
+    // A copy's status set by someone else is set back (upstream's "is synchronized with
+    // the original csv" spec edits lastUpdateTime the same way).
+    kubectl(
+        &[
+            "patch",
+            "csv",
+            "reverse-words.v0.3.0",
+            "-n",
+            &target.name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"lastUpdateTime":"1970-01-01T00:00:01Z"}}"#,
+        ],
+        None,
+    )
+    .ok();
+    eventually("the copy's status set back", WAIT, || async {
+        let copy = get(&target.name, "csv/reverse-words.v0.3.0")?;
+        let source = get(&ns.name, "csv/reverse-words.v0.3.0")?;
+        (copy["status"]["lastUpdateTime"] == source["status"]["lastUpdateTime"]).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -382,6 +382,13 @@ async fn a_dependency_comes_with_a_generated_subscription_in_the_same_plan() {
         "{:#}",
         sub["metadata"]
     );
+    // It refers to the plan that created it, as upstream's generated Subscriptions do.
+    assert_eq!(
+        sub["status"]["installPlanRef"]["name"], plan,
+        "{:#}",
+        sub["status"]
+    );
+    assert_eq!(sub["status"]["installplan"]["name"], plan);
     // Still one plan once the generated Subscription resolves.
     assert_eq!(s.plans().len(), 1);
 }
@@ -582,6 +589,20 @@ async fn a_missing_dependency_is_named() {
         "names the GVK: {message}"
     );
     assert!(s.plans().is_empty());
+
+    // A CSV that provides the API, created directly (no Subscription, no catalog knows it),
+    // satisfies the dependency, as upstream counts the namespace's CSVs: the plan holds
+    // ptemplate alone (upstream's "OnePreExistingCRDOwner").
+    use super::csv_lifecycle::{apply_crds, apply_csv};
+    apply_crds("kernel-module-management", "2.2.0");
+    apply_csv(s.name(), "kernel-module-management", "2.2.0");
+    s.installed("ptemplate", "ptemplate.v0.2.0").await;
+    let plans = s.plans();
+    assert_eq!(plans.len(), 1, "{plans:#?}");
+    assert_eq!(
+        plans[0]["spec"]["clusterServiceVersionNames"],
+        serde_json::json!(["ptemplate.v0.2.0"])
+    );
 }
 
 #[tokio::test]
