@@ -17,6 +17,7 @@ pub mod operatorgroup;
 pub mod ownership;
 pub mod plan;
 pub mod pull_secrets;
+pub mod scoped;
 pub mod subscription;
 
 use crate::controllers::host::{Controller, Role};

@@ -574,3 +574,84 @@ async fn a_requirement_lost_after_success_waits_in_pending() {
     apply_json(&ns.name, &crd);
     wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", None).await;
 }
+
+/// A group with `serviceAccountName` grants a CSV only what that account may grant, as
+/// upstream (whose plan steps make the CSV's RBAC as that account): with rights in its
+/// namespace only, kmm's ClusterRole is refused and the CSV says so, naming the account;
+/// granted cluster rights, the CSV installs.
+#[tokio::test]
+async fn a_scoped_group_grants_only_what_its_service_account_may() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "csv-scoped").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    let rbac = |kind: &str, name: &str, namespaced: bool| {
+        let mut meta = serde_json::json!({"name": name});
+        if namespaced {
+            meta["namespace"] = serde_json::json!(ns.name);
+        }
+        let role_kind = if kind.starts_with("Cluster") {
+            "ClusterRole"
+        } else {
+            "Role"
+        };
+        match kind {
+            "Role" | "ClusterRole" => serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta,
+                "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}],
+            }),
+            _ => serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": ns.name}],
+            }),
+        }
+    };
+    apply_json(
+        &ns.name,
+        &serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                            "metadata": {"name": "installer"}}),
+    );
+    apply_json(&ns.name, &rbac("Role", "installer", true));
+    apply_json(&ns.name, &rbac("RoleBinding", "installer", true));
+    let og = serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+        "metadata": {"name": "og"},
+        "spec": {"targetNamespaces": [ns.name], "serviceAccountName": "installer"},
+    });
+    apply_json(&ns.name, &og);
+    apply_crds("kernel-module-management", "2.2.0");
+    apply_csv(&ns.name, "kernel-module-management", "2.2.0");
+    let csv = "csv/kernel-module-management.v2.2.0";
+    let refused = eventually("the CSV's ClusterRole refused", WAIT, || async {
+        let csv = get(&ns.name, csv)?;
+        let message = csv["status"]["message"].as_str()?.to_string();
+        (message.contains("forbidden") && message.contains("installer")).then_some(csv)
+    })
+    .await;
+    assert_ne!(
+        refused["status"]["phase"], "Succeeded",
+        "{:#}",
+        refused["status"]
+    );
+
+    // Cluster rights for the account (cluster-scoped objects: removed at the end).
+    let cluster_name = format!("{}-installer", ns.name);
+    let cluster_role = rbac("ClusterRole", &cluster_name, false);
+    let cluster_binding = rbac("ClusterRoleBinding", &cluster_name, false);
+    apply_json(&ns.name, &cluster_role);
+    apply_json(&ns.name, &cluster_binding);
+    let installed = eventually(
+        "the CSV Succeeded once granted",
+        Duration::from_secs(180),
+        || async {
+            let csv = get(&ns.name, csv)?;
+            (csv["status"]["phase"] == "Succeeded").then_some(csv)
+        },
+    )
+    .await;
+    assert_eq!(installed["status"]["reason"], "InstallSucceeded");
+    for kind in ["clusterrolebinding", "clusterrole"] {
+        kubectl(&["delete", kind, &cluster_name], None).ok();
+    }
+}

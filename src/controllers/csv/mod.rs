@@ -100,6 +100,8 @@ pub struct CsvContext {
     crd_meta: Store<PartialObjectMeta<CustomResourceDefinition>>,
     crd_states: std::sync::Mutex<HashMap<String, (String, requirements::CrdState)>>,
     server_version: OnceCell<String>,
+    /// Clients acting as a scoped OperatorGroup's service account (the CSV's RBAC).
+    scoped: crate::controllers::scoped::ScopedClients,
     /// CSVs to look at again because a related one (replaced or replacing) moved.
     related: mpsc::UnboundedSender<ObjectRef<DeserializeGuard<ClusterServiceVersion>>>,
     /// Source CSVs whose copies the copier looks at (after each round of a group member).
@@ -816,7 +818,23 @@ async fn install(
     let params = PatchParams::apply(FIELD_MANAGER).force();
     // The serving certificate, its Service and RBAC before the pods that mount it.
     apply_planned(&client, &params, &serving.before).await?;
-    apply_planned(&client, &params, rbac).await?;
+    // A scoped group's installs grant only what its service account may grant (upstream
+    // makes this RBAC in plan steps run as that account).
+    let rbac_client = match group_of(round)
+        .0
+        .as_ref()
+        .and_then(crate::controllers::scoped::service_account)
+    {
+        Some(account) => {
+            round
+                .ctx
+                .scoped
+                .acting_as(&round.namespace, account)
+                .await?
+        }
+        None => client.clone(),
+    };
+    apply_planned(&rbac_client, &params, rbac).await?;
     futures::future::try_join_all(deployments.iter().map(|(name, body)| {
         let api = dynamic_api(client.clone(), "Deployment", Some(&round.namespace));
         let params = &params;
@@ -1168,6 +1186,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         crd_meta,
         crd_states: std::sync::Mutex::default(),
         server_version: OnceCell::new(),
+        scoped: crate::controllers::scoped::ScopedClients::default(),
         related: related_tx,
         copy_requests: copy_tx,
     });

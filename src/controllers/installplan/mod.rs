@@ -46,6 +46,7 @@ use super::kit::PanicError;
 use super::kit::{
     self, Cond, ConditionStatus, KitState, ObjectKey, ReconcileError, Reconciler, apply_status,
 };
+use super::scoped;
 use crate::api::{
     Approval, ClusterServiceVersion, InstallPlan, InstallPlanCondition, InstallPlanPhase,
     InstallPlanReason as Reason, InstallPlanStatus, OperatorGroup, PlannedBundle, Step, StepStatus,
@@ -101,7 +102,7 @@ pub struct InstallPlanContext {
     /// Discovery results per group/version/kind.
     discovered: Mutex<HashMap<GroupVersionKind, (ApiResource, ApiCapabilities)>>,
     /// Clients that impersonate an OperatorGroup's service account, per account.
-    impersonating: Mutex<HashMap<String, Client>>,
+    impersonating: scoped::ScopedClients,
 }
 
 fn now() -> Timestamp {
@@ -814,40 +815,14 @@ async fn scoped_client(
         .list(&ListParams::default())
         .await
         .map_err(ScopeError::Kube)?;
-    let Some(account) = list
-        .items
-        .first()
-        .and_then(|g| g.spec.service_account_name.clone())
-        .filter(|s| !s.is_empty())
-    else {
+    let Some(account) = list.items.first().and_then(scoped::service_account) else {
         return Ok(None);
     };
-    let user = format!("system:serviceaccount:{namespace}:{account}");
-    if let Some(client) = ctx
-        .impersonating
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(&user)
-        .cloned()
-    {
-        return Ok(Some(client));
-    }
-    let mut config = kube::Config::infer()
-        .await
-        .map_err(|e| ScopeError::Config(format!("building a client for {user}: {e}")))?;
-    config.auth_info.impersonate = Some(user.clone());
-    config.auth_info.impersonate_groups = Some(vec![
-        "system:serviceaccounts".into(),
-        format!("system:serviceaccounts:{namespace}"),
-        "system:authenticated".into(),
-    ]);
-    let client = Client::try_from(config)
-        .map_err(|e| ScopeError::Config(format!("building a client for {user}: {e}")))?;
     ctx.impersonating
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(user, client.clone());
-    Ok(Some(client))
+        .acting_as(namespace, account)
+        .await
+        .map(Some)
+        .map_err(ScopeError::Config)
 }
 
 /// Writes `status`; returns the plan as written.
@@ -911,7 +886,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         shared: Arc::clone(&shared),
         kit: KitState::default(),
         discovered: Mutex::default(),
-        impersonating: Mutex::default(),
+        impersonating: scoped::ScopedClients::default(),
     });
     let (plans, plan_changes) = shared.informers.install_plans.subscribe_touched();
     let (_, crd_changes) = shared.informers.cluster.crds.subscribe_touched();

@@ -1,0 +1,62 @@
+//! Clients acting as an OperatorGroup's `spec.serviceAccountName` (upstream's scoped
+//! installs): whatever an install makes on the group's behalf is made with that account's
+//! rights, so an admin who scopes a group limits what its operators may be granted. Shared
+//! by the InstallPlan controller (plan steps) and the CSV controller (the CSV's RBAC); each
+//! keeps its own cache of clients.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::Client;
+
+use crate::api::OperatorGroup;
+
+/// One client per impersonated account, built once.
+#[derive(Default)]
+pub struct ScopedClients {
+    clients: Mutex<HashMap<String, Client>>,
+}
+
+/// The account a group's installs act as, when it names one.
+pub fn service_account(group: &OperatorGroup) -> Option<&str> {
+    group
+        .spec
+        .service_account_name
+        .as_deref()
+        .filter(|s| !s.is_empty())
+}
+
+impl ScopedClients {
+    /// A client that acts as `namespace`/`account` (its user and groups, as the API server
+    /// would see the account's own token). `Err` says why none could be built.
+    pub async fn acting_as(&self, namespace: &str, account: &str) -> Result<Client, String> {
+        let user = format!("system:serviceaccount:{namespace}:{account}");
+        if let Some(client) = self.cached(&user) {
+            return Ok(client);
+        }
+        let mut config = kube::Config::infer()
+            .await
+            .map_err(|e| format!("building a client for {user}: {e}"))?;
+        config.auth_info.impersonate = Some(user.clone());
+        config.auth_info.impersonate_groups = Some(vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{namespace}"),
+            "system:authenticated".into(),
+        ]);
+        let client =
+            Client::try_from(config).map_err(|e| format!("building a client for {user}: {e}"))?;
+        self.clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(user, client.clone());
+        Ok(client)
+    }
+
+    fn cached(&self, user: &str) -> Option<Client> {
+        self.clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(user)
+            .cloned()
+    }
+}
