@@ -124,6 +124,37 @@ fn installed_csvs_skip_copies_and_csvs_on_their_way_out() {
     );
 }
 
+/// What a CSV provides by its own spec (a CSV no catalog knows): an `olm.gvk` per owned CRD
+/// (group from its `plural.group` name) and per owned API service.
+#[test]
+fn an_installed_csv_provides_the_apis_its_spec_owns() {
+    let mut by_hand = csv("by-hand.v0.1.0", None, json!({}));
+    by_hand.spec = serde_json::from_value(json!({
+        "displayName": "by hand",
+        "install": {"strategy": "deployment"},
+        "customresourcedefinitions": {"owned": [
+            {"name": "widgets.example.com", "version": "v1", "kind": "Widget"},
+            {"name": "nogroup", "version": "v1", "kind": "Odd"},
+        ]},
+        "apiservicedefinitions": {"owned": [
+            {"name": "v1alpha1.metrics.example.com", "group": "metrics.example.com",
+             "version": "v1alpha1", "kind": "Sample"},
+        ]},
+    }))
+    .unwrap();
+    let installed = installed_csvs(&[&by_hand], &[]);
+    let provided: Vec<&serde_json::Value> =
+        installed[0].provided.iter().map(|p| &p.value).collect();
+    assert_eq!(
+        provided,
+        [
+            &json!({"group": "example.com", "version": "v1", "kind": "Widget"}),
+            &json!({"group": "metrics.example.com", "version": "v1alpha1", "kind": "Sample"}),
+        ]
+    );
+    assert!(installed[0].provided.iter().all(|p| p.type_ == "olm.gvk"));
+}
+
 #[test]
 fn a_failing_subscription_does_not_fail_the_others() {
     let index = our_index();
