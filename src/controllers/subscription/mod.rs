@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
@@ -106,6 +106,10 @@ pub struct SubscriptionContext {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// The fingerprint of the inputs of each namespace's last completed resolution.
     resolved: Mutex<HashMap<String, u64>>,
+    /// Plans this controller created that the plan cache may not hold yet, per namespace:
+    /// with the cache they are every plan a round must know of (no duplicates), without
+    /// listing a namespace's plans (their inline manifests weigh megabytes) every round.
+    created_plans: Mutex<HashMap<String, Vec<InstallPlan>>>,
     /// Failures back off per namespace: a round resolves a whole namespace.
     kit: KitState<String>,
 }
@@ -125,6 +129,42 @@ struct Gathered {
 }
 
 impl SubscriptionContext {
+    /// `cached` plus the plans created here that the cache has not seen yet (forgotten
+    /// once it has them, or after two minutes: deleted meanwhile).
+    fn known_plans(&self, namespace: &str, cached: &[InstallPlan]) -> Vec<InstallPlan> {
+        let mut created = self
+            .created_plans
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut plans = cached.to_vec();
+        let Some(recent) = created.get_mut(namespace) else {
+            return plans;
+        };
+        let now = kit::now();
+        recent.retain(|p| {
+            let fresh = p
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .is_none_or(|t| now.duration_since(t.0).as_secs() < 120);
+            fresh && !cached.iter().any(|c| c.uid() == p.uid())
+        });
+        plans.extend(recent.iter().cloned());
+        if recent.is_empty() {
+            created.remove(namespace);
+        }
+        plans
+    }
+
+    fn remember_created(&self, plan: &InstallPlan) {
+        self.created_plans
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(plan.namespace().unwrap_or_default())
+            .or_default()
+            .push(plan.clone());
+    }
+
     fn lock(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self
             .locks
@@ -367,13 +407,10 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
     tracing::debug!(%namespace, "resolving");
     let subs: Vec<&Subscription> = gathered.subscriptions.iter().collect();
 
-    // Plans: a fresh list, so that nothing planned by an earlier round is missed.
-    let plan_api: Api<InstallPlan> = Api::namespaced(ctx.shared.client.clone(), namespace);
-    let mut plans: Vec<InstallPlan> = plan_api
-        .list(&ListParams::default())
-        .await
-        .map_err(kube_error(namespace, "listing InstallPlans"))?
-        .items;
+    // Plans: the cache, plus those earlier rounds created that it does not hold yet, so
+    // that nothing planned before is missed (rounds of a namespace never overlap). On a
+    // restart the cache starts from a fresh list.
+    let mut plans = ctx.known_plans(namespace, &gathered.cached_plans);
 
     // What is installed, once: the resolver's input and the statuses' `installedCSV`.
     let csv_refs: Vec<&ClusterServiceVersion> = gathered.csvs.iter().collect();
@@ -407,6 +444,7 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
             announce(sub, desired, &ctx.shared);
         }
     }
+    let plan_api: Api<InstallPlan> = Api::namespaced(ctx.shared.client.clone(), namespace);
     for name in &statuses.prune {
         tracing::info!(%namespace, plan = %name, "deleting an old InstallPlan (at most {MAX_PLANS_PER_NAMESPACE} are kept)");
         match plan_api.delete(name, &DeleteParams::background()).await {
@@ -531,12 +569,12 @@ async fn ensure_plans(
         };
         if !plans.iter().any(|p| p.name_any() == name) {
             let plan_api: Api<InstallPlan> = Api::namespaced(shared.client.clone(), namespace);
-            plans.push(
-                plan_api
-                    .get(&name)
-                    .await
-                    .map_err(kube_error(namespace, format!("reading InstallPlan {name}")))?,
-            );
+            let plan = plan_api
+                .get(&name)
+                .await
+                .map_err(kube_error(namespace, format!("reading InstallPlan {name}")))?;
+            ctx.remember_created(&plan);
+            plans.push(plan);
         }
         for sub in &group.subscriptions {
             plan_of.insert(sub.clone(), name.clone());
@@ -838,6 +876,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         catalogs,
         locks: Mutex::default(),
         resolved: Mutex::default(),
+        created_plans: Mutex::default(),
         kit: KitState::default(),
     });
     let global = shared.settings.global_catalog_namespace.clone();
