@@ -278,8 +278,9 @@ enum Applied {
 enum StepError {
     /// Refused for good (CRD upgrade safety, an unknown kind).
     Refused(String),
-    /// Worth another try, until the retry timeout.
-    Retry { message: String, forbidden: bool },
+    /// Worth another try, until the retry timeout; `forever`: not bounded by it (Forbidden,
+    /// as upstream; a bundle its catalog could not hand over yet).
+    Retry { message: String, forever: bool },
 }
 
 /// Lets the cluster tests SIGKILL the process mid-way through a plan's steps: debug builds
@@ -366,10 +367,10 @@ async fn execute(
                 }
                 // Gone meanwhile: applied again below.
                 Ok(None) => {}
-                Err(StepError::Retry { message, forbidden }) => {
+                Err(StepError::Retry { message, forever }) => {
                     retry = Some((
                         format!("step {} CRD {}: {message}", i + 1, step.resource.name),
-                        forbidden,
+                        forever,
                     ));
                     break;
                 }
@@ -404,7 +405,7 @@ async fn execute(
             Err(StepError::Refused(message)) => {
                 return fail(plan, status, Reason::InstallComponentFailed, message, ctx).await;
             }
-            Err(StepError::Retry { message, forbidden }) => {
+            Err(StepError::Retry { message, forever }) => {
                 let described = format!(
                     "step {} {} {} of bundle {}: {message}",
                     i + 1,
@@ -413,7 +414,7 @@ async fn execute(
                     step.resolving
                 );
                 tracing::debug!(plan = %plan.name_any(), %described, "step failed; will retry");
-                retry = Some((described, forbidden));
+                retry = Some((described, forever));
                 // A CSV must exist before anything is owned by it; CRDs before their users.
                 if matches!(step.resource.kind.as_str(), KIND_CSV | KIND_CRD) {
                     break;
@@ -421,11 +422,11 @@ async fn execute(
             }
         }
     }
-    if let Some((message, forbidden)) = retry {
+    if let Some((message, forever)) = retry {
         let started = status.start_time.as_ref().map(|t| t.0).unwrap_or_else(now);
         let elapsed = now().duration_since(started).unsigned_abs();
         let timeout = ctx.shared.settings.install_plan_retry_timeout;
-        if !forbidden && elapsed >= timeout {
+        if !forever && elapsed >= timeout {
             let message =
                 format!("{message} (still failing after the retry timeout of {timeout:?})");
             return fail(plan, status, Reason::InstallComponentFailed, message, ctx).await;
@@ -469,12 +470,12 @@ async fn execute(
 fn classify(error: kube::Error) -> StepError {
     match error {
         kube::Error::Api(e) => StepError::Retry {
-            forbidden: e.code == 403,
+            forever: e.code == 403,
             message: format!("{} ({})", e.message, e.reason),
         },
         other => StepError::Retry {
             message: other.to_string(),
-            forbidden: false,
+            forever: false,
         },
     }
 }
@@ -532,13 +533,16 @@ async fn apply_step(
                     objects
                 }
                 Ok(_) => Vec::new(),
+                // The plan is sound; its objects wait in the catalog (a plan too large for
+                // etcd carries them by reference). A catalog busy or down is retried without
+                // failing the plan, and the plan's message says so.
                 Err(message) => {
                     return Err(StepError::Retry {
                         message: format!(
                             "step {} {}: reading bundle {} from catalog {}/{}: {message}",
                             r.kind, r.name, bundle.name, bundle.catalog_namespace, bundle.catalog
                         ),
-                        forbidden: false,
+                        forever: true,
                     });
                 }
             };
@@ -571,7 +575,7 @@ async fn apply_step(
                 "api-server resource not found installing {} {}: GroupVersionKind {}/{}, Kind={} not found on the cluster",
                 r.kind, r.name, gvk.group, gvk.version, gvk.kind
             ),
-            forbidden: false,
+            forever: false,
         });
     };
     let namespaced = caps.scope == Scope::Namespaced;
@@ -602,7 +606,7 @@ async fn apply_step(
                 else {
                     return Err(StepError::Retry {
                         message: format!("CSV {} does not exist yet", step.resolving),
-                        forbidden: false,
+                        forever: false,
                     });
                 };
                 let uid = csv.metadata.uid.unwrap_or_default();
