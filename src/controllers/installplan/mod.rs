@@ -103,6 +103,39 @@ pub struct InstallPlanContext {
     discovered: Mutex<HashMap<GroupVersionKind, (ApiResource, ApiCapabilities)>>,
     /// Clients that impersonate an OperatorGroup's service account, per account.
     impersonating: scoped::ScopedClients,
+    /// The objects of the last bundles read back from their catalogs for plans that carry
+    /// them by reference, newest last: a plan waiting for its CRDs looks again every few
+    /// seconds, and reading a multi-MiB bundle each time kept catalog servers too busy to
+    /// answer.
+    referred_bundles: Mutex<Vec<(String, Arc<Vec<Value>>)>>,
+}
+
+/// How many bundles [`InstallPlanContext::referred_bundles`] keeps.
+const REFERRED_BUNDLES_KEPT: usize = 8;
+
+impl InstallPlanContext {
+    fn referred_bundle(&self, key: &str) -> Option<Arc<Vec<Value>>> {
+        let mut kept = self
+            .referred_bundles
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = kept.iter().position(|(k, _)| k == key)?;
+        let entry = kept.remove(at);
+        let objects = Arc::clone(&entry.1);
+        kept.push(entry);
+        Some(objects)
+    }
+
+    fn keep_referred_bundle(&self, key: String, objects: Arc<Vec<Value>>) {
+        let mut kept = self
+            .referred_bundles
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.retain(|(k, _)| *k != key);
+        kept.push((key, objects));
+        let excess = kept.len().saturating_sub(REFERRED_BUNDLES_KEPT);
+        kept.drain(..excess);
+    }
 }
 
 fn now() -> Timestamp {
@@ -336,7 +369,7 @@ async fn execute(
     status.start_time.get_or_insert_with(|| Time(now()));
     let mut csv_uids: BTreeMap<String, String> = BTreeMap::new();
     // Bundles read again for steps that refer to them, once per round.
-    let mut referred: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut referred: BTreeMap<String, Arc<Vec<Value>>> = BTreeMap::new();
     let mut applied = 0;
     let mut waiting = false;
     let mut retry: Option<(String, bool)> = None;
@@ -513,7 +546,7 @@ async fn apply_step(
     namespace: &str,
     client: &Client,
     csv_uids: &mut BTreeMap<String, String>,
-    referred: &mut BTreeMap<String, Vec<Value>>,
+    referred: &mut BTreeMap<String, Arc<Vec<Value>>>,
     ctx: &InstallPlanContext,
 ) -> Result<Applied, StepError> {
     let r = &step.resource;
@@ -525,6 +558,15 @@ async fn apply_step(
             ))
         })?;
     if let Some(bundle) = crate::controllers::plan::steps::referred_bundle(&object) {
+        let key = format!(
+            "{}/{}/{}",
+            bundle.catalog_namespace, bundle.catalog, bundle.name
+        );
+        if !referred.contains_key(&bundle.name)
+            && let Some(objects) = ctx.referred_bundle(&key)
+        {
+            referred.insert(bundle.name.clone(), objects);
+        }
         if !referred.contains_key(&bundle.name) {
             let objects = match crate::controllers::plan::manifests::fetch(&bundle, &ctx.shared)
                 .await
@@ -546,6 +588,8 @@ async fn apply_step(
                     });
                 }
             };
+            let objects = Arc::new(objects);
+            ctx.keep_referred_bundle(key, Arc::clone(&objects));
             referred.insert(bundle.name.clone(), objects);
         }
         object = crate::controllers::plan::steps::pick(
@@ -891,6 +935,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         kit: KitState::default(),
         discovered: Mutex::default(),
         impersonating: scoped::ScopedClients::default(),
+        referred_bundles: Mutex::default(),
     });
     let (plans, plan_changes) = shared.informers.install_plans.subscribe_touched();
     let (_, crd_changes) = shared.informers.cluster.crds.subscribe_touched();
