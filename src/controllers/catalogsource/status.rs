@@ -349,12 +349,7 @@ fn template_conditions(
         CatalogSourceReason::UnableToResolve
     };
     vec![
-        conditions.make(
-            CONDITION_TEMPLATES_RESOLVED,
-            ok,
-            reason,
-            resolved_message,
-        ),
+        conditions.make(CONDITION_TEMPLATES_RESOLVED, ok, reason, resolved_message),
         conditions.make(CONDITION_RESOLVED_IMAGE, ok, reason, image),
     ]
 }

@@ -155,14 +155,20 @@ impl ChannelGraph {
             .map(|(_, why)| *why)
     }
 
-    /// Entries that may replace the installed CSV `from`, nearest to the head first.
+    /// Entries that may replace the installed CSV `from`, nearest to the head first. When
+    /// `from` is on the chain, only entries nearer the head than it: a skipRange like
+    /// `>=0.12.0` on every entry (medik8s operators, debezium) also holds the head's own
+    /// version, and taking an older entry for an upgrade moved installs back and forth
+    /// for ever.
     pub fn upgrades_from<'a>(
         &'a self,
         from: &'a str,
         from_version: &'a Version,
     ) -> impl Iterator<Item = &'a GraphEntry> + 'a {
+        let nearer = self.distance(from).unwrap_or(usize::MAX);
         self.installable
             .iter()
+            .take(nearer)
             .filter(move |e| e.upgrades_from(from, from_version))
     }
 }

@@ -216,6 +216,38 @@ fn upgrade_rules() {
     }
 }
 
+/// Every entry with skipRange `>=0.12.0` (node-maintenance-operator, fence-agents-remediation
+/// and debezium publish such channels): the range also holds the head's own version, yet the
+/// head stays put and an older entry upgrades only to nearer the head, never back.
+#[test]
+fn a_skip_range_holding_the_head_never_moves_an_install_back() {
+    let with_range = |e: ChannelEntry| e.range(">=0.12.0");
+    let cat = versions(
+        Cat::new("ops").package("p", "stable").channel(
+            "p",
+            "stable",
+            vec![
+                with_range(entry("p.v0.19.0")),
+                with_range(entry("p.v0.20.0").replaces("p.v0.19.0")),
+                with_range(entry("p.v0.21.0").replaces("p.v0.20.0")),
+            ],
+        ),
+        "p",
+        &["0.19.0", "0.20.0", "0.21.0"],
+    );
+    let at = |version: &str| {
+        run(
+            std::slice::from_ref(&cat),
+            &ns(vec![installed("p", version)], vec![sub("p", "ops")]),
+        )
+        .unwrap()
+    };
+    let head = at("0.21.0");
+    assert!(steps(&head).is_empty(), "{:?}", steps(&head));
+    assert_eq!(steps(&at("0.20.0")), vec!["p.v0.21.0@ops"]);
+    assert_eq!(steps(&at("0.19.0")), vec!["p.v0.21.0@ops"]);
+}
+
 #[test]
 fn skip_only_edge_is_an_upgrade() {
     let cat = versions(
