@@ -13,6 +13,7 @@ use crate::api::{ClusterServiceVersion, DependentStatus, RequirementStatus};
 pub const PRESENT: &str = "Present";
 pub const NOT_PRESENT: &str = "NotPresent";
 pub const PRESENT_NOT_SATISFIED: &str = "PresentNotSatisfied";
+pub const NOT_AVAILABLE: &str = "NotAvailable";
 
 /// What the round found about one CRD.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -56,14 +57,15 @@ fn crd_status(
             "CRD is not present".to_string(),
             Some(format!("CRD {name} not present")),
         ),
+        // Upstream's statuses and words, which its tests and consoles read.
         Some(crd) if !crd.served_versions.iter().any(|v| v == version) => (
-            PRESENT_NOT_SATISFIED,
-            format!("CRD version {version} is not served"),
+            NOT_PRESENT,
+            "CRD version not served".to_string(),
             Some(format!("CRD {name} does not serve version {version}")),
         ),
         Some(crd) if !crd.established || !crd.names_accepted => (
-            PRESENT_NOT_SATISFIED,
-            "CRD is present but not Established with names accepted".to_string(),
+            NOT_AVAILABLE,
+            "CRD is present but the Established condition is False (not available)".to_string(),
             Some(format!("CRD {name} not Established")),
         ),
         Some(_) => (
@@ -368,6 +370,22 @@ mod tests {
         let judged = judge(&csv, &found);
         assert_eq!(judged.unmet.len(), 4, "{:?}", judged.unmet);
         assert!(judged.unmet[0].contains("minKubeVersion (1.27.0) > server version"));
+        // requirementStatus in upstream's statuses and words.
+        let of_kind = |status: &str| {
+            judged
+                .statuses
+                .iter()
+                .find(|s| s.kind == "CustomResourceDefinition" && s.status == status)
+                .map(|s| s.message.clone())
+        };
+        assert_eq!(
+            of_kind(NOT_AVAILABLE).as_deref(),
+            Some("CRD is present but the Established condition is False (not available)")
+        );
+        assert_eq!(
+            of_kind(NOT_PRESENT).as_deref(),
+            Some("CRD version not served")
+        );
     }
 
     #[test]
