@@ -116,7 +116,7 @@ pub struct CatalogSourceContext {
     /// only when its resourceVersion moves, with no periodic GET.
     config_maps: Store<PartialObjectMeta<ConfigMap>>,
     /// The API server's version for `olm.catalogImageTemplate`, read once it is needed.
-    kube_version: tokio::sync::OnceCell<[u64; 3]>,
+    kube_version: tokio::sync::OnceCell<(u64, u64, u64)>,
 }
 
 /// What the controller remembers per CatalogSource between rounds (in memory only).
@@ -376,13 +376,13 @@ async fn sync(
 }
 
 /// The API server's version (major, minor, patch), read once; None while it cannot be read.
-async fn kube_version(ctx: &CatalogSourceContext) -> Option<[u64; 3]> {
+async fn kube_version(ctx: &CatalogSourceContext) -> Option<(u64, u64, u64)> {
     ctx.kube_version
         .get_or_try_init(|| async {
             let info = ctx.shared.client.apiserver_version().await.map_err(|e| {
                 tracing::warn!(error = %e, "reading the API server's version for olm.catalogImageTemplate");
             })?;
-            template::kube_version(&info.git_version).ok_or_else(|| {
+            kit::parse_kube_version(&info.git_version).ok_or_else(|| {
                 tracing::warn!(version = %info.git_version, "the API server's version is no semver");
             })
         })

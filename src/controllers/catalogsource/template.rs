@@ -19,14 +19,6 @@ const VARIABLES: [&str; 3] = [
     "{kube_patch_version}",
 ];
 
-/// The API server's version, as the variables take it: None when it could not be read or
-/// parsed (the variables then stay unresolved, as upstream's "missing").
-pub fn kube_version(git_version: &str) -> Option<[u64; 3]> {
-    let text = git_version.trim().trim_start_matches('v');
-    let version = semver::Version::parse(text).ok()?;
-    Some([version.major, version.minor, version.patch])
-}
-
 /// What a template gives.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Resolution {
@@ -38,7 +30,7 @@ pub enum Resolution {
 
 /// Fills the variables of `template` from `version` and checks the result is an image
 /// reference.
-pub fn resolve(template: &str, version: Option<[u64; 3]>) -> Resolution {
+pub fn resolve(template: &str, version: Option<(u64, u64, u64)>) -> Resolution {
     let mut processed = template.to_string();
     let mut unresolved = Vec::new();
     for (i, variable) in VARIABLES.iter().enumerate() {
@@ -51,7 +43,7 @@ pub fn resolve(template: &str, version: Option<[u64; 3]>) -> Resolution {
                 unresolved.push(*variable);
                 "missing".to_string()
             },
-            |v| v[i].to_string(),
+            |(major, minor, patch)| [major, minor, patch][i].to_string(),
         );
         processed = processed.replace(variable, &value);
     }
@@ -82,13 +74,10 @@ pub fn resolve(template: &str, version: Option<[u64; 3]>) -> Resolution {
 mod tests {
     use super::*;
 
-    const V: Option<[u64; 3]> = Some([1, 37, 1]);
+    const V: Option<(u64, u64, u64)> = Some((1, 37, 1));
 
     #[test]
     fn the_three_variables_come_from_the_server_version() {
-        assert_eq!(kube_version("v1.37.1"), Some([1, 37, 1]));
-        assert_eq!(kube_version("v1.30.2+k3s1"), Some([1, 30, 2]));
-        assert_eq!(kube_version("garbage"), None);
         assert_eq!(
             resolve(
                 "quay.io/olmtest/catsrc-update-test:{kube_major_version}.{kube_minor_version}.{kube_patch_version}",

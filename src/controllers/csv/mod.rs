@@ -215,7 +215,14 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
             let strategy = csv.spec.install.spec.clone().unwrap_or_default();
             let mut rbac = rbac::plan(&strategy, &gathered.owner, &gathered.targets);
             rbac.extend(condition::plan(&gathered.owner, &strategy));
-            let applied = install(&round, &rbac, &gathered.built, &gathered.serving_plan).await;
+            let applied = install(
+                &round,
+                &rbac,
+                &gathered.built,
+                &gathered.serving_plan,
+                gathered.scoped_account.as_deref(),
+            )
+            .await;
             if applied.is_ok() && gathered.serving.rotating() {
                 certs_issued = gathered.serving.rotate_at();
             }
@@ -284,6 +291,8 @@ struct Gathered {
     serving_plan: serving::ServingPlan,
     /// What the cluster lacks of `serving_plan`.
     shortfall: Option<serving::Shortfall>,
+    /// The group's `serviceAccountName`: the CSV's RBAC is made as that account.
+    scoped_account: Option<String>,
 }
 
 /// The gather step: the group, the Deployments to make and their health, the requirements,
@@ -427,6 +436,10 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
         serving,
         serving_plan,
         shortfall,
+        scoped_account: group
+            .as_ref()
+            .and_then(crate::controllers::scoped::service_account)
+            .map(str::to_string),
     })
 }
 
@@ -812,6 +825,7 @@ async fn install(
     rbac: &[rbac::Planned],
     deployments: &[(String, Value)],
     serving: &serving::ServingPlan,
+    scoped_account: Option<&str>,
 ) -> Result<(), String> {
     let client = round.client();
     // Objects OLM made from the CSV are the CSV's: take fields over from anyone else.
@@ -820,11 +834,7 @@ async fn install(
     apply_planned(&client, &params, &serving.before).await?;
     // A scoped group's installs grant only what its service account may grant (upstream
     // makes this RBAC in plan steps run as that account).
-    let rbac_client = match group_of(round)
-        .0
-        .as_ref()
-        .and_then(crate::controllers::scoped::service_account)
-    {
+    let rbac_client = match scoped_account {
         Some(account) => {
             round
                 .ctx

@@ -9,6 +9,7 @@
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
 use crate::api::{ClusterServiceVersion, DependentStatus, RequirementStatus};
+use crate::controllers::kit::parse_kube_version;
 
 pub const PRESENT: &str = "Present";
 pub const NOT_PRESENT: &str = "NotPresent";
@@ -87,18 +88,6 @@ fn crd_status(
         },
         unmet,
     )
-}
-
-/// `(major, minor, patch)` of a Kubernetes version like `v1.37.0` or `1.27` (extra suffixes
-/// such as `+k3s1` or `-rc.1` ignored).
-pub fn parse_kube_version(text: &str) -> Option<(u64, u64, u64)> {
-    let core = text.trim().trim_start_matches('v');
-    let core = core.split(['+', '-']).next()?;
-    let mut parts = core.split('.').map(str::parse::<u64>);
-    let major = parts.next()?.ok()?;
-    let minor = parts.next().unwrap_or(Ok(0)).ok()?;
-    let patch = parts.next().unwrap_or(Ok(0)).ok()?;
-    Some((major, minor, patch))
 }
 
 pub fn judge(csv: &ClusterServiceVersion, found: &Found) -> Judged {

@@ -114,6 +114,26 @@ pub struct InstallPlanContext {
 const REFERRED_BUNDLES_KEPT: usize = 8;
 
 impl InstallPlanContext {
+    /// The objects of `bundle` read back from its catalog, from the last ones kept when it
+    /// is among them.
+    async fn referred_objects(&self, bundle: &PlannedBundle) -> Result<Arc<Vec<Value>>, String> {
+        let key = format!(
+            "{}/{}/{}",
+            bundle.catalog_namespace, bundle.catalog, bundle.name
+        );
+        if let Some(objects) = self.referred_bundle(&key) {
+            return Ok(objects);
+        }
+        let objects = match crate::controllers::plan::manifests::fetch(bundle, &self.shared).await?
+        {
+            crate::controllers::plan::manifests::Fetched::Objects { objects, .. } => objects,
+            _ => Vec::new(),
+        };
+        let objects = Arc::new(objects);
+        self.keep_referred_bundle(key, Arc::clone(&objects));
+        Ok(objects)
+    }
+
     fn referred_bundle(&self, key: &str) -> Option<Arc<Vec<Value>>> {
         let mut kept = self
             .referred_bundles
@@ -368,8 +388,6 @@ async fn execute(
     // A plan a client wrote may have no start: the retry clock starts now.
     status.start_time.get_or_insert_with(|| Time(now()));
     let mut csv_uids: BTreeMap<String, String> = BTreeMap::new();
-    // Bundles read again for steps that refer to them, once per round.
-    let mut referred: BTreeMap<String, Arc<Vec<Value>>> = BTreeMap::new();
     let mut applied = 0;
     let mut waiting = false;
     let mut retry: Option<(String, bool)> = None;
@@ -416,16 +434,7 @@ async fn execute(
             (Some(client), kind) if kind != KIND_CRD => client.clone(),
             _ => ctx.shared.client.clone(),
         };
-        match apply_step(
-            &step,
-            &namespace,
-            &client,
-            &mut csv_uids,
-            &mut referred,
-            ctx,
-        )
-        .await
-        {
+        match apply_step(&step, &namespace, &client, &mut csv_uids, ctx).await {
             Ok(Applied::Done(s)) => {
                 status.plan[i].status = s;
                 applied += 1;
@@ -546,7 +555,6 @@ async fn apply_step(
     namespace: &str,
     client: &Client,
     csv_uids: &mut BTreeMap<String, String>,
-    referred: &mut BTreeMap<String, Arc<Vec<Value>>>,
     ctx: &InstallPlanContext,
 ) -> Result<Applied, StepError> {
     let r = &step.resource;
@@ -558,42 +566,21 @@ async fn apply_step(
             ))
         })?;
     if let Some(bundle) = crate::controllers::plan::steps::referred_bundle(&object) {
-        let key = format!(
-            "{}/{}/{}",
-            bundle.catalog_namespace, bundle.catalog, bundle.name
-        );
-        if !referred.contains_key(&bundle.name)
-            && let Some(objects) = ctx.referred_bundle(&key)
-        {
-            referred.insert(bundle.name.clone(), objects);
-        }
-        if !referred.contains_key(&bundle.name) {
-            let objects = match crate::controllers::plan::manifests::fetch(&bundle, &ctx.shared)
-                .await
-            {
-                Ok(crate::controllers::plan::manifests::Fetched::Objects { objects, .. }) => {
-                    objects
-                }
-                Ok(_) => Vec::new(),
-                // The plan is sound; its objects wait in the catalog (a plan too large for
-                // etcd carries them by reference). A catalog busy or down is retried without
-                // failing the plan, and the plan's message says so.
-                Err(message) => {
-                    return Err(StepError::Retry {
-                        message: format!(
-                            "step {} {}: reading bundle {} from catalog {}/{}: {message}",
-                            r.kind, r.name, bundle.name, bundle.catalog_namespace, bundle.catalog
-                        ),
-                        forever: true,
-                    });
-                }
-            };
-            let objects = Arc::new(objects);
-            ctx.keep_referred_bundle(key, Arc::clone(&objects));
-            referred.insert(bundle.name.clone(), objects);
-        }
+        // The plan is sound; its objects wait in the catalog (a plan too large for etcd
+        // carries them by reference). A catalog busy or down is retried without failing the
+        // plan, and the plan's message says so.
+        let objects = ctx
+            .referred_objects(&bundle)
+            .await
+            .map_err(|message| StepError::Retry {
+                message: format!(
+                    "step {} {}: reading bundle {} from catalog {}/{}: {message}",
+                    r.kind, r.name, bundle.name, bundle.catalog_namespace, bundle.catalog
+                ),
+                forever: true,
+            })?;
         object = crate::controllers::plan::steps::pick(
-            &referred[&bundle.name],
+            &objects,
             &r.kind,
             &r.name,
             &bundle.package,
@@ -755,15 +742,10 @@ fn step_gvk(r: &crate::api::StepResource, object: &Value) -> GroupVersionKind {
 /// Whether the CRD `name` is Established; None when it does not exist.
 async fn crd_established(name: &str, ctx: &InstallPlanContext) -> Result<Option<bool>, StepError> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let api: Api<CustomResourceDefinition> = Api::all(ctx.shared.client.clone());
+    let resource = ApiResource::erase::<CustomResourceDefinition>(&());
+    let api: Api<DynamicObject> = Api::all_with(ctx.shared.client.clone(), &resource);
     let crd = api.get_opt(name).await.map_err(classify)?;
-    Ok(crd.map(|crd| {
-        crd.status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == ConditionStatus::True.as_str())
-    }))
+    Ok(crd.as_ref().map(established))
 }
 
 fn established(crd: &DynamicObject) -> bool {

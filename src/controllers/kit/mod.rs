@@ -337,6 +337,18 @@ async fn report_invalid<R: Reconciler>(invalid: &InvalidObject, ctx: &Context) {
     );
 }
 
+/// `(major, minor, patch)` of a Kubernetes version like `v1.37.0` or `1.27` (extra suffixes
+/// such as `+k3s1` or `-rc.1` ignored).
+pub fn parse_kube_version(text: &str) -> Option<(u64, u64, u64)> {
+    let core = text.trim().trim_start_matches('v');
+    let core = core.split(['+', '-']).next()?;
+    let mut parts = core.split('.').map(str::parse::<u64>);
+    let major = parts.next()?.ok()?;
+    let minor = parts.next().unwrap_or(Ok(0)).ok()?;
+    let patch = parts.next().unwrap_or(Ok(0)).ok()?;
+    Some((major, minor, patch))
+}
+
 /// Now, to the second: what every timestamp OLM writes carries (as upstream's metav1.Time).
 pub fn now() -> Timestamp {
     Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH)
@@ -358,5 +370,18 @@ where
     match scope {
         Some(namespace) => Api::namespaced(client.clone(), namespace),
         None => Api::all(client.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_kube_version;
+
+    #[test]
+    fn kubernetes_versions_parse_with_their_suffixes_ignored() {
+        assert_eq!(parse_kube_version("v1.37.1"), Some((1, 37, 1)));
+        assert_eq!(parse_kube_version("v1.30.2+k3s1"), Some((1, 30, 2)));
+        assert_eq!(parse_kube_version("1.27"), Some((1, 27, 0)));
+        assert_eq!(parse_kube_version("garbage"), None);
     }
 }

@@ -131,12 +131,11 @@ struct Gathered {
 impl SubscriptionContext {
     /// `cached` plus the plans created here that the cache has not seen yet (forgotten
     /// once it has them, or after two minutes: deleted meanwhile).
-    fn known_plans(&self, namespace: &str, cached: &[InstallPlan]) -> Vec<InstallPlan> {
+    fn known_plans(&self, namespace: &str, mut plans: Vec<InstallPlan>) -> Vec<InstallPlan> {
         let mut created = self
             .created_plans
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut plans = cached.to_vec();
         let Some(recent) = created.get_mut(namespace) else {
             return plans;
         };
@@ -147,7 +146,7 @@ impl SubscriptionContext {
                 .creation_timestamp
                 .as_ref()
                 .is_none_or(|t| now.duration_since(t.0).as_secs() < 120);
-            fresh && !cached.iter().any(|c| c.uid() == p.uid())
+            fresh && !plans.iter().any(|c| c.uid() == p.uid())
         });
         plans.extend(recent.iter().cloned());
         if recent.is_empty() {
@@ -390,7 +389,7 @@ impl Reconciler for SubscriptionContext {
 async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<(), Error> {
     let lock = ctx.lock(namespace);
     let _held = lock.lock().await;
-    let gathered = ctx.gather(namespace);
+    let mut gathered = ctx.gather(namespace);
     if gathered.subscriptions.is_empty() {
         return Ok(());
     }
@@ -410,7 +409,7 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
     // Plans: the cache, plus those earlier rounds created that it does not hold yet, so
     // that nothing planned before is missed (rounds of a namespace never overlap). On a
     // restart the cache starts from a fresh list.
-    let mut plans = ctx.known_plans(namespace, &gathered.cached_plans);
+    let mut plans = ctx.known_plans(namespace, std::mem::take(&mut gathered.cached_plans));
 
     // What is installed, once: the resolver's input and the statuses' `installedCSV`.
     let csv_refs: Vec<&ClusterServiceVersion> = gathered.csvs.iter().collect();
@@ -548,11 +547,11 @@ async fn ensure_plans(
         }
         let name = match existing_plan(&group.csv_names(), &plan_refs) {
             Existing::Reuse(name) => {
-                if let Some(unfilled) = plan_refs
+                if let Some(at) = plans
                     .iter()
-                    .find(|p| p.name_any() == name && p.status_is_empty())
+                    .position(|p| p.name_any() == name && p.status_is_empty())
                 {
-                    fill_plan(unfilled, &group, shared).await?;
+                    plans[at] = fill_plan(&plans[at], &group, shared).await?;
                 }
                 name
             }
@@ -564,18 +563,13 @@ async fn ensure_plans(
                 continue;
             }
             Existing::Completed(_) | Existing::None => {
-                create_plan(namespace, &group, subs, &plan_refs, shared).await?
+                let created = create_plan(namespace, &group, subs, &plan_refs, shared).await?;
+                let name = created.name_any();
+                ctx.remember_created(&created);
+                plans.push(created);
+                name
             }
         };
-        if !plans.iter().any(|p| p.name_any() == name) {
-            let plan_api: Api<InstallPlan> = Api::namespaced(shared.client.clone(), namespace);
-            let plan = plan_api
-                .get(&name)
-                .await
-                .map_err(kube_error(namespace, format!("reading InstallPlan {name}")))?;
-            ctx.remember_created(&plan);
-            plans.push(plan);
-        }
         for sub in &group.subscriptions {
             plan_of.insert(sub.clone(), name.clone());
         }
@@ -643,13 +637,14 @@ async fn csvs_exist(namespace: &str, names: &[String], ctx: &Context) -> Result<
     Ok(true)
 }
 
+/// Creates the plan of `group` and fills it; returns it as written (no read-back needed).
 async fn create_plan(
     namespace: &str,
     group: &PlanGroup,
     subs: &[&Subscription],
     plans: &[&InstallPlan],
     ctx: &Context,
-) -> Result<String, Error> {
+) -> Result<InstallPlan, Error> {
     let approval = group.approval(subs);
     let owners: Vec<OwnerReference> = subs
         .iter()
@@ -695,7 +690,7 @@ async fn create_plan(
         .map_err(kube_error(namespace, "creating an InstallPlan"))?;
     let name = created.name_any();
     tracing::info!(%namespace, plan = %name, csvs = ?group.csv_names(), ?approval, "InstallPlan created");
-    fill_plan(&created, group, ctx).await?;
+    let filled = fill_plan(&created, group, ctx).await?;
     for sub in subs
         .iter()
         .filter(|s| group.subscriptions.contains(&s.name_any()))
@@ -711,13 +706,17 @@ async fn create_plan(
             ),
         );
     }
-    Ok(name)
+    Ok(filled)
 }
 
 /// Gives a new plan its status: the steps of its bundles and the lookups of those to
-/// unpack (see [`plan`]). A plan created but not filled (a restart in between) is filled by
-/// the next round that finds it.
-async fn fill_plan(created: &InstallPlan, group: &PlanGroup, ctx: &Context) -> Result<(), Error> {
+/// unpack (see [`plan`]); returns the plan as written. A plan created but not filled (a
+/// restart in between) is filled by the next round that finds it.
+async fn fill_plan(
+    created: &InstallPlan,
+    group: &PlanGroup,
+    ctx: &Context,
+) -> Result<InstallPlan, Error> {
     let namespace = created.namespace().unwrap_or_default();
     let name = created.name_any();
     let gathered = plan::gather(group.planned_bundles(), ctx)
@@ -743,7 +742,7 @@ async fn fill_plan(created: &InstallPlan, group: &PlanGroup, ctx: &Context) -> R
     ))?;
     ctx.metrics.status_written(CONTROLLER);
     plan::announce(&written, ctx);
-    Ok(())
+    Ok(written)
 }
 
 async fn write_status(
