@@ -110,6 +110,52 @@ async fn a_config_map_catalog_loads_and_broken_content_keeps_the_last_good_one()
     .await;
 }
 
+/// Upstream's tests and tools take a ConfigMap catalog as updated when, as written (whole
+/// seconds), `lastConnect` is after `configMapReference.lastUpdateTime` and that is after
+/// the previous one: ours reloads within the same second, and must still say so.
+#[tokio::test]
+async fn an_edited_config_map_is_connected_after_its_update_as_clients_compare_it() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "catsrc-cm-connect").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    apply_config_map(&ns.name, "words", reverse_words_data());
+    apply_catalog_source(&ns.name, "words", "words");
+    // RFC 3339 in UTC at second precision: text order is time order.
+    let connected_after_update = |catsrc: &Value| {
+        let state = &catsrc["status"]["connectionState"];
+        let update = catsrc["status"]["configMapReference"]["lastUpdateTime"].as_str()?;
+        (state["lastObservedState"] == "READY" && state["lastConnect"].as_str()? > update)
+            .then_some(update.to_string())
+    };
+    let before = eventually("connected after the first load", WAIT, || async {
+        let catsrc = get_json(&ns.name, "catalogsource/words");
+        connected_after_update(&catsrc).map(|_| catsrc)
+    })
+    .await;
+
+    let mut newer = reverse_words_data();
+    newer["packages"] = json!(
+        serde_yaml::to_string(&json!([{
+            "packageName": "reverse-words",
+            "channels": [{"name": "stable", "currentCSV": "reverse-words.v0.3.0"}],
+            "defaultChannel": "stable",
+        }]))
+        .unwrap()
+    );
+    apply_config_map(&ns.name, "words", newer);
+    let old_reference = &before["status"]["configMapReference"];
+    eventually("connected after the edit", WAIT, || async {
+        let catsrc = get_json(&ns.name, "catalogsource/words");
+        let update = connected_after_update(&catsrc)?;
+        let reference = &catsrc["status"]["configMapReference"];
+        (update.as_str() > old_reference["lastUpdateTime"].as_str()?
+            && reference["resourceVersion"] != old_reference["resourceVersion"])
+            .then_some(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_missing_config_map_is_reported_until_it_appears() {
     install_crds();

@@ -349,7 +349,8 @@ async fn sync(
         }),
         template,
     };
-    let desired = desired_status(source.status.as_ref(), &observed);
+    let mut desired = desired_status(source.status.as_ref(), &observed);
+    let connect_wait = status::connect_after_update(&mut desired, now);
     let current = source.status.as_ref().map(owned_fields);
     // Standbys load catalogs (their snapshots serve reads) but never write.
     if current.as_ref() != Some(&owned_fields(&desired)) && ctx.shared.is_leader() {
@@ -370,9 +371,11 @@ async fn sync(
             );
         }
     }
-    Ok(round
-        .requeue_after
-        .map_or_else(Action::await_change, Action::requeue))
+    let requeue = match (round.requeue_after, connect_wait) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// The API server's version (major, minor, patch), read once; None while it cannot be read.

@@ -326,6 +326,38 @@ pub fn desired_status(
     status
 }
 
+/// Upstream's clients take a ConfigMap catalog as updated once `lastConnect` is after the
+/// reference's `lastUpdateTime`, compared as the API writes them (whole seconds). Upstream's
+/// new registry pod connects seconds after the change; ours reloads within the same second,
+/// so `lastConnect` moves once that second has passed: the returned wait brings the
+/// controller back then. None when nothing is left to do.
+pub fn connect_after_update(
+    status: &mut CatalogSourceStatus,
+    now: Timestamp,
+) -> Option<std::time::Duration> {
+    let updated = status
+        .config_map_reference
+        .as_ref()?
+        .last_update_time
+        .as_ref()?
+        .0
+        .as_second();
+    let state = status
+        .connection_state
+        .as_mut()
+        .filter(|s| s.last_observed_state == STATE_READY)?;
+    if state.last_connect.as_ref().map(|t| t.0.as_second()) > Some(updated) {
+        return None;
+    }
+    if now.as_second() > updated {
+        state.last_connect = Some(Time(now));
+        return None;
+    }
+    let next_second = Timestamp::from_second(updated + 1).ok()?;
+    let wait = now.duration_until(next_second).unsigned_abs();
+    Some(wait + std::time::Duration::from_millis(20))
+}
+
 /// Upstream's two conditions of a catalog image template (none without the annotation).
 fn template_conditions(
     conditions: &Conditions<'_>,
@@ -580,6 +612,41 @@ mod tests {
         assert_eq!(connect(&v2), Some(Time(at(200))));
         let v3 = desired_status(Some(&v2), &ready(Content::Loaded(summary("bbbb")), 300));
         assert_eq!(connect(&v3), Some(Time(at(200))));
+    }
+
+    #[test]
+    fn last_connect_moves_past_the_config_map_update_once_its_second_has_passed() {
+        let mut status = desired_status(None, &ready(Content::Loaded(summary("aaaa")), 100));
+        let update_at = |status: &mut CatalogSourceStatus, t: Timestamp| {
+            status.config_map_reference = Some(ConfigMapResourceReference {
+                name: "cm".into(),
+                last_update_time: Some(Time(t)),
+                ..Default::default()
+            });
+        };
+        let connect = |s: &CatalogSourceStatus| s.connection_state.clone().unwrap().last_connect;
+        // Loaded in the second of the update: wait for the next second, nothing written yet.
+        let loaded_at = Timestamp::from_millisecond(100_400).unwrap();
+        update_at(&mut status, at(100));
+        let wait = connect_after_update(&mut status, loaded_at).unwrap();
+        assert!(wait >= std::time::Duration::from_millis(600), "{wait:?}");
+        assert!(wait < std::time::Duration::from_millis(700), "{wait:?}");
+        assert_eq!(connect(&status), Some(Time(at(100))));
+        // The next second: lastConnect is after the update as whole seconds.
+        assert_eq!(connect_after_update(&mut status, at(101)), None);
+        assert_eq!(connect(&status), Some(Time(at(101))));
+        // Already after: left alone.
+        assert_eq!(connect_after_update(&mut status, at(150)), None);
+        assert_eq!(connect(&status), Some(Time(at(101))));
+        // Not READY: nothing to promise.
+        status
+            .connection_state
+            .as_mut()
+            .unwrap()
+            .last_observed_state = "CONNECTING".into();
+        update_at(&mut status, at(160));
+        assert_eq!(connect_after_update(&mut status, at(170)), None);
+        assert_eq!(connect(&status), Some(Time(at(101))));
     }
 
     #[test]

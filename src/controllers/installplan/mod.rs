@@ -610,11 +610,14 @@ async fn apply_step(
         });
     };
     let namespaced = caps.scope == Scope::Namespaced;
-    let api: Api<DynamicObject> = if namespaced {
-        Api::namespaced_with(client.clone(), namespace, &resource)
-    } else {
-        Api::all_with(client.clone(), &resource)
+    let api_as = |client: &Client| -> Api<DynamicObject> {
+        if namespaced {
+            Api::namespaced_with(client.clone(), namespace, &resource)
+        } else {
+            Api::all_with(client.clone(), &resource)
+        }
     };
+    let api = api_as(client);
     if namespaced {
         object["metadata"]["namespace"] = json!(namespace);
     }
@@ -654,7 +657,12 @@ async fn apply_step(
             "blockOwnerDeletion": false,
         }]);
     }
-    let existing = api.get_opt(&r.name).await.map_err(classify)?;
+    // Whether it exists is OLM's own question (a scoped group's account need not be able to
+    // read); what is written is written as the account.
+    let existing = api_as(&ctx.shared.client)
+        .get_opt(&r.name)
+        .await
+        .map_err(classify)?;
     if r.kind == KIND_CRD
         && let Some(existing) = &existing
     {
@@ -676,6 +684,15 @@ async fn apply_step(
         Err(kube::Error::Api(e)) if e.message.contains("field not declared in schema") => {
             tracing::info!(kind = %r.kind, name = %r.name, error = %e.message, "pruning fields the schema does not declare");
             apply_pruned(&api, &r.name, object, existing.is_some()).await
+        }
+        // A scoped group's account refused a new object: say which right it lacks in
+        // upstream's words ("cannot create resource"; upstream creates new objects), found
+        // by a dry-run create; "cannot patch" stays when create alone is allowed.
+        Err(kube::Error::Api(e)) if e.code == 403 && existing.is_none() => {
+            match create(&api, object, true).await {
+                Err(refused @ kube::Error::Api(_)) => Err(refused),
+                _ => Err(kube::Error::Api(e)),
+            }
         }
         other => other,
     }
@@ -711,14 +728,22 @@ async fn apply_pruned(
         };
         api.patch(name, &params, &Patch::Merge(&object)).await
     } else {
-        let params = kube::api::PostParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..kube::api::PostParams::default()
-        };
-        let object: DynamicObject =
-            serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
-        api.create(&params, &object).await
+        create(api, object, false).await
     }
+}
+
+/// Creates `object` (only checks that it could be, with `dry_run`).
+async fn create(
+    api: &Api<DynamicObject>,
+    object: Value,
+    dry_run: bool,
+) -> Result<DynamicObject, kube::Error> {
+    let params = kube::api::PostParams {
+        dry_run,
+        field_manager: Some(FIELD_MANAGER.into()),
+    };
+    let object: DynamicObject = serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
+    api.create(&params, &object).await
 }
 
 /// What a step creates: the manifest's own apiVersion and kind when it has them (clients
