@@ -40,6 +40,27 @@ fn reverse_words_data() -> Value {
     })
 }
 
+/// reverse-words without its v0.4.0: the channel's head is v0.3.0.
+fn reverse_words_up_to_v0_3_0() -> Value {
+    let mut data = reverse_words_data();
+    let csvs: Vec<Value> =
+        serde_yaml::from_str(data["clusterServiceVersions"].as_str().unwrap()).unwrap();
+    let csvs: Vec<Value> = csvs
+        .into_iter()
+        .filter(|c| c["metadata"]["name"] != "reverse-words.v0.4.0")
+        .collect();
+    data["clusterServiceVersions"] = json!(serde_yaml::to_string(&csvs).unwrap());
+    data["packages"] = json!(
+        serde_yaml::to_string(&json!([{
+            "packageName": "reverse-words",
+            "channels": [{"name": "stable", "currentCSV": "reverse-words.v0.3.0"}],
+            "defaultChannel": "stable",
+        }]))
+        .unwrap()
+    );
+    data
+}
+
 fn apply_config_map(namespace: &str, name: &str, data: Value) {
     let config_map = json!({
         "apiVersion": "v1",
@@ -134,16 +155,7 @@ async fn an_edited_config_map_is_connected_after_its_update_as_clients_compare_i
     })
     .await;
 
-    let mut newer = reverse_words_data();
-    newer["packages"] = json!(
-        serde_yaml::to_string(&json!([{
-            "packageName": "reverse-words",
-            "channels": [{"name": "stable", "currentCSV": "reverse-words.v0.3.0"}],
-            "defaultChannel": "stable",
-        }]))
-        .unwrap()
-    );
-    apply_config_map(&ns.name, "words", newer);
+    apply_config_map(&ns.name, "words", reverse_words_up_to_v0_3_0());
     let old_reference = &before["status"]["configMapReference"];
     eventually("connected after the edit", WAIT, || async {
         let catsrc = get_json(&ns.name, "catalogsource/words");
@@ -217,22 +229,7 @@ async fn a_catalog_deleted_and_created_again_owns_a_new_config_map() {
     .await;
 
     // Newer content: a channel with one more bundle's worth cut off (0.1.0 → 0.3.0).
-    let mut newer = reverse_words_data();
-    let csvs: Vec<Value> =
-        serde_yaml::from_str(newer["clusterServiceVersions"].as_str().unwrap()).unwrap();
-    let csvs: Vec<Value> = csvs
-        .into_iter()
-        .filter(|c| c["metadata"]["name"] != "reverse-words.v0.4.0")
-        .collect();
-    newer["clusterServiceVersions"] = json!(serde_yaml::to_string(&csvs).unwrap());
-    newer["packages"] = json!(
-        serde_yaml::to_string(&json!([{
-            "packageName": "reverse-words",
-            "channels": [{"name": "stable", "currentCSV": "reverse-words.v0.3.0"}],
-            "defaultChannel": "stable",
-        }]))
-        .unwrap()
-    );
+    let newer = reverse_words_up_to_v0_3_0();
     apply_config_map(&ns.name, "words-configmap", newer);
     apply_catalog_source(&ns.name, "words", "words-configmap");
     let second = eventually(
