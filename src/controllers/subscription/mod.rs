@@ -16,6 +16,7 @@
 //! and writing the Subscription's status finds the plan and adopts it.
 
 pub mod decide;
+mod indexes;
 mod triggers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -41,7 +42,7 @@ use crate::api::{
 };
 use crate::controllers::host::Shutdown;
 use crate::controllers::plan;
-use crate::resolver::{CatalogIndex, CatalogRef, InstalledCsv, Namespace};
+use crate::resolver::{CatalogRef, InstalledCsv, Namespace};
 use crate::snapshots::CatalogSnapshot;
 use decide::{
     CatalogHealth, Existing, Failure, PlanGroup, Resolution, Round, existing_plan, installed_csvs,
@@ -112,6 +113,8 @@ pub struct SubscriptionContext {
     created_plans: Mutex<HashMap<String, Vec<InstallPlan>>>,
     /// Failures back off per namespace: a round resolves a whole namespace.
     kit: KitState<String>,
+    /// Resolver indexes shared by every namespace that sees the same catalogs.
+    indexes: indexes::Indexes,
 }
 
 fn ok<K: Clone>(guarded: &Arc<DeserializeGuard<K>>) -> Option<&K> {
@@ -418,7 +421,7 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
         .iter()
         .map(|csv| (csv.package.clone(), csv.name.clone()))
         .collect();
-    let resolution = resolve(namespace, &subs, installed, &gathered).await;
+    let resolution = resolve(namespace, &subs, installed, &gathered, &ctx.indexes).await;
     let plan_of = ensure_plans(namespace, &resolution, &subs, &mut plans, ctx).await?;
 
     // Decide every status (pure), then write what changed and prune old plans.
@@ -492,6 +495,7 @@ async fn resolve(
     subs: &[&Subscription],
     installed: Vec<InstalledCsv>,
     gathered: &Gathered,
+    indexes: &indexes::Indexes,
 ) -> Resolution {
     if gathered.groups.len() != 1 {
         let failure = Failure {
@@ -514,13 +518,8 @@ async fn resolve(
         installed,
         subscriptions: subs.iter().map(|s| resolver_subscription(s)).collect(),
     };
-    let snapshots = gathered.snapshots.clone();
-    let mut resolution = tokio::task::spawn_blocking(move || {
-        let index = CatalogIndex::from_catalogs(snapshots.iter().map(|s| &s.catalog));
-        resolve_namespace(&index, input)
-    })
-    .await
-    .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
+    let index = indexes.index_of(&gathered.snapshots).await;
+    let mut resolution = indexes.run(move || resolve_namespace(&index, input)).await;
     explain_failures(&mut resolution.failures, subs, gathered);
     resolution
 }
@@ -877,6 +876,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         resolved: Mutex::default(),
         created_plans: Mutex::default(),
         kit: KitState::default(),
+        indexes: indexes::Indexes::default(),
     });
     let global = shared.settings.global_catalog_namespace.clone();
     let (s1, s2, s3, s4) = (
