@@ -1325,10 +1325,6 @@ async fn installs_work_under_only_the_rbac_in_deploy() {
 async fn a_plan_written_as_upstream_writes_it_is_carried_out() {
     let s = Setup::new("ip-upstream-shape", &our_catalog(), &[]).await;
     s.operator_group("");
-    apply(&format!(
-        "apiVersion: operators.coreos.com/v1alpha1\nkind: InstallPlan\nmetadata:\n  name: by-hand\n  namespace: {}\nspec:\n  approval: Automatic\n  approved: true\n  clusterServiceVersionNames: [by-hand.v1.0.0]\n",
-        s.name()
-    ));
     let csv = serde_json::json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
         "metadata": {"name": "by-hand.v1.0.0"},
@@ -1338,37 +1334,20 @@ async fn a_plan_written_as_upstream_writes_it_is_carried_out() {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "by-hand-settings"}, "data": {"mode": "fast"}
     });
-    let step = |group: &str, version: &str, kind: &str, name: &str, manifest: &Value| {
-        serde_json::json!({
-            "resolving": "by-hand.v1.0.0", "status": "Unknown",
-            "resource": {"sourceName": "", "sourceNamespace": "", "group": group,
-                         "version": version, "kind": kind, "name": name,
-                         "manifest": manifest.to_string()}
-        })
-    };
-    let status = serde_json::json!({"status": {
-        "phase": "Installing",
-        "catalogSources": [],
-        "plan": [
-            step("operators.coreos.com", "v1alpha1", "ClusterServiceVersion", "by-hand.v1.0.0", &csv),
-            step("", "v1", "ConfigMap", "by-hand-settings", &config_map),
-        ]
-    }});
-    kubectl(
+    write_plan_as_upstream(
+        s.name(),
+        "by-hand",
+        "by-hand.v1.0.0",
         &[
-            "patch",
-            "installplan",
-            "by-hand",
-            "-n",
-            s.name(),
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &status.to_string(),
+            (
+                "operators.coreos.com",
+                "v1alpha1",
+                "ClusterServiceVersion",
+                &csv,
+            ),
+            ("", "v1", "ConfigMap", &config_map),
         ],
-        None,
-    )
-    .ok();
+    );
     let plan = s.plan_phase("by-hand", "Complete").await;
     let statuses: Vec<&str> = plan["status"]["plan"]
         .as_array()
@@ -1384,6 +1363,109 @@ async fn a_plan_written_as_upstream_writes_it_is_carried_out() {
         "by-hand.v1.0.0"
     );
     assert_eq!(created["metadata"]["labels"]["olm.managed"], "true");
+}
+
+/// Writes an InstallPlan as upstream's tests and tools do: the spec, then `status.plan`
+/// with inline manifests (steps `(group, version, kind, manifest)` resolving `csv`) and
+/// phase Installing.
+fn write_plan_as_upstream(
+    namespace: &str,
+    name: &str,
+    csv: &str,
+    steps: &[(&str, &str, &str, &Value)],
+) {
+    apply(&format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: InstallPlan\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  approval: Automatic\n  approved: true\n  clusterServiceVersionNames: [{csv}]\n",
+    ));
+    let steps: Vec<Value> = steps
+        .iter()
+        .map(|(group, version, kind, manifest)| {
+            serde_json::json!({
+                "resolving": csv, "status": "Unknown",
+                "resource": {"sourceName": "", "sourceNamespace": "", "group": group,
+                             "version": version, "kind": kind,
+                             "name": manifest["metadata"]["name"],
+                             "manifest": manifest.to_string()}
+            })
+        })
+        .collect();
+    let status = serde_json::json!({"status": {
+        "phase": "Installing", "catalogSources": [], "plan": steps,
+    }});
+    kubectl(
+        &[
+            "patch",
+            "installplan",
+            name,
+            "-n",
+            namespace,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ],
+        None,
+    )
+    .ok();
+}
+
+/// As upstream, a CRD records each CSV it was installed alongside (one
+/// `operatorframework.io/installed-alongside-*` annotation per CSV, value `namespace/name`);
+/// a second plan with the same CRD adds its CSV and keeps the first one's.
+#[tokio::test]
+async fn a_crd_records_every_csv_it_was_installed_alongside() {
+    let s = Setup::new("ip-alongside", &our_catalog(), &[]).await;
+    s.operator_group("");
+    let group = format!("{}.alongside.example.com", s.name());
+    let crd_name = format!("tests.{group}");
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd_name},
+        "spec": {"group": group, "scope": "Cluster",
+                 "names": {"plural": "tests", "singular": "test", "kind": "Test", "listKind": "TestList"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object"}}}]}
+    });
+    let alongside = |crd: &Value| -> Vec<String> {
+        let mut values: Vec<String> = crd["metadata"]["annotations"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with("operatorframework.io/installed-alongside-"))
+            .map(|(_, v)| v.as_str().unwrap_or_default().to_string())
+            .collect();
+        values.sort();
+        values
+    };
+    for (plan, csv) in [("plan-one", "csv-one"), ("plan-two", "csv-two")] {
+        apply(&format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: ClusterServiceVersion\nmetadata:\n  name: {csv}\n  namespace: {}\nspec:\n  displayName: {csv}\n  install:\n    strategy: deployment\n    spec:\n      deployments: []\n",
+            s.name()
+        ));
+        write_plan_as_upstream(
+            s.name(),
+            plan,
+            csv,
+            &[(
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+                &crd,
+            )],
+        );
+        s.plan_phase(plan, "Complete").await;
+    }
+    let written = get_json("default", &format!("crd/{crd_name}"));
+    kubectl(&["delete", "crd", &crd_name], None).ok();
+    assert_eq!(
+        alongside(&written),
+        [
+            format!("{}/csv-one", s.name()),
+            format!("{}/csv-two", s.name())
+        ],
+        "{:#}",
+        written["metadata"]
+    );
 }
 
 /// A plan written by a version before the typed plan (its bundles in the

@@ -21,6 +21,7 @@
 //! Everything is idempotent and recorded on the object, so a restart at any point continues
 //! where the last process stopped.
 
+mod alongside;
 mod crd_upgrade;
 pub mod unpack;
 
@@ -667,6 +668,23 @@ async fn apply_step(
         && let Some(existing) = &existing
     {
         check_crd_upgrade(&object, existing, ctx).await?;
+    }
+    if r.kind == KIND_CRD {
+        let csvs = ctx.shared.informers.csvs.store();
+        let alongside = alongside::annotations(
+            existing
+                .as_ref()
+                .and_then(|e| e.metadata.annotations.as_ref()),
+            namespace,
+            &step.resolving,
+            |ns, name| csvs.get(&ObjectRef::new(name).within(ns)).is_some(),
+        );
+        if !object["metadata"]["annotations"].is_object() {
+            object["metadata"]["annotations"] = json!({});
+        }
+        for (key, value) in alongside {
+            object["metadata"]["annotations"][key] = json!(value);
+        }
     }
     // Forced: the bundle's manifest wins over whoever applied the object last (a CRD
     // applied with `kubectl apply --server-side`, say), as upstream's updates do.
