@@ -1409,6 +1409,98 @@ fn write_plan_as_upstream(
     .ok();
 }
 
+/// Upstream's steps carry their own ownerReferences (a CSV's by name, the UID left for the
+/// executor) and may resolve no CSV at all: the executor fills the UID once the CSV exists
+/// (retrying until then), keeps the owners the object already has, and updates objects
+/// that exist.
+#[tokio::test]
+async fn upstream_steps_keep_their_own_owners() {
+    let s = Setup::new("ip-owners", &our_catalog(), &[]).await;
+    s.operator_group("");
+    let csv_yaml = |name: &str| {
+        format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: ClusterServiceVersion\nmetadata:\n  name: {name}\n  namespace: {}\nspec:\n  displayName: {name}\n  install:\n    strategy: deployment\n    spec:\n      deployments: []\n",
+            s.name()
+        )
+    };
+    apply(&csv_yaml("csv-old"));
+    apply(&csv_yaml("csv-new"));
+    let uid = |name: &str| s.get(&format!("csv/{name}"))["metadata"]["uid"].clone();
+    let csv_ref = |name: &str| {
+        serde_json::json!({"apiVersion": "operators.coreos.com/v1alpha1",
+                           "kind": "ClusterServiceVersion", "name": name})
+    };
+    // A ServiceAccount owned by the old CSV moves to the new one: both stay owners.
+    let mut old_owner = csv_ref("csv-old");
+    old_owner["uid"] = uid("csv-old");
+    apply(
+        &serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "moved", "namespace": s.name(), "ownerReferences": [old_owner]}})
+        .to_string(),
+    );
+    let account = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "moved", "ownerReferences": [csv_ref("csv-new")]}});
+    // A Service that exists, in a step that resolves no CSV: updated.
+    apply(&format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: existing\n  namespace: {}\nspec:\n  ports: [{{port: 12345}}]\n",
+        s.name()
+    ));
+    let service = serde_json::json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "existing", "labels": {"updated": "yes"}},
+        "spec": {"ports": [{"port": 12345}]}});
+    write_plan_as_upstream(
+        s.name(),
+        "moves",
+        "",
+        &[
+            ("", "v1", "ServiceAccount", &account),
+            ("", "v1", "Service", &service),
+        ],
+    );
+    s.plan_phase("moves", "Complete").await;
+    let owners: Vec<(String, Value)> = s.get("serviceaccount/moved")["metadata"]["ownerReferences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["name"].as_str().unwrap().to_string(), o["uid"].clone()))
+        .collect();
+    assert_eq!(
+        owners,
+        [
+            ("csv-old".to_string(), uid("csv-old")),
+            ("csv-new".to_string(), uid("csv-new"))
+        ]
+    );
+    assert_eq!(
+        s.get("service/existing")["metadata"]["labels"]["updated"],
+        "yes"
+    );
+
+    // An owner that does not exist yet holds the step (the plan says which CSV) until it does.
+    let config_map = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "owned-later", "ownerReferences": [csv_ref("csv-later")]}});
+    write_plan_as_upstream(
+        s.name(),
+        "waits",
+        "",
+        &[("", "v1", "ConfigMap", &config_map)],
+    );
+    eventually("the plan waiting for its owner", WAIT, || async {
+        let plan = s.get("installplan/waits");
+        plan["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("csv-later"))
+            .then_some(())
+    })
+    .await;
+    apply(&csv_yaml("csv-later"));
+    s.plan_phase("waits", "Complete").await;
+    assert_eq!(
+        s.get("configmap/owned-later")["metadata"]["ownerReferences"][0]["uid"],
+        uid("csv-later")
+    );
+}
+
 /// As upstream, a CRD records each CSV it was installed alongside (one
 /// `operatorframework.io/installed-alongside-*` annotation per CSV, value `namespace/name`);
 /// a second plan with the same CRD adds its CSV and keeps the first one's.

@@ -629,34 +629,17 @@ async fn apply_step(
         object["metadata"]["labels"][LABEL_MANAGED] = json!("true");
     }
     if namespaced && r.kind != KIND_CSV && r.kind != KIND_SUBSCRIPTION {
-        let uid = match csv_uids.get(&step.resolving) {
-            Some(uid) => uid.clone(),
-            None => {
-                let csvs: Api<ClusterServiceVersion> =
-                    Api::namespaced(ctx.shared.client.clone(), namespace);
-                let Some(csv) = csvs
-                    .get_metadata_opt(&step.resolving)
-                    .await
-                    .map_err(classify)?
-                else {
-                    return Err(StepError::Retry {
-                        message: format!("CSV {} does not exist yet", step.resolving),
-                        forever: false,
-                    });
-                };
-                let uid = csv.metadata.uid.unwrap_or_default();
-                csv_uids.insert(step.resolving.clone(), uid.clone());
-                uid
+        let mut owners = owner_references(&mut object, &step.resolving);
+        for owner in &mut owners {
+            if owner["kind"] != KIND_CSV || owner["uid"].as_str().is_some_and(|u| !u.is_empty()) {
+                continue;
             }
-        };
-        object["metadata"]["ownerReferences"] = json!([{
-            "apiVersion": ClusterServiceVersion::api_version(&()),
-            "kind": KIND_CSV,
-            "name": step.resolving,
-            "uid": uid,
-            "controller": false,
-            "blockOwnerDeletion": false,
-        }]);
+            let name = owner["name"].as_str().unwrap_or_default().to_string();
+            owner["uid"] = json!(csv_uid(&name, namespace, csv_uids, ctx).await?);
+        }
+        if !owners.is_empty() {
+            object["metadata"]["ownerReferences"] = Value::Array(owners);
+        }
     }
     // Whether it exists is OLM's own question (a scoped group's account need not be able to
     // read); what is written is written as the account.
@@ -729,6 +712,46 @@ async fn apply_step(
             StepStatus::Created
         },
     ))
+}
+
+/// The owners of a namespaced step's object: the manifest's own ownerReferences when it has
+/// any (upstream's steps carry them, a CSV's UID left for the executor to fill), else the
+/// CSV the step resolves (our plans' steps). None without either.
+fn owner_references(object: &mut Value, resolving: &str) -> Vec<Value> {
+    match object["metadata"]["ownerReferences"].take() {
+        Value::Array(owners) if !owners.is_empty() => owners,
+        _ if resolving.is_empty() => Vec::new(),
+        _ => vec![json!({
+            "apiVersion": ClusterServiceVersion::api_version(&()),
+            "kind": KIND_CSV,
+            "name": resolving,
+            "controller": false,
+            "blockOwnerDeletion": false,
+        })],
+    }
+}
+
+/// The UID of CSV `name`; a CSV that does not exist (yet) is retried, until the retry
+/// timeout.
+async fn csv_uid(
+    name: &str,
+    namespace: &str,
+    csv_uids: &mut BTreeMap<String, String>,
+    ctx: &InstallPlanContext,
+) -> Result<String, StepError> {
+    if let Some(uid) = csv_uids.get(name) {
+        return Ok(uid.clone());
+    }
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(ctx.shared.client.clone(), namespace);
+    let Some(csv) = csvs.get_metadata_opt(name).await.map_err(classify)? else {
+        return Err(StepError::Retry {
+            message: format!("CSV {name} does not exist yet"),
+            forever: false,
+        });
+    };
+    let uid = csv.metadata.uid.unwrap_or_default();
+    csv_uids.insert(name.to_string(), uid.clone());
+    Ok(uid)
 }
 
 /// Creates or merges `object` the way upstream writes steps, so that the API server prunes
