@@ -184,6 +184,8 @@ reasons! {
     /// conditions (the pull causes), and of its Events.
     pub enum InstallPlanReason {
         InstallComponentFailed = "InstallComponentFailed",
+        /// The namespace has no OperatorGroup, or several: the plan waits (Installing).
+        InstallCheckFailed = "InstallCheckFailed",
         InvalidInstallPlan = "InvalidInstallPlan",
         /// The object does not read as an InstallPlan.
         SpecInvalidError = "SpecInvalidError",

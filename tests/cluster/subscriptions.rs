@@ -1501,6 +1501,47 @@ async fn upstream_steps_keep_their_own_owners() {
     );
 }
 
+/// As upstream, a plan is carried out only where exactly one OperatorGroup manages the
+/// namespace: until then it stays Installing with upstream's condition, cleared once the
+/// group is there.
+#[tokio::test]
+async fn a_plan_waits_for_its_namespaces_operator_group() {
+    let s = Setup::new("ip-no-group", &our_catalog(), &[]).await;
+    let config_map = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "waits-for-group"}});
+    write_plan_as_upstream(
+        s.name(),
+        "early",
+        "",
+        &[("", "v1", "ConfigMap", &config_map)],
+    );
+    let installed = |plan: &Value| {
+        plan["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Installed")
+            .cloned()
+    };
+    let waiting = eventually("the plan saying it has no group", WAIT, || async {
+        let plan = s.get("installplan/early");
+        installed(&plan)
+            .filter(|c| c["status"] == "False")
+            .map(|c| (plan["status"]["phase"].clone(), c))
+    })
+    .await;
+    assert_eq!(waiting.0, "Installing");
+    assert_eq!(waiting.1["reason"], "InstallCheckFailed");
+    assert_eq!(
+        waiting.1["message"],
+        "no operator group found that is managing this namespace"
+    );
+    s.operator_group("");
+    let plan = s.plan_phase("early", "Complete").await;
+    assert_eq!(installed(&plan).unwrap()["status"], "True", "{plan:#}");
+    s.get("configmap/waits-for-group");
+}
+
 /// As upstream, a CRD records each CSV it was installed alongside (one
 /// `operatorframework.io/installed-alongside-*` annotation per CSV, value `namespace/name`);
 /// a second plan with the same CRD adds its CSV and keeps the first one's.

@@ -64,6 +64,8 @@ pub const CONTROLLER: &str = "installplan";
 pub const FIELD_MANAGER: &str = plan::STATUS_FIELD_MANAGER;
 /// How often an Installing plan is looked at again while it waits (CRDs, retries).
 const RECHECK: Duration = Duration::from_secs(2);
+/// How often a plan waiting for its namespace's OperatorGroup looks again.
+const GROUP_RECHECK: Duration = Duration::from_secs(5);
 /// How often a plan waiting for a bundle image tries the pull again (upstream: 5s).
 const UNPACK_RECHECK: Duration = Duration::from_secs(5);
 
@@ -377,15 +379,52 @@ async fn execute(
             error,
         }
     };
-    let scoped = scoped_client(&namespace, ctx).await.map_err(|e| match e {
-        ScopeError::Kube(error) => kube_err("reading the OperatorGroup".into())(error),
-        ScopeError::Config(message) => Error::Other {
+    let groups: Api<OperatorGroup> = Api::namespaced(ctx.shared.client.clone(), &namespace);
+    let groups = groups
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err("listing the OperatorGroups".into()))?
+        .items;
+    // As upstream: a plan is carried out only in a namespace with exactly one group; until
+    // then it stays Installing and says why (cleared once the group is there).
+    if let Some(message) = group_problem(groups.len()) {
+        let said = |status: &InstallPlanStatus| {
+            status
+                .conditions
+                .iter()
+                .find(|c| c.type_.as_deref() == Some("Installed"))
+                .and_then(|c| c.message.clone())
+        };
+        if said(&status).as_deref() != Some(message.as_str()) {
+            status
+                .conditions
+                .retain(|c| c.type_.as_deref() != Some("Installed"));
+            let time = Time(now());
+            status.conditions.push(
+                Cond::new(
+                    "Installed",
+                    ConditionStatus::False,
+                    Reason::InstallCheckFailed,
+                    message,
+                )
+                .into_install_plan(time.clone(), time),
+            );
+            write_status(plan, &status, ctx).await?;
+        }
+        return Ok(Action::requeue(GROUP_RECHECK));
+    }
+    let scoped = scoped_client(&namespace, &groups, ctx)
+        .await
+        .map_err(|message| Error::Other {
             namespace: namespace.clone(),
             name: plan.name_any(),
             message,
-        },
-    })?;
+        })?;
     let before = status.clone();
+    // Whatever was said while the namespace had no single group no longer holds.
+    status
+        .conditions
+        .retain(|c| c.reason.as_deref() != Some(Reason::InstallCheckFailed.as_str()));
     // A plan a client wrote may have no start: the retry clock starts now.
     status.start_time.get_or_insert_with(|| Time(now()));
     let mut csv_uids: BTreeMap<String, String> = BTreeMap::new();
@@ -896,29 +935,31 @@ async fn namespace_unpack_timeout(
     ))
 }
 
-enum ScopeError {
-    Kube(kube::Error),
-    Config(String),
+/// Why a namespace with `count` OperatorGroups cannot have plans carried out (upstream's
+/// words), if it cannot.
+fn group_problem(count: usize) -> Option<String> {
+    match count {
+        0 => Some("no operator group found that is managing this namespace".into()),
+        1 => None,
+        n => Some(format!(
+            "more than one operator group(s) are managing this namespace count={n}"
+        )),
+    }
 }
 
 /// A client acting as the OperatorGroup's service account, when it names one.
 async fn scoped_client(
     namespace: &str,
+    groups: &[OperatorGroup],
     ctx: &InstallPlanContext,
-) -> Result<Option<Client>, ScopeError> {
-    let groups: Api<OperatorGroup> = Api::namespaced(ctx.shared.client.clone(), namespace);
-    let list = groups
-        .list(&ListParams::default())
-        .await
-        .map_err(ScopeError::Kube)?;
-    let Some(account) = list.items.first().and_then(scoped::service_account) else {
+) -> Result<Option<Client>, String> {
+    let Some(account) = groups.first().and_then(scoped::service_account) else {
         return Ok(None);
     };
     ctx.impersonating
         .acting_as(namespace, account)
         .await
         .map(Some)
-        .map_err(ScopeError::Config)
 }
 
 /// Writes `status`; returns the plan as written.
