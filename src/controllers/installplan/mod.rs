@@ -827,21 +827,46 @@ async fn create(
 }
 
 /// What a step creates: the manifest's own apiVersion and kind when it has them (clients
-/// write steps with whatever version string), else the step's resource fields. A CSV is
-/// always `operators.coreos.com/v1alpha1`, the only version there is: published bundles
-/// write `v1alpha1`, `operators.coreos.com/v1` and others, which upstream's typed decoding
-/// never notices.
+/// write steps with whatever version string), else the step's resource fields. The kinds
+/// upstream's executor knows by name are found by name, as there: a manifest whose
+/// apiVersion is not of the kind's group (upstream's own tests write CRDs as `v1`) gets the
+/// kind's version. A CSV is always `operators.coreos.com/v1alpha1`, the only version there
+/// is: published bundles write `v1alpha1`, `operators.coreos.com/v1` and others, which
+/// upstream's typed decoding never notices.
 fn step_gvk(r: &crate::api::StepResource, object: &Value) -> GroupVersionKind {
     if r.kind == KIND_CSV {
         return GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", KIND_CSV);
     }
-    match (object["apiVersion"].as_str(), object["kind"].as_str()) {
+    let (group, version, kind) = match (object["apiVersion"].as_str(), object["kind"].as_str()) {
         (Some(api_version), Some(kind)) if !kind.is_empty() => {
             let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            (group, version, kind)
+        }
+        _ => (r.group.as_str(), r.version.as_str(), r.kind.as_str()),
+    };
+    match known_kind(kind) {
+        Some((known_group, _)) if known_group == group => {
             GroupVersionKind::gvk(group, version, kind)
         }
-        _ => GroupVersionKind::gvk(&r.group, &r.version, &r.kind),
+        Some((known_group, known_version)) => {
+            GroupVersionKind::gvk(known_group, known_version, kind)
+        }
+        None => GroupVersionKind::gvk(group, version, kind),
     }
+}
+
+/// The group and version of a kind upstream's executor handles by name.
+fn known_kind(kind: &str) -> Option<(&'static str, &'static str)> {
+    Some(match kind {
+        KIND_CRD => ("apiextensions.k8s.io", "v1"),
+        KIND_SUBSCRIPTION => ("operators.coreos.com", "v1alpha1"),
+        "Secret" | "ConfigMap" | "ServiceAccount" | "Service" => ("", "v1"),
+        "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" => {
+            ("rbac.authorization.k8s.io", "v1")
+        }
+        "APIService" => ("apiregistration.k8s.io", "v1"),
+        _ => return None,
+    })
 }
 
 /// Whether the CRD `name` is Established; None when it does not exist.
@@ -1070,6 +1095,20 @@ mod tests {
         );
         let bare = step_gvk(&resource, &json!({}));
         assert_eq!(bare.version, "v1beta1");
+        // Upstream's tests write CRDs as plain `v1`: a kind known by name gets its group.
+        let plain = step_gvk(
+            &resource,
+            &json!({"apiVersion": "v1", "kind": "CustomResourceDefinition"}),
+        );
+        assert_eq!(plain.api_version(), "apiextensions.k8s.io/v1");
+        let role = step_gvk(&resource, &json!({"apiVersion": "v1", "kind": "Role"}));
+        assert_eq!(role.api_version(), "rbac.authorization.k8s.io/v1");
+        // Kinds it does not know keep what they say.
+        let other = step_gvk(
+            &resource,
+            &json!({"apiVersion": "example.com/v2", "kind": "Thing"}),
+        );
+        assert_eq!(other.api_version(), "example.com/v2");
     }
 
     #[test]
