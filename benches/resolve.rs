@@ -2,6 +2,12 @@
 //! 10,000 and 100,000 bundles and against the community-operators testdata.
 //! The catalog index is built once per catalog (as a controller would, per catalog change);
 //! what is measured is the resolution. `cargo bench --bench resolve`.
+//!
+//! With `OLM_BENCH_CATALOG=DIR` (an FBC directory, e.g. the whole community catalog as
+//! `hack/bench/install-catalog.py` renders it into WORKDIR/catalog), also against that
+//! catalog: building its index, one Subscription (`OLM_BENCH_PACKAGE`, default
+//! argocd-operator), and one namespace with 20 Subscriptions at once (the first 20 packages
+//! that resolve on their own).
 
 // Test and bench code: a failed unwrap is a failed run, with its message (the lint stays
 // on for library code; clippy.toml allows it inside #[test] functions).
@@ -15,6 +21,7 @@ use serde_json::json;
 
 use olm::catalog::bundles::render::{RenderOptions, render_package_folders};
 use olm::catalog::model::fbc::*;
+use olm::catalog::reading::load::{LoadOptions, load_path_with};
 use olm::resolver::{Catalog, CatalogIndex, CatalogRef, Namespace, Subscription, resolve};
 
 const VERSIONS_PER_PACKAGE: usize = 10;
@@ -163,5 +170,69 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// The catalog of `OLM_BENCH_CATALOG`, without its bundles' objects (resolution never
+/// reads them; controllers' snapshots do not hold them either).
+fn real_catalog() -> Option<Catalog> {
+    let dir = std::env::var_os("OLM_BENCH_CATALOG")?;
+    let content = load_path_with(
+        Path::new(&dir),
+        LoadOptions {
+            drop_bundle_objects: true,
+        },
+    )
+    .unwrap();
+    Some(Catalog {
+        name: "community".into(),
+        namespace: "olm".into(),
+        priority: 0,
+        content,
+    })
+}
+
+fn bench_real_catalog(c: &mut Criterion) {
+    let Some(catalog) = real_catalog() else {
+        eprintln!("OLM_BENCH_CATALOG not set: the real-catalog benches are skipped");
+        return;
+    };
+    eprintln!(
+        "real catalog: {} packages, {} bundles",
+        catalog.content.packages.len(),
+        catalog.content.bundles.len()
+    );
+    let mut group = c.benchmark_group("real");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(5));
+    group.bench_function("index", |b| {
+        b.iter(|| CatalogIndex::new(std::slice::from_ref(&catalog)));
+    });
+    let index = CatalogIndex::new(std::slice::from_ref(&catalog));
+    let package = std::env::var("OLM_BENCH_PACKAGE").unwrap_or_else(|_| "argocd-operator".into());
+    let one = subscribe(&package, "community");
+    let plan = resolve(&index, &one).unwrap();
+    eprintln!("{package}: {} bundle(s) planned", plan.steps.len());
+    group.bench_function(format!("one-subscription/{package}"), |b| {
+        b.iter(|| resolve(&index, &one).unwrap());
+    });
+    let mut twenty = subscribe(&package, "community");
+    twenty.subscriptions.clear();
+    for p in &catalog.content.packages {
+        if twenty.subscriptions.len() == 20 {
+            break;
+        }
+        let alone = subscribe(&p.name, "community");
+        if resolve(&index, &alone).is_ok() {
+            twenty.subscriptions.extend(alone.subscriptions);
+        }
+    }
+    let plan = resolve(&index, &twenty).unwrap();
+    eprintln!("20 subscriptions: {} bundle(s) planned", plan.steps.len());
+    group.bench_function("twenty-subscriptions", |b| {
+        b.iter(|| resolve(&index, &twenty).unwrap());
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_real_catalog);
 criterion_main!(benches);
