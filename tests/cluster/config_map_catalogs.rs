@@ -168,6 +168,31 @@ async fn an_edited_config_map_is_connected_after_its_update_as_clients_compare_i
     .await;
 }
 
+/// Upstream's ConfigMap registry loads package names that are not DNS-1123 labels (its own
+/// tests use them): so does ours, for ConfigMap catalogs (file-based ones stay strict).
+#[tokio::test]
+async fn a_config_map_catalog_loads_what_upstreams_loads() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "catsrc-cm-lenient").await;
+    let olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    let mut data = reverse_words_data();
+    let packages = data["packages"]
+        .as_str()
+        .unwrap()
+        .replace("packageName: reverse-words", "packageName: ReverseWords");
+    assert!(packages.contains("ReverseWords"), "{packages}");
+    data["packages"] = json!(packages);
+    apply_config_map(&ns.name, "words", data);
+    apply_catalog_source(&ns.name, "words", "words");
+    wait_for_state(&ns.name, "words", "READY");
+    let snapshot = eventually("the snapshot", WAIT, || async {
+        olm.snapshot(&ns.name, "words")
+    })
+    .await;
+    assert_eq!(snapshot["packages"], json!(["ReverseWords"]));
+}
+
 #[tokio::test]
 async fn a_missing_config_map_is_reported_until_it_appears() {
     install_crds();

@@ -194,7 +194,7 @@ async fn poll_once(
         ))
     });
     tracing::info!(catalogsource = %source_ref, image, %digest, "image catalog pulled");
-    accept(source, source_ref, cctx, loaded_from, loaded).await;
+    accept(source, source_ref, cctx, loaded_from, loaded, &[]).await;
 }
 
 /// Credentials from `spec.secrets` for the catalog image's registry.

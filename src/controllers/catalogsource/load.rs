@@ -13,7 +13,7 @@ use super::status::{Connection, Content, ContentSummary, STATE_READY};
 use super::{CatalogSourceContext, Error, LoadRecord};
 use crate::api::duration::{HumanDuration, parse_go_duration};
 use crate::api::{CatalogSource, CatalogSourceReason, ConfigMapResourceReference};
-use crate::catalog::checks::validate::validate;
+use crate::catalog::checks::validate::{Rule, validate};
 use crate::catalog::configmap::from_configmap_data;
 use crate::catalog::content_digest;
 use crate::catalog::model::fbc::{DeclarativeConfig, PROP_BUNDLE_OBJECT};
@@ -151,6 +151,7 @@ pub async fn sync_grpc(
             cctx,
             address.clone(),
             loaded.map(Loaded::Whole),
+            &[],
         )
         .await;
     }
@@ -367,7 +368,16 @@ async fn read_config_map(
         ))
     });
     let origin = config_map_origin(name, &read_version);
-    accept(source, source_ref, cctx, origin, loaded.map(Loaded::Whole)).await;
+    let loaded = loaded.map(Loaded::Whole);
+    accept(
+        source,
+        source_ref,
+        cctx,
+        origin,
+        loaded,
+        CONFIG_MAP_TOLERATES,
+    )
+    .await;
     Ok(true)
 }
 
@@ -387,6 +397,11 @@ pub(super) enum Loaded {
         channel_heads: ChannelHeadTexts,
     },
 }
+
+/// What upstream's ConfigMap registry loads although a file-based catalog may not have it
+/// (its loader never checked): package names that are not DNS-1123 labels, and two bundles
+/// of a package with one version. Loaded with a warning in the log.
+pub(super) const CONFIG_MAP_TOLERATES: &[Rule] = &[Rule::PackageName, Rule::DuplicateVersion];
 
 /// Reads the file-based catalog at `root` one blob at a time, keeping what a snapshot keeps:
 /// each blob's digest is taken and (with the snapshots' [`LoadProjection`], when one is
@@ -439,6 +454,7 @@ pub(super) async fn accept(
     cctx: &CatalogSourceContext,
     origin: String,
     loaded: Result<Loaded, (CatalogSourceReason, String)>,
+    tolerated: &'static [Rule],
 ) {
     let ctx = &cctx.shared;
     ctx.metrics
@@ -455,7 +471,12 @@ pub(super) async fn accept(
                 channel_heads,
             } => (content, Some((digest, channel_heads))),
         };
-        let problems = validate(&content);
+        let (tolerated, problems): (Vec<_>, Vec<_>) = validate(&content)
+            .into_iter()
+            .partition(|p| tolerated.contains(&p.rule));
+        for problem in &tolerated {
+            tracing::warn!(%problem, "loaded anyway, as upstream loads such a catalog");
+        }
         if !problems.is_empty() {
             let shown: Vec<String> = problems.iter().take(5).map(ToString::to_string).collect();
             let more = problems.len().saturating_sub(shown.len());
