@@ -70,8 +70,12 @@ pub fn installed_csvs(
                     || st.installed_csv.as_deref() == Some(&name)
             })
         });
-        let package = property_package
-            .or_else(|| owner.map(|s| s.spec.name.clone()))
+        // A Subscription's installed CSV is its install whatever package it came from, as
+        // upstream relates them (by name): a Subscription moved to another package upgrades
+        // it to a bundle of the new package that replaces it.
+        let package = owner
+            .map(|s| s.spec.name.clone())
+            .or(property_package)
             .unwrap_or_else(|| name.clone());
         let version = csv
             .spec

@@ -66,11 +66,15 @@ impl Csv {
 }
 
 /// A channel's entries: the replaces chain from `current`, then the skipped CSVs present in
-/// the ConfigMap. Also returns the CSVs (indexes) that are members.
+/// the ConfigMap. Also returns the CSVs (indexes) that are members. The chain stops before a
+/// CSV of another package (`foreign`: upstream's tests write a CSV that replaces one of
+/// another package, to switch a Subscription between them): its entry still names it in
+/// `replaces`, and it stays its own package's.
 pub(super) fn channel_entries(
     csvs: &[Csv],
     by_name: &HashMap<String, usize>,
     current: &str,
+    foreign: &dyn Fn(usize) -> bool,
 ) -> Result<(Vec<ChannelEntry>, Vec<usize>), String> {
     let mut at = *by_name
         .get(current)
@@ -108,10 +112,13 @@ pub(super) fn channel_entries(
                 csv.name, csv.replaces
             )
         })?;
+        if foreign(at) {
+            break;
+        }
     }
     for s in skipped {
         let csv = &csvs[s];
-        if on_chain.insert(&csv.name) {
+        if !foreign(s) && on_chain.insert(&csv.name) {
             members.push(s);
             entries.push(ChannelEntry {
                 name: csv.name.clone(),

@@ -18,7 +18,10 @@
 //! - A channel is the `spec.replaces` chain from its `currentCSV`; every bundle on it keeps its
 //!   `spec.skips` and `olm.skipRange` annotation, and skipped CSVs present in the ConfigMap join
 //!   the channel (without edges of their own). A chain through a CSV that is not in the
-//!   ConfigMap, or a cycle, is an error.
+//!   ConfigMap, or a cycle, is an error. A chain stops before a CSV of another package (the
+//!   head of one of its channels, or a member of a package listed earlier), which its last
+//!   entry still names in `replaces`: upstream's sqlite loader shares such a CSV between the
+//!   packages, a file-based catalog cannot; one CSV at the head of two packages is an error.
 //! - The default channel is `defaultChannel` when it names a channel, else the only channel;
 //!   a package with several channels and none of them default is an error.
 //! - CSVs no channel reaches are left out (upstream keeps them in its database, where no
@@ -114,12 +117,25 @@ pub fn from_configmap_data(data: &BTreeMap<String, String>) -> Result<Declarativ
     let (crds, crd_by_key) = index_crds(crd_items)?;
     let (csvs, csv_by_name) = index_csvs(csv_items, &crd_by_key)?;
 
-    // Packages and their channels.
+    // Packages and their channels. A channel head is its package's before any walk: another
+    // package's chain that reaches it stops there.
+    let manifests = package_items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| PackageManifest::parse(index, item))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut head_of: HashMap<usize, usize> = HashMap::new();
+    for (index, manifest) in manifests.iter().enumerate() {
+        for (_, current) in &manifest.channels {
+            if let Some(&at) = csv_by_name.get(current) {
+                head_of.entry(at).or_insert(index);
+            }
+        }
+    }
     let mut out = DeclarativeConfig::default();
     let mut member_of: HashMap<usize, (usize, String)> = HashMap::new();
     let mut seen_packages: HashMap<String, usize> = HashMap::new();
-    for (index, item) in package_items.into_iter().enumerate() {
-        let manifest = PackageManifest::parse(index, &item)?;
+    for (index, manifest) in manifests.into_iter().enumerate() {
         let err = |message: String| item_error(KEY_PACKAGES, index, &manifest.name, message);
         if let Some(other) = seen_packages.insert(manifest.name.clone(), index) {
             return Err(err(format!(
@@ -132,7 +148,11 @@ pub fn from_configmap_data(data: &BTreeMap<String, String>) -> Result<Declarativ
             if !channel_names.insert(name.as_str()) {
                 return Err(err(format!("channel {name:?} is listed twice")));
             }
-            let (entries, members) = channel_entries(&csvs, &csv_by_name, current)
+            let foreign = |csv: usize| {
+                head_of.get(&csv).is_some_and(|&p| p != index)
+                    || member_of.get(&csv).is_some_and(|(p, _)| *p != index)
+            };
+            let (entries, members) = channel_entries(&csvs, &csv_by_name, current, &foreign)
                 .map_err(|m| err(format!("channel {name:?}: {m}")))?;
             for m in members {
                 match member_of.get(&m) {

@@ -312,15 +312,55 @@ fn package_errors_name_the_package() {
 }
 
 #[test]
-fn a_csv_in_two_packages_is_refused() {
+fn a_chain_stops_at_another_packages_csv() {
+    // Upstream's tests switch a Subscription between packages with a CSV that replaces one
+    // of another package: that CSV stays its own package's, and the chain names it.
     let text = format!(
         "{}\n- packageName: other\n  channels:\n  - {{name: a, currentCSV: etcdoperator.v0.6.1}}\n",
         fixture()[KEY_PACKAGES].trim_end()
     );
-    let e = error(&with(KEY_PACKAGES, &text));
+    let config = from_configmap_data(&with(KEY_PACKAGES, &text)).unwrap();
+    let entries = |package: &str| -> Vec<(String, String)> {
+        config
+            .channels
+            .iter()
+            .filter(|c| c.package == package)
+            .flat_map(|c| c.entries.iter())
+            .map(|e| (e.name.clone(), e.replaces.clone()))
+            .collect()
+    };
+    assert!(
+        entries("etcd").contains(&(
+            "etcdoperator.v0.9.0".to_string(),
+            "etcdoperator.v0.6.1".to_string()
+        )),
+        "{:?}",
+        entries("etcd")
+    );
+    assert!(
+        entries("etcd")
+            .iter()
+            .all(|(name, _)| name != "etcdoperator.v0.6.1")
+    );
     assert_eq!(
-        e,
-        "clusterServiceVersions[0] (etcdoperator.v0.6.1): the channels of packages \"etcd\" and \"other\" both reach it; a CSV belongs to one package"
+        entries("other"),
+        [("etcdoperator.v0.6.1".to_string(), String::new())]
+    );
+    let bundle = |name: &str| config.bundles.iter().find(|b| b.name == name).unwrap();
+    assert_eq!(bundle("etcdoperator.v0.6.1").package, "other");
+    assert_eq!(bundle("etcdoperator.v0.9.0").package, "etcd");
+}
+
+#[test]
+fn a_csv_at_the_head_of_two_packages_is_refused() {
+    let text = format!(
+        "{}\n- packageName: other\n  channels:\n  - {{name: a, currentCSV: etcdoperator.v0.9.2}}\n",
+        fixture()[KEY_PACKAGES].trim_end()
+    );
+    let e = error(&with(KEY_PACKAGES, &text));
+    assert!(
+        e.contains("the channels of packages \"etcd\" and \"other\" both reach it; a CSV belongs to one package"),
+        "{e}"
     );
 }
 

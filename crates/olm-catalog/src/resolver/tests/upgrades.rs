@@ -459,3 +459,26 @@ fn upgrade_blocked_by_a_dependency_stays_put() {
         }
     );
 }
+
+/// Upstream's "switching from one package to another": a Subscription moved from package a
+/// to package b, whose head replaces a's installed CSV and provides the same API.
+#[test]
+fn switching_packages_through_a_replaces_edge() {
+    let api = || vec![prop(PROP_GVK, gvk("example.com", "v1", "Thing"))];
+    let cat = Cat::new("ops")
+        .package("a", "stable")
+        .channel("a", "stable", vec![entry("a.v1.0.0")])
+        .bundle("a", "1.0.0", api())
+        .package("b", "stable")
+        .channel("b", "stable", vec![entry("b.v1.0.0").replaces("a.v1.0.0")])
+        .bundle("b", "1.0.0", api());
+    // The Subscription's installed CSV is a's: it counts as the Subscription's install
+    // (upstream relates them by the installed CSV's name), so b's replaces edge upgrades it.
+    let mut a = installed("b", "1.0.0");
+    a.name = "a.v1.0.0".into();
+    a.source = Some(CatalogRef::new("ops", "olm"));
+    a.provided = api();
+    let result = run(&[cat], &ns(vec![a], vec![sub("b", "ops")]));
+    let plan = result.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(steps(&plan), ["b.v1.0.0@ops"]);
+}
