@@ -197,6 +197,8 @@ reasons! {
         Approved = "Approved",
         /// Event: every step is done.
         Installed = "Installed",
+        /// Event on a step (`status.plan[i]`): the API server warned while applying it.
+        AppliedWithWarnings = "AppliedWithWarnings",
     }
     wraps Pull(PullCause);
 }

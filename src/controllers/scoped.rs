@@ -43,8 +43,8 @@ impl ScopedClients {
             format!("system:serviceaccounts:{namespace}"),
             "system:authenticated".into(),
         ]);
-        let client =
-            Client::try_from(config).map_err(|e| format!("building a client for {user}: {e}"))?;
+        let client = crate::runtime::warnings::client(config)
+            .map_err(|e| format!("building a client for {user}: {e}"))?;
         self.clients
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

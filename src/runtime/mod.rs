@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod leader;
+pub mod warnings;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,8 +41,10 @@ pub struct RunConfig {
 }
 
 pub async fn run(config: RunConfig) -> anyhow::Result<()> {
-    let client = Client::try_default()
+    let client = kube::Config::infer()
         .await
+        .map_err(anyhow::Error::from)
+        .and_then(|config| Ok(warnings::client(config)?))
         .context("connecting to the API server (KUBECONFIG or in-cluster config)")?;
     ensure_crds_installed(&client, config.watch_namespaces.first().map(String::as_str)).await?;
 

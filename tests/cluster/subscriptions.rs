@@ -1542,6 +1542,68 @@ async fn a_plan_waits_for_its_namespaces_operator_group() {
     s.get("configmap/waits-for-group");
 }
 
+/// As upstream, what the API server warns of while a step is applied (here a deprecated
+/// CRD version) becomes a Warning Event `AppliedWithWarnings` on that step of the plan.
+#[tokio::test]
+async fn warnings_of_a_step_become_an_event_on_the_step() {
+    let s = Setup::new("ip-warnings", &our_catalog(), &[]).await;
+    s.operator_group("");
+    let group = format!("{}.warn.example.com", s.name());
+    let crd_name = format!("deprecateds.{group}");
+    apply(
+        &serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": crd_name},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"plural": "deprecateds", "singular": "deprecated",
+                               "kind": "Deprecated", "listKind": "DeprecatedList"},
+                     "versions": [{"name": "v1", "served": true, "storage": true, "deprecated": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object"}}}]}
+        })
+        .to_string(),
+    );
+    kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/{crd_name}"),
+            "--timeout=60s",
+        ],
+        None,
+    )
+    .ok();
+    let object = serde_json::json!({"apiVersion": format!("{group}/v1"), "kind": "Deprecated",
+        "metadata": {"name": "old"}});
+    write_plan_as_upstream(
+        s.name(),
+        "warned",
+        "",
+        &[(&group, "v1", "Deprecated", &object)],
+    );
+    s.plan_phase("warned", "Complete").await;
+    let event = eventually("the AppliedWithWarnings Event", WAIT, || async {
+        let events = get_json(s.name(), "events");
+        events["items"]
+            .as_array()?
+            .iter()
+            .find(|e| e["reason"] == "AppliedWithWarnings")
+            .cloned()
+    })
+    .await;
+    kubectl(&["delete", "crd", &crd_name], None).ok();
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["involvedObject"]["kind"], "InstallPlan");
+    assert_eq!(event["involvedObject"]["name"], "warned");
+    assert_eq!(event["involvedObject"]["fieldPath"], "status.plan[0]");
+    let message = event["message"].as_str().unwrap();
+    assert_eq!(
+        message,
+        format!(
+            "1 warning(s) generated during operator installation (Deprecated \"old\"): {group}/v1 Deprecated is deprecated"
+        )
+    );
+}
+
 /// As upstream, a CRD records each CSV it was installed alongside (one
 /// `operatorframework.io/installed-alongside-*` annotation per CSV, value `namespace/name`);
 /// a second plan with the same CRD adds its CSV and keeps the first one's.

@@ -474,7 +474,18 @@ async fn execute(
             (Some(client), kind) if kind != KIND_CRD => client.clone(),
             _ => ctx.shared.client.clone(),
         };
-        match apply_step(&step, &namespace, &client, &mut csv_uids, ctx).await {
+        let (applied_step, warnings) = crate::runtime::warnings::collect(apply_step(
+            &step,
+            &namespace,
+            &client,
+            &mut csv_uids,
+            ctx,
+        ))
+        .await;
+        if !warnings.is_empty() {
+            warned(plan, i, &step, &warnings, ctx);
+        }
+        match applied_step {
             Ok(Applied::Done(s)) => {
                 status.plan[i].status = s;
                 applied += 1;
@@ -1014,6 +1025,39 @@ fn event(
         &plan.object_ref(&()),
         type_,
         reason.as_str(),
+        "Install",
+        note,
+    );
+}
+
+/// A Warning Event on step `i` (`status.plan[i]`) saying what the API server warned of while
+/// applying it, in upstream's words.
+fn warned(
+    plan: &InstallPlan,
+    i: usize,
+    step: &Step,
+    warnings: &[String],
+    ctx: &InstallPlanContext,
+) {
+    let r = &step.resource;
+    let what = if step.resolving.is_empty() {
+        "operator installation".to_string()
+    } else {
+        format!("installation of operator {:?}", step.resolving)
+    };
+    let note = format!(
+        "{} warning(s) generated during {what} ({} {:?}): {}",
+        warnings.len(),
+        r.kind,
+        r.name,
+        warnings.join(", ")
+    );
+    let mut regarding = plan.object_ref(&());
+    regarding.field_path = Some(format!("status.plan[{i}]"));
+    ctx.shared.event(
+        &regarding,
+        EventType::Warning,
+        Reason::AppliedWithWarnings.as_str(),
         "Install",
         note,
     );
