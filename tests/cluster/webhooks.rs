@@ -549,3 +549,36 @@ async fn a_conversion_webhook_converts_on_a_real_get_of_the_other_version() {
     .ok();
     assert_eq!(strategy.stdout(), "None");
 }
+
+/// As upstream, an APIService labelled as a CSV's whose CSV does not exist (its namespace or
+/// the CSV itself missing) is deleted when it appears.
+#[tokio::test]
+async fn an_api_service_whose_csv_does_not_exist_is_deleted() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "apisvc-orphan").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    let group = format!("{}.orphans.example.com", ns.name);
+    let name = format!("v1alpha1.{group}");
+    apply_json(
+        &ns.name,
+        &json!({
+            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": name, "labels": {
+                "olm.owner": "never-there", "olm.owner.kind": "ClusterServiceVersion",
+                "olm.owner.namespace": ns.name}},
+            "spec": {"group": group, "version": "v1alpha1", "groupPriorityMinimum": 2000,
+                     "versionPriority": 15, "insecureSkipTLSVerify": true,
+                     "service": {"name": "nothing", "namespace": ns.name}}
+        }),
+    );
+    eventually(
+        "the orphaned APIService deleted",
+        Duration::from_secs(60),
+        || async {
+            let out = kubectl(&["get", "apiservice", &name], None);
+            (!out.success()).then_some(())
+        },
+    )
+    .await;
+}

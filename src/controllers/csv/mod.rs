@@ -14,6 +14,7 @@ mod conflicts;
 pub mod copier;
 pub mod copies;
 pub mod deployment;
+mod orphans;
 pub mod phase;
 pub mod rbac;
 pub mod requirements;
@@ -134,6 +135,9 @@ impl Reconciler for CsvContext {
     type Error = Error;
     const CONTROLLER: &'static str = CONTROLLER;
     const FIELD_MANAGER: &'static str = FIELD_MANAGER;
+    // Clients apply whole CSVs, status included (upstream's tests do, forced); upstream's
+    // status updates never conflict with them, so ours take those fields over.
+    const FORCE_STATUS: bool = true;
 
     crate::kit_accessors!(object_key);
 
@@ -1201,6 +1205,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         copy_requests: copy_tx,
     });
     let pruner = tokio::spawn(copier::prune_orphans(Arc::clone(&ctx)));
+    let api_service_pruner = tokio::spawn(orphans::prune_api_services(Arc::clone(&ctx)));
 
     // The copier's queue: the phase machine's rounds, changes to copies, namespaces that
     // come or go (they change the copies of AllNamespaces operators).
@@ -1291,6 +1296,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     kit::run(controller, ctx, shutdown).await;
     let _ = copier.await;
     pruner.abort();
+    api_service_pruner.abort();
 }
 
 /// The Deployments OLM made for CSVs (only this controller reads them).

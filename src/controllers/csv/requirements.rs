@@ -83,7 +83,11 @@ fn crd_status(
             name: name.into(),
             status: status.into(),
             message,
-            uuid: found.map(|c| c.uid.clone()).filter(|u| !u.is_empty()),
+            // As upstream: the CRD's UID only when it is Present.
+            uuid: found
+                .filter(|_| status == PRESENT)
+                .map(|c| c.uid.clone())
+                .filter(|u| !u.is_empty()),
             dependents: vec![],
         },
         unmet,

@@ -176,7 +176,8 @@ pub trait Reconciler: Send + Sync + Sized + 'static {
     const REPORTS_INVALID: bool = true;
     /// Whether status writes take over fields another manager set (InstallPlans: clients,
     /// upstream's tests among them, write `status.plan` and `phase` for the controller to
-    /// carry out, and every later write must not conflict with theirs).
+    /// carry out, and every later write must not conflict with theirs; Subscriptions and CSVs:
+    /// clients apply whole objects, status included).
     const FORCE_STATUS: bool = false;
 
     fn shared(&self) -> &Context;
