@@ -223,14 +223,15 @@ pub fn decide(group: &OperatorGroup, gathered: &Gathered, now: Timestamp) -> Pla
     let provided = provided_apis_annotation(&apis);
     // A static group's annotation is the admin's.
     let is_static = group.spec.static_provided_apis == Some(true);
-    let provided_apis = (!is_static
-        && group
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(PROVIDED_APIS_ANNOTATION))
-            != Some(&provided))
-    .then_some(provided);
+    // As upstream, a missing annotation is the empty set: a group that never provided an
+    // API gets none written (clients wait for it to have no annotations at all).
+    let current_apis = group
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PROVIDED_APIS_ANNOTATION))
+        .map_or("", String::as_str);
+    let provided_apis = (!is_static && current_apis != provided).then_some(provided);
     // With two groups in the namespace no CSV is a member of either (TooManyOperatorGroups).
     let member_annotations = member_annotations(group, &targets);
     let annotate_members = if gathered.groups_in_namespace == 1 {
@@ -677,6 +678,15 @@ mod tests {
             ),
             (None, None, 0)
         );
+
+        // The members leave: the annotation is emptied, not removed (upstream's `""`).
+        let mut left = gathered.clone();
+        left.members.clear();
+        assert_eq!(decide(&og, &left, later).provided_apis.as_deref(), Some(""));
+        // A group that never provided anything gets no annotation at all.
+        let mut fresh = og.clone();
+        fresh.metadata.annotations = None;
+        assert_eq!(decide(&fresh, &left, later).provided_apis, None);
 
         gathered.groups_in_namespace = 2;
         gathered.members[0].metadata.annotations = None;
