@@ -42,7 +42,7 @@ pub fn owner_conflict<'a>(
     if mine.is_empty() {
         return None;
     }
-    let meeting: BTreeSet<String> = groups
+    let meeting_groups: Vec<&OperatorGroup> = groups
         .into_iter()
         .filter(|g| g.namespace().as_deref() != Some(namespace))
         .filter(|g| {
@@ -50,7 +50,34 @@ pub fn owner_conflict<'a>(
                 .as_ref()
                 .is_some_and(|s| meet(targets, &s.namespaces))
         })
-        .filter_map(ResourceExt::namespace)
+        .collect();
+    // A static group's annotation is its claim (an admin's, with no CSV behind it), and
+    // comes before any CSV's, as upstream reads every group's provided APIs.
+    for group in meeting_groups
+        .iter()
+        .filter(|g| g.spec.static_provided_apis == Some(true))
+    {
+        let shared: Vec<String> = group
+            .annotations()
+            .get(PROVIDED_APIS_ANNOTATION)
+            .into_iter()
+            .flat_map(|a| a.split(','))
+            .map(str::trim)
+            .filter(|k| mine.contains(*k))
+            .map(String::from)
+            .collect();
+        if !shared.is_empty() {
+            return Some(format!(
+                "intersecting operatorgroups provide the same apis: {} (OperatorGroup {}/{})",
+                shared.join(","),
+                group.namespace().unwrap_or_default(),
+                group.name_any()
+            ));
+        }
+    }
+    let meeting: BTreeSet<String> = meeting_groups
+        .iter()
+        .filter_map(|g| g.namespace())
         .collect();
     let already_lost = csv.lost_its_apis();
     let order = claim_order(csv);
@@ -147,6 +174,35 @@ mod tests {
             Some(
                 "intersecting operatorgroups provide the same apis: Widget.v1.example.com (ClusterServiceVersion a/first.v1)"
             )
+        );
+    }
+
+    #[test]
+    fn a_static_groups_annotation_is_a_claim_without_any_csv() {
+        // Upstream's "static provider": a static group claims Widget by its annotation alone.
+        let mut claimed = group("a", &["d"]);
+        claimed.spec.static_provided_apis = Some(true);
+        claimed.metadata.annotations = Some(
+            [(
+                PROVIDED_APIS_ANNOTATION.to_string(),
+                "Widget.v1.example.com".to_string(),
+            )]
+            .into(),
+        );
+        let groups = [claimed, group("b", &[""])];
+        let newcomer = csv("b", "widget.v1", 100, "Widget");
+        assert_eq!(
+            owner_conflict(&newcomer, "b", &[String::new()], &groups, [&newcomer]).as_deref(),
+            Some(
+                "intersecting operatorgroups provide the same apis: Widget.v1.example.com (OperatorGroup a/og)"
+            )
+        );
+        // A group that does not meet it is free to.
+        let elsewhere = csv("c", "widget.v1", 100, "Widget");
+        let groups = [groups[0].clone(), group("c", &["c"])];
+        assert_eq!(
+            owner_conflict(&elsewhere, "c", &["c".into()], &groups, [&elsewhere]),
+            None
         );
     }
 

@@ -935,7 +935,15 @@ async fn install(
                 object.metadata.namespace.clone(),
                 object.name_any(),
             );
-            if desired.contains(&key) {
+            // Only what this controller wrote: a user's object that carries the CSV's owner
+            // labels (upstream's tests label their own Roles so) is not ours to delete.
+            let written_by_us = object
+                .metadata
+                .managed_fields
+                .iter()
+                .flatten()
+                .any(|m| m.manager.as_deref() == Some(FIELD_MANAGER));
+            if desired.contains(&key) || !written_by_us {
                 continue;
             }
             let api = dynamic_api(client.clone(), kind, object.metadata.namespace.as_deref());
