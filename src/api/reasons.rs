@@ -411,12 +411,14 @@ mod tests {
         use InstallPlanReason as R;
         let own = [
             (R::InstallComponentFailed, "InstallComponentFailed"),
+            (R::InstallCheckFailed, "InstallCheckFailed"),
             (R::InvalidInstallPlan, "InvalidInstallPlan"),
             (R::SpecInvalidError, "SpecInvalidError"),
             (R::BundleLookupFailed, "BundleLookupFailed"),
             (R::RequiresApproval, "RequiresApproval"),
             (R::Approved, "Approved"),
             (R::Installed, "Installed"),
+            (R::AppliedWithWarnings, "AppliedWithWarnings"),
         ];
         assert_spellings(R::all(), &with_pull_causes(&own, R::Pull));
     }
