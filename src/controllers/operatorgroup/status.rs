@@ -219,7 +219,14 @@ pub fn decide(group: &OperatorGroup, gathered: &Gathered, now: Timestamp) -> Pla
         .as_ref()
         .filter(|d| current.as_ref().map(|c| &c.namespaces) != Some(&d.namespaces))
         .map(|d| d.namespaces.clone());
-    let apis = provided_apis(&gathered.members);
+    // As upstream, a CSV's APIs are the group's once its own checks ran (it has a phase):
+    // one that loses an owner conflict on its first round never shows in the annotation.
+    let apis = provided_apis(
+        gathered
+            .members
+            .iter()
+            .filter(|csv| csv.status.as_ref().is_some_and(|s| s.phase.is_some())),
+    );
     let provided = provided_apis_annotation(&apis);
     // A static group's annotation is the admin's.
     let is_static = group.spec.static_provided_apis == Some(true);
@@ -510,6 +517,10 @@ mod tests {
                 ..CrdDescription::default()
             }],
             required: vec![],
+        });
+        csv.status = Some(crate::api::ClusterServiceVersionStatus {
+            phase: Some(crate::api::CsvPhase::Succeeded),
+            ..Default::default()
         });
         csv
     }
