@@ -283,6 +283,54 @@ async fn label_namespaces(
     Ok(())
 }
 
+/// Removes the `olm.operatorgroup.uid/<uid>` labels of groups that no longer exist, as
+/// upstream's namespace sync does (a deleted group is never reconciled again). Cluster-wide
+/// runs only: a scoped one sees one namespace's groups.
+async fn unlabel_deleted_groups(ctx: &OperatorGroupContext) {
+    let prefix = crate::controllers::ownership::operator_group_namespace_label("");
+    let live: std::collections::HashSet<String> = ctx
+        .groups
+        .state()
+        .iter()
+        .filter_map(|g| match &g.0 {
+            Ok(group) => group.metadata.uid.clone(),
+            Err(invalid) => invalid.metadata.uid.clone(),
+        })
+        .collect();
+    let api: Api<Namespace> = Api::all(ctx.shared.client.clone());
+    for namespace in ctx.namespaces.state() {
+        let stale: Vec<&String> = namespace
+            .labels()
+            .keys()
+            .filter(|k| {
+                k.strip_prefix(&prefix)
+                    .is_some_and(|uid| !live.contains(uid))
+            })
+            .collect();
+        if stale.is_empty() {
+            continue;
+        }
+        let labels: serde_json::Map<String, serde_json::Value> = stale
+            .iter()
+            .map(|k| ((*k).clone(), serde_json::Value::Null))
+            .collect();
+        let patch = json!({"metadata": {"labels": labels}});
+        let name = namespace.name_any();
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(namespace = %name, labels = ?stale, "removed the labels of deleted OperatorGroups");
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => {
+                tracing::warn!(%error, namespace = %name, "could not remove the labels of deleted OperatorGroups");
+            }
+        }
+    }
+}
+
 fn describe_targets(targets: &[String]) -> String {
     if targets.len() == 1 && targets[0].is_empty() {
         "all namespaces".into()
@@ -414,6 +462,9 @@ async fn prune_group_roles(ctx: Arc<OperatorGroupContext>) {
     loop {
         tick.tick().await;
         let live = crate::controllers::kit::cache_ready::live_keys(&ctx.groups);
+        if scope.is_none() {
+            unlabel_deleted_groups(&ctx).await;
+        }
         for role in ctx.cluster_roles.state() {
             let labels: &BTreeMap<String, String> = role.labels();
             if labels.get(OWNER_KIND_LABEL).map(String::as_str) != Some("OperatorGroup") {
