@@ -371,11 +371,11 @@ async fn sync(
             );
         }
     }
-    let requeue = match (round.requeue_after, connect_wait) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
-    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+    Ok([round.requeue_after, connect_wait]
+        .into_iter()
+        .flatten()
+        .min()
+        .map_or_else(Action::await_change, Action::requeue))
 }
 
 /// The API server's version (major, minor, patch), read once; None while it cannot be read.

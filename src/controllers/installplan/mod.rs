@@ -379,12 +379,17 @@ async fn execute(
             error,
         }
     };
-    let groups: Api<OperatorGroup> = Api::namespaced(ctx.shared.client.clone(), &namespace);
-    let groups = groups
-        .list(&ListParams::default())
-        .await
-        .map_err(kube_err("listing the OperatorGroups".into()))?
-        .items;
+    // From the shared cache: a waiting plan is looked at every few seconds, and a LIST per
+    // look was one request per plan per round.
+    let group_cache = ctx.shared.informers.operator_groups.store();
+    crate::controllers::kit::cache_ready::listed(&group_cache).await;
+    let groups: Vec<OperatorGroup> = group_cache
+        .state()
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .filter(|g| g.namespace().as_deref() == Some(namespace.as_str()))
+        .cloned()
+        .collect();
     // As upstream: a plan is carried out only in a namespace with exactly one group; until
     // then it stays Installing and says why (cleared once the group is there).
     if let Some(message) = group_problem(groups.len()) {
@@ -396,11 +401,9 @@ async fn execute(
                 .and_then(|c| c.message.clone())
         };
         if said(&status).as_deref() != Some(message.as_str()) {
-            status
-                .conditions
-                .retain(|c| c.type_.as_deref() != Some("Installed"));
             let time = Time(now());
-            status.conditions.push(
+            plan::set_installed(
+                &mut status,
                 Cond::new(
                     "Installed",
                     ConditionStatus::False,
@@ -539,12 +542,7 @@ async fn execute(
     }
     status.phase = InstallPlanPhase::Complete;
     status.message = None;
-    status
-        .conditions
-        .retain(|c| c.type_.as_deref() != Some("Installed"));
-    status
-        .conditions
-        .push(condition("Installed", ConditionStatus::True));
+    plan::set_installed(&mut status, condition("Installed", ConditionStatus::True));
     write_status(plan, &status, ctx).await?;
     event(
         plan,

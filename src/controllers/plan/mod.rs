@@ -174,15 +174,21 @@ pub fn failed(
 ) -> InstallPlanStatus {
     status.phase = InstallPlanPhase::Failed;
     status.message = Some(message.clone());
-    status
-        .conditions
-        .retain(|c| c.type_.as_deref() != Some("Installed"));
     let time = Time(now);
-    status.conditions.push(
+    set_installed(
+        &mut status,
         Cond::new("Installed", ConditionStatus::False, reason, message)
             .into_install_plan(time.clone(), time),
     );
     status
+}
+
+/// Replaces the plan's `Installed` condition (one per plan, as upstream).
+pub fn set_installed(status: &mut InstallPlanStatus, condition: crate::api::InstallPlanCondition) {
+    status
+        .conditions
+        .retain(|c| c.type_.as_deref() != Some("Installed"));
+    status.conditions.push(condition);
 }
 
 /// The lookup of a bundle to unpack: its image, CSV name, the CSV it replaces, its
