@@ -258,6 +258,8 @@ class Api:
 class CsvWatch(threading.Thread):
     """Watches the CSVs of one namespace; records when each phase is first seen."""
 
+    timeout_seconds = 300  # the watch's own; it ends (quietly) after that
+
     def __init__(self, api, namespace):
         super().__init__(daemon=True)
         self.api, self.namespace = api, namespace
@@ -269,14 +271,16 @@ class CsvWatch(threading.Thread):
         self.conn = None
 
     def run(self):
-        base = f"/apis/operators.coreos.com/v1alpha1/namespaces/{self.namespace}/clusterserviceversions"
+        # namespace None: every namespace's CSVs.
+        scope = f"namespaces/{self.namespace}/" if self.namespace else ""
+        base = f"/apis/operators.coreos.com/v1alpha1/{scope}clusterserviceversions"
         try:
             listing = self.api.get(base)
             rv = listing["metadata"]["resourceVersion"]
             for item in listing.get("items", []):
                 self.saw(item)
             c = self.api.conn(timeout=5)
-            c.request("GET", f"{base}?watch=1&allowWatchBookmarks=false&timeoutSeconds=300&resourceVersion={rv}",
+            c.request("GET", f"{base}?watch=1&allowWatchBookmarks=false&timeoutSeconds={self.timeout_seconds}&resourceVersion={rv}",
                       headers={"User-Agent": BENCH_UA, "Accept": "application/json"})
             r = c.getresponse()
             if r.status != 200:

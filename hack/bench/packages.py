@@ -18,7 +18,12 @@ serving process's RSS and its anonymous part (RSS less the mapped binary and lib
 for ours, what the API costs `olm run`: its RSS with `--packages-address` less its RSS
 without, with the same catalog loaded (upstream's package-server is all API).
 
+With --community DIR (an FBC directory such as install-catalog.py renders from the public
+community catalog, its bundles naming their images), the set `community` serves that catalog as
+one CatalogSource (issue 29's target: `olm run` under 40 MiB at rest with the API on).
+
 Usage: hack/bench/packages.py [--side ours|upstream|both] [--runs 20] [--sets ours,testdata,large]
+           [--community DIR]
        (needs the control plane from hack/cluster/up, an `olm` build: target/release/olm, else
        target/debug/olm; upstream: hack/upstream-olm/build)
 """
@@ -257,6 +262,7 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--sets", default="ours,testdata,large")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--community", type=Path, help="an FBC directory served as the set `community`")
     ap.add_argument("--olm", type=Path, help="the olm binary (default: target/release/olm, else target/debug/olm)")
     ap.add_argument("--serve-olm", type=Path, help="another olm for `catalog render/serve` only (e.g. a release build)")
     args = ap.parse_args()
@@ -293,6 +299,8 @@ def main():
                 copies = max(1, round(10_000 / max(one, 1)))
                 replicated_catalog(base_dir / "catalog.json", copies, work / "large")
                 sets["large"] = (work / "large", packages_in(serve_olm, base_dir) * copies)
+        if args.community:
+            sets["community"] = (args.community, packages_in(serve_olm, args.community))
         for set_name, (catalog_dir, expected) in sets.items():
             ns = f"bench-pkg-{set_name}-{os.getpid()}"
             kubectl("create", "namespace", ns)

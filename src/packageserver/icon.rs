@@ -117,7 +117,8 @@ pub(super) fn keep_default_icons(
 
 /// The default icons of a catalog, found by package.
 pub struct DefaultIcons<'a> {
-    content: &'a DeclarativeConfig,
+    /// None: only the kept icons are looked at.
+    content: Option<&'a DeclarativeConfig>,
     /// Package → the name of its icon's data.
     kept: BTreeMap<&'a str, &'a str>,
     data: BTreeMap<&'a str, &'a Value>,
@@ -130,9 +131,18 @@ impl<'a> DefaultIcons<'a> {
     /// The icons of `content`, whose channel heads `heads` are (none: content with its
     /// manifests).
     pub fn of(content: &'a DeclarativeConfig, heads: &ChannelHeadTexts) -> Self {
+        DefaultIcons {
+            content: Some(content),
+            slim: !heads.is_empty(),
+            ..Self::kept(&content.others)
+        }
+    }
+
+    /// The icons kept in `others` (of content whose manifests were dropped, see
+    /// [`keep_default_icons`]), without the rest of the content.
+    pub fn kept(others: &'a [Meta]) -> Self {
         let (mut kept, mut data) = (BTreeMap::new(), BTreeMap::new());
-        let slim = !heads.is_empty();
-        for meta in &content.others {
+        for meta in others {
             if meta.schema == SCHEMA_DEFAULT_ICON
                 && let Some(name) = meta.blob.as_str()
             {
@@ -143,10 +153,10 @@ impl<'a> DefaultIcons<'a> {
             }
         }
         DefaultIcons {
-            content,
+            content: None,
             kept,
             data,
-            slim,
+            slim: true,
         }
     }
 
@@ -156,18 +166,19 @@ impl<'a> DefaultIcons<'a> {
             let blob = self.data.get(name)?;
             return Icon::deserialize(*blob).ok();
         }
-        if self.slim {
-            return None;
-        }
+        let content = match self.content {
+            Some(content) if !self.slim => content,
+            _ => return None,
+        };
         let bundle = |p: &str, b: &str| -> Option<&Bundle> {
-            self.content
+            content
                 .bundles
                 .iter()
                 .find(|x| x.package == p && x.name == b)
         };
-        let pkg = self.content.packages.iter().find(|p| p.name == package)?;
+        let pkg = content.packages.iter().find(|p| p.name == package)?;
         let has_csv = |p: &str, b: &str| bundle(p, b).and_then(head_csv).is_some();
-        let head = icon_head(pkg, self.content.channels.iter(), has_csv)?;
+        let head = icon_head(pkg, content.channels.iter(), has_csv)?;
         let csv = head_csv(bundle(package, head)?)?;
         super::manifest::describe(&csv).icon.into_iter().next()
     }

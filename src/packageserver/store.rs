@@ -262,7 +262,7 @@ impl Store {
         }
         for (source, rebuilt) in &mut rebuilt {
             if let Some(snapshot) = snapshots.get(source) {
-                let content = &snapshot.catalog.content;
+                let content = &snapshot.catalog.content.unpack();
                 let heads = &snapshot.channel_heads;
                 let icons = DefaultIcons::of(content, heads);
                 // By name, the last of a name winning, as a map of the manifests would.
@@ -429,8 +429,14 @@ impl Store {
                     Some((shown, entry.snapshot.clone()))
                 })?
         };
-        shown.icon =
-            snapshot.and_then(|s| DefaultIcons::of(&s.catalog.content, &s.channel_heads).get(name));
+        shown.icon = snapshot.and_then(|s| {
+            if s.channel_heads.is_empty() {
+                // Icons read from the bundles' CSVs (content loaded with its manifests).
+                DefaultIcons::of(&s.catalog.content.unpack(), &s.channel_heads).get(name)
+            } else {
+                DefaultIcons::kept(&s.catalog.content.others).get(name)
+            }
+        });
         Some(shown)
     }
 
@@ -541,12 +547,12 @@ mod tests {
 
     fn snapshot(ns: &str, name: &str, version: &str) -> CatalogSnapshot {
         CatalogSnapshot {
-            catalog: Catalog {
+            catalog: crate::snapshots::SnapshotCatalog::pack(Catalog {
                 name: name.into(),
                 namespace: ns.into(),
                 priority: 0,
                 content: catalog_yaml(version),
-            },
+            }),
             digest: version.into(),
             origin: "test".into(),
             loaded_at: Timestamp::UNIX_EPOCH,

@@ -22,7 +22,7 @@ use crate::controllers::context::Context;
 use crate::controllers::metrics::CatalogLabels;
 use crate::registry::client::{LoadOptions, Manifests};
 use crate::resolver::input::{Catalog, CatalogRef};
-use crate::snapshots::{CatalogSnapshot, ChannelHeadTexts, LoadProjection};
+use crate::snapshots::{CatalogSnapshot, ChannelHeadTexts, LoadProjection, SnapshotCatalog};
 
 /// Upstream's fallback when `registryPoll.interval` does not parse.
 const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(15 * 60);
@@ -525,12 +525,12 @@ pub(super) async fn accept(
                     "catalog content loaded"
                 );
                 ctx.snapshots.insert(CatalogSnapshot {
-                    catalog: Catalog {
+                    catalog: SnapshotCatalog::pack(Catalog {
                         name: source_ref.name.clone(),
                         namespace: source_ref.namespace.clone(),
                         priority: source.spec.priority.unwrap_or(0),
                         content,
-                    },
+                    }),
                     digest,
                     origin: origin.clone(),
                     loaded_at: Timestamp::now(),
@@ -561,7 +561,8 @@ pub(super) async fn accept(
 /// answers GetBundle, the ConfigMap is in the API server. Keeping them would cost tens of
 /// KiB per bundle for every catalog in the cluster. Package icons and descriptions go too:
 /// nothing reads them from a snapshot (packagemanifests show the channel heads' CSVs, kept
-/// apart), and an icon is often the largest part of a package.
+/// apart), and an icon is often the largest part of a package. Related images go as well:
+/// nothing that installs reads them (a CSV names its own images).
 fn drop_manifests(content: &mut DeclarativeConfig) {
     for package in &mut content.packages {
         package.icon = None;
@@ -570,6 +571,7 @@ fn drop_manifests(content: &mut DeclarativeConfig) {
     for bundle in &mut content.bundles {
         bundle.properties.retain(|p| p.type_ != PROP_BUNDLE_OBJECT);
         bundle.properties.shrink_to_fit();
+        bundle.related_images = Vec::new();
     }
 }
 

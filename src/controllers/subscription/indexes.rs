@@ -66,9 +66,12 @@ impl Indexes {
         }
         let snapshots = snapshots.to_vec();
         let index = tokio::task::spawn_blocking(move || {
-            Arc::new(CatalogIndex::from_catalogs(
-                snapshots.iter().map(|s| &s.catalog),
-            ))
+            // Decoded for the build only: the index keeps what it parsed, not the copies.
+            let catalogs: Vec<_> = snapshots.iter().map(|s| s.catalog.unpack()).collect();
+            let index = Arc::new(CatalogIndex::from_catalogs(&catalogs));
+            drop(catalogs);
+            crate::memory::release_free_memory();
+            index
         })
         .await
         .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
@@ -91,15 +94,16 @@ mod tests {
     use super::*;
     use crate::catalog::model::fbc::DeclarativeConfig;
     use crate::resolver::Catalog;
+    use crate::snapshots::SnapshotCatalog;
 
     fn snapshot(name: &str, digest: &str, priority: i32) -> Arc<CatalogSnapshot> {
         Arc::new(CatalogSnapshot {
-            catalog: Catalog {
+            catalog: SnapshotCatalog::pack(Catalog {
                 name: name.into(),
                 namespace: "olm".into(),
                 priority,
                 content: DeclarativeConfig::default(),
-            },
+            }),
             digest: digest.into(),
             origin: String::new(),
             loaded_at: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,

@@ -13,7 +13,7 @@ use semver::Version;
 use serde_json::json;
 
 use super::constraints::{Dependency, Facts, Gvk, provided_gvks};
-use super::index::{BundleId, CatalogIndex};
+use super::index::{BundleId, BundleProperties, CatalogIndex};
 use super::input::Namespace;
 use super::solver::{ChoiceId, Clause, GroupId, Members, Problem};
 use crate::catalog::model::fbc::{PROP_PACKAGE, Property};
@@ -35,7 +35,7 @@ pub enum Group {
 struct Installed {
     catalog: Option<usize>,
     gvks: Vec<Gvk>,
-    properties: Vec<Property>,
+    properties: BundleProperties,
 }
 
 #[derive(Default)]
@@ -66,7 +66,9 @@ impl<'a> OlmProblem<'a> {
                         Installed {
                             catalog: Some(bundle.catalog),
                             gvks: bundle.gvks.clone(),
-                            properties: bundle.properties.clone(),
+                            properties: BundleProperties::Decoded(
+                                bundle.properties.decode().into_owned(),
+                            ),
                         }
                     }
                     None => {
@@ -77,7 +79,7 @@ impl<'a> OlmProblem<'a> {
                         Installed {
                             catalog,
                             gvks: provided_gvks(&properties),
-                            properties,
+                            properties: BundleProperties::Decoded(properties),
                         }
                     }
                 }

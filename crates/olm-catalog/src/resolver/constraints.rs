@@ -10,6 +10,7 @@ use semver::Version;
 use serde_json::Value;
 
 use super::cel::CelRule;
+use super::index::BundleProperties;
 use crate::catalog::model::fbc::{
     PROP_CONSTRAINT, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE_REQUIRED, Property,
 };
@@ -50,7 +51,7 @@ pub struct Facts<'a> {
     pub package: &'a str,
     pub version: &'a Version,
     pub gvks: &'a [Gvk],
-    pub properties: &'a [Property],
+    pub properties: &'a BundleProperties,
 }
 
 /// A test over one bundle.
@@ -78,7 +79,7 @@ impl Predicate {
             Predicate::All(ps) => ps.iter().all(|p| p.matches(facts)),
             Predicate::Any(ps) => ps.iter().any(|p| p.matches(facts)),
             Predicate::Not(ps) => !ps.iter().any(|p| p.matches(facts)),
-            Predicate::Cel(rule) => rule.matches(facts.properties),
+            Predicate::Cel(rule) => rule.matches(&facts.properties.decode()),
         }
     }
 

@@ -9,7 +9,7 @@ use semver::Version;
 use super::channel_graph::{ChannelGraph, ChannelGraphError};
 use super::constraints::{Dependency, Gvk, dependencies, provided_gvks};
 use super::input::{Catalog, CatalogRef};
-use crate::catalog::model::fbc::{PROP_BUNDLE_OBJECT, PROP_DEPRECATED, Property};
+use crate::catalog::model::fbc::{PROP_BUNDLE_OBJECT, PROP_DEPRECATED, Property, json_depth};
 use crate::catalog::model::semver_range::parse_version;
 
 pub type BundleId = usize;
@@ -38,7 +38,7 @@ pub struct BundleInfo {
     pub gvks: Vec<Gvk>,
     pub deprecated: bool,
     /// Properties without the (large) bundle objects, for CEL.
-    pub properties: Vec<Property>,
+    pub properties: BundleProperties,
     pub dependencies: Vec<Dependency>,
     /// The channel a dependency install would use: the default channel when the bundle is
     /// installable there, else the channel where it is nearest to the head; and that distance.
@@ -61,6 +61,40 @@ impl BundleInfo {
             Some("it is not installable in any channel (skipped, or off the replaces chain)")
         } else {
             None
+        }
+    }
+}
+
+/// A bundle's properties as CEL rules read them. Few bundles' dependencies have a rule, and
+/// decoded properties are `serde_json::Value` trees (a map node of about 600 bytes for a
+/// small `olm.gvk`): an index keeps them as JSON text, a tenth of that, decoded when a rule
+/// is evaluated.
+#[derive(Debug)]
+pub enum BundleProperties {
+    Text(Box<str>),
+    /// Properties nested too deep to be read back from text.
+    Decoded(Vec<Property>),
+}
+
+/// Properties nested deeper than this stay decoded.
+const PACKABLE_DEPTH: usize = 120;
+
+impl BundleProperties {
+    pub fn packed<'a>(properties: impl Iterator<Item = &'a Property> + Clone) -> Self {
+        if properties.clone().any(|p| json_depth(&p.value) > PACKABLE_DEPTH) {
+            return BundleProperties::Decoded(properties.cloned().collect());
+        }
+        let all: Vec<&Property> = properties.collect();
+        let text = serde_json::to_string(&all).expect("properties serialize into a string");
+        BundleProperties::Text(text.into())
+    }
+
+    pub fn decode(&self) -> std::borrow::Cow<'_, [Property]> {
+        match self {
+            BundleProperties::Decoded(properties) => properties.into(),
+            BundleProperties::Text(text) => serde_json::from_str::<Vec<Property>>(text)
+                .expect("properties serialized here, none too deep, decode")
+                .into(),
         }
     }
 }
@@ -108,12 +142,9 @@ impl CatalogIndex {
                     version: b.version().and_then(|v| parse_version(v).ok()),
                     gvks: provided_gvks(&b.properties),
                     deprecated: b.properties.iter().any(|p| p.type_ == PROP_DEPRECATED),
-                    properties: b
-                        .properties
-                        .iter()
-                        .filter(|p| p.type_ != PROP_BUNDLE_OBJECT)
-                        .cloned()
-                        .collect(),
+                    properties: BundleProperties::packed(
+                        b.properties.iter().filter(|p| p.type_ != PROP_BUNDLE_OBJECT),
+                    ),
                     dependencies: dependencies(&b.properties),
                     channel: preferred_channel(pkg, &b.name),
                 });

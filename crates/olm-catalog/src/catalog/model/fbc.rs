@@ -263,6 +263,17 @@ pub fn json_kind(v: &Value) -> &'static str {
     }
 }
 
+/// How deep a JSON value nests (a scalar is 0): text is only decoded (serde_json) up to
+/// 128 levels, so a value nested nearly that deep does not survive being written inside
+/// something else and read back.
+pub fn json_depth(v: &Value) -> usize {
+    match v {
+        Value::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// A blob of a schema OLM does not interpret.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Meta {

@@ -10,12 +10,17 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::catalog::model::fbc::{Bundle, DeclarativeConfig};
-use crate::resolver::input::{Catalog, CatalogRef};
+use crate::resolver::input::CatalogRef;
+
+mod packed;
+
+pub use packed::{PackedBundles, SnapshotCatalog, SnapshotContent};
 
 /// A catalog's content as last loaded, and where it came from.
 #[derive(Debug)]
 pub struct CatalogSnapshot {
-    pub catalog: Catalog,
+    /// Bundles packed ([`SnapshotContent`]); [`SnapshotCatalog::unpack`] decodes them.
+    pub catalog: SnapshotCatalog,
     /// [`crate::catalog::content_digest`] of the content: equal digests mean no update.
     pub digest: String,
     /// What the content was read from: the gRPC address, or the ConfigMap's resourceVersion.
@@ -188,7 +193,7 @@ impl CatalogSnapshots {
                 digest: s.digest.clone(),
                 origin: s.origin.clone(),
                 loaded_at: s.loaded_at.to_string(),
-                packages: package_names(&s.catalog.content),
+                packages: package_names(&s.catalog.content.packages),
                 bundles: s.catalog.content.bundles.len(),
             })
             .collect()
@@ -209,8 +214,8 @@ impl CatalogSnapshots {
     }
 }
 
-fn package_names(content: &DeclarativeConfig) -> Vec<String> {
-    let mut names: Vec<String> = content.packages.iter().map(|p| p.name.clone()).collect();
+fn package_names(packages: &[crate::catalog::model::fbc::Package]) -> Vec<String> {
+    let mut names: Vec<String> = packages.iter().map(|p| p.name.clone()).collect();
     names.sort();
     names.dedup();
     names
@@ -220,10 +225,11 @@ fn package_names(content: &DeclarativeConfig) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::catalog::model::fbc::Package;
+    use crate::resolver::input::Catalog;
 
     fn snapshot(namespace: &str, name: &str, priority: i32, package: &str) -> CatalogSnapshot {
         CatalogSnapshot {
-            catalog: Catalog {
+            catalog: SnapshotCatalog::pack(Catalog {
                 name: name.into(),
                 namespace: namespace.into(),
                 priority,
@@ -234,7 +240,7 @@ mod tests {
                     }],
                     ..DeclarativeConfig::default()
                 },
-            },
+            }),
             digest: format!("{namespace}/{name}"),
             origin: "test".into(),
             channel_heads: ChannelHeadTexts::default(),

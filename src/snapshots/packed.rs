@@ -1,0 +1,207 @@
+//! A catalog's content as a snapshot holds it between resolutions: the bundles (most of a
+//! catalog: every property of every bundle) as deflated JSON, the rest as loaded.
+//!
+//! Bundle properties decoded are `serde_json::Value` trees, a map node of about 600 bytes
+//! for a three-field `olm.gvk`: the public community catalog (5,895 bundles) held about
+//! 35 MiB of them, for about 3 MiB of JSON text, in every process that loaded it. Readers
+//! decode them when they build something of their own from a catalog (a resolver index,
+//! the packagemanifests), which happens when the content changes, not per request.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use flate2::Compression;
+use flate2::read::DeflateDecoder;
+use flate2::write::DeflateEncoder;
+
+use crate::catalog::model::fbc::{
+    Bundle, Channel, DeclarativeConfig, Deprecation, Meta, Package, json_depth,
+};
+use crate::resolver::input::Catalog;
+
+/// Bundles packed: their JSON, deflated.
+#[derive(Clone, Debug)]
+pub struct PackedBundles {
+    held: Held,
+    count: usize,
+}
+
+#[derive(Clone, Debug)]
+enum Held {
+    Deflated(Arc<[u8]>),
+    /// Bundles whose JSON could not be decoded again: a property nested nearly as deep as
+    /// the decoder allows (128 levels) is deeper than that inside a bundle list.
+    Plain(Arc<[Bundle]>),
+}
+
+impl Default for PackedBundles {
+    fn default() -> Self {
+        PackedBundles::pack(Vec::new())
+    }
+}
+
+/// Property values nested deeper than this are kept decoded (see [`Held::Plain`]).
+const PACKABLE_DEPTH: usize = 120;
+
+impl PackedBundles {
+    pub fn pack(bundles: Vec<Bundle>) -> PackedBundles {
+        let count = bundles.len();
+        let too_deep = bundles
+            .iter()
+            .flat_map(|b| &b.properties)
+            .any(|p| json_depth(&p.value) > PACKABLE_DEPTH);
+        if too_deep {
+            return PackedBundles {
+                held: Held::Plain(bundles.into()),
+                count,
+            };
+        }
+        // Fast compression: the JSON repeats its keys and names, and level 1 keeps most of
+        // what level 9 gains for a fraction of the time.
+        let mut encoder = DeflateEncoder::new(Vec::new(), Compression::fast());
+        serde_json::to_writer(&mut encoder, &bundles)
+            .and_then(|()| encoder.flush().map_err(serde_json::Error::io))
+            .expect("serializing bundles into memory cannot fail");
+        let deflated = encoder
+            .finish()
+            .expect("deflating into memory cannot fail");
+        PackedBundles {
+            held: Held::Deflated(deflated.into()),
+            count,
+        }
+    }
+
+    pub fn unpack(&self) -> Vec<Bundle> {
+        match &self.held {
+            Held::Plain(bundles) => bundles.to_vec(),
+            Held::Deflated(deflated) => {
+                let mut json = Vec::new();
+                DeflateDecoder::new(&deflated[..])
+                    .read_to_end(&mut json)
+                    .expect("inflating what this process deflated cannot fail");
+                serde_json::from_slice(&json)
+                    .expect("bundles this process serialized, none too deep, decode")
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes held deflated (0 when kept decoded).
+    pub fn packed_size(&self) -> usize {
+        match &self.held {
+            Held::Deflated(deflated) => deflated.len(),
+            Held::Plain(_) => 0,
+        }
+    }
+}
+
+/// A [`DeclarativeConfig`] with its bundles packed.
+#[derive(Clone, Debug, Default)]
+pub struct SnapshotContent {
+    pub packages: Vec<Package>,
+    pub channels: Vec<Channel>,
+    pub bundles: PackedBundles,
+    pub deprecations: Vec<Deprecation>,
+    /// Blobs of other schemas: what the packageserver keeps of a load (icons), read per
+    /// request, so not packed.
+    pub others: Vec<Meta>,
+}
+
+impl SnapshotContent {
+    pub fn pack(content: DeclarativeConfig) -> SnapshotContent {
+        SnapshotContent {
+            bundles: PackedBundles::pack(content.bundles),
+            packages: content.packages,
+            channels: content.channels,
+            deprecations: content.deprecations,
+            others: content.others,
+        }
+    }
+
+    /// The content whole again (a copy; the snapshot keeps its packed form).
+    pub fn unpack(&self) -> DeclarativeConfig {
+        DeclarativeConfig {
+            packages: self.packages.clone(),
+            channels: self.channels.clone(),
+            bundles: self.bundles.unpack(),
+            deprecations: self.deprecations.clone(),
+            others: self.others.clone(),
+        }
+    }
+}
+
+/// A catalog as a snapshot holds it: [`Catalog`] with its content packed and shared (a
+/// priority change makes a new snapshot of the same content).
+#[derive(Clone, Debug)]
+pub struct SnapshotCatalog {
+    pub name: String,
+    pub namespace: String,
+    pub priority: i32,
+    pub content: Arc<SnapshotContent>,
+}
+
+impl SnapshotCatalog {
+    pub fn pack(catalog: Catalog) -> SnapshotCatalog {
+        SnapshotCatalog {
+            name: catalog.name,
+            namespace: catalog.namespace,
+            priority: catalog.priority,
+            content: Arc::new(SnapshotContent::pack(catalog.content)),
+        }
+    }
+
+    /// The catalog as the resolver reads it (decoded: a copy).
+    pub fn unpack(&self) -> Catalog {
+        Catalog {
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            priority: self.priority,
+            content: self.content.unpack(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_catalog_unpacks_as_it_was_packed() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
+        let content = crate::catalog::reading::load::load_path(&root).unwrap();
+        let packed = SnapshotContent::pack(content.clone());
+        assert_eq!(packed.bundles.len(), content.bundles.len());
+        assert_eq!(packed.unpack(), content);
+        // Its manifests make most of it; packed, they take a fraction of their JSON.
+        let json = serde_json::to_vec(&content.bundles).unwrap().len();
+        assert!(
+            packed.bundles.packed_size() * 3 < json,
+            "{} of {json}",
+            packed.bundles.packed_size()
+        );
+    }
+
+    #[test]
+    fn a_property_nested_too_deep_to_decode_in_a_list_is_kept_decoded() {
+        let mut value = serde_json::json!("leaf");
+        for _ in 0..126 {
+            value = serde_json::json!([value]);
+        }
+        let bundle = Bundle {
+            name: "deep.v1".into(),
+            package: "deep".into(),
+            properties: vec![crate::catalog::model::fbc::Property::new("x", value)],
+            ..Bundle::default()
+        };
+        let packed = PackedBundles::pack(vec![bundle.clone()]);
+        assert_eq!(packed.packed_size(), 0);
+        assert_eq!(packed.unpack(), [bundle]);
+    }
+}
