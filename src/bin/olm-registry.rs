@@ -22,12 +22,18 @@ struct Args {
     address: IpAddr,
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "OLM_LOG_FORMAT")]
     log_format: LogFormat,
+    #[command(flatten)]
+    cache: olm::registry::CacheArgs,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     olm::telemetry::init(args.log_format);
-    match olm::registry::run(&args.dir, SocketAddr::new(args.address, args.port)) {
+    match olm::registry::run(
+        &args.dir,
+        SocketAddr::new(args.address, args.port),
+        &args.cache,
+    ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {}", olm::cli::error_line(&err));

@@ -71,6 +71,8 @@ pub enum CatalogCommand {
         /// The address to listen on; `0.0.0.0` for every interface.
         #[arg(long, default_value = "127.0.0.1")]
         address: std::net::IpAddr,
+        #[command(flatten)]
+        cache: crate::registry::CacheArgs,
     },
     /// Build a catalog image (the FBC under /configs) into an OCI layout; --push to push it.
     Build(super::image::CatalogBuildArgs),
@@ -185,9 +187,12 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
         CatalogCommand::Generate { bundles, out } => generate(&bundles, &out),
         CatalogCommand::Build(args) => super::image::catalog_build(args),
         CatalogCommand::Publish(args) => super::image::publish(args),
-        CatalogCommand::Serve { dir, port, address } => {
-            crate::registry::run(&dir, std::net::SocketAddr::new(address, port))
-        }
+        CatalogCommand::Serve {
+            dir,
+            port,
+            address,
+            cache,
+        } => crate::registry::run(&dir, std::net::SocketAddr::new(address, port), &cache),
         CatalogCommand::Template(TemplateCommand::Semver {
             file,
             output,

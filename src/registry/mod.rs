@@ -95,10 +95,28 @@ pub fn router(index: Arc<Index>) -> anyhow::Result<tonic::service::Routes> {
     Ok(routes.routes())
 }
 
-/// Loads the catalog at `dir` (blocking: call it off the async threads).
-pub fn load(dir: &Path) -> anyhow::Result<Index> {
+/// Where the catalog server keeps its index between runs, as `opm serve` does.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct CacheArgs {
+    /// Keep the catalog's index in this directory: a later start on the same catalog
+    /// files (and the same olm) reads it instead of parsing the catalog again.
+    #[arg(long)]
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// Make sure the cache in --cache-dir is current, then exit without serving (for an
+    /// image build).
+    #[arg(long, requires = "cache_dir")]
+    pub cache_only: bool,
+}
+
+/// Loads the catalog at `dir`, through the index cache in `cache_dir` when given
+/// (blocking: call it off the async threads).
+pub fn load(dir: &Path, cache_dir: Option<&Path>) -> anyhow::Result<Index> {
     let started = Instant::now();
-    let index = Index::load(dir).with_context(|| format!("loading catalog {}", dir.display()))?;
+    let index = match cache_dir {
+        Some(cache) => Index::load_cached(dir, cache),
+        None => Index::load(dir),
+    }
+    .with_context(|| format!("loading catalog {}", dir.display()))?;
     tracing::info!(
         packages = index.package_count(),
         bundles = index.bundle_count(),
@@ -115,7 +133,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let dir_owned = dir.to_path_buf();
-    let index = tokio::task::spawn_blocking(move || load(&dir_owned))
+    let index = tokio::task::spawn_blocking(move || load(&dir_owned, None))
         .await
         .context("loading the catalog")??;
     serve_index(index, dir, addr, shutdown).await
@@ -157,9 +175,12 @@ pub async fn serve_index(
 /// of the spill file, so more threads would add stacks and malloc arenas (memory that
 /// grows with the machine's core count, each arena keeping its own freed blocks) rather
 /// than answers. The catalog is loaded before the runtime starts.
-pub fn run(dir: &Path, addr: SocketAddr) -> anyhow::Result<()> {
+pub fn run(dir: &Path, addr: SocketAddr, cache: &CacheArgs) -> anyhow::Result<()> {
     crate::memory::return_freed_memory_promptly();
-    let index = load(dir)?;
+    let index = load(dir, cache.cache_dir.as_deref())?;
+    if cache.cache_only {
+        return Ok(());
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

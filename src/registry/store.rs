@@ -44,6 +44,20 @@ impl StoreWriter {
         })
     }
 
+    /// A store kept at `path` (an index cache's), replacing what is there.
+    pub fn create(path: &std::path::Path) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(StoreWriter {
+            out: BufWriter::with_capacity(1 << 20, file),
+            offset: 0,
+        })
+    }
+
     pub fn put(&mut self, bytes: &[u8]) -> std::io::Result<Loc> {
         if bytes.is_empty() {
             return Ok(Loc::default());
@@ -69,6 +83,18 @@ impl StoreWriter {
 }
 
 impl Store {
+    /// A store a [`StoreWriter::create`] wrote.
+    pub fn open(path: &std::path::Path) -> std::io::Result<Self> {
+        Ok(Store {
+            file: File::open(path)?,
+        })
+    }
+
+    /// Its size in bytes.
+    pub fn len(&self) -> std::io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
     pub fn get(&self, loc: Loc) -> std::io::Result<Vec<u8>> {
         let mut buf = vec![0; loc.len as usize];
         self.file.read_exact_at(&mut buf, loc.offset)?;

@@ -62,9 +62,7 @@ impl PackedBundles {
         serde_json::to_writer(&mut encoder, &bundles)
             .and_then(|()| encoder.flush().map_err(serde_json::Error::io))
             .expect("serializing bundles into memory cannot fail");
-        let deflated = encoder
-            .finish()
-            .expect("deflating into memory cannot fail");
+        let deflated = encoder.finish().expect("deflating into memory cannot fail");
         PackedBundles {
             held: Held::Deflated(deflated.into()),
             count,

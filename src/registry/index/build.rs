@@ -561,17 +561,25 @@ impl Index {
     /// allocator cache (glibc's tcache) still holds are freed too, so that all of the
     /// loader's memory, not just most of it, can be handed back to the OS afterwards.
     pub fn load(root: &Path) -> anyhow::Result<Index> {
+        Self::on_loader_thread(|| Self::load_here(root))
+    }
+
+    /// Runs `load` on a thread of its own (see [`Index::load`]), then hands the loader's
+    /// freed memory back to the OS.
+    pub(super) fn on_loader_thread(
+        load: impl Fn() -> anyhow::Result<Index> + Sync,
+    ) -> anyhow::Result<Index> {
         let loaded = std::thread::scope(|s| {
             std::thread::Builder::new()
                 .name("catalog-load".into())
-                .spawn_scoped(s, || Self::load_here(root))
+                .spawn_scoped(s, &load)
                 .map(std::thread::ScopedJoinHandle::join)
         });
         let index = match loaded {
             Ok(Ok(index)) => index?,
             Ok(Err(panic)) => std::panic::resume_unwind(panic),
             // No thread to spare: load on this one.
-            Err(_) => Self::load_here(root)?,
+            Err(_) => load()?,
         };
         crate::memory::release_free_memory();
         Ok(index)
@@ -579,13 +587,21 @@ impl Index {
 
     fn load_here(root: &Path) -> anyhow::Result<Index> {
         use anyhow::Context;
-        let mut store = StoreWriter::new().context("creating the spill file")?;
+        let store = StoreWriter::new().context("creating the spill file")?;
+        Self::build(&catalog_files(root)?, store)
+    }
+
+    /// Builds the index of the catalog `files`, its manifests spilled into `store`.
+    pub(super) fn build(
+        files: &[std::path::PathBuf],
+        mut store: StoreWriter,
+    ) -> anyhow::Result<Index> {
         let mut builder = Builder::default();
         // Blob by blob: one document and the index in memory, never a whole file. The
         // catalog limits count across files, as `load_path` counts them.
         let (mut bundles, mut blobs) = (0usize, 0usize);
-        for file in catalog_files(root)? {
-            for_each_blob(&file, LoadOptions::default(), |blob| {
+        for file in files {
+            for_each_blob(file, LoadOptions::default(), |blob| {
                 bundles += blob.bundles.len();
                 blobs += 1;
                 let too_many = |what, limit| {

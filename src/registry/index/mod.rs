@@ -23,6 +23,7 @@ use super::generated as api;
 use super::store::{Loc, Store};
 
 mod build;
+mod cache;
 mod query;
 #[cfg(test)]
 mod tests;

@@ -81,7 +81,10 @@ const PACKABLE_DEPTH: usize = 120;
 
 impl BundleProperties {
     pub fn packed<'a>(properties: impl Iterator<Item = &'a Property> + Clone) -> Self {
-        if properties.clone().any(|p| json_depth(&p.value) > PACKABLE_DEPTH) {
+        if properties
+            .clone()
+            .any(|p| json_depth(&p.value) > PACKABLE_DEPTH)
+        {
             return BundleProperties::Decoded(properties.cloned().collect());
         }
         let all: Vec<&Property> = properties.collect();
@@ -143,7 +146,9 @@ impl CatalogIndex {
                     gvks: provided_gvks(&b.properties),
                     deprecated: b.properties.iter().any(|p| p.type_ == PROP_DEPRECATED),
                     properties: BundleProperties::packed(
-                        b.properties.iter().filter(|p| p.type_ != PROP_BUNDLE_OBJECT),
+                        b.properties
+                            .iter()
+                            .filter(|p| p.type_ != PROP_BUNDLE_OBJECT),
                     ),
                     dependencies: dependencies(&b.properties),
                     channel: preferred_channel(pkg, &b.name),
