@@ -5,9 +5,10 @@
 //!
 //! With `OLM_BENCH_CATALOG=DIR` (an FBC directory, e.g. the whole community catalog as
 //! `hack/bench/install-catalog.py` renders it into WORKDIR/catalog), also against that
-//! catalog: building its index, one Subscription (`OLM_BENCH_PACKAGE`, default
-//! argocd-operator), and one namespace with 20 Subscriptions at once (the first 20 packages
-//! that resolve on their own).
+//! catalog, and that catalog ×2 and ×4 (copies under renamed packages): building its index
+//! and resolving one Subscription (`OLM_BENCH_PACKAGE`, default argocd-operator); and, on
+//! the catalog itself, one namespace with 1, 10, 20 and 50 Subscriptions at once (the first
+//! packages that resolve on their own).
 
 // Test and bench code: a failed unwrap is a failed run, with its message (the lint stays
 // on for library code; clippy.toml allows it inside #[test] functions).
@@ -189,6 +190,41 @@ fn real_catalog() -> Option<Catalog> {
     })
 }
 
+/// `catalog` `copies` times, each copy after the first with its packages renamed
+/// (`name-cN`): a bigger catalog of the same shape, with `copies` providers of each API.
+fn replicated(catalog: &Catalog, copies: usize) -> Catalog {
+    let mut content = catalog.content.clone();
+    for copy in 1..copies {
+        let renamed = |name: &str| format!("{name}-c{copy}");
+        for p in &catalog.content.packages {
+            let mut p = p.clone();
+            p.name = renamed(&p.name);
+            content.packages.push(p);
+        }
+        for c in &catalog.content.channels {
+            let mut c = c.clone();
+            c.package = renamed(&c.package);
+            content.channels.push(c);
+        }
+        for b in &catalog.content.bundles {
+            let mut b = b.clone();
+            b.package = renamed(&b.package);
+            for p in &mut b.properties {
+                if p.type_ == PROP_PACKAGE
+                    && let Some(name) = p.value.get("packageName").and_then(|n| n.as_str())
+                {
+                    p.value["packageName"] = json!(renamed(name));
+                }
+            }
+            content.bundles.push(b);
+        }
+    }
+    Catalog {
+        content,
+        ..catalog.clone()
+    }
+}
+
 fn bench_real_catalog(c: &mut Criterion) {
     let Some(catalog) = real_catalog() else {
         eprintln!("OLM_BENCH_CATALOG not set: the real-catalog benches are skipped");
@@ -204,33 +240,44 @@ fn bench_real_catalog(c: &mut Criterion) {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(5));
-    group.bench_function("index", |b| {
-        b.iter(|| CatalogIndex::new(std::slice::from_ref(&catalog)));
-    });
-    let index = CatalogIndex::new(std::slice::from_ref(&catalog));
     let package = std::env::var("OLM_BENCH_PACKAGE").unwrap_or_else(|_| "argocd-operator".into());
     let one = subscribe(&package, "community");
-    let plan = resolve(&index, &one).unwrap();
-    eprintln!("{package}: {} bundle(s) planned", plan.steps.len());
-    group.bench_function(format!("one-subscription/{package}"), |b| {
-        b.iter(|| resolve(&index, &one).unwrap());
-    });
-    let mut twenty = subscribe(&package, "community");
-    twenty.subscriptions.clear();
-    for p in &catalog.content.packages {
-        if twenty.subscriptions.len() == 20 {
-            break;
-        }
-        let alone = subscribe(&p.name, "community");
-        if resolve(&index, &alone).is_ok() {
-            twenty.subscriptions.extend(alone.subscriptions);
-        }
+    // How cost grows with the catalog: ×1, ×2, ×4 of its bundles.
+    for copies in [1, 2, 4] {
+        let bigger = replicated(&catalog, copies);
+        group.bench_with_input(BenchmarkId::new("index", format!("x{copies}")), &copies, |b, _| {
+            b.iter(|| CatalogIndex::new(std::slice::from_ref(&bigger)));
+        });
+        let index = CatalogIndex::new(std::slice::from_ref(&bigger));
+        let plan = resolve(&index, &one).unwrap();
+        eprintln!("x{copies}: {package}: {} bundle(s) planned", plan.steps.len());
+        group.bench_with_input(
+            BenchmarkId::new(format!("one-subscription/{package}"), format!("x{copies}")),
+            &copies,
+            |b, _| b.iter(|| resolve(&index, &one).unwrap()),
+        );
     }
-    let plan = resolve(&index, &twenty).unwrap();
-    eprintln!("20 subscriptions: {} bundle(s) planned", plan.steps.len());
-    group.bench_function("twenty-subscriptions", |b| {
-        b.iter(|| resolve(&index, &twenty).unwrap());
-    });
+    // And with the Subscriptions of one namespace: 1, 10, 20, 50, each to a package that
+    // resolves on its own (the catalog's first such packages).
+    let index = CatalogIndex::new(std::slice::from_ref(&catalog));
+    let resolvable: Vec<Subscription> = catalog
+        .content
+        .packages
+        .iter()
+        .map(|p| subscribe(&p.name, "community"))
+        .filter(|alone| resolve(&index, alone).is_ok())
+        .flat_map(|alone| alone.subscriptions)
+        .take(50)
+        .collect();
+    for n in [1, 10, 20, 50] {
+        let mut namespace = subscribe(&package, "community");
+        namespace.subscriptions = resolvable[..n.min(resolvable.len())].to_vec();
+        let plan = resolve(&index, &namespace).unwrap();
+        eprintln!("{n} subscriptions: {} bundle(s) planned", plan.steps.len());
+        group.bench_with_input(BenchmarkId::new("subscriptions", n), &n, |b, _| {
+            b.iter(|| resolve(&index, &namespace).unwrap());
+        });
+    }
     group.finish();
 }
 

@@ -13,7 +13,12 @@ With --catalog DIR, serves that file-based catalog directory instead (e.g. the p
 the public community catalog that validate, as hack/parity leaves them in its cache); a
 server that refuses the catalog is reported as such.
 
+The tools `reg-cache` and `opm-cache` are restarts with an index cache (`--cache-dir`, built
+once beforehand with `--cache-only` and not timed): olm-registry against `opm serve`, each
+with its own cache of the same catalog.
+
 Usage: hack/bench/serve.py [--runs N] [--copies 1,4,16] [--catalog DIR]
+           [--tools olm,olm-registry,opm,reg-cache,opm-cache]
        (needs target/release/olm — `cargo build --release --bin olm` — and hack/opm/build)
 """
 import argparse, json, os, shutil, socket, statistics, struct, subprocess, sys, tempfile, time
@@ -220,7 +225,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--copies", default="1,4,16", help="catalog sizes, as copies of the testdata")
     ap.add_argument("--catalog", type=Path, help="serve this FBC directory instead of the testdata")
-    ap.add_argument("--tools", default="olm,olm-registry,opm",
+    ap.add_argument("--tools", default="olm,olm-registry,opm,reg-cache,opm-cache",
                     help="servers to run (opm's figures print as nan when left out)")
     args = ap.parse_args()
     tools = args.tools.split(",")
@@ -248,14 +253,26 @@ def main():
             bundles, counted = sample_bundles(cat)
             n = counted if n is None else n
             size = sum(p.stat().st_size for p in cat.rglob("*") if p.is_file()) / (1 << 20)
-            for tool in ("olm", "olm-registry", "opm"):
+            for tool in ("olm", "olm-registry", "opm", "reg-cache", "opm-cache"):
                 samples = []
+                cache = work / f"{tool}-{cat.name}"
+
+                def command(port):
+                    return [str(c) for c in {
+                        "olm": [olm, "catalog", "serve", cat, "--port", port],
+                        "olm-registry": [registry, cat, "--port", port],
+                        "opm": [opm, "serve", cat, "--port", port, "--pprof-addr", "", "-t", "/dev/null"],
+                        "reg-cache": [registry, cat, "--port", port, "--cache-dir", cache],
+                        "opm-cache": [opm, "serve", cat, "--port", port, "--pprof-addr", "", "-t", "/dev/null",
+                                      "--cache-dir", cache],
+                    }[tool]]
+                if tool.endswith("-cache") and tool in tools:
+                    # Built once, untimed (an image build does this step).
+                    subprocess.run(command(free_port()) + ["--cache-only"], check=True, capture_output=True,
+                                   env={k: v for k, v in os.environ.items() if k != "OLM_CACHE_DIR"})
                 for _ in range(args.runs if tool in tools else 0):
                     port = free_port()
-                    cmd = {"olm": [olm, "catalog", "serve", cat, "--port", str(port)],
-                           "olm-registry": [registry, cat, "--port", str(port)],
-                           "opm": [opm, "serve", cat, "--port", str(port), "--pprof-addr", "", "-t", "/dev/null"]}[tool]
-                    result = run_server([str(c) for c in cmd], port, bundles)
+                    result = run_server(command(port), port, bundles)
                     if result is None:
                         break
                     samples.append(result)
@@ -268,7 +285,8 @@ def main():
 
     print(f"median of {args.runs} runs; time = spawn → first ListPackages message; RSS in MiB; "
           f"+q = after ListBundles and {len(bundles)} GetBundle; `olm` = olm catalog serve, "
-          f"`reg` = the olm-registry binary (the same server without the rest of olm)")
+          f"`reg` = the olm-registry binary (the same server without the rest of olm); "
+          f"`reg+c` = olm-registry restarted with its --cache-dir, beside opm serve with its own")
     print(f"{'bundles':>7} {'MiB':>5} {'ours':>4}  {'ours s':>6} {'opm s':>6} {'faster':>6}  "
           f"{'ours rss':>8} {'opm rss':>7} {'ratio':>6}  {'ours +2s':>8} {'opm +2s':>7} {'ratio':>6}  "
           f"{'ours +q':>7} {'opm +q':>7} {'ratio':>6}  {'ours peak':>9} {'opm peak':>8}")
@@ -276,11 +294,11 @@ def main():
     for n, size, tool, *vals in rows:
         by.setdefault((n, size), {})[tool] = vals
     for (n, size), t in by.items():
-        p = t["opm"]
-        for tool, label in (("olm", "olm"), ("olm-registry", "reg")):
+        for tool, peer, label in (("olm", "opm", "olm"), ("olm-registry", "opm", "reg"),
+                                  ("reg-cache", "opm-cache", "reg+c")):
             if tool not in tools:
                 continue
-            o = t[tool]
+            o, p = t[tool], t[peer]
             print(f"{n:>7} {size:>5.0f} {label:>4}  {o[0]:>6.2f} {p[0]:>6.2f} {p[0] / o[0]:>5.1f}x  "
                   f"{o[1]:>8.1f} {p[1]:>7.1f} {p[1] / o[1]:>5.1f}x  {o[2]:>8.1f} {p[2]:>7.1f} {p[2] / o[2]:>5.1f}x  "
                   f"{o[3]:>7.1f} {p[3]:>7.1f} {p[3] / o[3]:>5.1f}x  {o[4]:>9.1f} {p[4]:>8.1f}")
