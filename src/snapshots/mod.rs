@@ -87,6 +87,17 @@ pub struct SnapshotSummary {
     pub loaded_at: String,
     pub packages: Vec<String>,
     pub bundles: usize,
+    /// What the snapshot holds, in bytes: its bundles packed, the channel heads' CSV
+    /// descriptions (packagemanifests), and the other blobs (the packagemanifests' icons).
+    pub held_bytes: HeldBytes,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldBytes {
+    pub bundles_packed: usize,
+    pub channel_heads: usize,
+    pub others: usize,
 }
 
 impl CatalogSnapshots {
@@ -195,6 +206,17 @@ impl CatalogSnapshots {
                 loaded_at: s.loaded_at.to_string(),
                 packages: package_names(&s.catalog.content.packages),
                 bundles: s.catalog.content.bundles.len(),
+                held_bytes: HeldBytes {
+                    bundles_packed: s.catalog.content.bundles.packed_size(),
+                    channel_heads: s.channel_heads.values().map(|t| t.len()).sum(),
+                    others: s
+                        .catalog
+                        .content
+                        .others
+                        .iter()
+                        .map(|m| m.blob.to_string().len())
+                        .sum(),
+                },
             })
             .collect()
     }
