@@ -245,12 +245,19 @@ fn bench_real_catalog(c: &mut Criterion) {
     // How cost grows with the catalog: ×1, ×2, ×4 of its bundles.
     for copies in [1, 2, 4] {
         let bigger = replicated(&catalog, copies);
-        group.bench_with_input(BenchmarkId::new("index", format!("x{copies}")), &copies, |b, _| {
-            b.iter(|| CatalogIndex::new(std::slice::from_ref(&bigger)));
-        });
+        group.bench_with_input(
+            BenchmarkId::new("index", format!("x{copies}")),
+            &copies,
+            |b, _| {
+                b.iter(|| CatalogIndex::new(std::slice::from_ref(&bigger)));
+            },
+        );
         let index = CatalogIndex::new(std::slice::from_ref(&bigger));
         let plan = resolve(&index, &one).unwrap();
-        eprintln!("x{copies}: {package}: {} bundle(s) planned", plan.steps.len());
+        eprintln!(
+            "x{copies}: {package}: {} bundle(s) planned",
+            plan.steps.len()
+        );
         group.bench_with_input(
             BenchmarkId::new(format!("one-subscription/{package}"), format!("x{copies}")),
             &copies,

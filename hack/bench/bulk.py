@@ -133,6 +133,7 @@ class Bulk:
                 rounds.append(self.round(f"1 namespace × {m}", [ns], [(ns, p) for p in self.packages[:m]]))
         finally:
             self.watch.close()
+            shutil.copy(s.cluster.audit_log, s.workdir / "audit.log")  # kept with --keep-logs
         return {"side": s.name, "rounds": rounds, "notes": s.notes}
 
     def round(self, label, namespaces, subs):

@@ -1230,6 +1230,10 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         shutdown.clone(),
     ));
 
+    let crd_triggers = CrdTriggers {
+        ctx: Arc::clone(&ctx),
+        generations: std::sync::Mutex::default(),
+    };
     let (for_groups, for_crds, for_subs, for_replaced, for_conditions) = (
         csvs.clone(),
         csvs.clone(),
@@ -1291,11 +1295,22 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         })
         .watches_shared_stream(crd_changes, move |crd| {
             let name = crd.name_any();
+            let wake = crd_triggers.wake(&crd);
             csvs_where(&for_crds, |csv| {
-                csv.spec
-                    .customresourcedefinitions
-                    .as_ref()
-                    .is_some_and(|c| c.owned.iter().chain(&c.required).any(|d| d.name == name))
+                let woken = match wake {
+                    CrdWake::Everyone => true,
+                    CrdWake::Unsettled => csv
+                        .status
+                        .as_ref()
+                        .is_none_or(|s| s.phase != Some(CsvPhase::Succeeded)),
+                    CrdWake::No => false,
+                };
+                woken
+                    && csv
+                        .spec
+                        .customresourcedefinitions
+                        .as_ref()
+                        .is_some_and(|c| c.owned.iter().chain(&c.required).any(|d| d.name == name))
             })
         })
         .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(
@@ -1305,6 +1320,56 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let _ = copier.await;
     pruner.abort();
     api_service_pruner.abort();
+}
+
+/// Which CSVs a CRD's change wakes. Every install annotates the CRDs it brings
+/// (`installed-alongside`), so a CRD that a hundred operators own changes a hundred times in
+/// a burst of installs; waking every owner each time re-ran every CSV's round (a GET of the
+/// CRD and of its ServiceAccounts) dozens of times per install. The watch sees metadata
+/// only, so what changed is told apart by what the CSVs last read of the CRD
+/// ([`CsvContext::crd_states`]): every owner wakes when the CRD comes, goes or its spec
+/// changes (its generation); the owners not yet Succeeded also wake on any other change
+/// until a round has read the CRD Established with its names accepted (what they wait for);
+/// after that, annotation and status churn wakes no one.
+enum CrdWake {
+    Everyone,
+    Unsettled,
+    No,
+}
+
+struct CrdTriggers {
+    ctx: Arc<CsvContext>,
+    generations: std::sync::Mutex<HashMap<String, i64>>,
+}
+
+impl CrdTriggers {
+    fn wake(&self, crd: &PartialObjectMeta<CustomResourceDefinition>) -> CrdWake {
+        let name = crd.name_any();
+        let mut generations = self
+            .generations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.ctx.crd_meta.get(&ObjectRef::new(&name)).is_none() {
+            generations.remove(&name);
+            return CrdWake::Everyone;
+        }
+        let generation = crd.metadata.generation.unwrap_or_default();
+        if generations.insert(name.clone(), generation) != Some(generation) {
+            return CrdWake::Everyone;
+        }
+        let ready = self
+            .ctx
+            .crd_states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&name)
+            .is_some_and(|(_, state)| state.established && state.names_accepted);
+        if ready {
+            CrdWake::No
+        } else {
+            CrdWake::Unsettled
+        }
+    }
 }
 
 /// The Deployments OLM made for CSVs (only this controller reads them).
