@@ -1331,6 +1331,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
 /// changes (its generation); the owners not yet Succeeded also wake on any other change
 /// until a round has read the CRD Established with its names accepted (what they wait for);
 /// after that, annotation and status churn wakes no one.
+#[derive(Debug, PartialEq)]
 enum CrdWake {
     Everyone,
     Unsettled,
@@ -1351,24 +1352,28 @@ impl CrdTriggers {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if self.ctx.crd_meta.get(&ObjectRef::new(&name)).is_none() {
             generations.remove(&name);
-            return CrdWake::Everyone;
+            return crd_wake(false, false, false);
         }
         let generation = crd.metadata.generation.unwrap_or_default();
-        if generations.insert(name.clone(), generation) != Some(generation) {
-            return CrdWake::Everyone;
-        }
-        let ready = self
+        let spec_changed = generations.insert(name.clone(), generation) != Some(generation);
+        let read_ready = self
             .ctx
             .crd_states
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(&name)
             .is_some_and(|(_, state)| state.established && state.names_accepted);
-        if ready {
-            CrdWake::No
-        } else {
-            CrdWake::Unsettled
-        }
+        crd_wake(true, spec_changed, read_ready)
+    }
+}
+
+/// [`CrdTriggers`]' decision: `present` in the watch, its generation new to us, and last
+/// read Established with its names accepted.
+fn crd_wake(present: bool, spec_changed: bool, read_ready: bool) -> CrdWake {
+    match (present, spec_changed, read_ready) {
+        (false, _, _) | (true, true, _) => CrdWake::Everyone,
+        (true, false, false) => CrdWake::Unsettled,
+        (true, false, true) => CrdWake::No,
     }
 }
 
@@ -1387,4 +1392,20 @@ fn watch_deployments(
         .default_backoff()
         .touched_objects();
     (store, changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CrdWake, crd_wake};
+
+    #[test]
+    fn annotation_churn_wakes_no_one_once_the_crd_was_read_ready() {
+        // Gone, or a new spec: every owner re-checks.
+        assert_eq!(crd_wake(false, false, true), CrdWake::Everyone);
+        assert_eq!(crd_wake(true, true, true), CrdWake::Everyone);
+        // Another change before any round saw it Established: those still waiting.
+        assert_eq!(crd_wake(true, false, false), CrdWake::Unsettled);
+        // After: an annotation or status write wakes no one.
+        assert_eq!(crd_wake(true, false, true), CrdWake::No);
+    }
 }
