@@ -242,36 +242,18 @@ def main():
     packages = renamed_copies(ib.REPO / "catalog", catalog, max(args.per_namespace, default=0))
     kinds = {"upstream": ib.Upstream, "ours": ib.Ours}
     names = ["ours", "upstream"] if args.side == "both" else [args.side]
-    results, failure, keep = {}, None, args.keep_logs
-    sides = []
-    try:
-        for n in names:
-            side = kinds[n](args, workdir)
+
+    def make_sides():
+        sides = [kinds[n](args, workdir) for n in names]
+        for side in sides:
             side.catalog = catalog
-            side.prepare()
-            sides.append(side)
-        for side in sides:
-            try:
-                results[side.name] = Bulk(side, args, packages).run()
-            except ib.BenchError:
-                keep = True
-                raise
-            side.teardown()
-    except ib.BenchError as e:
-        failure = str(e)
-    except KeyboardInterrupt:
-        failure, keep = "interrupted", True
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
-        for side in sides:
-            side.teardown()
-        if keep:
-            ib.log(f"logs kept in {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
-    if results:
-        print(json.dumps(results, indent=2)) if args.json else report(results)
+        return sides
+    results, failure = ib.run_sides(make_sides, lambda side: Bulk(side, args, packages).run(), workdir,
+                                    args.keep_logs)
+    if results and args.json:
+        print(json.dumps(results, indent=2))
+    elif results:
+        report(results)
     if failure:
         print(f"\nerror: {failure}", file=sys.stderr)
         sys.exit(1)

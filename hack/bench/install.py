@@ -795,6 +795,39 @@ def report(results, args):
 # ---------------------------------------------------------------------------- main
 
 
+def run_sides(make_sides, run_one, workdir, keep_logs):
+    """Makes the sides and prepares each (every prerequisite first, before minutes of work),
+    then runs run_one(side) for each in turn, tearing each down before the next starts.
+    On a failure or Ctrl-C everything still running is torn down and workdir is kept (as
+    with keep_logs). Returns (results by side name, the failure or None)."""
+    results, failure, keep, sides = {}, None, keep_logs, []
+    try:
+        sides.extend(make_sides())
+        for side in sides:
+            side.prepare()
+        for side in sides:
+            try:
+                results[side.name] = run_one(side)
+            except BenchError:
+                keep = True
+                raise
+            side.teardown()
+    except BenchError as e:
+        failure = str(e)
+    except KeyboardInterrupt:
+        failure, keep = "interrupted", True
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second Ctrl-C must not cut teardown short
+            signal.signal(sig, signal.SIG_IGN)
+        for side in sides:
+            side.teardown()  # idempotent: anything a failure or signal left running
+        if keep:
+            log(f"logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return results, failure
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=10, help="installs per side (median reported; default 10)")
@@ -821,32 +854,8 @@ def main():
     workdir = Path(tempfile.mkdtemp(prefix="olm-bench-install-"))
     kinds = {"upstream": Upstream, "ours": Ours}
     names = ["upstream", "ours"] if args.side == "both" else [args.side]
-    results, failure, keep = {}, None, args.keep_logs
-    try:
-        sides = [kinds[n](args, workdir) for n in names]
-        for side in sides:  # every prerequisite first, before minutes of work
-            side.prepare()
-        for side in sides:
-            try:
-                results[side.name] = side.run()
-            except BenchError:
-                keep = True
-                raise
-            side.teardown()  # before the next side starts; on failure, below
-    except BenchError as e:
-        failure = str(e)
-    except KeyboardInterrupt:
-        failure = "interrupted"
-        keep = True
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second Ctrl-C must not cut teardown short
-            signal.signal(sig, signal.SIG_IGN)
-        for side in locals().get("sides", []):
-            side.teardown()  # idempotent: anything a failure or signal left running
-        if keep:
-            log(f"logs kept in {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+    results, failure = run_sides(lambda: [kinds[n](args, workdir) for n in names], Side.run, workdir,
+                                 args.keep_logs)
     if results:
         if args.json:
             print(json.dumps(results, indent=2, default=str))

@@ -117,14 +117,13 @@ pub(super) fn keep_default_icons(
 
 /// The default icons of a catalog, found by package.
 pub struct DefaultIcons<'a> {
-    /// None: only the kept icons are looked at.
+    /// Content that still has its manifests, whose icons are read from the bundles' CSVs;
+    /// None for content whose manifests were dropped (channel heads were kept beside it),
+    /// where an icon not kept is no icon.
     content: Option<&'a DeclarativeConfig>,
     /// Package → the name of its icon's data.
     kept: BTreeMap<&'a str, &'a str>,
     data: BTreeMap<&'a str, &'a Value>,
-    /// Content whose manifests were dropped (channel heads were kept beside it): an icon
-    /// not kept is no icon. Otherwise icons are read from the bundles' CSVs.
-    slim: bool,
 }
 
 impl<'a> DefaultIcons<'a> {
@@ -132,8 +131,7 @@ impl<'a> DefaultIcons<'a> {
     /// manifests).
     pub fn of(content: &'a DeclarativeConfig, heads: &ChannelHeadTexts) -> Self {
         DefaultIcons {
-            content: Some(content),
-            slim: !heads.is_empty(),
+            content: heads.is_empty().then_some(content),
             ..Self::kept(&content.others)
         }
     }
@@ -156,7 +154,6 @@ impl<'a> DefaultIcons<'a> {
             content: None,
             kept,
             data,
-            slim: true,
         }
     }
 
@@ -166,10 +163,7 @@ impl<'a> DefaultIcons<'a> {
             let blob = self.data.get(name)?;
             return Icon::deserialize(*blob).ok();
         }
-        let content = match self.content {
-            Some(content) if !self.slim => content,
-            _ => return None,
-        };
+        let content = self.content?;
         let bundle = |p: &str, b: &str| -> Option<&Bundle> {
             content
                 .bundles

@@ -15,7 +15,7 @@ use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
 
 use crate::catalog::model::fbc::{
-    Bundle, Channel, DeclarativeConfig, Deprecation, Meta, Package, json_depth,
+    Bundle, Channel, DeclarativeConfig, Deprecation, Meta, Package, reads_back_from_text,
 };
 use crate::resolver::input::Catalog;
 
@@ -40,17 +40,14 @@ impl Default for PackedBundles {
     }
 }
 
-/// Property values nested deeper than this are kept decoded (see [`Held::Plain`]).
-const PACKABLE_DEPTH: usize = 120;
-
 impl PackedBundles {
     pub fn pack(bundles: Vec<Bundle>) -> PackedBundles {
         let count = bundles.len();
-        let too_deep = bundles
+        let readable = bundles
             .iter()
             .flat_map(|b| &b.properties)
-            .any(|p| json_depth(&p.value) > PACKABLE_DEPTH);
-        if too_deep {
+            .all(|p| reads_back_from_text(&p.value));
+        if !readable {
             return PackedBundles {
                 held: Held::Plain(bundles.into()),
                 count,

@@ -66,9 +66,7 @@ impl<'a> OlmProblem<'a> {
                         Installed {
                             catalog: Some(bundle.catalog),
                             gvks: bundle.gvks.clone(),
-                            properties: BundleProperties::Decoded(
-                                bundle.properties.decode().into_owned(),
-                            ),
+                            properties: bundle.properties.clone(),
                         }
                     }
                     None => {

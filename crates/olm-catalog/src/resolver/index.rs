@@ -9,7 +9,9 @@ use semver::Version;
 use super::channel_graph::{ChannelGraph, ChannelGraphError};
 use super::constraints::{Dependency, Gvk, dependencies, provided_gvks};
 use super::input::{Catalog, CatalogRef};
-use crate::catalog::model::fbc::{PROP_BUNDLE_OBJECT, PROP_DEPRECATED, Property, json_depth};
+use crate::catalog::model::fbc::{
+    PROP_BUNDLE_OBJECT, PROP_DEPRECATED, Property, reads_back_from_text,
+};
 use crate::catalog::model::semver_range::parse_version;
 
 pub type BundleId = usize;
@@ -69,22 +71,16 @@ impl BundleInfo {
 /// decoded properties are `serde_json::Value` trees (a map node of about 600 bytes for a
 /// small `olm.gvk`): an index keeps them as JSON text, a tenth of that, decoded when a rule
 /// is evaluated.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum BundleProperties {
     Text(Box<str>),
     /// Properties nested too deep to be read back from text.
     Decoded(Vec<Property>),
 }
 
-/// Properties nested deeper than this stay decoded.
-const PACKABLE_DEPTH: usize = 120;
-
 impl BundleProperties {
     pub fn packed<'a>(properties: impl Iterator<Item = &'a Property> + Clone) -> Self {
-        if properties
-            .clone()
-            .any(|p| json_depth(&p.value) > PACKABLE_DEPTH)
-        {
+        if !properties.clone().all(|p| reads_back_from_text(&p.value)) {
             return BundleProperties::Decoded(properties.cloned().collect());
         }
         let all: Vec<&Property> = properties.collect();
@@ -210,4 +206,30 @@ fn preferred_channel(pkg: &PackageInfo, bundle: &str) -> Option<(String, usize)>
         .keys()
         .filter_map(|name| distance_in(name).map(|d| (name.clone(), d)))
         .min_by_key(|(_, d)| *d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn properties_are_kept_as_text_unless_too_deep_to_read_back() {
+        let shallow = [Property::new(
+            "olm.gvk",
+            json!({"group": "g.io", "kind": "K", "version": "v1"}),
+        )];
+        let packed = BundleProperties::packed(shallow.iter());
+        assert!(matches!(packed, BundleProperties::Text(_)));
+        assert_eq!(*packed.decode(), shallow[..]);
+
+        let mut value = json!("leaf");
+        for _ in 0..126 {
+            value = json!([value]);
+        }
+        let deep = [Property::new("x", value)];
+        let packed = BundleProperties::packed(deep.iter());
+        assert!(matches!(packed, BundleProperties::Decoded(_)));
+        assert_eq!(*packed.decode(), deep[..]);
+    }
 }

@@ -263,10 +263,15 @@ pub fn json_kind(v: &Value) -> &'static str {
     }
 }
 
-/// How deep a JSON value nests (a scalar is 0): text is only decoded (serde_json) up to
-/// 128 levels, so a value nested nearly that deep does not survive being written inside
-/// something else and read back.
-pub fn json_depth(v: &Value) -> usize {
+/// Whether `v`, written as JSON text inside a few levels of something else (a property in
+/// a bundle in a list), reads back: serde_json decodes text only up to 128 levels deep.
+pub fn reads_back_from_text(v: &Value) -> bool {
+    const MAX_DEPTH: usize = 120;
+    json_depth(v) <= MAX_DEPTH
+}
+
+/// How deep a JSON value nests (a scalar is 0).
+fn json_depth(v: &Value) -> usize {
     match v {
         Value::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
         Value::Object(map) => 1 + map.values().map(json_depth).max().unwrap_or(0),
