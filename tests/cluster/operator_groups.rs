@@ -142,13 +142,20 @@ async fn copies_follow_a_multi_namespace_group() {
     let ns = TestNamespace::create(&client, "csv-multi").await;
     let a = TestNamespace::create(&client, "csv-multi-a").await;
     let b = TestNamespace::create(&client, "csv-multi-b").await;
+    // A target namespace with a CSV of its own by the same name (no OLM watches it here).
+    let own = TestNamespace::create(&client, "csv-multi-own").await;
     let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
     apply_crds("reverse-words", "0.3.0");
-    operator_group(&ns.name, "og", Some(&[&ns.name, &a.name, &b.name]));
     let mut csv = csv_json("reverse-words", "0.3.0");
     for mode in csv["spec"]["installModes"].as_array_mut().unwrap() {
         mode["supported"] = serde_json::json!(true);
     }
+    apply_json(&own.name, &csv);
+    operator_group(
+        &ns.name,
+        "og",
+        Some(&[&ns.name, &a.name, &b.name, &own.name]),
+    );
     apply_json(&ns.name, &csv);
     wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", None).await;
     let copies = || names("csv", &format!("olm.copiedFrom={}", ns.name), None);
@@ -162,13 +169,19 @@ async fn copies_follow_a_multi_namespace_group() {
     );
     assert!(get(&a.name, "csv/reverse-words.v0.3.0").is_some());
 
-    operator_group(&ns.name, "og", Some(&[&ns.name, &a.name]));
+    operator_group(&ns.name, "og", Some(&[&ns.name, &a.name, &own.name]));
     eventually("b's copy pruned", WAIT, || async {
         get(&b.name, "csv/reverse-words.v0.3.0")
             .is_none()
             .then_some(())
     })
     .await;
+    // Rounds later, the namespace's own CSV is still its own: never made a copy.
+    let kept = get(&own.name, "csv/reverse-words.v0.3.0").unwrap();
+    assert!(
+        kept["metadata"]["labels"]["olm.copiedFrom"].is_null() && kept["status"].is_null(),
+        "{kept:#}"
+    );
     let copy = get(&a.name, "csv/reverse-words.v0.3.0").unwrap();
     assert!(
         copy["metadata"]["annotations"]["olm.targetNamespaces"].is_null(),

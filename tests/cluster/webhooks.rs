@@ -362,7 +362,9 @@ async fn webhook_definitions_that_cannot_work_fail_the_csv_naming_the_webhook() 
     install_crds();
     let client = client().await;
     let ns = TestNamespace::create(&client, "webhook-invalid").await;
-    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    // Its group ends up AllNamespaces: copies of a CSV named as every test's here would
+    // land in the other webhook tests' namespaces.
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false", "--disable-copied-csvs"]);
     apply_crd().await;
     operator_group(&ns.name, "og", Some(&[&ns.name]));
     let mut csv = csv_on_port(free_port());
@@ -427,7 +429,8 @@ async fn a_conversion_webhook_converts_on_a_real_get_of_the_other_version() {
     install_crds();
     let client = client().await;
     let ns = TestNamespace::create(&client, "conversion").await;
-    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    // AllNamespaces: no copies into every namespace of the shared test cluster.
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false", "--disable-copied-csvs"]);
     for crd in [
         "authorino.kuadrant.io_authconfigs.yaml",
         "operator.authorino.kuadrant.io_authorinos.yaml",

@@ -118,9 +118,10 @@ impl Reconciler for Copier {
     }
 }
 
-/// The copies' metadata, from a watch of their own (they live in target namespaces, also
-/// outside a watched namespace), and the source of each copy that changed.
-pub(super) fn watch_copies(
+/// Every CSV's metadata, from a watch of its own (copies live in target namespaces, also
+/// outside a watched namespace; a namespace's own CSV of the same name keeps the copy out),
+/// and the source of each copy that changed.
+pub(super) fn watch_csv_names(
     client: kube::Client,
 ) -> (
     Store<PartialObjectMeta<ClusterServiceVersion>>,
@@ -129,9 +130,7 @@ pub(super) fn watch_copies(
     let (store, writer) = reflector::store();
     let copies = watcher(
         Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client),
-        watcher::Config::default()
-            .any_semantic()
-            .labels(COPIED_FROM_LABEL),
+        watcher::Config::default().any_semantic(),
     )
     // One per operator and namespace: keep only what the copier reads (names, labels,
     // the hash annotation), not the source's annotations and managed fields again.
@@ -213,19 +212,26 @@ async fn sync(round: &Round<'_>, targets: &[String]) -> Result<(), Error> {
     let phase = round.csv.status.as_ref().and_then(|s| s.phase);
     if copies::settled(phase) {
         let (object, copy_status, hash) = copies::build(round.csv, "");
-        let stale: Vec<String> = wanted
-            .iter()
-            .filter(|namespace| {
-                ctx.copies
-                    .get(&ObjectRef::new(&round.name).within(namespace))
-                    .as_ref()
-                    .is_none_or(|c| {
-                        c.annotations().get(copies::COPIED_HASH_ANNOTATION) != Some(&hash)
-                            || c.annotations().contains_key(copies::STATUS_DRIFT_MARK)
-                    })
-            })
-            .cloned()
-            .collect();
+        let mut stale = Vec::new();
+        for namespace in &wanted {
+            let existing = ctx
+                .csv_names
+                .get(&ObjectRef::new(&round.name).within(namespace));
+            match copies::existing_copy(
+                existing.as_ref().map(|e| &e.metadata),
+                &round.namespace,
+                &hash,
+            ) {
+                copies::Existing::Current => {}
+                copies::Existing::Stale => stale.push(namespace.clone()),
+                copies::Existing::NotOurs => tracing::info!(
+                    csv = %round.name,
+                    source = %round.namespace,
+                    %namespace,
+                    "not copied: the namespace has a CSV of that name that is not this one's copy"
+                ),
+            }
+        }
         let results: Vec<Result<(), Error>> = futures::stream::iter(stale)
             .map(|namespace: String| {
                 let mut body = object.clone();
@@ -237,7 +243,7 @@ async fn sync(round: &Round<'_>, targets: &[String]) -> Result<(), Error> {
             .await;
         results.into_iter().collect::<Result<(), Error>>()?;
     }
-    for copy in ctx.copies.state() {
+    for copy in ctx.csv_names.state() {
         let namespace = copy.namespace().unwrap_or_default();
         if copy.name_any() != round.name
             || copy.labels().get(COPIED_FROM_LABEL) != Some(&round.namespace)
@@ -312,7 +318,7 @@ pub(super) async fn delete_copy(
 /// older OLM) are deleted. Only sources in the watched scope are judged.
 pub(super) async fn prune_orphans(ctx: Arc<CsvContext>) {
     if !crate::controllers::kit::cache_ready::listed(&ctx.csvs).await
-        || !crate::controllers::kit::cache_ready::listed(&ctx.copies).await
+        || !crate::controllers::kit::cache_ready::listed(&ctx.csv_names).await
     {
         return;
     }
@@ -321,7 +327,7 @@ pub(super) async fn prune_orphans(ctx: Arc<CsvContext>) {
     loop {
         tick.tick().await;
         let live = crate::controllers::kit::cache_ready::live_keys(&ctx.csvs);
-        for copy in ctx.copies.state() {
+        for copy in ctx.csv_names.state() {
             let Some(source_ns) = copy.labels().get(COPIED_FROM_LABEL) else {
                 continue;
             };

@@ -85,6 +85,44 @@ pub fn build(source: &ClusterServiceVersion, namespace: &str) -> (Value, Value, 
     (object, copied_status, hash)
 }
 
+/// What a target namespace holds under the copy's name.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Existing {
+    /// This source's copy, as it would be written now.
+    Current,
+    /// Nothing, or this source's copy of an older state: write it.
+    Stale,
+    /// The namespace's own CSV, or another namespace's copy: never overwritten (upstream's
+    /// copy fails to create there; a forced apply would turn a running operator into a copy).
+    NotOurs,
+}
+
+/// Judges `existing` (the metadata of the CSV of the copy's name in a target namespace)
+/// against the copy of the source in `source_namespace` whose hash is `hash`.
+pub fn existing_copy(
+    existing: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+    source_namespace: &str,
+    hash: &str,
+) -> Existing {
+    let Some(meta) = existing else {
+        return Existing::Stale;
+    };
+    let copied_from = meta.labels.as_ref().and_then(|l| l.get(COPIED_FROM_LABEL));
+    if copied_from.map(String::as_str) != Some(source_namespace) {
+        return Existing::NotOurs;
+    }
+    let annotations = meta.annotations.as_ref();
+    let current = annotations
+        .and_then(|a| a.get(COPIED_HASH_ANNOTATION))
+        .is_some_and(|h| h == hash)
+        && !annotations.is_some_and(|a| a.contains_key(STATUS_DRIFT_MARK));
+    if current {
+        Existing::Current
+    } else {
+        Existing::Stale
+    }
+}
+
 /// Cache-only mark (never written to the API server) on a copy whose status another writer
 /// changed since the copier last wrote it.
 pub const STATUS_DRIFT_MARK: &str = "olm.rs/status-drift";
@@ -121,6 +159,41 @@ pub fn status_drifted(
 mod tests {
     use super::*;
     use crate::api::{ClusterServiceVersionStatus, Icon, StrategyDetailsDeployment};
+
+    #[test]
+    fn a_copy_is_written_only_over_nothing_or_its_own_older_self() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let meta = |labels: &[(&str, &str)], annotations: &[(&str, &str)]| ObjectMeta {
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            annotations: Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        };
+        let ours = [(COPIED_FROM_LABEL, "op")];
+        assert_eq!(existing_copy(None, "op", "h1"), Existing::Stale);
+        let current = meta(&ours, &[(COPIED_HASH_ANNOTATION, "h1")]);
+        assert_eq!(existing_copy(Some(&current), "op", "h1"), Existing::Current);
+        assert_eq!(existing_copy(Some(&current), "op", "h2"), Existing::Stale);
+        let drifted = meta(
+            &ours,
+            &[(COPIED_HASH_ANNOTATION, "h1"), (STATUS_DRIFT_MARK, "")],
+        );
+        assert_eq!(existing_copy(Some(&drifted), "op", "h1"), Existing::Stale);
+        // The namespace's own CSV, and a copy from another operator namespace.
+        let own = meta(&[], &[]);
+        assert_eq!(existing_copy(Some(&own), "op", "h1"), Existing::NotOurs);
+        let other = meta(&[(COPIED_FROM_LABEL, "elsewhere")], &[]);
+        assert_eq!(existing_copy(Some(&other), "op", "h1"), Existing::NotOurs);
+    }
 
     #[test]
     fn copies_go_to_every_target_but_the_own_namespace() {

@@ -93,7 +93,9 @@ pub struct CsvContext {
     groups: Store<DeserializeGuard<OperatorGroup>>,
     deployments: Store<Deployment>,
     namespaces: Store<PartialObjectMeta<Namespace>>,
-    copies: Store<PartialObjectMeta<ClusterServiceVersion>>,
+    /// Every CSV's metadata, cluster-wide: the copies (by their `olm.copiedFrom` label), and
+    /// the CSVs of other namespaces that a copy must never overwrite.
+    csv_names: Store<PartialObjectMeta<ClusterServiceVersion>>,
     subscriptions: Store<DeserializeGuard<Subscription>>,
     /// CRDs' metadata (the shared watch), and what a GET found of each at a resourceVersion:
     /// a CSV with fifty CRDs, woken by each of them turning Established, reads each once
@@ -176,7 +178,7 @@ impl CsvContext {
         crate::controllers::kit::cache_ready::listed(&self.groups).await
             && crate::controllers::kit::cache_ready::listed(&self.deployments).await
             && crate::controllers::kit::cache_ready::listed(&self.namespaces).await
-            && crate::controllers::kit::cache_ready::listed(&self.copies).await
+            && crate::controllers::kit::cache_ready::listed(&self.csv_names).await
             && crate::controllers::kit::cache_ready::listed(&self.subscriptions).await
             && crate::controllers::kit::cache_ready::listed(&self.csvs).await
     }
@@ -209,7 +211,10 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
     );
     let current = from.as_ref().or(csv.status.as_ref());
     let mut step = phase::decide(current, &gathered.observed);
-    let mut certs_issued = None;
+    // The certificates in the Secrets; a fresh one only once it was applied.
+    let mut certs = (!gathered.serving.rotating())
+        .then(|| gathered.serving.status_times())
+        .flatten();
     if step.install && gathered.observed.strategy_problem.is_none() {
         let first = current.and_then(|s| s.phase) == Some(CsvPhase::InstallReady);
         // Waiting for an APIService to turn Available is no reason to apply again.
@@ -227,13 +232,12 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
                 gathered.scoped_account.as_deref(),
             )
             .await;
-            if applied.is_ok() && gathered.serving.rotating() {
-                certs_issued = gathered.serving.rotate_at();
+            if applied.is_ok() {
+                certs = gathered.serving.status_times();
             }
             step = phase::after_install(step, applied);
         }
     }
-    let certs = certs_issued.map(|rotate_at| (now(), rotate_at));
     write_status(
         &round,
         current,
@@ -1003,10 +1007,10 @@ async fn write_status(
     passed: &[Step],
     step: &Step,
     requirement_status: Vec<crate::api::RequirementStatus>,
-    certs_issued: Option<(Timestamp, Timestamp)>,
+    certs: Option<(Timestamp, Timestamp)>,
 ) -> Result<(), Error> {
     let mut desired = phase::next_status(current, step, requirement_status, now());
-    if let Some((issued, rotate_at)) = certs_issued {
+    if let Some((issued, rotate_at)) = certs {
         desired.certs_last_updated =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(issued));
         desired.certs_rotate_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
@@ -1128,7 +1132,7 @@ async fn cleanup(round: &Round<'_>) -> Result<(), Error> {
             }
         }
     }
-    for copy in round.ctx.copies.state() {
+    for copy in round.ctx.csv_names.state() {
         if copy.name_any() == round.name
             && copy.labels().get(COPIED_FROM_LABEL) == Some(&round.namespace)
         {
@@ -1184,10 +1188,10 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let (groups, group_changes) = informers.operator_groups.subscribe_touched();
     let (deployments, deployment_changes) = watch_deployments(kit::scoped_api(&shared));
     let (namespaces, namespace_changes) = informers.cluster.namespaces.subscribe_touched();
-    let (copies, changed_copies) = copier::watch_copies(shared.client.clone());
+    let (csv_names, changed_copies) = copier::watch_csv_names(shared.client.clone());
     let (subscriptions, subscription_changes) = informers.subscriptions.subscribe_touched();
     let (crd_meta, crd_changes) = informers.cluster.crds.subscribe_touched();
-    // The shared CSV informer leaves copies out (the copier watches those above).
+    // The shared CSV informer leaves copies out (the copier watches every CSV's name above).
     let (csvs, csv_changes) = informers.csvs.subscribe_touched();
     // A replaced CSV moves on when its replacement's phase does. Its round must read the
     // replacement from the cache, so the cache's own change triggers it: a wake-up sent
@@ -1203,7 +1207,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         groups: groups.clone(),
         deployments,
         namespaces,
-        copies,
+        csv_names,
         subscriptions,
         crd_meta,
         crd_states: std::sync::Mutex::default(),

@@ -45,6 +45,18 @@ impl Serving {
         self.deployments.iter().any(|d| d.fresh)
     }
 
+    /// The status times of the certificates in use (`certsLastUpdated`: the latest issue;
+    /// `certsRotateAt`: the earliest due), taken from the certificates themselves so that a
+    /// status write lost after a rotation is made good by any later round.
+    pub fn status_times(&self) -> Option<(Timestamp, Timestamp)> {
+        let issued = self
+            .deployments
+            .iter()
+            .map(|d| d.material.not_before)
+            .max()?;
+        Some((issued, self.rotate_at()?))
+    }
+
     /// When the earliest certificate is due.
     pub fn rotate_at(&self) -> Option<Timestamp> {
         self.deployments
@@ -350,4 +362,46 @@ pub async fn missing(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn served(name: &str, issued: i64, validity_secs: u64, fresh: bool) -> ServedDeployment {
+        let at = Timestamp::from_second(issued).unwrap();
+        let hosts = certs::hosts(name, "ns");
+        ServedDeployment {
+            name: name.into(),
+            ports: Vec::new(),
+            material: certs::issue(&hosts, at, Duration::from_secs(validity_secs)).unwrap(),
+            fresh,
+        }
+    }
+
+    #[test]
+    fn status_times_come_from_the_certificates_in_use() {
+        assert_eq!(Serving::default().status_times(), None);
+        // Reused certificates (no round issued them) still give the times: a status write
+        // lost after a rotation is made good later.
+        let serving = Serving {
+            deployments: vec![
+                served("a", 1_000, 100, false),
+                served("b", 1_020, 40, false),
+            ],
+            ..Serving::default()
+        };
+        assert!(!serving.rotating());
+        let (issued, rotate_at) = serving.status_times().unwrap();
+        assert_eq!(
+            issued,
+            Timestamp::from_second(1_020).unwrap(),
+            "the latest issue"
+        );
+        assert_eq!(
+            rotate_at,
+            Timestamp::from_second(1_040).unwrap(),
+            "the earliest due"
+        );
+    }
 }
