@@ -473,3 +473,61 @@ fn binary_images_are_reproducible_self_contained_and_pushed() {
         "{help:?}"
     );
 }
+
+/// `olm catalog build --with-server`: the image runs olm-registry on every address of the
+/// pod with the index cache the same binary built at image build time, so its first start
+/// reads the cache instead of parsing the catalog; rebuilt, the image has the same digest.
+#[test]
+fn a_catalog_image_with_its_server_carries_the_servers_index_cache() {
+    let work = scratch("oci-catalog-server");
+    let server = env!("CARGO_BIN_EXE_olm-registry");
+    let reference = "example.com/catalog-with-server:1";
+    let build = |layout: &str| -> String {
+        let out = run(olm()
+            .args(["catalog", "build", "catalog", "-t", reference])
+            .args(["--with-server", server, "--layout"])
+            .arg(work.join(layout)));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let first = build("one");
+    assert_eq!(
+        first,
+        build("two"),
+        "the cache keeps the image reproducible"
+    );
+
+    let layout = olm::oci::layout::Layout::open(&work.join("one")).unwrap();
+    let image = layout
+        .manifest(&layout.resolve(Some(reference)).unwrap())
+        .unwrap();
+    let config: Value =
+        serde_json::from_slice(&layout.read_blob(&image.config.digest).unwrap()).unwrap();
+    assert_eq!(
+        config["config"]["Entrypoint"],
+        serde_json::json!([
+            "/bin/olm-registry",
+            "/configs",
+            "--address",
+            "0.0.0.0",
+            "--cache-dir",
+            "/tmp/cache"
+        ])
+    );
+    let rootfs = work.join("rootfs");
+    for layer in &image.layers {
+        let blob = std::fs::File::open(layout.blob_path(&layer.digest).unwrap()).unwrap();
+        olm::oci::unpack::apply_layer(blob, "catalog", &rootfs, None).unwrap();
+    }
+    let cache = rootfs.join("tmp/cache");
+    assert!(cache.join("index.bin").is_file() && cache.join("store.bin").is_file());
+    // The image's catalog and cache, as the entrypoint reads them: no parsing.
+    let loaded = run(Command::new(server)
+        .arg(rootfs.join("configs"))
+        .arg("--cache-dir")
+        .arg(&cache)
+        .arg("--cache-only"));
+    let log = String::from_utf8_lossy(&loaded.stdout).to_string()
+        + &String::from_utf8_lossy(&loaded.stderr);
+    assert!(log.contains("catalog index read from the cache"), "{log}");
+    std::fs::remove_dir_all(&work).unwrap();
+}

@@ -288,10 +288,47 @@ pub fn bundle_build(args: BuildArgs) -> anyhow::Result<()> {
 
 pub fn catalog_build(args: CatalogBuildArgs) -> anyhow::Result<()> {
     check_catalog(&args.build.dir)?;
-    let input = catalog_image(&args.build.dir, args.with_server.as_deref())?;
+    // With a server, its index cache goes in the image too, built by that very binary (the
+    // cache is keyed by its build), so every start of the image reads it.
+    let baked = match args.with_server.as_deref() {
+        Some(server) => Some(bake_index_cache(server, &args.build.dir)?),
+        None => None,
+    };
+    let server = args
+        .with_server
+        .as_deref()
+        .zip(baked.as_ref().map(|work| work.path.as_path()));
+    let input = catalog_image(&args.build.dir, server)?;
     let digest = build_and_maybe_push(&input, &args.build, &runtime()?)?;
     println!("{digest}");
     Ok(())
+}
+
+/// Runs `server --cache-only` on the catalog at `dir`: the index cache it would build at
+/// its first start, in a scratch directory.
+fn bake_index_cache(server: &Path, dir: &Path) -> anyhow::Result<WorkDir> {
+    let work = WorkDir::scratch()?;
+    progress(&format!(
+        "indexing {} with {}",
+        dir.display(),
+        server.display()
+    ));
+    let out = std::process::Command::new(server)
+        .arg(dir)
+        .arg("--cache-dir")
+        .arg(&work.path)
+        .arg("--cache-only")
+        .output()
+        .with_context(|| format!("running {} to build the index cache", server.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} could not index {}: {}",
+            server.display(),
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(work)
 }
 
 fn check_catalog(dir: &Path) -> anyhow::Result<()> {

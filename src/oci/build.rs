@@ -361,10 +361,15 @@ pub fn bundle_image(dir: &Path) -> Result<ImageInput, BuildError> {
     })
 }
 
+/// Where a catalog image with a server keeps the server's index cache.
+pub const CATALOG_CACHE_DIR: &str = "/tmp/cache";
+
 /// A file-based catalog image: the catalog under `/configs` and the label that says so.
-/// With `server`, the image also carries that registry server binary (and the shared
-/// libraries it loads) as its entrypoint, so upstream OLM v0 can run it as a catalog pod.
-pub fn catalog_image(dir: &Path, server: Option<&Path>) -> Result<ImageInput, BuildError> {
+/// With `server` (the binary, and the index cache it built for this catalog), the image
+/// also carries that registry server (and the shared libraries it loads) as its entrypoint,
+/// listening on every address of the pod, with its cache, so upstream OLM v0 can run it as a
+/// catalog pod that starts without parsing the catalog.
+pub fn catalog_image(dir: &Path, server: Option<(&Path, &Path)>) -> Result<ImageInput, BuildError> {
     let configs = CATALOG_CONFIGS_DIR.trim_start_matches('/');
     let mut files = files_under(dir, configs)?;
     let mut labels = BTreeMap::new();
@@ -373,10 +378,22 @@ pub fn catalog_image(dir: &Path, server: Option<&Path>) -> Result<ImageInput, Bu
         CATALOG_CONFIGS_DIR.to_string(),
     );
     let mut entrypoint = None;
-    if let Some(server) = server {
+    if let Some((server, cache)) = server {
         // With the libraries it loads, so the image runs from scratch (glibc builds too).
         files.extend(super::binary::binary_files(server, "bin/olm-registry")?);
-        entrypoint = Some(vec!["/bin/olm-registry".into(), CATALOG_CONFIGS_DIR.into()]);
+        files.extend(files_under(cache, CATALOG_CACHE_DIR)?);
+        entrypoint = Some(
+            [
+                "/bin/olm-registry",
+                CATALOG_CONFIGS_DIR,
+                "--address",
+                "0.0.0.0",
+                "--cache-dir",
+                CATALOG_CACHE_DIR,
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
     }
     Ok(ImageInput {
         files,

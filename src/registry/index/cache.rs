@@ -66,11 +66,11 @@ impl Index {
             }
             Err(_) => {}
         }
-        std::fs::create_dir_all(cache_dir)
-            .with_context(|| format!("creating the cache directory {}", cache_dir.display()))?;
-        // The old tables go first: a crash while the store is rewritten leaves no cache
-        // that names a store it does not match.
-        let _ = std::fs::remove_file(&index_path);
+        if let Err(why) = writable(cache_dir, &index_path) {
+            // A read-only image or volume: serve without a cache rather than not at all.
+            tracing::warn!(cache = %cache_dir.display(), %why, "cannot write the index cache; loading without it");
+            return Index::load(root);
+        }
         let index = Index::on_loader_thread(|| {
             let store = StoreWriter::create(&store_path)
                 .with_context(|| format!("creating {}", store_path.display()))?;
@@ -80,6 +80,21 @@ impl Index {
             .with_context(|| format!("writing {}", index_path.display()))?;
         Ok(index)
     }
+}
+
+/// Makes `cache_dir` ready for a new cache: created, and the old tables removed first (a
+/// crash while the store is rewritten leaves no cache that names a store it does not
+/// match). An error means the cache cannot be written there.
+fn writable(cache_dir: &Path, index_path: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(cache_dir)?;
+    match std::fs::remove_file(index_path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    // The directory itself must take new files (the store, then the tables).
+    let probe = cache_dir.join(".write-probe");
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)
 }
 
 fn write(index: &Index, path: &Path, key: &[u8; 32]) -> anyhow::Result<()> {
@@ -127,7 +142,10 @@ fn write(index: &Index, path: &Path, key: &[u8; 32]) -> anyhow::Result<()> {
     });
     e.rows(&index.gvks, |e, gvk| gvk.iter().for_each(|s| e.span(*s)));
     e.bytes(&index.light);
-    let custom: Vec<_> = index.custom.iter().collect();
+    // Sorted: the same catalog gives the same bytes (a cache baked into an image keeps the
+    // image reproducible).
+    let mut custom: Vec<_> = index.custom.iter().collect();
+    custom.sort_unstable_by(|a, b| a.0.cmp(b.0));
     e.rows(&custom, |e, ((schema, package), locs)| {
         e.bytes(schema.as_bytes());
         e.bytes(package.as_bytes());
@@ -412,6 +430,27 @@ mod tests {
         let rebuilt = Index::load_cached(&root, &cache).unwrap();
         assert_eq!(rebuilt.list_packages(), ["reverse-words"]);
         assert!(read(&index_path, &store_path, &new_key).is_ok());
+        std::fs::remove_dir_all(&work).unwrap();
+    }
+
+    #[test]
+    fn the_same_catalog_gives_the_same_cache_bytes_and_an_unwritable_cache_is_skipped() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
+        let work = scratch("reproducible");
+        let (one, two) = (work.join("one"), work.join("two"));
+        let expected = answers(&Index::load_cached(&root, &one).unwrap());
+        Index::load_cached(&root, &two).unwrap();
+        for file in [INDEX_FILE, STORE_FILE] {
+            assert!(
+                std::fs::read(one.join(file)).unwrap() == std::fs::read(two.join(file)).unwrap(),
+                "{file} differs between two builds"
+            );
+        }
+        // A cache directory that cannot be made (under a file): served without a cache.
+        let blocker = work.join("a-file");
+        std::fs::write(&blocker, b"").unwrap();
+        let uncached = Index::load_cached(&root, &blocker.join("cache")).unwrap();
+        assert_eq!(answers(&uncached), expected);
         std::fs::remove_dir_all(&work).unwrap();
     }
 
