@@ -1,6 +1,6 @@
 use clap::Parser;
 
-/// glibc's malloc for `olm run` and `olm catalog serve`, mimalloc for batch commands.
+/// jemalloc for `olm run` and `olm catalog serve`, mimalloc for batch commands.
 #[global_allocator]
 static ALLOCATOR: olm::allocator::PerCommand = olm::allocator::PerCommand::new();
 

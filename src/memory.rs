@@ -1,5 +1,6 @@
-//! Allocator tuning for long-running processes that load large catalogs (`olm catalog
-//! serve`, `olm run`): glibc's malloc keeps freed memory by default, so without this the
+//! glibc malloc tuning for the long-running processes that use it (`olm-registry`; `olm run`
+//! and `olm catalog serve` use jemalloc, see `crate::allocator`, where these are no-ops on
+//! a heap nothing uses): glibc's malloc keeps freed memory by default, so without this the
 //! resident size would be the load's high-water mark rather than what is in use.
 
 /// Makes glibc's malloc give freed memory back to the OS as it goes, for a process that
@@ -21,24 +22,6 @@ pub fn return_freed_memory_promptly() {
         unsafe {
             libc::mallopt(libc::M_TRIM_THRESHOLD, DEFAULT);
             libc::mallopt(libc::M_MMAP_THRESHOLD, DEFAULT);
-        }
-    }
-}
-
-/// Makes every thread allocate from glibc's one main arena, for `olm run`: by default each
-/// thread that meets a busy arena gets one of its own (up to 8 per core), and what a catalog
-/// load or a rebuild of the packagemanifests leaves in each of them (free chunks between
-/// live ones, which no trim can give back) adds up: 188 MiB resident with two arenas, 177
-/// with one, 210 by default, for the same served content (`hack/bench/packages.py`, large
-/// set). Its threads mostly wait on the network, and each keeps a cache of small chunks of
-/// its own (tcache), so sharing one arena costs no measurable latency there. Call it before
-/// the process starts threads.
-pub fn use_one_arena() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: mallopt only changes malloc's tuning parameters; it has no preconditions.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 1);
         }
     }
 }
@@ -66,10 +49,8 @@ mod tests {
         unsafe {
             assert_eq!(libc::mallopt(libc::M_TRIM_THRESHOLD, 128 * 1024), 1);
             assert_eq!(libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024), 1);
-            assert_eq!(libc::mallopt(libc::M_ARENA_MAX, 1), 1);
         }
         super::return_freed_memory_promptly();
-        super::use_one_arena();
         super::release_free_memory();
     }
 }

@@ -185,9 +185,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             insecure_registries: args.insecure_registries,
         },
     };
-    // Catalog loads free large buffers; have glibc hand them back rather than keep them.
-    crate::memory::return_freed_memory_promptly();
-    crate::memory::use_one_arena();
+    // Memory: jemalloc, tuned for a server (crate::allocator).
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

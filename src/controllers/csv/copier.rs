@@ -132,23 +132,15 @@ pub(super) fn watch_csv_names(
         Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client),
         watcher::Config::default().any_semantic(),
     )
-    // One per operator and namespace: keep only what the copier reads (names, labels,
-    // the hash annotation), not the source's annotations and managed fields again.
-    // A status set by another writer is marked (cache only) so the source rewrites it.
-    .modify(|copy: &mut PartialObjectMeta<ClusterServiceVersion>| {
-        let drifted = copy
-            .metadata
+    // One per operator and namespace: keep only what the copier reads (see `name_entry`).
+    .modify(|csv: &mut PartialObjectMeta<ClusterServiceVersion>| {
+        let meta = std::mem::take(&mut csv.metadata);
+        let drifted = meta
             .managed_fields
-            .take()
-            .is_some_and(|managed| copies::status_drifted(&managed, FIELD_MANAGER));
-        let annotations = copy
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default);
-        annotations.retain(|key, _| key == copies::COPIED_HASH_ANNOTATION);
-        if drifted {
-            annotations.insert(copies::STATUS_DRIFT_MARK.into(), String::new());
-        }
+            .as_deref()
+            .is_some_and(|managed| copies::status_drifted(managed, FIELD_MANAGER));
+        csv.types = None;
+        csv.metadata = copies::name_entry(meta, drifted);
     });
     let sources = reflector::reflector(writer, copies)
         .default_backoff()

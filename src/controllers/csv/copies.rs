@@ -123,6 +123,33 @@ pub fn existing_copy(
     }
 }
 
+/// What the copier keeps of a CSV's metadata (one entry per operator and namespace, so
+/// each byte counts): its name and namespace, the `olm.copiedFrom` label and the hash
+/// annotation; not the source's annotations, managed fields, uid or resourceVersion again.
+/// A status another writer set (`drifted`) is marked so the source rewrites it.
+pub fn name_entry(
+    meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    drifted: bool,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    let keep = |map: Option<std::collections::BTreeMap<String, String>>, key: &str| {
+        map.and_then(|mut m| m.remove_entry(key))
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let mut annotations = keep(meta.annotations, COPIED_HASH_ANNOTATION);
+    if drifted {
+        annotations.insert(STATUS_DRIFT_MARK.into(), String::new());
+    }
+    let labels = keep(meta.labels, COPIED_FROM_LABEL);
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        name: meta.name,
+        namespace: meta.namespace,
+        labels: (!labels.is_empty()).then_some(labels),
+        annotations: (!annotations.is_empty()).then_some(annotations),
+        ..Default::default()
+    }
+}
+
 /// Cache-only mark (never written to the API server) on a copy whose status another writer
 /// changed since the copier last wrote it.
 pub const STATUS_DRIFT_MARK: &str = "olm.rs/status-drift";
@@ -159,6 +186,50 @@ pub fn status_drifted(
 mod tests {
     use super::*;
     use crate::api::{ClusterServiceVersionStatus, Icon, StrategyDetailsDeployment};
+
+    #[test]
+    fn the_copier_keeps_only_names_source_and_hash() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let pairs = |p: &[(&str, &str)]| {
+            Some(
+                p.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<std::collections::BTreeMap<_, _>>(),
+            )
+        };
+        let full = ObjectMeta {
+            name: Some("op.v1".into()),
+            namespace: Some("team-a".into()),
+            uid: Some("0b8e…".into()),
+            resource_version: Some("42".into()),
+            labels: pairs(&[(COPIED_FROM_LABEL, "ops"), ("other", "x")]),
+            annotations: pairs(&[(COPIED_HASH_ANNOTATION, "h"), ("alm-examples", "[…]")]),
+            ..ObjectMeta::default()
+        };
+        let entry = name_entry(full.clone(), false);
+        assert_eq!(
+            entry,
+            ObjectMeta {
+                name: Some("op.v1".into()),
+                namespace: Some("team-a".into()),
+                labels: pairs(&[(COPIED_FROM_LABEL, "ops")]),
+                annotations: pairs(&[(COPIED_HASH_ANNOTATION, "h")]),
+                ..ObjectMeta::default()
+            }
+        );
+        let drifted = name_entry(full, true);
+        assert!(drifted.annotations.unwrap().contains_key(STATUS_DRIFT_MARK));
+        // A namespace's own CSV: its name only.
+        let own = name_entry(
+            ObjectMeta {
+                name: Some("op.v1".into()),
+                annotations: pairs(&[("alm-examples", "[]")]),
+                ..ObjectMeta::default()
+            },
+            false,
+        );
+        assert!(own.labels.is_none() && own.annotations.is_none());
+    }
 
     #[test]
     fn a_copy_is_written_only_over_nothing_or_its_own_older_self() {
