@@ -17,13 +17,14 @@ use std::collections::HashSet;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::core::{DeserializeGuard, PartialObjectMeta};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
+use super::names::CsvNames;
 use super::phase::GroupState;
 use super::{CsvContext, CsvRef, Error, FIELD_MANAGER, Round, copies, group_of};
-use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion, OperatorGroup};
+use crate::api::{ClusterServiceVersion, OperatorGroup};
 use crate::controllers::context::Context;
 use crate::controllers::host::Shutdown;
 use crate::controllers::kit::{self, KitState, ObjectKey, Reconciler};
@@ -118,42 +119,35 @@ impl Reconciler for Copier {
     }
 }
 
-/// Every CSV's metadata, from a watch of its own (copies live in target namespaces, also
-/// outside a watched namespace; a namespace's own CSV of the same name keeps the copy out),
-/// and the source of each copy that changed.
+/// Every CSV's name (compactly, see [`CsvNames`]), from a metadata watch of its own (copies
+/// live in target namespaces, also outside a watched namespace; a namespace's own CSV of the
+/// same name keeps the copy out), and the source of each copy that changed or went.
 pub(super) fn watch_csv_names(
     client: kube::Client,
-) -> (
-    Store<PartialObjectMeta<ClusterServiceVersion>>,
-    impl Stream<Item = CsvRef> + Send + 'static,
-) {
-    let (store, writer) = reflector::store();
-    let copies = watcher(
+) -> (CsvNames, impl Stream<Item = CsvRef> + Send + 'static) {
+    let names = CsvNames::new(FIELD_MANAGER);
+    let writer = names.clone();
+    let sources = watcher(
         Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client),
         watcher::Config::default().any_semantic(),
     )
-    // One per operator and namespace: keep only what the copier reads (see `name_entry`).
-    .modify(|csv: &mut PartialObjectMeta<ClusterServiceVersion>| {
-        let meta = std::mem::take(&mut csv.metadata);
-        let drifted = meta
-            .managed_fields
-            .as_deref()
-            .is_some_and(|managed| copies::status_drifted(managed, FIELD_MANAGER));
-        csv.types = None;
-        csv.metadata = copies::name_entry(meta, drifted);
-    });
-    let sources = reflector::reflector(writer, copies)
-        .default_backoff()
-        .touched_objects()
-        .filter_map(|copy| {
-            let source = copy.ok().and_then(|copy| {
-                copy.labels()
-                    .get(COPIED_FROM_LABEL)
-                    .map(|ns| ObjectRef::new(&copy.name_any()).within(ns))
-            });
-            futures::future::ready(source)
+    .default_backoff()
+    .filter_map(move |event| {
+        let source = event.ok().and_then(|event| {
+            let event = match event {
+                watcher::Event::Apply(csv) => watcher::Event::Apply(csv.metadata),
+                watcher::Event::Delete(csv) => watcher::Event::Delete(csv.metadata),
+                watcher::Event::InitApply(csv) => watcher::Event::InitApply(csv.metadata),
+                watcher::Event::Init => watcher::Event::Init,
+                watcher::Event::InitDone => watcher::Event::InitDone,
+            };
+            writer.apply(event)
         });
-    (store, sources)
+        futures::future::ready(
+            source.map(|(namespace, name)| ObjectRef::new(&name).within(&namespace)),
+        )
+    });
+    (names, sources)
 }
 
 /// The CSVs of AllNamespaces groups, each time a namespace comes or goes (their copies
@@ -206,14 +200,8 @@ async fn sync(round: &Round<'_>, targets: &[String]) -> Result<(), Error> {
         let (object, copy_status, hash) = copies::build(round.csv, "");
         let mut stale = Vec::new();
         for namespace in &wanted {
-            let existing = ctx
-                .csv_names
-                .get(&ObjectRef::new(&round.name).within(namespace));
-            match copies::existing_copy(
-                existing.as_ref().map(|e| &e.metadata),
-                &round.namespace,
-                &hash,
-            ) {
+            let existing = ctx.csv_names.get(namespace, &round.name);
+            match copies::existing_copy(existing.as_ref(), &round.namespace, &hash) {
                 copies::Existing::Current => {}
                 copies::Existing::Stale => stale.push(namespace.clone()),
                 copies::Existing::NotOurs => tracing::info!(
@@ -235,15 +223,11 @@ async fn sync(round: &Round<'_>, targets: &[String]) -> Result<(), Error> {
             .await;
         results.into_iter().collect::<Result<(), Error>>()?;
     }
-    for copy in ctx.csv_names.state() {
-        let namespace = copy.namespace().unwrap_or_default();
-        if copy.name_any() != round.name
-            || copy.labels().get(COPIED_FROM_LABEL) != Some(&round.namespace)
-            || wanted.contains(&namespace)
-        {
+    for copy in ctx.csv_names.copies(Some((&round.namespace, &round.name))) {
+        if wanted.contains(&copy.namespace) {
             continue;
         }
-        delete_copy(round.client(), &namespace, &round.name)
+        delete_copy(round.client(), &copy.namespace, &round.name)
             .await
             .map_err(round.fail("delete_copy"))?;
     }
@@ -309,30 +293,25 @@ pub(super) async fn delete_copy(
 /// Copies whose source CSV is gone (deleted while OLM was down, or never cleaned up by an
 /// older OLM) are deleted. Only sources in the watched scope are judged.
 pub(super) async fn prune_orphans(ctx: Arc<CsvContext>) {
-    if !crate::controllers::kit::cache_ready::listed(&ctx.csvs).await
-        || !crate::controllers::kit::cache_ready::listed(&ctx.csv_names).await
-    {
+    if !crate::controllers::kit::cache_ready::listed(&ctx.csvs).await {
         return;
     }
+    ctx.csv_names.listed().await;
     let scope = ctx.shared.settings.watch_namespace.clone();
     let mut tick = tokio::time::interval(Duration::from_secs(30));
     loop {
         tick.tick().await;
         let live = crate::controllers::kit::cache_ready::live_keys(&ctx.csvs);
-        for copy in ctx.csv_names.state() {
-            let Some(source_ns) = copy.labels().get(COPIED_FROM_LABEL) else {
-                continue;
-            };
-            if scope.as_ref().is_some_and(|s| s != source_ns)
-                || live.contains(&(source_ns.clone(), copy.name_any()))
+        for copy in ctx.csv_names.copies(None) {
+            if scope.as_ref().is_some_and(|s| *s != copy.copied_from)
+                || live.contains(&(copy.copied_from.clone(), copy.name.clone()))
             {
                 continue;
             }
-            let namespace = copy.namespace().unwrap_or_default();
             if let Err(error) =
-                delete_copy(ctx.shared.client.clone(), &namespace, &copy.name_any()).await
+                delete_copy(ctx.shared.client.clone(), &copy.namespace, &copy.name).await
             {
-                tracing::warn!(%error, copy = %copy.name_any(), %namespace, "could not delete an orphaned copied CSV");
+                tracing::warn!(%error, copy = %copy.name, namespace = %copy.namespace, "could not delete an orphaned copied CSV");
             }
         }
     }

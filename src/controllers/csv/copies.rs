@@ -97,62 +97,25 @@ pub enum Existing {
     NotOurs,
 }
 
-/// Judges `existing` (the metadata of the CSV of the copy's name in a target namespace)
+/// Judges `existing` (what is known of the CSV of the copy's name in a target namespace)
 /// against the copy of the source in `source_namespace` whose hash is `hash`.
 pub fn existing_copy(
-    existing: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+    existing: Option<&super::names::Entry>,
     source_namespace: &str,
     hash: &str,
 ) -> Existing {
-    let Some(meta) = existing else {
+    let Some(entry) = existing else {
         return Existing::Stale;
     };
-    let copied_from = meta.labels.as_ref().and_then(|l| l.get(COPIED_FROM_LABEL));
-    if copied_from.map(String::as_str) != Some(source_namespace) {
+    if entry.copied_from.as_deref() != Some(source_namespace) {
         return Existing::NotOurs;
     }
-    let annotations = meta.annotations.as_ref();
-    let current = annotations
-        .and_then(|a| a.get(COPIED_HASH_ANNOTATION))
-        .is_some_and(|h| h == hash)
-        && !annotations.is_some_and(|a| a.contains_key(STATUS_DRIFT_MARK));
-    if current {
+    if entry.hash.as_deref() == Some(hash) && !entry.drifted {
         Existing::Current
     } else {
         Existing::Stale
     }
 }
-
-/// What the copier keeps of a CSV's metadata (one entry per operator and namespace, so
-/// each byte counts): its name and namespace, the `olm.copiedFrom` label and the hash
-/// annotation; not the source's annotations, managed fields, uid or resourceVersion again.
-/// A status another writer set (`drifted`) is marked so the source rewrites it.
-pub fn name_entry(
-    meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    drifted: bool,
-) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-    let keep = |map: Option<std::collections::BTreeMap<String, String>>, key: &str| {
-        map.and_then(|mut m| m.remove_entry(key))
-            .into_iter()
-            .collect::<std::collections::BTreeMap<_, _>>()
-    };
-    let mut annotations = keep(meta.annotations, COPIED_HASH_ANNOTATION);
-    if drifted {
-        annotations.insert(STATUS_DRIFT_MARK.into(), String::new());
-    }
-    let labels = keep(meta.labels, COPIED_FROM_LABEL);
-    k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        name: meta.name,
-        namespace: meta.namespace,
-        labels: (!labels.is_empty()).then_some(labels),
-        annotations: (!annotations.is_empty()).then_some(annotations),
-        ..Default::default()
-    }
-}
-
-/// Cache-only mark (never written to the API server) on a copy whose status another writer
-/// changed since the copier last wrote it.
-pub const STATUS_DRIFT_MARK: &str = "olm.rs/status-drift";
 
 /// Whether a writer other than `ours` changed the copy's status after (or in the same second
 /// as) our last status write, by the copy's managed fields: upstream sets such a status
@@ -188,81 +151,23 @@ mod tests {
     use crate::api::{ClusterServiceVersionStatus, Icon, StrategyDetailsDeployment};
 
     #[test]
-    fn the_copier_keeps_only_names_source_and_hash() {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-        let pairs = |p: &[(&str, &str)]| {
-            Some(
-                p.iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect::<std::collections::BTreeMap<_, _>>(),
-            )
-        };
-        let full = ObjectMeta {
-            name: Some("op.v1".into()),
-            namespace: Some("team-a".into()),
-            uid: Some("0b8e…".into()),
-            resource_version: Some("42".into()),
-            labels: pairs(&[(COPIED_FROM_LABEL, "ops"), ("other", "x")]),
-            annotations: pairs(&[(COPIED_HASH_ANNOTATION, "h"), ("alm-examples", "[…]")]),
-            ..ObjectMeta::default()
-        };
-        let entry = name_entry(full.clone(), false);
-        assert_eq!(
-            entry,
-            ObjectMeta {
-                name: Some("op.v1".into()),
-                namespace: Some("team-a".into()),
-                labels: pairs(&[(COPIED_FROM_LABEL, "ops")]),
-                annotations: pairs(&[(COPIED_HASH_ANNOTATION, "h")]),
-                ..ObjectMeta::default()
-            }
-        );
-        let drifted = name_entry(full, true);
-        assert!(drifted.annotations.unwrap().contains_key(STATUS_DRIFT_MARK));
-        // A namespace's own CSV: its name only.
-        let own = name_entry(
-            ObjectMeta {
-                name: Some("op.v1".into()),
-                annotations: pairs(&[("alm-examples", "[]")]),
-                ..ObjectMeta::default()
-            },
-            false,
-        );
-        assert!(own.labels.is_none() && own.annotations.is_none());
-    }
-
-    #[test]
     fn a_copy_is_written_only_over_nothing_or_its_own_older_self() {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-        let meta = |labels: &[(&str, &str)], annotations: &[(&str, &str)]| ObjectMeta {
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            annotations: Some(
-                annotations
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
+        use super::super::names::Entry;
+        let copy = |source: Option<&str>, hash: Option<&str>, drifted: bool| Entry {
+            copied_from: source.map(Into::into),
+            hash: hash.map(Into::into),
+            drifted,
         };
-        let ours = [(COPIED_FROM_LABEL, "op")];
         assert_eq!(existing_copy(None, "op", "h1"), Existing::Stale);
-        let current = meta(&ours, &[(COPIED_HASH_ANNOTATION, "h1")]);
+        let current = copy(Some("op"), Some("h1"), false);
         assert_eq!(existing_copy(Some(&current), "op", "h1"), Existing::Current);
         assert_eq!(existing_copy(Some(&current), "op", "h2"), Existing::Stale);
-        let drifted = meta(
-            &ours,
-            &[(COPIED_HASH_ANNOTATION, "h1"), (STATUS_DRIFT_MARK, "")],
-        );
+        let drifted = copy(Some("op"), Some("h1"), true);
         assert_eq!(existing_copy(Some(&drifted), "op", "h1"), Existing::Stale);
         // The namespace's own CSV, and a copy from another operator namespace.
-        let own = meta(&[], &[]);
+        let own = copy(None, None, false);
         assert_eq!(existing_copy(Some(&own), "op", "h1"), Existing::NotOurs);
-        let other = meta(&[(COPIED_FROM_LABEL, "elsewhere")], &[]);
+        let other = copy(Some("elsewhere"), Some("h1"), false);
         assert_eq!(existing_copy(Some(&other), "op", "h1"), Existing::NotOurs);
     }
 

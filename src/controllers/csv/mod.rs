@@ -14,6 +14,7 @@ mod conflicts;
 pub mod copier;
 pub mod copies;
 pub mod deployment;
+mod names;
 mod orphans;
 pub mod phase;
 pub mod rbac;
@@ -50,8 +51,8 @@ use super::ownership::{
     owner_selector,
 };
 use crate::api::{
-    COPIED_FROM_LABEL, ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase,
-    OPERATOR_LABEL_PREFIX, OperatorGroup, Subscription, SubscriptionConfig, check_install_modes,
+    ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, OPERATOR_LABEL_PREFIX,
+    OperatorGroup, Subscription, SubscriptionConfig, check_install_modes,
 };
 use crate::controllers::host::Shutdown;
 use phase::{GroupState, Health, Observation, Related, Step};
@@ -93,9 +94,9 @@ pub struct CsvContext {
     groups: Store<DeserializeGuard<OperatorGroup>>,
     deployments: Store<Deployment>,
     namespaces: Store<PartialObjectMeta<Namespace>>,
-    /// Every CSV's metadata, cluster-wide: the copies (by their `olm.copiedFrom` label), and
+    /// Every CSV's name, cluster-wide: the copies (by their `olm.copiedFrom` label), and
     /// the CSVs of other namespaces that a copy must never overwrite.
-    csv_names: Store<PartialObjectMeta<ClusterServiceVersion>>,
+    csv_names: names::CsvNames,
     subscriptions: Store<DeserializeGuard<Subscription>>,
     /// CRDs' metadata (the shared watch), and what a GET found of each at a resourceVersion:
     /// a CSV with fifty CRDs, woken by each of them turning Established, reads each once
@@ -178,7 +179,10 @@ impl CsvContext {
         crate::controllers::kit::cache_ready::listed(&self.groups).await
             && crate::controllers::kit::cache_ready::listed(&self.deployments).await
             && crate::controllers::kit::cache_ready::listed(&self.namespaces).await
-            && crate::controllers::kit::cache_ready::listed(&self.csv_names).await
+            && {
+                self.csv_names.listed().await;
+                true
+            }
             && crate::controllers::kit::cache_ready::listed(&self.subscriptions).await
             && crate::controllers::kit::cache_ready::listed(&self.csvs).await
     }
@@ -1132,18 +1136,14 @@ async fn cleanup(round: &Round<'_>) -> Result<(), Error> {
             }
         }
     }
-    for copy in round.ctx.csv_names.state() {
-        if copy.name_any() == round.name
-            && copy.labels().get(COPIED_FROM_LABEL) == Some(&round.namespace)
-        {
-            copier::delete_copy(
-                client.clone(),
-                &copy.namespace().unwrap_or_default(),
-                &round.name,
-            )
+    for copy in round
+        .ctx
+        .csv_names
+        .copies(Some((&round.namespace, &round.name)))
+    {
+        copier::delete_copy(client.clone(), &copy.namespace, &round.name)
             .await
             .map_err(round.fail("delete_copy"))?;
-        }
     }
     // Only ours goes; the resourceVersion makes a concurrent change a conflict, not a loss.
     let remaining: Vec<&String> = round
