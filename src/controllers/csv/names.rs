@@ -264,6 +264,9 @@ mod tests {
         names.apply(watcher::Event::InitDone);
         assert_eq!(names.get("b", "op.v1"), None);
         let interned = &names.read().interned;
-        assert!(!interned.contains("a") && !interned.contains("b"), "{interned:?}");
+        assert!(
+            !interned.contains("a") && !interned.contains("b"),
+            "{interned:?}"
+        );
     }
 }
