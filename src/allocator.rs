@@ -37,7 +37,7 @@ pub const JEMALLOC_CONF: &[u8] =
 #[allow(non_upper_case_globals)]
 pub static malloc_conf: &u8 = &JEMALLOC_CONF[0];
 
-/// Dispatches to glibc's malloc or mimalloc, as the command line decides.
+/// Dispatches to jemalloc or mimalloc, as the command line decides.
 pub struct PerCommand {
     choice: AtomicU8,
 }

@@ -1,7 +1,7 @@
-//! glibc malloc tuning for the long-running processes that use it (`olm-registry`; `olm run`
-//! and `olm catalog serve` use jemalloc, see `crate::allocator`, where these are no-ops on
-//! a heap nothing uses): glibc's malloc keeps freed memory by default, so without this the
-//! resident size would be the load's high-water mark rather than what is in use.
+//! glibc malloc tuning for the catalog server (`olm-registry`; `olm run` and `olm catalog
+//! serve` use jemalloc, see `crate::allocator`, where these touch a heap nothing uses):
+//! glibc's malloc keeps freed memory by default, so without this the resident size would be
+//! the load's high-water mark rather than what is in use.
 
 /// Makes glibc's malloc give freed memory back to the OS as it goes, for a process that
 /// loads a catalog and then serves it for long.

@@ -290,15 +290,14 @@ pub fn catalog_build(args: CatalogBuildArgs) -> anyhow::Result<()> {
     check_catalog(&args.build.dir)?;
     // With a server, its index cache goes in the image too, built by that very binary (the
     // cache is keyed by its build), so every start of the image reads it.
-    let baked = match args.with_server.as_deref() {
-        Some(server) => Some(bake_index_cache(server, &args.build.dir)?),
-        None => None,
-    };
-    let server = args
-        .with_server
-        .as_deref()
-        .zip(baked.as_ref().map(|work| work.path.as_path()));
-    let input = catalog_image(&args.build.dir, server)?;
+    let server = args.with_server.as_deref();
+    let baked = server
+        .map(|server| bake_index_cache(server, &args.build.dir))
+        .transpose()?;
+    let input = catalog_image(
+        &args.build.dir,
+        server.zip(baked.as_ref().map(|work| work.path.as_path())),
+    )?;
     let digest = build_and_maybe_push(&input, &args.build, &runtime()?)?;
     println!("{digest}");
     Ok(())

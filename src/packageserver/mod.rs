@@ -228,15 +228,7 @@ async fn keep_in_sync(
         );
         let (snapshots2, store2) = (Arc::clone(&snapshots), Arc::clone(&store));
         // Building manifests decodes CSVs: keep it off the async workers.
-        let _ = tokio::task::spawn_blocking(move || {
-            if store2.sync(&snapshots2, &current) > 0 {
-                // A rebuild frees whole manifests (their channels are kept only as JSON)
-                // and the CSV descriptions read back from the snapshot: hand the pages back
-                // (20 MiB of 150 on the large set of `hack/bench/packages.py`).
-                crate::memory::release_free_memory();
-            }
-        })
-        .await;
+        let _ = tokio::task::spawn_blocking(move || store2.sync(&snapshots2, &current)).await;
         tokio::select! {
             change = changes.next() => if change.is_none() { return },
             r = snapshot_changes.changed() => if r.is_err() { return },

@@ -552,8 +552,6 @@ pub(super) async fn accept(
             failure,
         },
     );
-    // A load decodes the whole catalog (manifests included) and keeps a fraction of it.
-    crate::memory::release_free_memory();
 }
 
 /// Snapshots are for resolution, which reads properties and channels only. The manifests

@@ -133,16 +133,7 @@ pub(super) fn watch_csv_names(
     )
     .default_backoff()
     .filter_map(move |event| {
-        let source = event.ok().and_then(|event| {
-            let event = match event {
-                watcher::Event::Apply(csv) => watcher::Event::Apply(csv.metadata),
-                watcher::Event::Delete(csv) => watcher::Event::Delete(csv.metadata),
-                watcher::Event::InitApply(csv) => watcher::Event::InitApply(csv.metadata),
-                watcher::Event::Init => watcher::Event::Init,
-                watcher::Event::InitDone => watcher::Event::InitDone,
-            };
-            writer.apply(event)
-        });
+        let source = event.ok().and_then(|event| writer.apply(event));
         futures::future::ready(
             source.map(|(namespace, name)| ObjectRef::new(&name).within(&namespace)),
         )
@@ -293,10 +284,11 @@ pub(super) async fn delete_copy(
 /// Copies whose source CSV is gone (deleted while OLM was down, or never cleaned up by an
 /// older OLM) are deleted. Only sources in the watched scope are judged.
 pub(super) async fn prune_orphans(ctx: Arc<CsvContext>) {
-    if !crate::controllers::kit::cache_ready::listed(&ctx.csvs).await {
+    if !crate::controllers::kit::cache_ready::listed(&ctx.csvs).await
+        || !ctx.csv_names.listed().await
+    {
         return;
     }
-    ctx.csv_names.listed().await;
     let scope = ctx.shared.settings.watch_namespace.clone();
     let mut tick = tokio::time::interval(Duration::from_secs(30));
     loop {

@@ -179,10 +179,7 @@ impl CsvContext {
         crate::controllers::kit::cache_ready::listed(&self.groups).await
             && crate::controllers::kit::cache_ready::listed(&self.deployments).await
             && crate::controllers::kit::cache_ready::listed(&self.namespaces).await
-            && {
-                self.csv_names.listed().await;
-                true
-            }
+            && self.csv_names.listed().await
             && crate::controllers::kit::cache_ready::listed(&self.subscriptions).await
             && crate::controllers::kit::cache_ready::listed(&self.csvs).await
     }

@@ -9,11 +9,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use super::copies::{COPIED_HASH_ANNOTATION, status_drifted};
-use crate::api::COPIED_FROM_LABEL;
+use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion};
+
+/// What the metadata watch of CSVs delivers.
+pub type CsvMeta = PartialObjectMeta<ClusterServiceVersion>;
 
 /// What the copier knows of one CSV.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -72,6 +76,12 @@ impl State {
         Some(((namespace, name.into()), entry))
     }
 
+    /// The key of a known CSV (None when its namespace was never seen), interning nothing.
+    fn known_key(&self, namespace: &str, name: &str) -> Option<Key> {
+        let namespace = self.interned.get(namespace)?;
+        Some((Arc::clone(namespace), name.into()))
+    }
+
     /// Drops interned namespaces nothing refers to any more (after a relist).
     fn forget_unused(&mut self) {
         self.interned.retain(|ns| Arc::strong_count(ns) > 1);
@@ -118,7 +128,7 @@ impl CsvNames {
     }
 
     /// Takes one watch event; returns the source (namespace, name) of a copy it touched.
-    pub fn apply(&self, event: watcher::Event<ObjectMeta>) -> Option<(String, String)> {
+    pub fn apply(&self, event: watcher::Event<CsvMeta>) -> Option<(String, String)> {
         let mut state = self.write();
         let touched = |key: &Key, entry: &Entry| {
             entry
@@ -131,8 +141,8 @@ impl CsvNames {
                 state.listing = Some(HashMap::new());
                 None
             }
-            watcher::Event::InitApply(meta) => {
-                let (key, entry) = state.entry_of(&meta, self.ours)?;
+            watcher::Event::InitApply(csv) => {
+                let (key, entry) = state.entry_of(&csv.metadata, self.ours)?;
                 let source = touched(&key, &entry);
                 state.listing.get_or_insert_default().insert(key, entry);
                 source
@@ -146,33 +156,34 @@ impl CsvNames {
                 self.listed.send_replace(true);
                 None
             }
-            watcher::Event::Apply(meta) => {
-                let (key, entry) = state.entry_of(&meta, self.ours)?;
+            watcher::Event::Apply(csv) => {
+                let (key, entry) = state.entry_of(&csv.metadata, self.ours)?;
                 let source = touched(&key, &entry);
                 state.entries.insert(key, entry);
                 source
             }
-            watcher::Event::Delete(meta) => {
-                let (key, _) = state.entry_of(&meta, self.ours)?;
+            watcher::Event::Delete(csv) => {
+                let key = state.known_key(
+                    csv.metadata.namespace.as_deref().unwrap_or_default(),
+                    csv.metadata.name.as_deref()?,
+                )?;
                 let removed = state.entries.remove(&key)?;
                 touched(&key, &removed)
             }
         }
     }
 
-    /// Waits until the first list is in.
-    pub async fn listed(&self) {
-        let mut listed = self.listed.subscribe();
-        let _ = listed.wait_for(|done| *done).await;
+    /// Waits until the first list is in (false: the watch is gone for good).
+    pub async fn listed(&self) -> bool {
+        self.listed.subscribe().wait_for(|done| *done).await.is_ok()
     }
 
     /// What is known of the CSV `name` in `namespace`.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Entry> {
         let state = self.read();
-        let namespace = state.interned.get(namespace)?;
         state
             .entries
-            .get(&(Arc::clone(namespace), name.into()))
+            .get(&state.known_key(namespace, name)?)
             .cloned()
     }
 
@@ -202,7 +213,8 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 
-    fn meta(namespace: &str, name: &str, source: Option<&str>, hash: Option<&str>) -> ObjectMeta {
+    fn meta(namespace: &str, name: &str, source: Option<&str>, hash: Option<&str>) -> CsvMeta {
+        use kube::core::PartialObjectMetaExt;
         ObjectMeta {
             name: Some(name.into()),
             namespace: Some(namespace.into()),
@@ -210,6 +222,7 @@ mod tests {
             annotations: hash.map(|h| [(COPIED_HASH_ANNOTATION.to_string(), h.to_string())].into()),
             ..ObjectMeta::default()
         }
+        .into_request_partial()
     }
 
     #[test]
@@ -247,7 +260,7 @@ mod tests {
 
         // Changes, drift by another writer's status, deletion.
         let mut changed = meta("a", "op.v1", Some("ops"), Some("h2"));
-        changed.managed_fields = Some(vec![ManagedFieldsEntry {
+        changed.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
             manager: Some("someone".into()),
             subresource: Some("status".into()),
             ..ManagedFieldsEntry::default()

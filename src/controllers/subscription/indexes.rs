@@ -70,7 +70,6 @@ impl Indexes {
             let catalogs: Vec<_> = snapshots.iter().map(|s| s.catalog.unpack()).collect();
             let index = Arc::new(CatalogIndex::from_catalogs(&catalogs));
             drop(catalogs);
-            crate::memory::release_free_memory();
             index
         })
         .await

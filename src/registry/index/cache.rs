@@ -435,8 +435,21 @@ mod tests {
 
     #[test]
     fn the_same_catalog_gives_the_same_cache_bytes_and_an_unwritable_cache_is_skipped() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
         let work = scratch("reproducible");
+        // Our catalog plus blobs of other schemas, kept per (schema, package) in a map
+        // whose order differs between two builds unless the cache sorts it.
+        let root = work.join("catalog");
+        let repo_catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
+        std::fs::create_dir_all(root.join("reverse-words")).unwrap();
+        std::fs::copy(
+            repo_catalog.join("reverse-words/catalog.yaml"),
+            root.join("reverse-words/catalog.yaml"),
+        )
+        .unwrap();
+        let custom: String = (0..12)
+            .map(|i| format!("{{\"schema\":\"example.custom{i}\",\"package\":\"p{i}\"}}\n"))
+            .collect();
+        std::fs::write(root.join("custom.json"), custom).unwrap();
         let (one, two) = (work.join("one"), work.join("two"));
         let expected = answers(&Index::load_cached(&root, &one).unwrap());
         Index::load_cached(&root, &two).unwrap();
