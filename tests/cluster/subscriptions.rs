@@ -917,7 +917,13 @@ async fn concurrent_subscriptions_get_one_plan_each() {
         plans.len(),
         3,
         "{:#?}",
-        names(&plans, "/spec/clusterServiceVersionNames")
+        plans
+            .iter()
+            .map(|p| (
+                &p["spec"]["clusterServiceVersionNames"],
+                &p["spec"]["generation"]
+            ))
+            .collect::<Vec<_>>()
     );
     let mut generations: Vec<i64> = plans
         .iter()

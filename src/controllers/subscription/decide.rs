@@ -363,7 +363,8 @@ pub fn split(plan: &Plan) -> Vec<PlanGroup> {
 /// Whether a plan for these CSVs already exists.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Existing {
-    /// A plan not yet Complete names exactly these CSVs: use it, create nothing.
+    /// A plan not yet Complete names exactly these CSVs, or a plan on its way names them
+    /// among others: use it, create nothing.
     Reuse(String),
     /// Only a Complete plan names them: the CSVs may be in flight to the cache; check the
     /// API server before planning them again.
@@ -371,29 +372,43 @@ pub enum Existing {
     None,
 }
 
+/// The plan that carries `csv_names` out already, if any. Besides a plan of exactly these
+/// CSVs, a plan that is not Failed and names them among others counts: a dependency's
+/// generated Subscription can reach the cache before its CSV does, and its CSV is in the
+/// plan of the Subscription that needed it.
 pub fn existing_plan(csv_names: &[String], plans: &[&InstallPlan]) -> Existing {
     let wanted: BTreeSet<&str> = csv_names.iter().map(String::as_str).collect();
-    let mut matching: Vec<&&InstallPlan> = plans
+    let mut matching: Vec<(bool, &InstallPlan)> = plans
         .iter()
-        .filter(|p| {
-            p.metadata.deletion_timestamp.is_none()
-                && p.spec
-                    .cluster_service_version_names
-                    .iter()
-                    .map(String::as_str)
-                    .collect::<BTreeSet<_>>()
-                    == wanted
+        .copied()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let named: BTreeSet<&str> = p
+                .spec
+                .cluster_service_version_names
+                .iter()
+                .map(String::as_str)
+                .collect();
+            if named == wanted {
+                Some((true, p))
+            } else {
+                let covers = !wanted.is_empty()
+                    && named.is_superset(&wanted)
+                    && p.phase() != InstallPlanPhase::Failed;
+                covers.then_some((false, p))
+            }
         })
         .collect();
-    matching.sort_by_key(|p| std::cmp::Reverse(p.spec.generation.unwrap_or(0)));
-    if let Some(p) = matching
+    // Exact plans first, then the newest.
+    matching.sort_by_key(|(exact, p)| (!exact, std::cmp::Reverse(p.spec.generation.unwrap_or(0))));
+    if let Some((_, p)) = matching
         .iter()
-        .find(|p| p.phase() != InstallPlanPhase::Complete)
+        .find(|(_, p)| p.phase() != InstallPlanPhase::Complete)
     {
         return Existing::Reuse(p.name_any());
     }
     match matching.first() {
-        Some(p) => Existing::Completed(p.name_any()),
+        Some((_, p)) => Existing::Completed(p.name_any()),
         None => Existing::None,
     }
 }

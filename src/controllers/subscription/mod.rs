@@ -550,10 +550,19 @@ async fn ensure_plans(
         }
         let name = match existing_plan(&group.csv_names(), &plan_refs) {
             Existing::Reuse(name) => {
-                if let Some(at) = plans
-                    .iter()
-                    .position(|p| p.name_any() == name && p.status_is_empty())
-                {
+                // A plan without a status yet is filled here, only from a group of
+                // exactly its CSVs.
+                let wanted: BTreeSet<String> = group.csv_names().into_iter().collect();
+                if let Some(at) = plans.iter().position(|p| {
+                    p.name_any() == name
+                        && p.status_is_empty()
+                        && p.spec
+                            .cluster_service_version_names
+                            .iter()
+                            .cloned()
+                            .collect::<BTreeSet<_>>()
+                            == wanted
+                }) {
                     plans[at] = fill_plan(&plans[at], &group, shared).await?;
                 }
                 name
