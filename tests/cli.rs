@@ -24,6 +24,35 @@ fn help_lists_the_subcommands() {
     assert!(help.contains("--log-format"), "{help}");
 }
 
+/// The long flags a `--help` text lists (but `--help` and `--version`), sorted.
+fn long_flags(help: &[u8]) -> Vec<String> {
+    let mut flags: Vec<String> = String::from_utf8_lossy(help)
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        .filter_map(|l| l.split(' ').find(|w| w.starts_with("--")))
+        .map(|f| f.trim_end_matches(',').to_string())
+        .filter(|f| f != "--help" && f != "--version")
+        .collect();
+    flags.sort();
+    flags
+}
+
+/// `olm-operator`, the binary deploy/operator.yaml runs, is `olm run` alone: the same flags.
+#[test]
+fn olm_operator_takes_the_flags_of_olm_run() {
+    let run = olm(&["run", "--help"]);
+    let operator = Command::new(env!("CARGO_BIN_EXE_olm-operator"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(run.status.success() && operator.status.success());
+    let (run, operator) = (long_flags(&run.stdout), long_flags(&operator.stdout));
+    assert!(run.len() > 10, "{run:?}");
+    assert!(run.contains(&"--packages-address".to_string()), "{run:?}");
+    assert_eq!(operator, run);
+}
+
 #[test]
 fn crds_prints_every_crd_as_one_yaml_stream() {
     let out = olm(&["crds"]);

@@ -4,7 +4,7 @@ mod catalog;
 mod crds;
 mod image;
 mod resolve;
-mod run;
+pub mod run;
 
 use clap::{Parser, Subcommand};
 

@@ -166,6 +166,9 @@ async fn drive<K>(
                 continue;
             }
         };
+        // No reader of the shared caches looks at managed fields (the copier reads them from
+        // a metadata watch of its own), and they often outweigh an object's spec.
+        let event = event.modify(|object| object.meta_mut().managed_fields = None);
         writer.apply_watcher_event(&event);
         let changes: Vec<Change<K>> = match event {
             watcher::Event::Apply(object) => {

@@ -36,10 +36,18 @@ async fn olm_run_works_with_only_the_rbac_in_deploy() {
     let lease = format!("olm-leader-{}", ns.name);
     let port = free_port();
     let _server = olm_serve(&repo_root().join("catalog"), port);
-    let olm = OlmRun::start_with(
+    // The binary deploy/operator.yaml runs, with its flags.
+    let olm = OlmRun::start_deployed_binary(
         &kubeconfig,
         &ns.name,
-        &["--lease-namespace", "olm", "--lease-name", &lease],
+        &[
+            "--lease-namespace",
+            "olm",
+            "--lease-name",
+            &lease,
+            "--log-format",
+            "json",
+        ],
     );
 
     eventually(

@@ -183,6 +183,14 @@ impl OlmRun {
         Self::launch(kubeconfig, namespace, extra, &[])
     }
 
+    /// As [`OlmRun::start_with`], but the binary deploy/operator.yaml runs: `olm-operator`,
+    /// which takes `olm run`'s flags without the subcommand.
+    pub fn start_deployed_binary(kubeconfig: &Path, namespace: &str, extra: &[&str]) -> OlmRun {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_olm-operator"));
+        command.env("KUBECONFIG", kubeconfig);
+        Self::launch_command(command, namespace, extra)
+    }
+
     /// `olm run` over every namespace (no `--watch-namespace`), with `extra` flags.
     pub fn start_cluster_wide(extra: &[&str]) -> OlmRun {
         Self::cluster_wide(&without_packages(extra))
@@ -213,16 +221,22 @@ impl OlmRun {
     }
 
     fn launch(kubeconfig: &Path, namespace: &str, extra: &[&str], env: &[(&str, &str)]) -> OlmRun {
+        let mut command = Command::new(olm_bin());
+        command
+            .envs(env.iter().copied())
+            .env("KUBECONFIG", kubeconfig)
+            .arg("run");
+        Self::launch_command(command, namespace, extra)
+    }
+
+    fn launch_command(mut command: Command, namespace: &str, extra: &[&str]) -> OlmRun {
         let extra = without_packages(extra);
         let admin_port = free_port();
         let mut process = Process::spawn(
             "olm-run",
-            Command::new(olm_bin())
-                .envs(env.iter().copied())
-                .env("KUBECONFIG", kubeconfig)
+            command
                 .env("RUST_LOG", "info,olm=debug")
                 .args([
-                    "run",
                     "--admin-address",
                     &format!("127.0.0.1:{admin_port}"),
                     "--watch-namespace",

@@ -1389,7 +1389,10 @@ fn watch_deployments(
     let config = watcher::Config::default()
         .any_semantic()
         .labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion"));
-    let changes = reflector::reflector(writer, watcher(api, config))
+    // Managed fields are never read from this cache (a Deployment's are a few KiB).
+    let deployments =
+        watcher(api, config).modify(|d: &mut Deployment| d.metadata.managed_fields = None);
+    let changes = reflector::reflector(writer, deployments)
         .default_backoff()
         .touched_objects();
     (store, changes)
