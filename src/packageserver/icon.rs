@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::manifest::{ChannelHeadTexts, Icon, head_csv};
 use crate::catalog::model::fbc::{Bundle, Channel, DeclarativeConfig, Meta, Package};
 use crate::catalog::model::upgrade_edges::UpgradeEdges;
+use crate::snapshots::PackedOthers;
 
 /// The schema of the blobs that name a package's default icon in a snapshot: the blob is
 /// the name of the [`SCHEMA_ICON_DATA`] blob that holds it.
@@ -178,6 +179,15 @@ impl<'a> DefaultIcons<'a> {
     }
 }
 
+/// `package`'s default icon as a snapshot keeps it (content whose manifests were dropped,
+/// see [`keep_default_icons`]): only that icon's blob is decoded.
+pub fn kept_icon(others: &PackedOthers, package: &str) -> Option<Icon> {
+    let pointer = others.find(|schema, p, _| schema == SCHEMA_DEFAULT_ICON && p == package)?;
+    let name = pointer.blob.as_str()?;
+    let data = others.find(|schema, _, n| schema == SCHEMA_ICON_DATA && n == name)?;
+    Icon::deserialize(&data.blob).ok()
+}
+
 /// An icon's bytes as served, decoded as upstream decodes them (white space skipped); none
 /// when the data is not base64.
 pub fn decode(icon: &Icon) -> Option<Vec<u8>> {
@@ -250,6 +260,18 @@ mod tests {
         assert_eq!(full_icons.get("reverse-words-copy").as_ref(), Some(&icon));
         assert_eq!(count(SCHEMA_DEFAULT_ICON), count(SCHEMA_ICON_DATA) + 1);
         assert!(decode(&icon).is_some_and(|bytes| !bytes.is_empty()));
+        // As a snapshot keeps them (packed): the same icon for every package, none for a
+        // package that has none.
+        let packed = crate::snapshots::SnapshotContent::pack(slim.clone());
+        for package in &slim.packages {
+            assert_eq!(
+                kept_icon(&packed.others, &package.name),
+                slim_icons.get(&package.name),
+                "{}",
+                package.name
+            );
+        }
+        assert_eq!(kept_icon(&packed.others, "no-such-package"), None);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::manifest::{ChannelHeadTexts, PackageManifest};
 use super::store::Visible;
+use crate::snapshots::HeadText;
 
 /// Stands in for the namespace while serializing; a control character never appears in a
 /// Kubernetes name, so its escaped form marks the one place to cut.
@@ -33,13 +34,14 @@ struct SplitJson {
 /// Bytes `range` of `text`, which go into a tail at `at` (in the tail without them).
 struct Shared {
     at: usize,
-    text: Arc<str>,
+    text: Arc<HeadText>,
     range: std::ops::Range<usize>,
 }
 
 impl Shared {
-    fn bytes(&self) -> &[u8] {
-        &self.text.as_bytes()[self.range.clone()]
+    /// The bytes, from the text inflated.
+    fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        f(&self.text.text().as_bytes()[self.range.clone()])
     }
 }
 
@@ -64,15 +66,16 @@ impl SplitJson {
     /// after the last; a piece not found stays in the tail.
     fn sharing(
         self,
-        pieces: impl IntoIterator<Item = (Arc<str>, std::ops::Range<usize>)>,
+        pieces: impl IntoIterator<Item = (Arc<HeadText>, std::ops::Range<usize>)>,
     ) -> SplitJson {
         let mut tail = Vec::with_capacity(self.tail.len());
         let mut shared = Vec::new();
         let mut from = 0;
         for (text, range) in pieces {
             let len = range.len();
+            let inflated = text.text();
             let Some(found) =
-                memchr::memmem::find(&self.tail[from..], &text.as_bytes()[range.clone()])
+                memchr::memmem::find(&self.tail[from..], &inflated.as_bytes()[range.clone()])
             else {
                 continue;
             };
@@ -97,7 +100,7 @@ impl SplitJson {
         let mut from = 0;
         for piece in &self.shared {
             f(&self.tail[from..piece.at]);
-            f(piece.bytes());
+            piece.with_bytes(&mut f);
             from = piece.at;
         }
         f(&self.tail[from..]);
@@ -163,7 +166,7 @@ impl ListedJson {
             return listed;
         }
         let package = &manifest.status.package_name;
-        let pieces: Vec<(Arc<str>, std::ops::Range<usize>)> = manifest
+        let pieces: Vec<(Arc<HeadText>, std::ops::Range<usize>)> = manifest
             .status
             .channels
             .iter()
@@ -419,7 +422,9 @@ mod tests {
         let m = &all["reverse-words"];
         let mut other = heads;
         for text in other.values_mut() {
-            *text = Arc::from(r#"{"name":"x","labels":{},"desc":{"provider":{}}}"#);
+            *text = Arc::new(HeadText::new(
+                r#"{"name":"x","labels":{},"desc":{"provider":{}}}"#,
+            ));
         }
         let copied = ListedJson::sharing(m, &other);
         assert!(copied.whole.shared.is_empty());

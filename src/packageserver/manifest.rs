@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::catalog::bundles::csv::bundle_csv;
 pub use crate::snapshots::ChannelHeadTexts;
+use crate::snapshots::HeadText;
 use crate::snapshots::{LoadProjection, StreamingProjection};
 
 use crate::catalog::model::fbc::{
@@ -158,7 +159,7 @@ impl ChannelHeadsKeeper {
             .kept
             .into_iter()
             .filter(|(key, _)| heads.contains(key))
-            .map(|(key, text)| (key, Arc::from(text)))
+            .map(|(key, text)| (key, Arc::new(HeadText::new(&text))))
             .collect();
         let names = kept.keys().cloned().collect();
         for bundle in &mut content.bundles {
@@ -363,7 +364,7 @@ pub fn for_each_manifest(
         bundles.insert((bundle.package.as_str(), bundle.name.as_str()), bundle);
     }
     // Decoded when a manifest needs one: all at once would hold every description twice.
-    let kept: BTreeMap<(&str, &str), &str> = heads
+    let kept: BTreeMap<(&str, &str), &HeadText> = heads
         .iter()
         .map(|((package, name), text)| ((package.as_str(), name.as_str()), &**text))
         .collect();
@@ -392,7 +393,7 @@ pub fn for_each_manifest(
             let head = UpgradeEdges::new(&channel.entries).head().ok();
             let csv = head.and_then(|head| {
                 kept.get(&(package.name.as_str(), head))
-                    .and_then(|text| HeadCsv::from_text(text))
+                    .and_then(|text| HeadCsv::from_text(&text.text()))
                     .or_else(|| {
                         bundles
                             .get(&(package.name.as_str(), head))
@@ -831,9 +832,11 @@ mod tests {
             .count();
         assert!(icons >= 1 && icons <= from_full.len(), "{icons}");
         assert!(
-            heads
-                .values()
-                .all(|text| HeadCsv::from_text(text).unwrap().desc.icon.is_empty()),
+            heads.values().all(|text| HeadCsv::from_text(&text.text())
+                .unwrap()
+                .desc
+                .icon
+                .is_empty()),
             "channel heads keep no icons"
         );
     }

@@ -434,7 +434,7 @@ impl Store {
                 // Icons read from the bundles' CSVs (content loaded with its manifests).
                 DefaultIcons::of(&s.catalog.content.unpack(), &s.channel_heads).get(name)
             } else {
-                DefaultIcons::kept(&s.catalog.content.others).get(name)
+                super::icon::kept_icon(&s.catalog.content.others, name)
             }
         });
         Some(shown)

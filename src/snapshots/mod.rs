@@ -14,7 +14,7 @@ use crate::resolver::input::CatalogRef;
 
 mod packed;
 
-pub use packed::{PackedBundles, SnapshotCatalog, SnapshotContent};
+pub use packed::{HeadText, PackedBundles, PackedOthers, SnapshotCatalog, SnapshotContent};
 
 /// A catalog's content as last loaded, and where it came from.
 #[derive(Debug)]
@@ -34,7 +34,7 @@ pub struct CatalogSnapshot {
 /// What packagemanifests show of each channel head's CSV, by (package, bundle), as JSON
 /// text (`packageserver::manifest::HeadCsv`): kept beside the content rather than in it, so
 /// that the served manifests' JSON shares each description instead of copying it.
-pub type ChannelHeadTexts = BTreeMap<(String, String), Arc<str>>;
+pub type ChannelHeadTexts = BTreeMap<(String, String), Arc<HeadText>>;
 
 /// What a reader of the snapshots other than the resolver keeps of each catalog load,
 /// beside its content (the packageserver: its channel heads' CSVs). `runtime/` registers
@@ -208,14 +208,8 @@ impl CatalogSnapshots {
                 bundles: s.catalog.content.bundles.len(),
                 held_bytes: HeldBytes {
                     bundles_packed: s.catalog.content.bundles.packed_size(),
-                    channel_heads: s.channel_heads.values().map(|t| t.len()).sum(),
-                    others: s
-                        .catalog
-                        .content
-                        .others
-                        .iter()
-                        .map(|m| m.blob.to_string().len())
-                        .sum(),
+                    channel_heads: s.channel_heads.values().map(|t| t.packed_size()).sum(),
+                    others: s.catalog.content.others.packed_size(),
                 },
             })
             .collect()

@@ -104,9 +104,9 @@ pub struct SnapshotContent {
     pub channels: Vec<Channel>,
     pub bundles: PackedBundles,
     pub deprecations: Vec<Deprecation>,
-    /// Blobs of other schemas: what the packageserver keeps of a load (icons), read per
-    /// request, so not packed.
-    pub others: Vec<Meta>,
+    /// Blobs of other schemas: what the packageserver keeps of a load (icons), each packed
+    /// on its own, as a request reads one.
+    pub others: PackedOthers,
 }
 
 impl SnapshotContent {
@@ -116,7 +116,7 @@ impl SnapshotContent {
             packages: content.packages,
             channels: content.channels,
             deprecations: content.deprecations,
-            others: content.others,
+            others: PackedOthers::pack(content.others),
         }
     }
 
@@ -127,8 +127,157 @@ impl SnapshotContent {
             channels: self.channels.clone(),
             bundles: self.bundles.unpack(),
             deprecations: self.deprecations.clone(),
-            others: self.others.clone(),
+            others: self.others.unpack(),
         }
+    }
+}
+
+/// Blobs of other schemas, each with its JSON deflated when that saves memory: icons (most
+/// of them PNG in base64) are most of these, and deflate wins back most of base64's
+/// third. A request reads one blob, so each is packed on its own.
+#[derive(Clone, Debug, Default)]
+pub struct PackedOthers(Vec<PackedMeta>);
+
+#[derive(Clone, Debug)]
+struct PackedMeta {
+    schema: Box<str>,
+    package: Box<str>,
+    name: Box<str>,
+    blob: PackedBlob,
+}
+
+#[derive(Clone, Debug)]
+enum PackedBlob {
+    /// Small blobs (a name, a flag) and blobs too deep to decode again stay as they are.
+    Plain(serde_json::Value),
+    Deflated(Box<[u8]>),
+}
+
+/// Blobs whose JSON is shorter than this are kept plain: deflate gains nothing on them.
+const DEFLATE_FROM: usize = 512;
+
+impl PackedOthers {
+    pub fn pack(metas: Vec<Meta>) -> PackedOthers {
+        let packed = metas
+            .into_iter()
+            .map(|meta| {
+                let json = serde_json::to_vec(&meta.blob).expect("a JSON value serializes");
+                let blob = if json.len() < DEFLATE_FROM || !reads_back_from_text(&meta.blob) {
+                    PackedBlob::Plain(meta.blob)
+                } else {
+                    let mut encoder = DeflateEncoder::new(Vec::new(), Compression::default());
+                    encoder
+                        .write_all(&json)
+                        .expect("deflating into memory cannot fail");
+                    let deflated = encoder.finish().expect("deflating into memory cannot fail");
+                    PackedBlob::Deflated(deflated.into_boxed_slice())
+                };
+                PackedMeta {
+                    schema: meta.schema.into(),
+                    package: meta.package.into(),
+                    name: meta.name.into(),
+                    blob,
+                }
+            })
+            .collect();
+        PackedOthers(packed)
+    }
+
+    pub fn unpack(&self) -> Vec<Meta> {
+        self.0.iter().map(PackedMeta::unpack).collect()
+    }
+
+    /// The first blob whose (schema, package, name) `matches`, decoded; no other is.
+    pub fn find(&self, matches: impl Fn(&str, &str, &str) -> bool) -> Option<Meta> {
+        self.0
+            .iter()
+            .find(|m| matches(&m.schema, &m.package, &m.name))
+            .map(PackedMeta::unpack)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The bytes the blobs take as held (plain ones counted as their JSON).
+    pub fn packed_size(&self) -> usize {
+        self.0
+            .iter()
+            .map(|m| match &m.blob {
+                PackedBlob::Plain(value) => value.to_string().len(),
+                PackedBlob::Deflated(bytes) => bytes.len(),
+            })
+            .sum()
+    }
+}
+
+impl PackedMeta {
+    fn unpack(&self) -> Meta {
+        let blob = match &self.blob {
+            PackedBlob::Plain(value) => value.clone(),
+            PackedBlob::Deflated(deflated) => {
+                let mut json = Vec::new();
+                DeflateDecoder::new(&deflated[..])
+                    .read_to_end(&mut json)
+                    .expect("inflating what this process deflated cannot fail");
+                serde_json::from_slice(&json).expect("a blob this process serialized decodes")
+            }
+        };
+        Meta {
+            schema: self.schema.to_string(),
+            package: self.package.to_string(),
+            name: self.name.to_string(),
+            blob,
+        }
+    }
+}
+
+/// A channel head's text as a snapshot keeps it (the JSON of what packagemanifests show of
+/// its CSV), deflated: descriptions are prose, most of a catalog's packagemanifests, and
+/// are read whole only when manifests are built or listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeadText {
+    deflated: Box<[u8]>,
+    len: usize,
+}
+
+impl HeadText {
+    pub fn new(text: &str) -> HeadText {
+        let mut encoder = DeflateEncoder::new(Vec::new(), Compression::fast());
+        encoder
+            .write_all(text.as_bytes())
+            .expect("deflating into memory cannot fail");
+        let deflated = encoder.finish().expect("deflating into memory cannot fail");
+        HeadText {
+            deflated: deflated.into_boxed_slice(),
+            len: text.len(),
+        }
+    }
+
+    /// The text, inflated.
+    pub fn text(&self) -> String {
+        let mut text = String::with_capacity(self.len);
+        DeflateDecoder::new(&self.deflated[..])
+            .read_to_string(&mut text)
+            .expect("inflating text this process deflated cannot fail");
+        text
+    }
+
+    /// The length of the text.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn packed_size(&self) -> usize {
+        self.deflated.len()
     }
 }
 
@@ -181,6 +330,52 @@ mod tests {
             "{} of {json}",
             packed.bundles.packed_size()
         );
+    }
+
+    #[test]
+    fn a_head_text_reads_back_whole_and_is_held_deflated() {
+        let text = format!(
+            r#"{{"name":"x.v1","desc":{{"description":"{}"}}}}"#,
+            "Deploys and manages the X application. ".repeat(60)
+        );
+        let head = HeadText::new(&text);
+        assert_eq!(head.text(), text);
+        assert_eq!(head.len(), text.len());
+        assert!(
+            head.packed_size() * 5 < text.len(),
+            "{}",
+            head.packed_size()
+        );
+        assert_eq!(HeadText::new("").text(), "");
+    }
+
+    #[test]
+    fn other_blobs_are_deflated_one_by_one_and_read_alone() {
+        let icon_data: String = (0..4000).map(|i| ["iVBO", "Rw0K", "Gg=="][i % 3]).collect();
+        let metas = vec![
+            Meta {
+                schema: "icon".into(),
+                package: "p".into(),
+                name: "abc".into(),
+                blob: serde_json::json!({"base64data": icon_data, "mediatype": "image/png"}),
+            },
+            Meta {
+                schema: "pointer".into(),
+                package: "p".into(),
+                name: "p.v1".into(),
+                blob: serde_json::json!("abc"),
+            },
+        ];
+        let packed = PackedOthers::pack(metas.clone());
+        assert_eq!(packed.unpack(), metas);
+        assert_eq!(packed.len(), 2);
+        let json: usize = metas.iter().map(|m| m.blob.to_string().len()).sum();
+        assert!(packed.packed_size() * 4 < json, "{}", packed.packed_size());
+        assert_eq!(
+            packed.find(|schema, _, name| schema == "icon" && name == "abc"),
+            Some(metas[0].clone())
+        );
+        assert_eq!(packed.find(|_, package, _| package == "q"), None);
     }
 
     #[test]
