@@ -237,34 +237,28 @@ impl PackedMeta {
 }
 
 /// A channel head's text as a snapshot keeps it (the JSON of what packagemanifests show of
-/// its CSV), deflated: descriptions are prose, most of a catalog's packagemanifests, and
-/// are read whole only when manifests are built or listed.
+/// its CSV), compressed: descriptions are prose, most of a catalog's packagemanifests.
+/// Every list reads every head, so LZ4: it inflates at GB/s where deflate took 40 ms per
+/// list of the community catalog, for about half the text instead of a third.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeadText {
-    deflated: Box<[u8]>,
+    compressed: Box<[u8]>,
     len: usize,
 }
 
 impl HeadText {
     pub fn new(text: &str) -> HeadText {
-        let mut encoder = DeflateEncoder::new(Vec::new(), Compression::fast());
-        encoder
-            .write_all(text.as_bytes())
-            .expect("deflating into memory cannot fail");
-        let deflated = encoder.finish().expect("deflating into memory cannot fail");
         HeadText {
-            deflated: deflated.into_boxed_slice(),
+            compressed: lz4_flex::block::compress(text.as_bytes()).into_boxed_slice(),
             len: text.len(),
         }
     }
 
-    /// The text, inflated.
+    /// The text, decompressed.
     pub fn text(&self) -> String {
-        let mut text = String::with_capacity(self.len);
-        DeflateDecoder::new(&self.deflated[..])
-            .read_to_string(&mut text)
-            .expect("inflating text this process deflated cannot fail");
-        text
+        let bytes = lz4_flex::block::decompress(&self.compressed, self.len)
+            .expect("decompressing what this process compressed cannot fail");
+        String::from_utf8(bytes).expect("the text was UTF-8 when compressed")
     }
 
     /// The length of the text.
@@ -277,7 +271,7 @@ impl HeadText {
     }
 
     pub fn packed_size(&self) -> usize {
-        self.deflated.len()
+        self.compressed.len()
     }
 }
 
