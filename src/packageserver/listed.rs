@@ -39,9 +39,9 @@ struct Shared {
 }
 
 impl Shared {
-    /// The bytes, from the text inflated.
+    /// The bytes, from the text decompressed.
     fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
-        f(&self.text.text().as_bytes()[self.range.clone()])
+        f(&self.text.bytes()[self.range.clone()])
     }
 }
 
@@ -73,9 +73,8 @@ impl SplitJson {
         let mut from = 0;
         for (text, range) in pieces {
             let len = range.len();
-            let inflated = text.text();
-            let Some(found) =
-                memchr::memmem::find(&self.tail[from..], &inflated.as_bytes()[range.clone()])
+            let bytes = text.bytes();
+            let Some(found) = memchr::memmem::find(&self.tail[from..], &bytes[range.clone()])
             else {
                 continue;
             };

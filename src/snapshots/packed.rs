@@ -69,14 +69,8 @@ impl PackedBundles {
     pub fn unpack(&self) -> Vec<Bundle> {
         match &self.held {
             Held::Plain(bundles) => bundles.to_vec(),
-            Held::Deflated(deflated) => {
-                let mut json = Vec::new();
-                DeflateDecoder::new(&deflated[..])
-                    .read_to_end(&mut json)
-                    .expect("inflating what this process deflated cannot fail");
-                serde_json::from_slice(&json)
-                    .expect("bundles this process serialized, none too deep, decode")
-            }
+            // None is too deep: `pack` kept those decoded.
+            Held::Deflated(deflated) => inflated_json(deflated),
         }
     }
 
@@ -95,6 +89,16 @@ impl PackedBundles {
             Held::Plain(_) => 0,
         }
     }
+}
+
+/// JSON this process serialized and deflated, decoded again (nothing too deep to decode is
+/// ever deflated: see [`reads_back_from_text`]).
+fn inflated_json<T: serde::de::DeserializeOwned>(deflated: &[u8]) -> T {
+    let mut json = Vec::new();
+    DeflateDecoder::new(deflated)
+        .read_to_end(&mut json)
+        .expect("inflating what this process deflated cannot fail");
+    serde_json::from_slice(&json).expect("JSON this process serialized decodes")
 }
 
 /// A [`DeclarativeConfig`] with its bundles packed.
@@ -219,13 +223,7 @@ impl PackedMeta {
     fn unpack(&self) -> Meta {
         let blob = match &self.blob {
             PackedBlob::Plain(value) => value.clone(),
-            PackedBlob::Deflated(deflated) => {
-                let mut json = Vec::new();
-                DeflateDecoder::new(&deflated[..])
-                    .read_to_end(&mut json)
-                    .expect("inflating what this process deflated cannot fail");
-                serde_json::from_slice(&json).expect("a blob this process serialized decodes")
-            }
+            PackedBlob::Deflated(deflated) => inflated_json(deflated),
         };
         Meta {
             schema: self.schema.to_string(),
@@ -238,7 +236,7 @@ impl PackedMeta {
 
 /// A channel head's text as a snapshot keeps it (the JSON of what packagemanifests show of
 /// its CSV), compressed: descriptions are prose, most of a catalog's packagemanifests.
-/// Every list reads every head, so LZ4: it inflates at GB/s where deflate took 40 ms per
+/// Every list reads every head, so LZ4: it decompresses at GB/s where deflate took 40 ms per
 /// list of the community catalog, for about half the text instead of a third.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeadText {
@@ -254,11 +252,15 @@ impl HeadText {
         }
     }
 
+    /// The text's bytes, decompressed (no UTF-8 check: lists write them as they are).
+    pub fn bytes(&self) -> Vec<u8> {
+        lz4_flex::block::decompress(&self.compressed, self.len)
+            .expect("decompressing what this process compressed cannot fail")
+    }
+
     /// The text, decompressed.
     pub fn text(&self) -> String {
-        let bytes = lz4_flex::block::decompress(&self.compressed, self.len)
-            .expect("decompressing what this process compressed cannot fail");
-        String::from_utf8(bytes).expect("the text was UTF-8 when compressed")
+        String::from_utf8(self.bytes()).expect("the text was UTF-8 when compressed")
     }
 
     /// The length of the text.
@@ -327,7 +329,7 @@ mod tests {
     }
 
     #[test]
-    fn a_head_text_reads_back_whole_and_is_held_deflated() {
+    fn a_head_text_reads_back_whole_and_is_held_compressed() {
         let text = format!(
             r#"{{"name":"x.v1","desc":{{"description":"{}"}}}}"#,
             "Deploys and manages the X application. ".repeat(60)

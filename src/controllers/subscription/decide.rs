@@ -372,6 +372,20 @@ pub enum Existing {
     None,
 }
 
+/// The CSVs `plan` names, as a set.
+fn named_csvs(plan: &InstallPlan) -> BTreeSet<&str> {
+    plan.spec
+        .cluster_service_version_names
+        .iter()
+        .map(String::as_str)
+        .collect()
+}
+
+/// Whether `plan` names exactly the CSVs `csv_names` (in any order).
+pub fn names_exactly(plan: &InstallPlan, csv_names: &[String]) -> bool {
+    named_csvs(plan) == csv_names.iter().map(String::as_str).collect()
+}
+
 /// The plan that carries `csv_names` out already, if any. Besides a plan of exactly these
 /// CSVs, a plan that is not Failed and names them among others counts: a dependency's
 /// generated Subscription can reach the cache before its CSV does, and its CSV is in the
@@ -383,12 +397,7 @@ pub fn existing_plan(csv_names: &[String], plans: &[&InstallPlan]) -> Existing {
         .copied()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| {
-            let named: BTreeSet<&str> = p
-                .spec
-                .cluster_service_version_names
-                .iter()
-                .map(String::as_str)
-                .collect();
+            let named = named_csvs(p);
             if named == wanted {
                 Some((true, p))
             } else {

@@ -46,7 +46,7 @@ use crate::resolver::{CatalogRef, InstalledCsv, Namespace};
 use crate::snapshots::CatalogSnapshot;
 use decide::{
     CatalogHealth, Existing, Failure, PlanGroup, Resolution, Round, existing_plan, installed_csvs,
-    next_generation, pinned_plan, resolve_namespace, resolver_subscription, split,
+    names_exactly, next_generation, pinned_plan, resolve_namespace, resolver_subscription, split,
 };
 
 pub const CONTROLLER: &str = "subscription";
@@ -552,16 +552,9 @@ async fn ensure_plans(
             Existing::Reuse(name) => {
                 // A plan without a status yet is filled here, only from a group of
                 // exactly its CSVs.
-                let wanted: BTreeSet<String> = group.csv_names().into_iter().collect();
+                let csv_names = group.csv_names();
                 if let Some(at) = plans.iter().position(|p| {
-                    p.name_any() == name
-                        && p.status_is_empty()
-                        && p.spec
-                            .cluster_service_version_names
-                            .iter()
-                            .cloned()
-                            .collect::<BTreeSet<_>>()
-                            == wanted
+                    p.name_any() == name && p.status_is_empty() && names_exactly(p, &csv_names)
                 }) {
                     plans[at] = fill_plan(&plans[at], &group, shared).await?;
                 }
