@@ -1612,7 +1612,9 @@ async fn warnings_of_a_step_become_an_event_on_the_step() {
 
 /// As upstream, a CRD records each CSV it was installed alongside (one
 /// `operatorframework.io/installed-alongside-*` annotation per CSV, value `namespace/name`);
-/// a second plan with the same CRD adds its CSV and keeps the first one's.
+/// a second plan with the same CRD adds its CSV and keeps the first one's. The second plan
+/// writes only that annotation (a merge patch, an `Update` of OLM's field manager; the spec
+/// is not applied again), and a third plan with nothing to add writes nothing.
 #[tokio::test]
 async fn a_crd_records_every_csv_it_was_installed_alongside() {
     let s = Setup::new("ip-alongside", &our_catalog(), &[]).await;
@@ -1656,8 +1658,52 @@ async fn a_crd_records_every_csv_it_was_installed_alongside() {
         );
         s.plan_phase(plan, "Complete").await;
     }
-    let written = get_json("default", &format!("crd/{crd_name}"));
+    let crd_json = || {
+        let out = kubectl(
+            &[
+                "get",
+                &format!("crd/{crd_name}"),
+                "-o",
+                "json",
+                "--show-managed-fields",
+            ],
+            None,
+        )
+        .ok();
+        serde_json::from_str::<Value>(&out.stdout()).unwrap()
+    };
+    let written = crd_json();
+    write_plan_as_upstream(
+        s.name(),
+        "plan-three",
+        "csv-one",
+        &[(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            &crd,
+        )],
+    );
+    s.plan_phase("plan-three", "Complete").await;
+    let after_third = crd_json();
     kubectl(&["delete", "crd", &crd_name], None).ok();
+    let managers: Vec<(String, String)> = written["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let text = |field: &str| m[field].as_str().unwrap_or_default().to_string();
+            (text("manager"), text("operation"))
+        })
+        .collect();
+    assert!(
+        managers.contains(&("olm-installplan".into(), "Update".into())),
+        "{managers:?}"
+    );
+    assert_eq!(
+        after_third["metadata"]["resourceVersion"], written["metadata"]["resourceVersion"],
+        "a plan with nothing to add changed the CRD"
+    );
     assert_eq!(
         alongside(&written),
         [

@@ -23,7 +23,10 @@
 
 mod alongside;
 mod crd_upgrade;
+mod crd_write;
 pub mod unpack;
+
+use crd_write::CrdWrite;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -111,12 +114,26 @@ pub struct InstallPlanContext {
     /// seconds, and reading a multi-MiB bundle each time kept catalog servers too busy to
     /// answer.
     referred_bundles: Mutex<Vec<(String, Arc<Vec<Value>>)>>,
+    /// One lock per CRD name: a CRD is read and written by one step at a time.
+    crd_turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// How many bundles [`InstallPlanContext::referred_bundles`] keeps.
 const REFERRED_BUNDLES_KEPT: usize = 8;
 
 impl InstallPlanContext {
+    /// This step's turn to read and write the CRD `name`.
+    async fn crd_turn(&self, name: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = Arc::clone(
+            self.crd_turns
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(name.to_string())
+                .or_default(),
+        );
+        lock.lock_owned().await
+    }
+
     /// The objects of `bundle` read back from its catalog, from the last ones kept when it
     /// is among them.
     async fn referred_objects(&self, bundle: &PlannedBundle) -> Result<Arc<Vec<Value>>, String> {
@@ -689,17 +706,18 @@ async fn apply_step(
             object["metadata"]["ownerReferences"] = Value::Array(owners);
         }
     }
+    // One write at a time per CRD (see `crd_write`): concurrent plans that share a CRD
+    // each read it fresh and add only what it lacks.
+    let _crd_turn = match r.kind == KIND_CRD {
+        true => Some(ctx.crd_turn(&r.name).await),
+        false => None,
+    };
     // Whether it exists is OLM's own question (a scoped group's account need not be able to
     // read); what is written is written as the account.
     let existing = api_as(&ctx.shared.client)
         .get_opt(&r.name)
         .await
         .map_err(classify)?;
-    if r.kind == KIND_CRD
-        && let Some(existing) = &existing
-    {
-        check_crd_upgrade(&object, existing, ctx).await?;
-    }
     if r.kind == KIND_CRD {
         let csvs = ctx.shared.informers.csvs.store();
         let alongside = alongside::annotations(
@@ -715,6 +733,39 @@ async fn apply_step(
         }
         for (key, value) in alongside {
             object["metadata"]["annotations"][key] = json!(value);
+        }
+    }
+    if r.kind == KIND_CRD
+        && let Some(existing) = &existing
+    {
+        let stored = serde_json::to_value(existing).unwrap_or_default();
+        let written = match crd_write::decide(&object, &stored) {
+            CrdWrite::Nothing => Some(existing.clone()),
+            CrdWrite::Metadata(patch) => Some(
+                api.patch(
+                    &r.name,
+                    &PatchParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..PatchParams::default()
+                    },
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .map_err(classify)?,
+            ),
+            CrdWrite::Apply => {
+                check_crd_upgrade(&object, existing, ctx).await?;
+                None
+            }
+        };
+        if let Some(crd) = written {
+            return Ok(match established(&crd) {
+                false => Applied::Waiting,
+                true if step.status == StepStatus::WaitingForApi => {
+                    Applied::Done(StepStatus::Created)
+                }
+                true => Applied::Done(StepStatus::Present),
+            });
         }
     }
     // Forced: the bundle's manifest wins over whoever applied the object last (a CRD
@@ -1092,6 +1143,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         discovered: Mutex::default(),
         impersonating: scoped::ScopedClients::default(),
         referred_bundles: Mutex::default(),
+        crd_turns: Mutex::default(),
     });
     let (plans, plan_changes) = shared.informers.install_plans.subscribe_touched();
     let (_, crd_changes) = shared.informers.cluster.crds.subscribe_touched();

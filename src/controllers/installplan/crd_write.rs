@@ -1,0 +1,190 @@
+//! What a CRD step writes to a CRD that exists already.
+//!
+//! A CRD that many installs share (one operator subscribed in a thousand namespaces) is in
+//! every one of their plans. Each plan adds only its Operator's label and its
+//! `installed-alongside` annotation; the spec is the same. Applying the whole CRD each time
+//! made every install a server-side apply of the full schema on one object, all at once:
+//! the writes conflicted, the API server retried them until its timeout (504 after 34 s)
+//! and the plans retried in turn. So a step now writes only what is missing:
+//! - nothing, when the CRD already says everything the step would write;
+//! - a merge patch of the labels and annotations it lacks (and of the stale alongside
+//!   annotations, removed), when only metadata is missing;
+//! - the whole CRD by server-side apply, as before, when its spec or other metadata differ.
+
+use serde_json::{Map, Value, json};
+
+use super::alongside::ANNOTATION_PREFIX;
+
+/// What a CRD step writes to the existing CRD.
+#[derive(Debug, PartialEq)]
+pub enum CrdWrite {
+    /// The CRD already says it all.
+    Nothing,
+    /// Only this metadata merge patch (labels and annotations added, stale alongside
+    /// annotations set to null).
+    Metadata(Value),
+    /// The spec, or metadata a merge patch should not decide, differs: apply the whole CRD.
+    Apply,
+}
+
+/// What writing `desired` (the step's CRD, with its labels and its full set of alongside
+/// annotations) to `existing` (the CRD as the API server returned it) takes.
+pub fn decide(desired: &Value, existing: &Value) -> CrdWrite {
+    if !spec_matches(&desired["spec"], &existing["spec"]) {
+        return CrdWrite::Apply;
+    }
+    let mut labels = Map::new();
+    for (key, value) in entries(&desired["metadata"]["labels"]) {
+        if existing["metadata"]["labels"].get(key) != Some(value) {
+            labels.insert(key.clone(), value.clone());
+        }
+    }
+    let mut annotations = Map::new();
+    for (key, value) in entries(&desired["metadata"]["annotations"]) {
+        if existing["metadata"]["annotations"].get(key) != Some(value) {
+            // The manifest's own annotations changed: applied whole, as they are the
+            // bundle's, not ours to merge.
+            if !key.starts_with(ANNOTATION_PREFIX) {
+                return CrdWrite::Apply;
+            }
+            annotations.insert(key.clone(), value.clone());
+        }
+    }
+    for (key, _) in entries(&existing["metadata"]["annotations"]) {
+        if key.starts_with(ANNOTATION_PREFIX)
+            && desired["metadata"]["annotations"].get(key).is_none()
+        {
+            annotations.insert(key.clone(), Value::Null);
+        }
+    }
+    if labels.is_empty() && annotations.is_empty() {
+        return CrdWrite::Nothing;
+    }
+    let mut metadata = Map::new();
+    if !labels.is_empty() {
+        metadata.insert("labels".into(), Value::Object(labels));
+    }
+    if !annotations.is_empty() {
+        metadata.insert("annotations".into(), Value::Object(annotations));
+    }
+    CrdWrite::Metadata(json!({ "metadata": metadata }))
+}
+
+fn entries(map: &Value) -> impl Iterator<Item = (&String, &Value)> {
+    map.as_object().into_iter().flatten()
+}
+
+/// Whether the stored `live` spec is the `desired` one, but for the fields the API server
+/// defaults when a manifest leaves them out.
+fn spec_matches(desired: &Value, live: &Value) -> bool {
+    let (Some(desired), Some(live)) = (desired.as_object(), live.as_object()) else {
+        return false;
+    };
+    let mut live = live.clone();
+    let kind = desired["names"]["kind"].as_str().unwrap_or_default();
+    let defaults = [
+        ("conversion", json!({"strategy": "None"})),
+        ("preserveUnknownFields", json!(false)),
+    ];
+    for (field, default) in defaults {
+        if !desired.contains_key(field) && live.get(field) == Some(&default) {
+            live.remove(field);
+        }
+    }
+    if let (Some(Value::Object(names)), Some(wanted)) =
+        (live.get_mut("names"), desired["names"].as_object())
+    {
+        let name_defaults = [
+            ("singular", kind.to_lowercase()),
+            ("listKind", format!("{kind}List")),
+        ];
+        for (field, default) in name_defaults {
+            if !wanted.contains_key(field)
+                && names.get(field).and_then(Value::as_str) == Some(&default)
+            {
+                names.remove(field);
+            }
+        }
+    }
+    &live == desired
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::installplan::alongside::key;
+
+    fn crd(labels: Value, annotations: Value) -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "apps.example.com", "labels": labels, "annotations": annotations},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "apps", "kind": "App"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object"}}}]}
+        })
+    }
+
+    /// The CRD as the API server returns it: defaults filled in, status and other fields.
+    fn stored(mut crd: Value) -> Value {
+        crd["spec"]["conversion"] = json!({"strategy": "None"});
+        crd["spec"]["names"]["singular"] = json!("app");
+        crd["spec"]["names"]["listKind"] = json!("AppList");
+        crd["metadata"]["resourceVersion"] = json!("42");
+        crd["metadata"]["labels"]["someone.else/label"] = json!("x");
+        crd["status"] = json!({"conditions": [{"type": "Established", "status": "True"}]});
+        crd
+    }
+
+    #[test]
+    fn a_crd_that_says_it_all_is_not_written() {
+        let alongside = json!({ key("a", "csv"): "a/csv" });
+        let desired = crd(
+            json!({"olm.managed": "true", "operators.coreos.com/app.a": ""}),
+            alongside,
+        );
+        assert_eq!(
+            decide(&desired, &stored(desired.clone())),
+            CrdWrite::Nothing
+        );
+    }
+
+    #[test]
+    fn another_install_adds_only_its_label_and_annotation() {
+        let first = crd(
+            json!({"olm.managed": "true", "operators.coreos.com/app.a": ""}),
+            json!({ key("a", "csv"): "a/csv", key("gone", "csv"): "gone/csv" }),
+        );
+        let second = crd(
+            json!({"olm.managed": "true", "operators.coreos.com/app.b": ""}),
+            json!({ key("a", "csv"): "a/csv", key("b", "csv"): "b/csv" }),
+        );
+        assert_eq!(
+            decide(&second, &stored(first)),
+            CrdWrite::Metadata(json!({"metadata": {
+                "labels": {"operators.coreos.com/app.b": ""},
+                "annotations": {key("b", "csv"): "b/csv", key("gone", "csv"): null},
+            }}))
+        );
+    }
+
+    #[test]
+    fn a_changed_spec_or_manifest_annotation_is_applied_whole() {
+        let desired = crd(json!({"olm.managed": "true"}), json!({"tool/version": "2"}));
+        let mut old_schema = stored(desired.clone());
+        old_schema["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"] =
+            json!({"spec": {"type": "object"}});
+        assert_eq!(decide(&desired, &old_schema), CrdWrite::Apply);
+        let mut old_annotation = stored(desired.clone());
+        old_annotation["metadata"]["annotations"]["tool/version"] = json!("1");
+        assert_eq!(decide(&desired, &old_annotation), CrdWrite::Apply);
+        // A conversion the manifest sets, or a field the API server would not default,
+        // is compared as it is.
+        let mut converted = stored(desired.clone());
+        converted["spec"]["conversion"] = json!({"strategy": "Webhook"});
+        assert_eq!(decide(&desired, &converted), CrdWrite::Apply);
+        let mut other_singular = stored(desired.clone());
+        other_singular["spec"]["names"]["singular"] = json!("application");
+        assert_eq!(decide(&desired, &other_singular), CrdWrite::Apply);
+    }
+}
