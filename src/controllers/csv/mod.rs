@@ -102,7 +102,7 @@ pub struct CsvContext {
     /// a CSV with fifty CRDs, woken by each of them turning Established, reads each once
     /// per change instead of fifty times per wake-up.
     crd_meta: Store<PartialObjectMeta<CustomResourceDefinition>>,
-    crd_states: std::sync::Mutex<HashMap<String, (String, requirements::CrdState)>>,
+    crd_states: std::sync::Mutex<HashMap<String, (CrdReadAt, requirements::CrdState)>>,
     server_version: OnceCell<String>,
     /// Clients acting as a scoped OperatorGroup's service account (the CSV's RBAC).
     scoped: crate::controllers::scoped::ScopedClients,
@@ -623,8 +623,39 @@ fn build_deployments(
     (built, None)
 }
 
-/// One CRD as the requirements see it: from the cache of GETs while the watched
-/// resourceVersion is the one read, else read again (None: absent).
+/// Which version of a CRD a [`requirements::CrdState`] was read from.
+#[derive(Debug, PartialEq)]
+struct CrdReadAt {
+    resource_version: String,
+    uid: Option<String>,
+    generation: Option<i64>,
+}
+
+impl CrdReadAt {
+    fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+        CrdReadAt {
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+            uid: meta.uid.clone(),
+            generation: meta.generation,
+        }
+    }
+
+    /// Whether `state`, read at `self`, still holds for the CRD now watched at `now`: the
+    /// same version; or, once read Established with its names accepted, the same CRD and
+    /// spec (generation). A CRD that many installs share changes with every install (its
+    /// labels and alongside annotations), and reading it again each time was, for a
+    /// thousand installs, thousands of GETs of an object grown to hundreds of KiB.
+    fn still_holds(&self, state: &requirements::CrdState, now: &CrdReadAt) -> bool {
+        self == now
+            || (state.established
+                && state.names_accepted
+                && self.uid == now.uid
+                && self.generation == now.generation)
+    }
+}
+
+/// One CRD as the requirements see it: from the cache of GETs while it still holds
+/// ([`CrdReadAt::still_holds`]), else read again (None: absent).
 async fn crd_state(
     round: &Round<'_>,
     crds: &Api<CustomResourceDefinition>,
@@ -634,7 +665,7 @@ async fn crd_state(
         .ctx
         .crd_meta
         .get(&ObjectRef::new(name))
-        .and_then(|m| m.metadata.resource_version.clone());
+        .map(|m| CrdReadAt::of(&m.metadata));
     let states = || {
         round
             .ctx
@@ -642,9 +673,9 @@ async fn crd_state(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     };
-    if let Some(version) = &watched
+    if let Some(now) = &watched
         && let Some((read_at, state)) = states().get(name)
-        && read_at == version
+        && read_at.still_holds(state, now)
     {
         return Ok(Some(state.clone()));
     }
@@ -674,8 +705,11 @@ async fn crd_state(
             .map(|v| v.name.clone())
             .collect(),
     };
-    if let Some(version) = crd.metadata.resource_version {
-        states().insert(name.to_string(), (version, state.clone()));
+    if crd.metadata.resource_version.is_some() {
+        states().insert(
+            name.to_string(),
+            (CrdReadAt::of(&crd.metadata), state.clone()),
+        );
     }
     Ok(Some(state))
 }
@@ -1400,7 +1434,31 @@ fn watch_deployments(
 
 #[cfg(test)]
 mod tests {
-    use super::{CrdWake, crd_wake};
+    use super::{CrdReadAt, CrdWake, crd_wake, requirements::CrdState};
+
+    #[test]
+    fn a_crd_read_ready_is_not_read_again_for_metadata_churn() {
+        let at = |rv: &str, uid: &str, generation| CrdReadAt {
+            resource_version: rv.into(),
+            uid: Some(uid.into()),
+            generation: Some(generation),
+        };
+        let state = |ready| CrdState {
+            uid: "u".into(),
+            established: ready,
+            names_accepted: ready,
+            served_versions: vec!["v1".into()],
+        };
+        let read = at("10", "u", 1);
+        // The version read: holds, ready or not.
+        assert!(read.still_holds(&state(false), &at("10", "u", 1)));
+        // Labels or annotations written since: holds once it was read ready.
+        assert!(read.still_holds(&state(true), &at("11", "u", 1)));
+        assert!(!read.still_holds(&state(false), &at("11", "u", 1)));
+        // A new spec, or another CRD of the same name: read again.
+        assert!(!read.still_holds(&state(true), &at("12", "u", 2)));
+        assert!(!read.still_holds(&state(true), &at("13", "other", 1)));
+    }
 
     #[test]
     fn annotation_churn_wakes_no_one_once_the_crd_was_read_ready() {
