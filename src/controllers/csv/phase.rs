@@ -258,8 +258,17 @@ impl Decision<'_> {
                 step.delete = true;
                 Some(step)
             }
+            // A replacement in Replacing or Deleting had succeeded too, and is being
+            // replaced in turn (an upgrade hopping over several versions): waiting for it
+            // to succeed again would wait until it is gone, and this one would be
+            // installed again.
             CsvPhase::Replacing => Some(match &self.observed.replaced_by {
-                Some(new) if new.phase == CsvPhase::Succeeded => {
+                Some(new)
+                    if matches!(
+                        new.phase,
+                        CsvPhase::Succeeded | CsvPhase::Replacing | CsvPhase::Deleting
+                    ) =>
+                {
                     let mut step = Step::to(
                         CsvPhase::Deleting,
                         CsvReason::Replaced,
@@ -911,9 +920,11 @@ mod tests {
             next(Some(replacing.clone()), &new(Installing)),
             (Replacing, CsvReason::BeingReplaced)
         );
-        let step = decide(Some(&replacing), &new(Succeeded));
-        assert_eq!((step.phase, step.reason), (Deleting, CsvReason::Replaced));
-        assert!(step.delete);
+        for installed in [Succeeded, Replacing, Deleting] {
+            let step = decide(Some(&replacing), &new(installed));
+            assert_eq!((step.phase, step.reason), (Deleting, CsvReason::Replaced));
+            assert!(step.delete);
+        }
         assert!(decide(Some(&status(Deleting, CsvReason::Replaced, 0)), &observed()).delete);
     }
 
