@@ -13,23 +13,22 @@
 //!
 //! Components of kinds OLM already watches (CSVs, Subscriptions, InstallPlans, CRDs) come
 //! from the shared informers; the others (Deployments, ServiceAccounts, Services, Secrets,
-//! ConfigMaps, RBAC) are listed by label when an Operator is reconciled, and while an
-//! uninstall is under way (Subscription gone, such components left) the Operator is looked at
-//! again every few seconds, since their deletion raises no event here.
+//! ConfigMaps, RBAC) from watches of this controller's own ([`labelled`]), which keep only
+//! labelled objects and wake their Operators. While an uninstall is under way (Subscription
+//! gone, components left) the Operator is also looked at every few seconds.
 
 pub mod components;
+mod labelled;
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::core::DeserializeGuard;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
@@ -37,9 +36,8 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::context::Context;
-use super::kit::{
-    self, KitState, ObjectKey, PanicError, ReconcileError, Reconciler, api_in, apply_status,
-};
+use super::informers::Change;
+use super::kit::{self, KitState, ObjectKey, PanicError, ReconcileError, Reconciler, apply_status};
 use crate::api::{
     ClusterServiceVersion, InstallPlan, Operator, OperatorSpec, RichReference, Subscription,
     operator_label, operator_name, operator_names,
@@ -105,11 +103,9 @@ pub struct OperatorContext {
     csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
     subscriptions: Store<DeserializeGuard<Subscription>>,
     plans: Store<DeserializeGuard<InstallPlan>>,
-    crds: Store<
-        kube::core::PartialObjectMeta<
-            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-        >,
-    >,
+    crds: Store<PartialObjectMeta<CustomResourceDefinition>>,
+    /// Components of the other kinds (Deployments, RBAC, …).
+    labelled: labelled::Labelled,
 }
 
 impl Reconciler for OperatorContext {
@@ -133,7 +129,7 @@ impl Reconciler for OperatorContext {
         }
         let label = operator_label(&name);
         let mut refs = self.watched_components(&label);
-        refs.extend(self.listed_components(&name, &label).await?);
+        refs.extend(self.labelled.components(&name).await);
         let status = components::status(&label, refs);
         let settling = status
             .components
@@ -186,40 +182,6 @@ impl OperatorContext {
         }
         refs
     }
-
-    /// Components of the kinds nobody watches, listed by label.
-    async fn listed_components(
-        &self,
-        name: &str,
-        label: &str,
-    ) -> Result<Vec<RichReference>, Error> {
-        let client = &self.shared.client;
-        let scope = self.shared.settings.watch_namespace.as_deref();
-        // Served from the API server's watch cache (resourceVersion 0): a label-selected
-        // list read from etcd scans every object of the kind, and this runs for every
-        // Operator whenever one of its components changes — a few hundred installs at
-        // once made that the API server's main load (504s, CRDs left un-Established).
-        let params = ListParams::default().labels(label).match_any();
-        let mut refs = Vec::new();
-        let deployments: Api<Deployment> = api_in(client, scope);
-        for deployment in deployments
-            .list(&params)
-            .await
-            .map_err(kube_error(name, "listing Deployments"))?
-        {
-            let conditions = components::deployment_conditions(&deployment);
-            refs.push(component(&deployment, conditions));
-        }
-        refs.extend(list_namespaced::<ServiceAccount>(client, scope, &params, name).await?);
-        refs.extend(list_namespaced::<Service>(client, scope, &params, name).await?);
-        refs.extend(list_namespaced::<Secret>(client, scope, &params, name).await?);
-        refs.extend(list_namespaced::<ConfigMap>(client, scope, &params, name).await?);
-        refs.extend(list_namespaced::<Role>(client, scope, &params, name).await?);
-        refs.extend(list_namespaced::<RoleBinding>(client, scope, &params, name).await?);
-        refs.extend(list_cluster::<ClusterRole>(client, &params, name).await?);
-        refs.extend(list_cluster::<ClusterRoleBinding>(client, &params, name).await?);
-        Ok(refs)
-    }
 }
 
 fn component<K: Resource<DynamicType = ()>>(
@@ -232,60 +194,6 @@ fn component<K: Resource<DynamicType = ()>>(
         object.meta().namespace.as_deref(),
         object.meta().name.as_deref().unwrap_or_default(),
         conditions,
-    )
-}
-
-async fn list_namespaced<K>(
-    client: &kube::Client,
-    scope: Option<&str>,
-    params: &ListParams,
-    name: &str,
-) -> Result<Vec<RichReference>, Error>
-where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-{
-    let api: Api<K> = api_in(client, scope);
-    let listed = api
-        .list_metadata(params)
-        .await
-        .map_err(kube_error(name, format!("listing {}s", K::kind(&()))))?;
-    Ok(listed
-        .items
-        .iter()
-        .map(|meta| metadata_component::<K>(&meta.metadata))
-        .collect())
-}
-
-async fn list_cluster<K>(
-    client: &kube::Client,
-    params: &ListParams,
-    name: &str,
-) -> Result<Vec<RichReference>, Error>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    let api: Api<K> = Api::all_with(client.clone(), &());
-    let listed = api
-        .list_metadata(params)
-        .await
-        .map_err(kube_error(name, format!("listing {}s", K::kind(&()))))?;
-    Ok(listed
-        .items
-        .iter()
-        .map(|meta| metadata_component::<K>(&meta.metadata))
-        .collect())
-}
-
-fn metadata_component<K: Resource<DynamicType = ()>>(meta: &ObjectMeta) -> RichReference {
-    reference(
-        &K::api_version(&()),
-        &K::kind(&()),
-        meta.namespace.as_deref(),
-        meta.name.as_deref().unwrap_or_default(),
-        Vec::new(),
     )
 }
 
@@ -418,6 +326,44 @@ fn affected<K: Resource<DynamicType = ()>>(
     refs
 }
 
+/// Which Operators a CRD's change wakes. A CRD that many installs share carries every one
+/// of their Operators' labels, and each install adds one: waking every Operator the labels
+/// name made a thousand installs into a million rounds, each listing nine kinds. An
+/// Operator lists a CRD by its label alone (no conditions), so only the Operators whose
+/// label came or went wake; a CRD seen for the first time, or deleted, wakes all it names
+/// and all that list it.
+#[derive(Default)]
+struct CrdLabels {
+    /// The Operators each CRD's labels named when last seen.
+    named: HashMap<String, BTreeSet<String>>,
+}
+
+impl CrdLabels {
+    fn wakes(
+        &mut self,
+        operators: &Store<DeserializeGuard<Operator>>,
+        change: Change<PartialObjectMeta<CustomResourceDefinition>>,
+    ) -> Vec<ObjectRef<DeserializeGuard<Operator>>> {
+        let (crd, deleted) = match change {
+            Change::Applied(crd) => (crd, false),
+            Change::Deleted(crd) => (crd, true),
+        };
+        let name = crd.name_any();
+        let now: BTreeSet<String> = operator_names(crd.labels()).into_iter().collect();
+        let before = match deleted {
+            true => self.named.remove(&name),
+            false => self.named.insert(name, now.clone()),
+        };
+        match before {
+            Some(before) if !deleted => before
+                .symmetric_difference(&now)
+                .map(|name| ObjectRef::new(name))
+                .collect(),
+            _ => affected::<CustomResourceDefinition>(operators, &crd.metadata),
+        }
+    }
+}
+
 fn guarded_meta<K: Resource>(guarded: &DeserializeGuard<K>) -> &ObjectMeta {
     match &guarded.0 {
         Ok(object) => object.meta(),
@@ -432,11 +378,17 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let (csvs, csv_changes) = informers.csvs.subscribe_touched();
     let (subscriptions, sub_changes) = informers.subscriptions.subscribe_touched();
     let (plans, plan_changes) = informers.install_plans.subscribe_touched();
-    let (crds, crd_changes) = informers.cluster.crds.subscribe_touched();
+    let (crds, crd_changes) = informers.cluster.crds.subscribe();
     let (_, adoption_subs) = informers.subscriptions.subscribe_touched();
     let (_, adoption_csvs) = informers.csvs.subscribe_touched();
     let (_, adoption_plans) = informers.install_plans.subscribe_touched();
 
+    let (labelled_wakes, labelled_woken) = tokio::sync::mpsc::unbounded_channel();
+    let (labelled, labelled_watches) = labelled::Labelled::start(
+        &shared.client,
+        shared.settings.watch_namespace.as_deref(),
+        labelled_wakes,
+    );
     let status = Arc::new(OperatorContext {
         shared: Arc::clone(&shared),
         kit: KitState::default(),
@@ -444,15 +396,17 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         subscriptions: subscriptions.clone(),
         plans: plans.clone(),
         crds,
+        labelled,
     });
     // A change reaches the Operators its labels name now and those listing it already (a
     // component that lost its label, or was deleted, must leave their lists).
-    let (for_csvs, for_plans, for_crds, for_subs) = (
-        operators.clone(),
-        operators.clone(),
-        operators.clone(),
-        operators.clone(),
-    );
+    let crd_wakes = {
+        let (operators, mut labels) = (operators.clone(), CrdLabels::default());
+        futures::StreamExt::flat_map(crd_changes, move |change| {
+            futures::stream::iter(labels.wakes(&operators, change))
+        })
+    };
+    let (for_csvs, for_plans, for_subs) = (operators.clone(), operators.clone(), operators.clone());
     let status_controller = Controller::for_shared_stream(operator_changes, operators.clone())
         .with_config(Config::default().debounce(DEBOUNCE))
         .watches_shared_stream(csv_changes, move |o| {
@@ -461,9 +415,11 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         .watches_shared_stream(plan_changes, move |o| {
             affected::<InstallPlan>(&for_plans, guarded_meta(&o))
         })
-        .watches_shared_stream(crd_changes, move |o| {
-            affected::<CustomResourceDefinition>(&for_crds, &o.metadata)
-        })
+        .reconcile_on(crd_wakes)
+        .reconcile_on(futures::StreamExt::map(
+            tokio_stream::wrappers::UnboundedReceiverStream::new(labelled_woken),
+            |name: String| ObjectRef::new(&name),
+        ))
         .watches_shared_stream(sub_changes, move |o| {
             let meta = guarded_meta(&o);
             let mut refs = affected::<Subscription>(&for_subs, meta);
@@ -507,4 +463,58 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         kit::run(status_controller, status, shutdown.clone()),
         kit::run(adoption_controller, adoption, shutdown),
     );
+    for watch in labelled_watches {
+        watch.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector::store::Writer;
+
+    fn crd(operators: &[&str]) -> Arc<PartialObjectMeta<CustomResourceDefinition>> {
+        let mut meta = PartialObjectMeta::<CustomResourceDefinition>::default();
+        meta.metadata.name = Some("apps.example.com".into());
+        meta.metadata.labels = Some(
+            operators
+                .iter()
+                .map(|name| (operator_label(name), String::new()))
+                .chain([("olm.managed".to_string(), "true".to_string())])
+                .collect(),
+        );
+        Arc::new(meta)
+    }
+
+    fn names(refs: Vec<ObjectRef<DeserializeGuard<Operator>>>) -> Vec<String> {
+        let mut names: Vec<String> = refs.into_iter().map(|r| r.name).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_crd_change_wakes_only_the_operators_whose_label_came_or_went() {
+        let operators = Writer::<DeserializeGuard<Operator>>::default().as_reader();
+        let mut labels = CrdLabels::default();
+        let mut wakes = |change| names(labels.wakes(&operators, change));
+        // First seen: every Operator it names.
+        assert_eq!(
+            wakes(Change::Applied(crd(&["app.a", "app.b"]))),
+            ["app.a", "app.b"]
+        );
+        // Another install adds its label: that Operator alone.
+        assert_eq!(
+            wakes(Change::Applied(crd(&["app.a", "app.b", "app.c"]))),
+            ["app.c"]
+        );
+        // Annotations or status changed: nobody.
+        assert!(wakes(Change::Applied(crd(&["app.a", "app.b", "app.c"]))).is_empty());
+        // A label removed: its Operator.
+        assert_eq!(wakes(Change::Applied(crd(&["app.b", "app.c"]))), ["app.a"]);
+        // Deleted: every Operator it names.
+        assert_eq!(
+            wakes(Change::Deleted(crd(&["app.b", "app.c"]))),
+            ["app.b", "app.c"]
+        );
+    }
 }
