@@ -70,6 +70,81 @@ pub fn decide(desired: &Value, existing: &Value) -> CrdWrite {
     CrdWrite::Metadata(json!({ "metadata": metadata }))
 }
 
+/// The metadata writes of the steps that share one CRD, merged: a step adds what it lacks
+/// to what is wanted, and whichever step has the turn writes everything wanted so far in
+/// one merge patch. A thousand installs at once made a thousand steps queue for their turn
+/// one write each, and the last plans finished minutes after their CSVs.
+#[derive(Default)]
+pub struct CrdBatch {
+    wanted: std::sync::Mutex<Wanted>,
+    /// The turn to write, and what the last write covered.
+    pub turn: tokio::sync::Mutex<Written>,
+}
+
+#[derive(Default)]
+struct Wanted {
+    /// `metadata.labels` and `metadata.annotations` wanted, merged.
+    metadata: Map<String, Value>,
+    /// How many wants were added so far.
+    generation: u64,
+}
+
+/// What the last write of a [`CrdBatch`] covered.
+#[derive(Default)]
+pub struct Written {
+    /// The wants it included (all up to this generation).
+    pub generation: u64,
+    /// Whether the CRD it returned was Established.
+    pub established: bool,
+}
+
+impl CrdBatch {
+    fn wanted(&self) -> std::sync::MutexGuard<'_, Wanted> {
+        self.wanted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Adds a [`CrdWrite::Metadata`] patch to what is wanted; returns its generation.
+    pub fn want(&self, patch: &Value) -> u64 {
+        let mut wanted = self.wanted();
+        merge_metadata(&mut wanted.metadata, patch);
+        wanted.generation += 1;
+        wanted.generation
+    }
+
+    /// Takes everything wanted, as one merge patch, and the generation it covers.
+    pub fn take(&self) -> (Value, u64) {
+        let mut wanted = self.wanted();
+        let metadata = std::mem::take(&mut wanted.metadata);
+        (json!({ "metadata": metadata }), wanted.generation)
+    }
+
+    /// Puts back what a failed write took, for the next turn.
+    pub fn put_back(&self, patch: &Value) {
+        merge_metadata(&mut self.wanted().metadata, patch);
+    }
+}
+
+/// Merges `patch`'s labels and annotations into `into`. A value wins over a removal (null):
+/// one step may think an alongside annotation stale that another step is adding.
+fn merge_metadata(into: &mut Map<String, Value>, patch: &Value) {
+    for field in ["labels", "annotations"] {
+        for (key, value) in entries(&patch["metadata"][field]) {
+            let merged = into
+                .entry(field)
+                .or_insert_with(|| Value::Object(Map::new()));
+            let Some(merged) = merged.as_object_mut() else {
+                continue;
+            };
+            if value.is_null() && merged.get(key).is_some_and(|v| !v.is_null()) {
+                continue;
+            }
+            merged.insert(key.clone(), value.clone());
+        }
+    }
+}
+
 fn entries(map: &Value) -> impl Iterator<Item = (&String, &Value)> {
     map.as_object().into_iter().flatten()
 }
@@ -166,6 +241,33 @@ mod tests {
                 "annotations": {key("b", "csv"): "b/csv", key("gone", "csv"): null},
             }}))
         );
+    }
+
+    #[test]
+    fn wants_are_merged_into_one_write_and_a_value_beats_a_removal() {
+        let batch = CrdBatch::default();
+        let first = batch.want(&json!({"metadata": {
+            "labels": {"operators.coreos.com/app.a": ""},
+            "annotations": {"k-a": "a/csv", "k-b": null},
+        }}));
+        let second = batch.want(&json!({"metadata": {
+            "labels": {"operators.coreos.com/app.b": ""},
+            "annotations": {"k-b": "b/csv"},
+        }}));
+        assert_eq!((first, second), (1, 2));
+        let (patch, generation) = batch.take();
+        assert_eq!(generation, 2);
+        assert_eq!(
+            patch,
+            json!({"metadata": {
+                "labels": {"operators.coreos.com/app.a": "", "operators.coreos.com/app.b": ""},
+                "annotations": {"k-a": "a/csv", "k-b": "b/csv"},
+            }})
+        );
+        // Taken: nothing left; a failed write puts it back for the next turn.
+        assert_eq!(batch.take().0, json!({"metadata": {}}));
+        batch.put_back(&patch);
+        assert_eq!(batch.take(), (patch, 2));
     }
 
     #[test]

@@ -26,7 +26,7 @@ mod crd_upgrade;
 mod crd_write;
 pub mod unpack;
 
-use crd_write::CrdWrite;
+use crd_write::{CrdBatch, CrdWrite};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -114,24 +114,23 @@ pub struct InstallPlanContext {
     /// seconds, and reading a multi-MiB bundle each time kept catalog servers too busy to
     /// answer.
     referred_bundles: Mutex<Vec<(String, Arc<Vec<Value>>)>>,
-    /// One lock per CRD name: a CRD is read and written by one step at a time.
-    crd_turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per CRD name, the metadata its steps want written (see [`CrdBatch`]).
+    crd_batches: Mutex<HashMap<String, Arc<CrdBatch>>>,
 }
 
 /// How many bundles [`InstallPlanContext::referred_bundles`] keeps.
 const REFERRED_BUNDLES_KEPT: usize = 8;
 
 impl InstallPlanContext {
-    /// This step's turn to read and write the CRD `name`.
-    async fn crd_turn(&self, name: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = Arc::clone(
-            self.crd_turns
+    /// The write batch of the CRD `name`.
+    fn crd_batch(&self, name: &str) -> Arc<CrdBatch> {
+        Arc::clone(
+            self.crd_batches
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .entry(name.to_string())
                 .or_default(),
-        );
-        lock.lock_owned().await
+        )
     }
 
     /// The objects of `bundle` read back from its catalog, from the last ones kept when it
@@ -706,12 +705,6 @@ async fn apply_step(
             object["metadata"]["ownerReferences"] = Value::Array(owners);
         }
     }
-    // One write at a time per CRD (see `crd_write`): concurrent plans that share a CRD
-    // each read it fresh and add only what it lacks.
-    let _crd_turn = match r.kind == KIND_CRD {
-        true => Some(ctx.crd_turn(&r.name).await),
-        false => None,
-    };
     // Whether it exists is OLM's own question (a scoped group's account need not be able to
     // read); what is written is written as the account.
     let existing = api_as(&ctx.shared.client)
@@ -740,26 +733,17 @@ async fn apply_step(
     {
         let stored = serde_json::to_value(existing).unwrap_or_default();
         let written = match crd_write::decide(&object, &stored) {
-            CrdWrite::Nothing => Some(existing.clone()),
-            CrdWrite::Metadata(patch) => Some(
-                api.patch(
-                    &r.name,
-                    &PatchParams {
-                        field_manager: Some(FIELD_MANAGER.into()),
-                        ..PatchParams::default()
-                    },
-                    &Patch::Merge(&patch),
-                )
-                .await
-                .map_err(classify)?,
-            ),
+            CrdWrite::Nothing => Some(established(existing)),
+            CrdWrite::Metadata(patch) => {
+                Some(write_crd_metadata(&ctx.crd_batch(&r.name), &api, &r.name, &patch).await?)
+            }
             CrdWrite::Apply => {
                 check_crd_upgrade(&object, existing, ctx).await?;
                 None
             }
         };
-        if let Some(crd) = written {
-            return Ok(match established(&crd) {
+        if let Some(established) = written {
+            return Ok(match established {
                 false => Applied::Waiting,
                 true if step.status == StepStatus::WaitingForApi => {
                     Applied::Done(StepStatus::Created)
@@ -768,6 +752,12 @@ async fn apply_step(
             });
         }
     }
+    // A CRD's writes take turns with its metadata batch (see `crd_write`).
+    let batch = (r.kind == KIND_CRD).then(|| ctx.crd_batch(&r.name));
+    let _turn = match &batch {
+        Some(batch) => Some(batch.turn.lock().await),
+        None => None,
+    };
     // Forced: the bundle's manifest wins over whoever applied the object last (a CRD
     // applied with `kubectl apply --server-side`, say), as upstream's updates do.
     let applied = match api
@@ -811,6 +801,39 @@ async fn apply_step(
             StepStatus::Created
         },
     ))
+}
+
+/// Writes `patch` (labels and annotations a CRD lacks) with whatever other steps of the
+/// same CRD want, in one merge patch when this step has the turn, or not at all when a
+/// write in another step's turn included it. Returns whether the CRD written was
+/// Established.
+async fn write_crd_metadata(
+    batch: &CrdBatch,
+    api: &Api<DynamicObject>,
+    name: &str,
+    patch: &Value,
+) -> Result<bool, StepError> {
+    let mine = batch.want(patch);
+    let mut written = batch.turn.lock().await;
+    if written.generation >= mine {
+        return Ok(written.established);
+    }
+    let (patch, generation) = batch.take();
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    match api.patch(name, &params, &Patch::Merge(&patch)).await {
+        Ok(crd) => {
+            written.generation = generation;
+            written.established = established(&crd);
+            Ok(written.established)
+        }
+        Err(error) => {
+            batch.put_back(&patch);
+            Err(classify(error))
+        }
+    }
 }
 
 /// The owners of a namespaced step's object: the manifest's own ownerReferences when it has
@@ -1143,7 +1166,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         discovered: Mutex::default(),
         impersonating: scoped::ScopedClients::default(),
         referred_bundles: Mutex::default(),
-        crd_turns: Mutex::default(),
+        crd_batches: Mutex::default(),
     });
     let (plans, plan_changes) = shared.informers.install_plans.subscribe_touched();
     let (_, crd_changes) = shared.informers.cluster.crds.subscribe_touched();
