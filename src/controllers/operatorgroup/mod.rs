@@ -164,16 +164,25 @@ async fn gather(group: &OperatorGroup, ctx: &OperatorGroupContext) -> Result<Gat
         .filter(|csv| !csv.is_copy())
         .cloned()
         .collect();
-    // Roles per API only once its CRD exists (they are owned by it).
+    // Roles per API only once its CRD exists (they are owned by it). Its UID comes from
+    // the shared CRD cache, read from the API server only when the cache has not seen it:
+    // a CRD that many installs share was read once per group round, thousands of times.
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let cached = ctx.shared.informers.cluster.crds.store();
     let mut crd_uids = BTreeMap::new();
     for api in status::provided_apis(&members) {
-        if let Some(uid) = crds
-            .get_metadata_opt(&api.crd)
-            .await
-            .map_err(kube_error(group, "read_crd"))?
-            .and_then(|crd| crd.metadata.uid)
+        let uid = match cached
+            .get(&ObjectRef::new(&api.crd))
+            .and_then(|crd| crd.metadata.uid.clone())
         {
+            Some(uid) => Some(uid),
+            None => crds
+                .get_metadata_opt(&api.crd)
+                .await
+                .map_err(kube_error(group, "read_crd"))?
+                .and_then(|crd| crd.metadata.uid),
+        };
+        if let Some(uid) = uid {
             crd_uids.insert(api.crd, uid);
         }
     }
