@@ -26,7 +26,7 @@ Usage: hack/bench/bulk.py [--side both|ours|upstream] [--namespaces 1,10,100] [-
            [--timeout 600] [--nodes 3] [--json] [--keep-logs]
        (needs hack/upstream-olm/build, hack/opm/build and `cargo build --release --bin olm`)
 """
-import argparse, base64, json, shutil, signal, sys, tempfile, threading, time
+import argparse, base64, datetime, json, shutil, signal, sys, tempfile, threading, time
 from pathlib import Path
 
 sys.dont_write_bytecode = True
@@ -98,6 +98,23 @@ class PeakRss(threading.Thread):
 
 def csv_name(package):
     return f"{package}.v0.5.0"
+
+
+def plans_installed_at(api, namespaces):
+    """When the last InstallPlan in `namespaces` turned Installed (its condition's
+    lastTransitionTime); None while one is not Installed yet."""
+    listing = api.get("/apis/operators.coreos.com/v1alpha1/installplans") or {}
+    times = []
+    for plan in listing.get("items", []):
+        if plan["metadata"]["namespace"] not in namespaces:
+            continue
+        installed = [c for c in (plan.get("status") or {}).get("conditions", [])
+                     if c.get("type") == "Installed" and c.get("status") == "True" and c.get("lastTransitionTime")]
+        if not installed:
+            return None
+        times.append(datetime.datetime.fromisoformat(
+            installed[0]["lastTransitionTime"].replace("Z", "+00:00")).timestamp())
+    return max(times) if times else None
 
 
 class Bulk:
@@ -174,6 +191,15 @@ class Bulk:
                 s.check_alive()
             done = {k: self.watch.succeeded_at[k] for k in expected if k in self.watch.succeeded_at}
             phases = {k: self.watch.last.get(k) for k in expected - done.keys()}
+        # The plans too: a plan may finish its last steps after its CSV has Succeeded (it
+        # still shows Installing), so the round reports when the last one turned Installed,
+        # as its condition says (whole seconds).
+        try:
+            plans_done = s.api.poll(f"{s.name}: every InstallPlan of {label} Complete",
+                                    max(deadline - time.time(), 1),
+                                    lambda: plans_installed_at(s.api, wanted), 1.0)
+        except ib.BenchError:
+            plans_done = None
         sampler.stop.set()
         sampler.join()
         if not done:
@@ -187,11 +213,14 @@ class Bulk:
         start = min(creates)
         window = ib.summarize(s.audit.window(start, last))
         result = {"round": label, "installs": len(expected), "succeeded": len(done), "seconds": last - start,
-                  "first_succeeded": min(done.values()) - start, "requests": window["requests"],
+                  "first_succeeded": min(done.values()) - start,
+                  "plans_complete": plans_done - start if plans_done else None, "requests": window["requests"],
                   "writes": window["writes"], "by_agent_verb": window["by_agent_verb"], "peak_rss_mib": sampler.peak,
                   "not_succeeded": {f"{ns}/{n}": p for (ns, n), p in sorted(phases.items())}}
         ib.log(f"{s.name} {label}: {len(done)}/{len(expected)} Succeeded, last {result['seconds']:.2f} s after the first "
-               f"create; {window['requests']} requests, {window['writes']} writes; peak RSS {sampler.peak:.0f} MiB")
+               f"create; {window['requests']} requests, {window['writes']} writes; peak RSS {sampler.peak:.0f} MiB; "
+               + (f"every InstallPlan Complete {result['plans_complete']:.2f} s after the first create"
+                  if plans_done else "not every InstallPlan Complete in time"))
         return result
 
 
@@ -213,6 +242,10 @@ def report(results):
                   f"peak RSS {u['peak_rss_mib'] / max(o['peak_rss_mib'], 1):.1f}x")
     for name in sides:
         for r in results[name]["rounds"]:
+            complete = r.get("plans_complete")
+            print(f"{name} {r['round']}: every InstallPlan Complete "
+                  + (f"{complete:.0f} s after the first create (whole seconds)" if complete is not None
+                     else "not in time"))
             if r["not_succeeded"]:
                 print(f"{name} {r['round']}: not Succeeded: {r['not_succeeded']}")
         for note in results[name]["notes"]:
