@@ -18,6 +18,8 @@ use crate::api::{
 pub const HISTORY_LIMIT: usize = 20;
 /// A CSV that failed to apply its strategy tries again after this long.
 pub const REINSTALL_AFTER: Duration = Duration::from_secs(60);
+/// How often a CSV with unmet requirements looks again when nothing wakes it.
+pub const UNMET_RECHECK: Duration = Duration::from_secs(10);
 
 /// The CSV's OperatorGroup as the install-mode rules see it.
 #[derive(Clone, Debug, PartialEq)]
@@ -200,6 +202,11 @@ impl Decision<'_> {
         Step::to(self.phase, self.reason, self.message.clone())
     }
 
+    /// Unmet requirements are looked at again after [`UNMET_RECHECK`] as a backstop. A
+    /// CRD's change wakes the CSVs still waiting only until some round reads it ready, and
+    /// a round of another CSV may read it Established before the change that made it so
+    /// reaches the watch. The CSVs that read it not Established were then never woken
+    /// (one of 100 CSVs stayed Pending in a bulk install).
     fn unmet(&self) -> Step {
         Step::to(
             CsvPhase::Pending,
@@ -209,6 +216,7 @@ impl Decision<'_> {
                 self.observed.unmet.join("; ")
             ),
         )
+        .requeue(UNMET_RECHECK)
     }
 
     fn invalid_webhook(problem: &str) -> Step {
@@ -733,6 +741,8 @@ mod tests {
             (step.phase, step.reason),
             (Pending, CsvReason::RequirementsNotMet)
         );
+        // Looked at again even if no change wakes it.
+        assert_eq!(step.requeue_after, Some(UNMET_RECHECK));
         assert!(
             step.message.contains("widgets.example.com"),
             "{}",
