@@ -728,35 +728,27 @@ async fn apply_step(
             object["metadata"]["annotations"][key] = json!(value);
         }
     }
-    let crd_write = match (&existing, r.kind == KIND_CRD) {
-        (Some(found), true) => Some((
-            crd_write::decide(&object, &serde_json::to_value(found).unwrap_or_default()),
-            established(found),
-        )),
-        _ => None,
-    };
-    let crd_done = |established: bool| match established {
-        false => Applied::Waiting,
-        true if step.status == StepStatus::WaitingForApi => Applied::Done(StepStatus::Created),
-        true => Applied::Done(StepStatus::Present),
-    };
-    match crd_write {
-        Some((CrdWrite::Nothing, established)) => return Ok(crd_done(established)),
-        Some((CrdWrite::Metadata(patch), _)) => {
-            // A CRD that many installs share is large, and steps wait for their turn to
-            // write it: what was read of it is not held meanwhile.
-            drop((existing, object));
-            let batch = ctx.crd_batch(&r.name);
-            return Ok(crd_done(
-                write_crd_metadata(&batch, &api, &r.name, &patch).await?,
-            ));
-        }
-        Some((CrdWrite::Apply, _)) => {
-            if let Some(found) = &existing {
-                check_crd_upgrade(&object, found, ctx).await?;
+    if r.kind == KIND_CRD
+        && let Some(found) = &existing
+    {
+        let crd_done = |established: bool| match established {
+            false => Applied::Waiting,
+            true if step.status == StepStatus::WaitingForApi => Applied::Done(StepStatus::Created),
+            true => Applied::Done(StepStatus::Present),
+        };
+        match crd_write::decide(&object, &serde_json::to_value(found).unwrap_or_default()) {
+            CrdWrite::Nothing => return Ok(crd_done(established(found))),
+            CrdWrite::Metadata(patch) => {
+                // A CRD that many installs share is large, and steps wait for their turn
+                // to write it: what was read of it is not held meanwhile.
+                drop((existing, object));
+                let batch = ctx.crd_batch(&r.name);
+                return Ok(crd_done(
+                    write_crd_metadata(&batch, &api, &r.name, &patch).await?,
+                ));
             }
+            CrdWrite::Apply => check_crd_upgrade(&object, found, ctx).await?,
         }
-        None => {}
     }
     // A CRD's writes take turns with its metadata batch (see `crd_write`).
     let batch = (r.kind == KIND_CRD).then(|| ctx.crd_batch(&r.name));
