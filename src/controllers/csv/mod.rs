@@ -231,6 +231,7 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
                 &gathered.built,
                 &gathered.serving_plan,
                 gathered.scoped_account.as_deref(),
+                !phase::never_installed(csv.status.as_ref()),
             )
             .await;
             if applied.is_ok() {
@@ -859,16 +860,17 @@ fn api_message(error: &kube::Error) -> String {
     }
 }
 
-/// Applies the RBAC, then the Deployments, then deletes what this CSV made before and no
-/// longer lists. Each group's requests go out together: they do not depend on each other
-/// (a binding may name a Role that is still being written). `Err` carries the API server's
-/// message for the CSV.
+/// Applies the RBAC, then the Deployments, then (with `sweep`) deletes what this CSV made
+/// before and no longer lists. Each group's requests go out together: they do not depend on
+/// each other (a binding may name a Role that is still being written). `Err` carries the API
+/// server's message for the CSV.
 async fn install(
     round: &Round<'_>,
     rbac: &[rbac::Planned],
     deployments: &[(String, Value)],
     serving: &serving::ServingPlan,
     scoped_account: Option<&str>,
+    sweep: bool,
 ) -> Result<(), String> {
     let client = round.client();
     // Objects OLM made from the CSV are the CSV's: take fields over from anyone else.
@@ -915,6 +917,9 @@ async fn install(
         }
     }))
     .await?;
+    if !sweep {
+        return Ok(());
+    }
     let mut desired: HashSet<(String, Option<String>, String)> = rbac
         .iter()
         .chain(&serving.before)

@@ -21,6 +21,30 @@ pub const REINSTALL_AFTER: Duration = Duration::from_secs(60);
 /// How often a CSV with unmet requirements looks again when nothing wakes it.
 pub const UNMET_RECHECK: Duration = Duration::from_secs(10);
 
+/// Whether the stored status shows that no strategy of this CSV was ever applied before the
+/// first install: nothing in its history went past `InstallReady`, the history is not capped
+/// (older entries would be unknown), and no serving certificate was recorded. Then nothing
+/// carrying its owner labels can be left over from an earlier strategy, and an install need
+/// not list what it made before (five label-selected lists, each a scan of every object of
+/// its kind on the API server). A CSV deleted and made again under the same name starts a
+/// new history, but its predecessor's objects went with it: owner references for namespaced
+/// ones, the finalizer's cleanup for the rest.
+pub fn never_installed(status: Option<&ClusterServiceVersionStatus>) -> bool {
+    let Some(status) = status else {
+        return true;
+    };
+    let before_install = |phase: Option<CsvPhase>| {
+        matches!(
+            phase,
+            None | Some(CsvPhase::None | CsvPhase::Pending | CsvPhase::InstallReady)
+        )
+    };
+    status.conditions.len() < HISTORY_LIMIT
+        && status.certs_last_updated.is_none()
+        && before_install(status.phase)
+        && status.conditions.iter().all(|c| before_install(c.phase))
+}
+
 /// The CSV's OperatorGroup as the install-mode rules see it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum GroupState {
@@ -971,6 +995,44 @@ mod tests {
             Some(&pending),
             &decide(Some(&pending), &waiting)
         ));
+    }
+
+    #[test]
+    fn only_a_csv_whose_history_went_past_install_ready_may_have_left_objects_behind() {
+        assert!(never_installed(None));
+        let mut status: Option<ClusterServiceVersionStatus> = None;
+        let mut history = Vec::new();
+        for (second, phase, reason) in [
+            (0, Pending, CsvReason::RequirementsUnknown),
+            (1, InstallReady, CsvReason::AllRequirementsMet),
+            (2, Installing, CsvReason::InstallSucceeded),
+            // Back to InstallReady after a failure: the history still shows the install.
+            (3, InstallReady, CsvReason::AllRequirementsMet),
+        ] {
+            let next = next_status(
+                status.as_ref(),
+                &Step::to(phase, reason, ""),
+                vec![],
+                at(second),
+            );
+            history.push(never_installed(Some(&next)));
+            status = Some(next);
+        }
+        assert_eq!(history, [true, true, false, false]);
+        let ready = next_status(
+            None,
+            &Step::to(InstallReady, CsvReason::AllRequirementsMet, ""),
+            vec![],
+            at(1),
+        );
+        // A capped history hides what came before it.
+        let mut capped = ready.clone();
+        capped.conditions = vec![capped.conditions[0].clone(); HISTORY_LIMIT];
+        assert!(!never_installed(Some(&capped)));
+        // A serving certificate was written by an install.
+        let mut certified = ready;
+        certified.certs_last_updated = Some(Time(at(1)));
+        assert!(!never_installed(Some(&certified)));
     }
 
     #[test]
