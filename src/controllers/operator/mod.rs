@@ -205,6 +205,8 @@ pub struct AdoptionContext {
     operators: Store<DeserializeGuard<Operator>>,
     csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
     plans: Store<DeserializeGuard<InstallPlan>>,
+    /// Operators this controller created that its cache may not show yet.
+    created: RecentCreates,
 }
 
 impl Reconciler for AdoptionContext {
@@ -242,8 +244,11 @@ impl Reconciler for AdoptionContext {
         {
             adopt(&self.shared, plan, &label, &name).await?;
         }
-        if self.operators.get(&ObjectRef::new(&name)).is_none() {
+        if self.operators.get(&ObjectRef::new(&name)).is_some() {
+            self.created.seen(&name);
+        } else if !self.created.in_flight(&name) {
             create_operator(&self.shared, &name).await?;
+            self.created.made(&name);
         }
         Ok(Action::await_change())
     }
@@ -277,6 +282,40 @@ where
     ))?;
     tracing::debug!(operator = name, kind = %K::kind(&()), object = %object.name_any(), "component adopted");
     Ok(())
+}
+
+/// Names created a moment ago. A Subscription's status changes several times during an
+/// install, and each change is a round; until the Operator's watch event arrives, each round
+/// would create it again and be refused (at 1,000 installs at once, 2,158 creates for 1,000
+/// Operators). A name is forgotten once the cache shows it, or after `CREATE_SETTLE` in case
+/// it was deleted before the cache ever did.
+#[derive(Default)]
+struct RecentCreates(std::sync::Mutex<HashMap<String, std::time::Instant>>);
+
+const CREATE_SETTLE: Duration = Duration::from_secs(30);
+
+impl RecentCreates {
+    fn names(&self) -> std::sync::MutexGuard<'_, HashMap<String, std::time::Instant>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn made(&self, name: &str) {
+        let mut names = self.names();
+        names.retain(|_, at| at.elapsed() < CREATE_SETTLE);
+        names.insert(name.to_string(), std::time::Instant::now());
+    }
+
+    fn in_flight(&self, name: &str) -> bool {
+        self.names()
+            .get(name)
+            .is_some_and(|at| at.elapsed() < CREATE_SETTLE)
+    }
+
+    fn seen(&self, name: &str) {
+        self.names().remove(name);
+    }
 }
 
 async fn create_operator(ctx: &Context, name: &str) -> Result<(), Error> {
@@ -439,6 +478,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         operators,
         csvs,
         plans,
+        created: RecentCreates::default(),
     });
     // A Subscription is looked at again when its installed CSV or plan changes (they may
     // appear after its status names them).
@@ -472,6 +512,20 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
 mod tests {
     use super::*;
     use kube::runtime::reflector::store::Writer;
+
+    #[test]
+    fn an_operator_just_created_is_not_created_again_until_the_cache_shows_it() {
+        let created = RecentCreates::default();
+        assert!(!created.in_flight("a.ns"));
+        created.made("a.ns");
+        assert!(created.in_flight("a.ns"));
+        assert!(!created.in_flight("b.ns"));
+        created.seen("a.ns");
+        assert!(
+            !created.in_flight("a.ns"),
+            "once the cache shows it, it is forgotten"
+        );
+    }
 
     fn crd(operators: &[&str]) -> Arc<PartialObjectMeta<CustomResourceDefinition>> {
         let mut meta = PartialObjectMeta::<CustomResourceDefinition>::default();
