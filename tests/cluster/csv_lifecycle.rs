@@ -655,3 +655,80 @@ async fn a_scoped_group_grants_only_what_its_service_account_may() {
         kubectl(&["delete", kind, &cluster_name], None).ok();
     }
 }
+
+/// The subjects of the RoleBindings OLM made for the CSV in `namespace`.
+fn bound_accounts(namespace: &str, csv: &str) -> Vec<String> {
+    let listed = kubectl(
+        &[
+            "get",
+            "rolebindings",
+            "-n",
+            namespace,
+            "-l",
+            &format!("olm.owner={csv}"),
+            "-o",
+            "json",
+        ],
+        None,
+    )
+    .ok()
+    .stdout();
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let mut accounts: Vec<String> = listed["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|b| b["subjects"].as_array().cloned().unwrap_or_default())
+        .filter_map(|s| s["name"].as_str().map(String::from))
+        .collect();
+    accounts.sort();
+    accounts.dedup();
+    accounts
+}
+
+/// A first install lists nothing it made before (it cannot have made anything), but a CSV
+/// edited after it succeeded still loses the RBAC its new strategy no longer asks for.
+#[tokio::test]
+async fn an_edited_csv_loses_the_rbac_it_no_longer_asks_for() {
+    install_crds();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "csv-edit").await;
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+    apply_crds("reverse-words", "0.3.0");
+    operator_group(&ns.name, "og", Some(&[&ns.name]));
+    let name = "reverse-words.v0.3.0";
+    let original = csv_json("reverse-words", "0.3.0");
+    let mut extended = original.clone();
+    let permissions = extended["spec"]["install"]["spec"]["permissions"]
+        .as_array_mut()
+        .unwrap();
+    permissions.push(serde_json::json!({
+        "serviceAccountName": "extra",
+        "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"] }],
+    }));
+    apply_json(&ns.name, &extended);
+    wait_for_phase(&ns.name, name, "Succeeded", None).await;
+    let first = bound_accounts(&ns.name, name);
+    assert!(first.contains(&"extra".to_string()), "{first:?}");
+
+    // The strategy drops the extra account and changes the Deployment (a reinstall).
+    let mut edited = original;
+    edited["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"]
+        [0]["env"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({ "name": "EDITED", "value": "yes" }));
+    apply_json(&ns.name, &edited);
+    eventually("the extra account's RoleBinding deleted", WAIT, || async {
+        let now = bound_accounts(&ns.name, name);
+        (!now.contains(&"extra".to_string()) && !now.is_empty()).then_some(())
+    })
+    .await;
+    let csv = wait_for_phase(&ns.name, name, "Succeeded", None).await;
+    assert_eq!(
+        phase_order(&csv).last().map(String::as_str),
+        Some("Succeeded"),
+        "{:#}",
+        csv["status"]
+    );
+}
