@@ -93,6 +93,10 @@ pub struct CsvContext {
     csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
     groups: Store<DeserializeGuard<OperatorGroup>>,
     deployments: Store<Deployment>,
+    /// The ServiceAccounts OLM made for CSVs (labelled as a CSV's). A round asks each of its
+    /// accounts here first, and the API server only for one not in it (a namespace's
+    /// `default`, a user's own, or one just made): a CSV's rounds read them again and again.
+    service_accounts: Store<PartialObjectMeta<ServiceAccount>>,
     namespaces: Store<PartialObjectMeta<Namespace>>,
     /// Every CSV's name, cluster-wide: the copies (by their `olm.copiedFrom` label), and
     /// the CSVs of other namespaces that a copy must never overwrite.
@@ -808,10 +812,18 @@ async fn gather_requirements(round: &Round<'_>) -> Result<requirements::Found, E
     accounts.dedup();
     let sa_api: Api<ServiceAccount> = Api::namespaced(round.client(), &round.namespace);
     for sa in accounts {
-        let existing = sa_api
-            .get_metadata_opt(&sa)
-            .await
-            .map_err(round.fail("read_service_account"))?;
+        let cached = round
+            .ctx
+            .service_accounts
+            .get(&ObjectRef::new(&sa).within(&round.namespace))
+            .map(|m| PartialObjectMeta::clone(&m));
+        let existing = match cached {
+            Some(meta) => Some(meta),
+            None => sa_api
+                .get_metadata_opt(&sa)
+                .await
+                .map_err(round.fail("read_service_account"))?,
+        };
         let exists = existing.is_some();
         // Its RBAC is applied together with the ServiceAccount, by the CSV owning it.
         let granted = existing
@@ -1223,6 +1235,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let informers = &shared.informers;
     let (groups, group_changes) = informers.operator_groups.subscribe_touched();
     let (deployments, deployment_changes) = watch_deployments(kit::scoped_api(&shared));
+    let (service_accounts, account_changes) = watch_service_accounts(kit::scoped_api(&shared));
     let (namespaces, namespace_changes) = informers.cluster.namespaces.subscribe_touched();
     let (csv_names, changed_copies) = copier::watch_csv_names(shared.client.clone());
     let (subscriptions, subscription_changes) = informers.subscriptions.subscribe_touched();
@@ -1242,6 +1255,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         csvs: csvs.clone(),
         groups: groups.clone(),
         deployments,
+        service_accounts,
         namespaces,
         csv_names,
         subscriptions,
@@ -1287,12 +1301,13 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
             csvs_where(&for_groups, |csv| csv.metadata.namespace == ns)
         })
         .watches_stream(deployment_changes, |deployment: Deployment| {
-            let labels = deployment.labels();
-            match (labels.get(OWNER_LABEL), labels.get(OWNER_NAMESPACE_LABEL)) {
-                (Some(name), Some(ns)) => vec![ObjectRef::new(name).within(ns)],
-                _ => vec![],
-            }
+            owner_csv(deployment.labels())
         })
+        // An account of the CSV's that goes (or comes back) is a requirement that changed.
+        .watches_stream(
+            account_changes,
+            |account: PartialObjectMeta<ServiceAccount>| owner_csv(account.labels()),
+        )
         .watches_shared_stream(replacement_changes, move |csv| {
             let csv = csv.0.as_ref().ok()?;
             let replaces = csv.spec.replaces.as_deref().filter(|r| !r.is_empty())?;
@@ -1415,6 +1430,37 @@ fn crd_wake(present: bool, spec_changed: bool, read_ready: bool) -> CrdWake {
         (true, false, false) => CrdWake::Unsettled,
         (true, false, true) => CrdWake::No,
     }
+}
+
+/// The CSV that `labels` name as their owner.
+fn owner_csv(
+    labels: &BTreeMap<String, String>,
+) -> Vec<ObjectRef<DeserializeGuard<ClusterServiceVersion>>> {
+    match (labels.get(OWNER_LABEL), labels.get(OWNER_NAMESPACE_LABEL)) {
+        (Some(name), Some(ns)) => vec![ObjectRef::new(name).within(ns)],
+        _ => vec![],
+    }
+}
+
+/// The ServiceAccounts OLM made for CSVs, their metadata only.
+fn watch_service_accounts(
+    api: Api<PartialObjectMeta<ServiceAccount>>,
+) -> (
+    Store<PartialObjectMeta<ServiceAccount>>,
+    impl futures::Stream<Item = Result<PartialObjectMeta<ServiceAccount>, watcher::Error>>
+    + Send
+    + 'static,
+) {
+    let (store, writer) = reflector::store();
+    let config = watcher::Config::default()
+        .any_semantic()
+        .labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion"));
+    let accounts = watcher(api, config)
+        .modify(|a: &mut PartialObjectMeta<ServiceAccount>| a.metadata.managed_fields = None);
+    let changes = reflector::reflector(writer, accounts)
+        .default_backoff()
+        .touched_objects();
+    (store, changes)
 }
 
 /// The Deployments OLM made for CSVs (only this controller reads them).
