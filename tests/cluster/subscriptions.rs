@@ -681,8 +681,14 @@ async fn opm_serve_catalogs_install_too() {
         (s["status"]["installedCSV"] == "reverse-words.v0.4.0").then_some(())
     })
     .await;
-    let plans = get_json(&ns.name, "installplans");
-    assert_eq!(plans["items"][0]["status"]["phase"], "Complete");
+    // The Subscription names its CSV once the plan created it; the plan's last steps may
+    // still be going then.
+    eventually("its one InstallPlan Complete", WAIT, || async {
+        let plans = get_json(&ns.name, "installplans");
+        let items = plans["items"].as_array().cloned().unwrap_or_default();
+        (items.len() == 1 && items[0]["status"]["phase"] == "Complete").then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
