@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: the CSV and OperatorGroup controllers of `olm run`, with CSVs applied by hand
-(no Subscription, no catalog), on a control plane of its own.
+(no Subscription, no catalog), on a control plane of its own; part 3 also side by side with
+upstream OLM v0.46.0's olm operator.
 
 Every part runs on a fresh control plane started here (hack/cluster/up with OLM_AUDIT=1 on
 ports 29443/26790/26800 and state in target/cluster-csvbench; the shared test cluster at
@@ -34,11 +35,32 @@ them) and reports when all CSVs were Succeeded (watch) and when OLM converged: i
 before --quiet s (5) with no write from it. Objects OLM created are the audit log's OLM
 requests answered 201 (a create or an apply that created), per resource; copies are also
 counted by listing. Run once with copied CSVs and once with --disable-copied-csvs, each on its
-own control plane.
+own control plane. All CSVs Succeeded and OLM's last write must come within --scale-timeout s
+(900) of launching kubectl; otherwise the part reports "not converged" with what it reached
+(CSVs Succeeded, copies listed, requests, RSS until then).
+
+Part 3 with --side upstream|both (default ours): the same part on its own control plane with
+upstream OLM v0.46.0's olm operator instead of olm run, as install.py starts it (the binary of
+hack/upstream-olm/build as a local process, `--namespace olm`, upstream's CRDs from its
+module), plus the OLMConfig `cluster` its chart makes (copies off: its
+spec.features.disableCopiedCSVs, upstream's switch for --disable-copied-csvs), made before
+it starts. Its catalog operator is not started: no Subscription, InstallPlan or
+CatalogSource is used and the olm operator waits for nothing of it. Upstream's olm operator
+does not make a hand-applied CSV's RBAC (its InstallPlans do; without it the CSV stays
+Pending), so on this side each CSV's ServiceAccount, Role and RoleBinding are made by the
+bench before the clock, labelled as OLM's (olm.managed, olm.owner*) as a plan would; its
+olm operator then lifts them to ClusterRoles for AllNamespaces itself. Requests and writes
+are counted from the audit log as for ours (every client but the control plane's, kubectl
+and olm-bench), RSS is the olm process's VmRSS and VmHWM, copies are listed; the
+olm_*_total metrics are ours only. With both, ours runs first, then upstream, each mode in
+turn, and the tables show them side by side with upstream/ours. Upstream not converging is
+reported as such; ours not converging fails the run (exit 1) after the report.
 
 Usage: hack/bench/csv.py [--parts 1,2,3] [--runs 10] [--operators 20] [--idle 60] [--startup 20]
-           [--csvs 100] [--namespaces 200] [--copies both|on|off] [--olm PATH] [--json]
-       (needs `cargo build --release --bin olm`, or --olm PATH to a built one)
+           [--csvs 100] [--namespaces 200] [--copies both|on|off] [--side ours|upstream|both]
+           [--scale-timeout 900] [--olm PATH] [--json]
+       (needs `cargo build --release --bin olm`, or --olm PATH to a built one; for the
+        upstream side hack/upstream-olm/build; --side upstream needs --parts 3)
 """
 import argparse, collections, copy, json, os, re, shutil, signal, socket, statistics, subprocess
 import sys, tempfile, threading, time, urllib.request
@@ -97,6 +119,8 @@ def metrics(port):
 
 
 def metric_delta(before, after, name):
+    if before is None or after is None:
+        return None
     keys = set(before.get(name, {})) | set(after.get(name, {}))
     delta = {k: after.get(name, {}).get(k, 0) - before.get(name, {}).get(k, 0) for k in keys}
     return {"total": sum(delta.values()), "by_label": {k: v for k, v in sorted(delta.items()) if v}}
@@ -104,6 +128,10 @@ def metric_delta(before, after, name):
 
 class Bench:
     """One control plane with olm run on it."""
+
+    side = "ours"
+    what = "olm run"  # the OLM process, as the report names it
+    log_name = "olm-run.log"
 
     def __init__(self, args, workdir, label, olm_flags=(), nodes=1):
         self.args, self.label, self.olm_flags, self.nodes = args, label, list(olm_flags), nodes
@@ -140,6 +168,9 @@ class Bench:
         self.api = ib.Api(self.cluster.kubeconfig, self.workdir)
         self.audit = ib.Audit(self.cluster.audit_log)
         self.k("create", "namespace", GLOBAL_NS)
+        self.install_crds()
+
+    def install_crds(self):
         crds = subprocess.run([self.args.olm, "crds"], capture_output=True, text=True, check=True).stdout
         self.k("create", "-f", "-", stdin=crds)
         self.k("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
@@ -190,9 +221,11 @@ class Bench:
     def poke(self):
         self.api.get("/api/v1/namespaces/default")
 
-    def wait_quiet(self, quiet=2.0, timeout=60, writes_only=False):
-        """Until OLM has made no request (or no write) for `quiet` s; returns the time of its last one."""
+    def wait_quiet(self, quiet=2.0, timeout=60, writes_only=False, progress=None):
+        """Until OLM has made no request (or no write) for `quiet` s; returns (the time of its
+        last one, whether that quiet came within `timeout`). progress(): called every 15 s."""
         deadline = time.time() + timeout
+        last_report = time.time()
         while True:
             now = time.time()
             self.audit.catch_up(now, self.poke)
@@ -201,26 +234,71 @@ class Bench:
                 recent = [r for r in recent if r[1] in ib.WRITE_VERBS]
             last = max((r[0] for r in recent), default=None)
             if last is None or last < now - quiet:
-                return last
+                return last, True
             if time.time() > deadline:
                 log(f"{self.label}: warning: OLM still busy after {timeout:g} s; going on")
-                return last
+                return last, False
             self.check_alive()
+            if progress and time.time() - last_report > 15:
+                progress()
+                last_report = time.time()
             time.sleep(max(0.2, last + quiet - time.time()))
 
     def olm_log_problems(self, limit=8):
-        """WARN/ERROR lines of olm run's log (ANSI colours stripped), first few and a count."""
+        """WARN/ERROR lines of the OLM process's log (ANSI colours stripped), first few and a
+        count: ours' tracing levels, and upstream's logrus (level=warning|error|fatal), klog
+        (E…/W… prefixes) and controller-runtime ones."""
         try:
-            text = (self.workdir / "olm-run.log").read_text(errors="replace")
+            text = (self.workdir / self.log_name).read_text(errors="replace")
         except FileNotFoundError:
             return {"count": 0, "lines": []}
         lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln) for ln in text.splitlines()]
-        bad = [ln for ln in lines if re.search(r"\b(WARN|ERROR)\b", ln)]
+        bad = [ln for ln in lines
+               if re.search(r"\b(WARN|ERROR)\b|\blevel=(warning|error|fatal|panic)\b|^[EWF]\d{4} ", ln)]
         return {"count": len(bad), "lines": bad[:limit]}
 
     def teardown(self):
         self.procs.stop_all()
         self.cluster.down()
+
+
+class UpstreamBench(Bench):
+    """One control plane with upstream OLM's olm operator on it, as install.py runs it
+    (hack/upstream-olm/build's binary as a local process, global namespace `olm`, upstream's
+    CRDs), plus the OLMConfig `cluster` upstream's chart creates. Its catalog operator is not
+    started: no Subscription, InstallPlan or CatalogSource is used, and the olm operator
+    waits for nothing of it."""
+
+    side = "upstream"
+    what = f"upstream olm {ib.UPSTREAM_VERSION}"
+    log_name = "olm.log"
+
+    def __init__(self, args, workdir, label, paths, copies, nodes=1):
+        super().__init__(args, workdir, label, (), nodes)
+        self.bin, self.crds = paths
+        self.copies = copies
+        self.olm_pids = {}
+
+    def install_crds(self):
+        ib.Upstream.install_crds(self)
+        # Before OLM starts; disableCopiedCSVs is upstream's --disable-copied-csvs.
+        self.k("create", "-f", "-", stdin=json.dumps({
+            "apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig", "metadata": {"name": "cluster"},
+            "spec": {} if self.copies else {"features": {"disableCopiedCSVs": True}}}))
+
+    def start_olm(self, name="olm"):
+        self.olm_started = time.time()
+        ib.Upstream.start_operators(self, catalog=False)
+        self.olm = next(p for p in self.procs.procs if p.pid == self.olm_pids["olm"])
+        log(f"{self.label}: {self.what} started (pid {self.olm.pid}; copied CSVs "
+            f"{'on' if self.copies else 'off: OLMConfig cluster spec.features.disableCopiedCSVs'})")
+
+    def check_alive(self):
+        for proc in self.procs.procs:
+            self.procs.check(proc)
+
+    def metrics(self):
+        return None  # upstream's /metrics is on a hard-coded :8080; its counters are not ours anyway
 
 
 def csv_create_time(audit, namespace=None, name=None):
@@ -334,7 +412,9 @@ class SourceCsvWatch(threading.Thread):
             self.conn.close()
 
 
-def wait_all_succeeded(bench, watch, keys, timeout, what):
+def wait_all_succeeded(bench, watch, keys, timeout, what, partial=False):
+    """When the last of `keys` was seen Succeeded; after `timeout` s an error, or None when
+    `partial` (the watch then holds what was reached)."""
     deadline = time.time() + timeout
     last_report = time.time()
     while True:
@@ -346,6 +426,9 @@ def wait_all_succeeded(bench, watch, keys, timeout, what):
         bench.check_alive()
         if time.time() > deadline:
             missing = [f"{ns}/{n}" for (ns, n), t in done.items() if not t]
+            if partial:
+                log(f"{bench.label}: {len(missing)} of {len(keys)} CSVs not Succeeded after {timeout:g} s")
+                return None
             with watch.lock:
                 phases = collections.Counter(max(watch.seen.get(k, {"none": 0}).items(), key=lambda x: x[1])[0]
                                              for k in keys if not done[k])
@@ -548,10 +631,50 @@ def all_namespaces_objects(n, shared_crd):
     return crds, csvs
 
 
-def part_3(args, workdir, copies):
-    label = f"all-namespaces-copies-{'on' if copies else 'off'}"
-    flags = [] if copies else ["--disable-copied-csvs"]
-    bench = Bench(args, workdir, label, flags, nodes=1 + (args.csvs + 99) // 100)
+def plan_rbac(csv):
+    """What upstream's InstallPlan would have made for a CSV before its olm operator installs
+    it (its olm operator does not make a CSV's RBAC): the ServiceAccounts of the CSV's
+    permissions, a Role and RoleBinding per permission and a ClusterRole and
+    ClusterRoleBinding per cluster permission, labelled as OLM's: olm.managed (upstream's RBAC
+    informers see only those) and olm.owner* naming the CSV (what its AllNamespaces lift of
+    Roles to same-named ClusterRoles looks for)."""
+    ns, name = csv["metadata"]["namespace"], csv["metadata"]["name"]
+    labels = {"olm.managed": "true", "olm.owner": name, "olm.owner.kind": "ClusterServiceVersion",
+              "olm.owner.namespace": ns}
+    strategy = csv["spec"]["install"]["spec"]
+    items, accounts = [], set()
+    for cluster, perms in ((False, strategy.get("permissions") or []), (True, strategy.get("clusterPermissions") or [])):
+        for i, perm in enumerate(perms):
+            sa = perm["serviceAccountName"]
+            if sa not in accounts:
+                accounts.add(sa)
+                items.append({"apiVersion": "v1", "kind": "ServiceAccount",
+                              "metadata": {"name": sa, "namespace": ns, "labels": labels}})
+            kind = "ClusterRole" if cluster else "Role"
+            meta = {"name": f"{name}-{'cluster-' if cluster else ''}{i}", "labels": labels}
+            if not cluster:
+                meta["namespace"] = ns
+            items.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta,
+                          "rules": perm["rules"]})
+            items.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind + "Binding", "metadata": meta,
+                          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": meta["name"]},
+                          "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})
+    return items
+
+
+def copies_created(audit):
+    """Copied CSVs OLM created so far, from the audit log (OLM's CSV requests answered 201:
+    the CSVs themselves are created by kubectl)."""
+    return sum(1 for r in ib.olm_requests(audit.requests.values()) if r[3] == "clusterserviceversions" and r[6] == 201)
+
+
+def part_3(args, workdir, copies, side="ours", upstream=None):
+    label = f"all-namespaces-copies-{'on' if copies else 'off'}" + ("" if side == "ours" else "-upstream")
+    nodes = 1 + (args.csvs + 99) // 100
+    if side == "ours":
+        bench = Bench(args, workdir, label, [] if copies else ["--disable-copied-csvs"], nodes=nodes)
+    else:
+        bench = UpstreamBench(args, workdir, label, upstream, copies, nodes=nodes)
     try:
         bench.start_cluster()
         crds, csvs = all_namespaces_objects(args.csvs, args.shared_crd)
@@ -566,6 +689,14 @@ def part_3(args, workdir, copies):
         bench.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in op_ns + plain])
         bench.apply([{"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
                       "metadata": {"name": "bench", "namespace": ns}, "spec": {}} for ns in op_ns])
+        if side == "upstream":
+            rbac = [item for csv in csvs for item in plan_rbac(csv)]
+            for i in range(0, len(rbac), 300):
+                bench.apply(rbac[i:i + 300])
+            bench.notes.append(
+                "each CSV's ServiceAccount, Role and RoleBinding were made beforehand by the bench, labelled as "
+                "OLM's, as upstream's InstallPlan would (its olm operator leaves a hand-applied CSV Pending "
+                "without them); its olm operator lifts them to ClusterRoles for AllNamespaces")
         if args.groups_before_olm:
             bench.start_olm()
         wait_groups(bench, op_ns, lambda n: [""], 120)
@@ -580,31 +711,44 @@ def part_3(args, workdir, copies):
         rss_start = bench.rss()
         log(f"{label}: applying {len(csvs)} CSVs ({namespaces_total} namespaces; RSS {rss_start['rss_mib']:.1f} MiB)")
         launched = time.time()
+        deadline = launched + args.scale_timeout  # for all Succeeded and OLM's last write alike
         bench.k("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": csvs}))
         keys = [(c["metadata"]["namespace"], c["metadata"]["name"]) for c in csvs]
-        all_succeeded = wait_all_succeeded(bench, watch, keys, args.scale_timeout, label)
-        log(f"{label}: all {len(keys)} CSVs Succeeded {all_succeeded - launched:.1f} s after launching kubectl; "
-            f"waiting for OLM to stop writing ({args.quiet:g} s)")
-        rss_peak_sample = bench.rss()
-        last_write = bench.wait_quiet(args.quiet, timeout=args.scale_timeout, writes_only=True)
+        all_succeeded = wait_all_succeeded(bench, watch, keys, args.scale_timeout, label, partial=True)
+        rss_peak_sample, last_write, quiet = None, None, False
+        if all_succeeded is not None:
+            log(f"{label}: all {len(keys)} CSVs Succeeded {all_succeeded - launched:.1f} s after launching kubectl; "
+                f"waiting for OLM to stop writing ({args.quiet:g} s)")
+            rss_peak_sample = bench.rss()
+
+            def progress():
+                log(f"{label}: OLM still writing; {copies_created(bench.audit)} copied CSVs created so far")
+            last_write, quiet = bench.wait_quiet(args.quiet, timeout=max(0.0, deadline - time.time()) + args.quiet,
+                                                 writes_only=True, progress=progress)
+            quiet = quiet and (last_write is None or last_write <= deadline)
         watch.close()
         rss_end = bench.rss()
         m1 = bench.metrics()
-        bench.audit.catch_up(time.time(), bench.poke)
+        # Listed before the window ends: when not converged, what is listed was counted too.
+        after = count_objects(bench.api)
+        ended = time.time()
+        bench.audit.catch_up(ended, bench.poke)
         first_create = csv_create_time(bench.audit)
         if first_create is None:
             raise BenchError("no CSV create in the audit log")
-        converged = max(last_write or all_succeeded, all_succeeded)
-        window = bench.audit.window(first_create, converged + 0.001)
+        converged = max(last_write or all_succeeded, all_succeeded) if quiet else None
+        window = bench.audit.window(first_create, (converged or ended) + 0.001)
         summary = ib.summarize(window)
-        after = count_objects(bench.api)
         expected_copies = 0 if not copies else len(csvs) * (namespaces_total - 1)
-        succ_times = sorted(t - first_create for t in watch.succeeded(keys).values())
+        succ_times = sorted(t - first_create for t in watch.succeeded(keys).values() if t)
         res = {
-            "copies": copies, "csvs": len(csvs), "namespaces": namespaces_total, "shared_crd": args.shared_crd,
-            "seconds_all_succeeded": all_succeeded - first_create,
-            "seconds_first_succeeded": succ_times[0], "seconds_median_succeeded": statistics.median(succ_times),
-            "seconds_converged": converged - first_create,
+            "side": side, "copies": copies, "csvs": len(csvs), "namespaces": namespaces_total,
+            "shared_crd": args.shared_crd, "csvs_succeeded": len(succ_times),
+            "seconds_all_succeeded": None if all_succeeded is None else all_succeeded - first_create,
+            "seconds_first_succeeded": succ_times[0] if succ_times else None,
+            "seconds_median_succeeded": statistics.median(succ_times) if succ_times else None,
+            "seconds_converged": None if converged is None else converged - first_create,
+            "not_converged": None,
             "kubectl_apply_seconds": None,
             "rss_before": rss_start, "rss_at_all_succeeded": rss_peak_sample, "rss_converged": rss_end,
             "requests": summary["requests"], "writes": summary["writes"],
@@ -617,12 +761,24 @@ def part_3(args, workdir, copies):
             "reconciles": metric_delta(m0, m1, "olm_reconciles_total"),
             "reconcile_failures": metric_delta(m0, m1, "olm_reconcile_failures_total"),
             "olm_log": bench.olm_log_problems(),
+            "notes": bench.notes,
         }
-        log(f"{label}: converged {res['seconds_converged']:.1f} s after the first create; "
-            f"{res['writes']} writes, RSS {rss_end['rss_mib']:.1f} MiB (peak {rss_end['peak_rss_mib']:.1f})")
+        if converged is None:
+            res["not_converged"] = {
+                "within_seconds": args.scale_timeout,
+                "stage": "CSVs Succeeded" if all_succeeded is None else "OLM's writes",
+                "csvs_succeeded": len(succ_times), "copied_csvs_listed": after.get("copied csvs", 0),
+                "seconds_observed": ended - first_create}
+            log(f"{label}: not converged within {args.scale_timeout:g} s: {len(succ_times)}/{len(csvs)} CSVs "
+                f"Succeeded, {after.get('copied csvs', 0)} of {expected_copies} copied CSVs; {res['writes']} writes "
+                f"so far, RSS {rss_end['rss_mib']:.1f} MiB (peak {rss_end['peak_rss_mib']:.1f})")
+        else:
+            log(f"{label}: converged {res['seconds_converged']:.1f} s after the first create; "
+                f"{res['writes']} writes, RSS {rss_end['rss_mib']:.1f} MiB (peak {rss_end['peak_rss_mib']:.1f})")
         if after.get("copied csvs", 0) != expected_copies:
-            res.setdefault("notes", []).append(
-                f"copied CSVs: {after.get('copied csvs', 0)} listed, {expected_copies} expected")
+            res["notes"].append(f"copied CSVs: {after.get('copied csvs', 0)} listed, {expected_copies} expected")
+        if args.keep_logs:
+            shutil.copy(bench.cluster.audit_log, bench.workdir / "audit.log")
         return res
     finally:
         bench.teardown()
@@ -649,8 +805,10 @@ def table(rows):
 
 
 def report(res, args):
-    olm = res.get("olm_binary")
-    print(f"\nolm run: {olm}")
+    if (res.get("args") or {}).get("side", "ours") != "upstream":
+        print(f"\nolm run: {res.get('olm_binary')}")
+    if res.get("upstream_olm"):
+        print(f"{'' if res.get('all_namespaces') else chr(10)}upstream olm {ib.UPSTREAM_VERSION}: {res['upstream_olm']}")
     p1 = (res.get("own") or {}).get("part1")
     if p1:
         print(f"\n1. CSV applied → Succeeded (reverse-words 0.3.0, OwnNamespace, {len(p1['runs'])} runs)")
@@ -695,46 +853,112 @@ def report(res, args):
             table(rows)
             print(f"   {st['requests']} requests, {st['writes']} writes; by verb: "
                   + ", ".join(f"{v} {n}" for v, n in st["by_verb"].items()))
+    report_part_3(res, args)
     p3 = res.get("all_namespaces") or {}
-    if p3:
-        modes = [m for m in ("on", "off") if m in p3]
-        any3 = p3[modes[0]]
-        print(f"\n3. {any3['csvs']} CSVs in AllNamespaces mode, {any3['namespaces']} namespaces in the cluster"
-              f" ({'one shared CRD' if any3['shared_crd'] else 'one CRD each'})")
-        rows = [["", *(f"copies {m}" for m in modes)]]
-
-        def row(label, fn):
-            rows.append([label, *(fn(p3[m]) for m in modes)])
-        row("all CSVs Succeeded (s after the first create)", lambda r: fmt(r["seconds_all_succeeded"], "s"))
-        row("  first / median CSV Succeeded", lambda r: f"{r['seconds_first_succeeded']:.1f} / {r['seconds_median_succeeded']:.1f} s")
-        row(f"converged (last OLM write, then {args.quiet:g} s without)", lambda r: fmt(r["seconds_converged"], "s"))
-        row("RSS of olm run before the CSVs", lambda r: fmt(r["rss_before"]["rss_mib"], "MiB"))
-        row("RSS at all Succeeded", lambda r: fmt(r["rss_at_all_succeeded"]["rss_mib"], "MiB"))
-        row("RSS converged", lambda r: fmt(r["rss_converged"]["rss_mib"], "MiB"))
-        row("peak RSS (VmHWM)", lambda r: fmt(r["rss_converged"]["peak_rss_mib"], "MiB"))
-        row("OLM requests until converged", lambda r: fmt(r["requests"]))
-        row("  of which writes", lambda r: fmt(r["writes"]))
-        row("status writes (metric)", lambda r: fmt(r["status_writes"]["total"]))
-        row("reconciles (metric)", lambda r: fmt(r["reconciles"]["total"]))
-        row("reconcile failures (metric)", lambda r: fmt(r["reconcile_failures"]["total"]))
-        kinds = sorted({k for m in modes for k in p3[m]["created_by_olm"]})
-        for k in kinds:
-            row(f"created by OLM: {k}", lambda r, k=k: fmt(r["created_by_olm"].get(k, 0)))
-        for k in ("clusterserviceversions", "copied csvs", *OBJECT_KINDS[1:]):
-            row(f"objects added: {k}", lambda r, k=k: fmt(r["objects_delta"].get(k, 0)))
-        row("copied CSVs expected", lambda r: fmt(r["expected_copies"]))
-        table(rows)
-        for m in modes:
-            for note in p3[m].get("notes", []):
-                print(f"   note (copies {m}): {note}")
-            if p3[m]["reconcile_failures"]["by_label"]:
-                print(f"   reconcile failures (copies {m}): " + ", ".join(
-                    f"{k} {v:g}" for k, v in p3[m]["reconcile_failures"]["by_label"].items()))
-    for key, r in [("own-namespace", res.get("own")), *((f"copies {m}", v) for m, v in p3.items())]:
+    up3 = res.get("upstream_all_namespaces") or {}
+    logs = [("own-namespace", res.get("own")), *((f"copies {m}", v) for m, v in p3.items()),
+            *((f"upstream, copies {m}", v) for m, v in up3.items())]
+    for key, r in logs:
         if r and r.get("olm_log", {}).get("count"):
-            print(f"\nolm run log ({key}): {r['olm_log']['count']} WARN/ERROR lines, first ones:")
+            who = "upstream olm" if key.startswith("upstream") else "olm run"
+            print(f"\n{who} log ({key.removeprefix('upstream, ')}): {r['olm_log']['count']} WARN/ERROR lines, first ones:")
             for ln in r["olm_log"]["lines"]:
                 print("   " + ln[:400])
+
+
+def part_3_rows(args, runs):
+    """(label, value of a run, unit, ratio shown) for part 3's table; `runs` are the results
+    it shows (for the kinds of objects created)."""
+    def total(key):
+        return lambda r: (r.get(key) or {}).get("total")
+
+    def writes_per_copy(r):
+        n = (r.get("objects_delta") or {}).get("copied csvs", 0)
+        return r["writes"] / n if n else None
+    rows = [
+        ("CSVs Succeeded", lambda r: r.get("csvs_succeeded", r["csvs"]), "", False),
+        ("all CSVs Succeeded (s after the first create)", lambda r: r["seconds_all_succeeded"], "timed", True),
+        ("  first CSV Succeeded", lambda r: r["seconds_first_succeeded"], "s", True),
+        ("  median CSV Succeeded", lambda r: r["seconds_median_succeeded"], "s", True),
+        (f"converged (last OLM write, then {args.quiet:g} s without)", lambda r: r["seconds_converged"], "timed", True),
+        ("RSS of OLM before the CSVs", lambda r: r["rss_before"]["rss_mib"], "MiB", True),
+        ("RSS at all Succeeded", lambda r: (r["rss_at_all_succeeded"] or {}).get("rss_mib"), "MiB", True),
+        ("RSS converged (or at the timeout)", lambda r: r["rss_converged"]["rss_mib"], "MiB", True),
+        ("peak RSS (VmHWM)", lambda r: r["rss_converged"]["peak_rss_mib"], "MiB", True),
+        ("OLM requests until converged (or the timeout)", lambda r: r["requests"], "", True),
+        ("  of which writes", lambda r: r["writes"], "", True),
+        ("  writes per copied CSV", writes_per_copy, "per", True),
+        ("status writes (metric)", total("status_writes"), "", False),
+        ("reconciles (metric)", total("reconciles"), "", False),
+        ("reconcile failures (metric)", total("reconcile_failures"), "", False),
+    ]
+    for k in sorted({k for r in runs for k in r["created_by_olm"]}):
+        rows.append((f"created by OLM: {k}", lambda r, k=k: r["created_by_olm"].get(k, 0), "", True))
+    for k in ("clusterserviceversions", "copied csvs", *OBJECT_KINDS[1:]):
+        rows.append((f"objects added: {k}", lambda r, k=k: r["objects_delta"].get(k, 0), "", True))
+    rows.append(("copied CSVs expected", lambda r: r["expected_copies"], "", False))
+    return rows
+
+
+def report_part_3(res, args):
+    """Part 3's table: one column per copies mode for one side; with both sides, one table per
+    mode, upstream and ours side by side with upstream/ours."""
+    by_side = {"upstream": res.get("upstream_all_namespaces") or {}, "ours": res.get("all_namespaces") or {}}
+    sides = [s for s in ("upstream", "ours") if by_side[s]]
+    if not sides:
+        return
+    names = {"upstream": f"upstream {ib.UPSTREAM_VERSION}", "ours": "olm-rs"}
+    modes = [m for m in ("on", "off") if any(m in by_side[s] for s in sides)]
+    any3 = next(by_side[s][m] for s in sides for m in modes if m in by_side[s])
+    only = {"upstream": f": upstream OLM {ib.UPSTREAM_VERSION} (olm operator)", "ours": ": olm run"}
+    print(f"\n3. {any3['csvs']} CSVs in AllNamespaces mode, {any3['namespaces']} namespaces in the cluster"
+          f" ({'one shared CRD' if any3['shared_crd'] else 'one CRD each'})" + ("" if len(sides) == 2 else only[sides[0]]))
+
+    def cell(r, fn, unit):
+        if r is None:
+            return "—"
+        v = fn(r)
+        if unit == "timed":  # a time the run did not reach: its timeout
+            nc = r.get("not_converged")
+            return f"> {nc['within_seconds']:g} s" if v is None and nc else fmt(v, "s")
+        return f"{v:.1f}" if unit == "per" and v is not None else fmt(v, unit)
+
+    def ratio(up, ours, fn, unit):
+        a, b = (None if up is None else fn(up)), (None if ours is None else fn(ours))
+        if unit == "timed" and a is None and b and up and up.get("not_converged"):
+            return f"> {up['not_converged']['within_seconds'] / b:.1f}x"
+        return ib.ratio(a, b)
+    if len(sides) == 1:
+        runs = [by_side[sides[0]][m] for m in modes]
+        rows = [["", *(f"copies {m}" for m in modes)]]
+        rows += [[label, *(cell(r, fn, unit) for r in runs)] for label, fn, unit, _ in part_3_rows(args, runs)]
+        table(rows)
+    else:
+        for m in modes:
+            up, ours = by_side["upstream"].get(m), by_side["ours"].get(m)
+            print(f"   copies {m}:")
+            rows = [["", names["upstream"], names["ours"], "upstream/ours"]]
+            for label, fn, unit, show_ratio in part_3_rows(args, [r for r in (up, ours) if r]):
+                rows.append([label, cell(up, fn, unit), cell(ours, fn, unit),
+                             ratio(up, ours, fn, unit) if show_ratio else ""])
+            table(rows)
+    for s in sides:
+        for m in modes:
+            r = by_side[s].get(m)
+            if not r:
+                continue
+            who = f"{names[s]}, copies {m}" if len(sides) == 2 else f"copies {m}"
+            nc = r.get("not_converged")
+            if nc:
+                print(f"   {who}: NOT CONVERGED within {nc['within_seconds']:g} s (waiting for {nc['stage']}): "
+                      f"{nc['csvs_succeeded']}/{r['csvs']} CSVs Succeeded, {nc['copied_csvs_listed']} of "
+                      f"{r['expected_copies']} copied CSVs listed after {nc['seconds_observed']:.0f} s; the figures "
+                      "above are what was reached then")
+            for note in r.get("notes", []):
+                print(f"   note ({who}): {note}")
+            if (r.get("reconcile_failures") or {}).get("by_label"):
+                print(f"   reconcile failures ({who}): " + ", ".join(
+                    f"{k} {v:g}" for k, v in r["reconcile_failures"]["by_label"].items()))
 
 
 # ---------------------------------------------------------------------------- main
@@ -752,12 +976,16 @@ def main():
     ap.add_argument("--csvs", type=int, default=100, help="part 3: AllNamespaces CSVs (default 100)")
     ap.add_argument("--namespaces", type=int, default=200, help="part 3: bench namespaces in all (default 200)")
     ap.add_argument("--copies", choices=["both", "on", "off"], default="both", help="part 3: copied CSVs (default both)")
+    ap.add_argument("--side", choices=["ours", "upstream", "both"], default="ours",
+                    help="part 3: olm run, upstream OLM v0.46.0's olm operator, or both side by side (default ours)")
     ap.add_argument("--shared-crd", action="store_true", help="part 3: all CSVs own the same CRD (default: one each)")
     ap.add_argument("--groups-before-olm", action="store_true",
                     help="part 3: create the namespaces and OperatorGroups before olm run starts (default: after)")
     ap.add_argument("--quiet", type=float, default=5, help="part 3: seconds without an OLM write that mean converged (default 5)")
     ap.add_argument("--timeout", type=float, default=60, help="part 1: seconds an install may take (default 60)")
-    ap.add_argument("--scale-timeout", type=float, default=900, help="parts 2, 3: seconds to wait for all CSVs (default 900)")
+    ap.add_argument("--scale-timeout", type=float, default=900,
+                    help="part 2: seconds to wait for all CSVs; part 3: for all CSVs Succeeded and OLM's last write, "
+                         "else it reports what was reached (default 900)")
     ap.add_argument("--olm", default=str(REPO / "target/release/olm"), help="olm binary (default target/release/olm)")
     ap.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
     ap.add_argument("--keep-logs", action="store_true", help="keep olm run's and the control plane's logs")
@@ -769,9 +997,18 @@ def main():
     parts = {int(p) for p in args.parts.split(",") if p.strip()}
     if not parts <= {1, 2, 3}:
         ap.error("--parts takes 1, 2 and/or 3")
+    if args.side == "upstream" and parts != {3}:
+        ap.error("parts 1 and 2 run olm run only: --side upstream needs --parts 3")
+    sides = ["ours", "upstream"] if args.side == "both" else [args.side]
     args.olm = str(Path(args.olm).resolve())
-    if not os.access(args.olm, os.X_OK):
+    if "ours" in sides and not os.access(args.olm, os.X_OK):
         ap.error(f"no olm binary at {args.olm}: run `cargo build --release --bin olm`, or pass --olm PATH")
+    upstream = None
+    if "upstream" in sides and 3 in parts:
+        try:
+            upstream = ib.upstream_olm_paths()
+        except BenchError as e:
+            ap.error(str(e))
     if not shutil.which("kubectl"):
         ap.error("kubectl is not on PATH")
 
@@ -783,14 +1020,17 @@ def main():
 
     workdir = Path(tempfile.mkdtemp(prefix="olm-bench-csv-"))
     results = {"olm_binary": args.olm, "args": vars(args)}
+    if upstream:
+        results["upstream_olm"] = str(upstream[0] / "olm")
     failure, keep = None, args.keep_logs
     try:
         if parts & {1, 2}:
             results["own"] = parts_1_2(args, workdir, parts)
         if 3 in parts:
-            results["all_namespaces"] = {}
             for mode in (["on", "off"] if args.copies == "both" else [args.copies]):
-                results["all_namespaces"][mode] = part_3(args, workdir, mode == "on")
+                for side in sides:
+                    key = "all_namespaces" if side == "ours" else "upstream_all_namespaces"
+                    results.setdefault(key, {})[mode] = part_3(args, workdir, mode == "on", side, upstream)
     except BenchError as e:
         failure, keep = str(e), True
     except KeyboardInterrupt:
@@ -808,6 +1048,9 @@ def main():
         print(json.dumps(results, indent=2, default=str))
     else:
         report(results, args)
+    ours_open = [m for m, r in (results.get("all_namespaces") or {}).items() if r.get("not_converged")]
+    if ours_open and not failure:  # upstream's not converging is a figure; ours' is a failure
+        failure = f"olm run did not converge within {args.scale_timeout:g} s (copies {', '.join(ours_open)})"
     if failure:
         print(f"\nerror: {failure}", file=sys.stderr)
         sys.exit(1)

@@ -605,20 +605,11 @@ class Upstream(Side):
     label = f"upstream OLM {UPSTREAM_VERSION}"
 
     def prepare(self):
-        out = subprocess.run([REPO / "hack/upstream-olm/build", "--print-path"], capture_output=True, text=True)
-        self.bin = Path(out.stdout.strip().splitlines()[-1])
-        if out.returncode != 0:
-            raise BenchError(f"upstream OLM is not built: run hack/upstream-olm/build (→ {self.bin})")
-        gomodcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()
-        self.crds = Path(gomodcache) / f"{UPSTREAM_MODULE}@{UPSTREAM_VERSION}/deploy/chart/crds"
-        if not self.crds.is_dir():
-            raise BenchError(f"no upstream CRDs at {self.crds} (hack/upstream-olm/build downloads the module)")
+        self.bin, self.crds = upstream_olm_paths()
         self.opm = opm_path()
 
     def start(self):
-        k = self.cluster.kubectl
-        k("create", "-f", self.crds)  # create: apply's last-applied annotation is too big for the CSV CRD
-        k("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        self.install_crds()
         catalog = self.workdir / "catalog"
         removed = catalog_without_images(self.catalog, catalog)
         self.notes.append(f"served with opm serve: a copy of {self.catalog.name}/ without the {removed} bundles' image")
@@ -627,17 +618,31 @@ class Upstream(Side):
                                                 "-t", "/dev/null"], env=without("OLM_CACHE_DIR"))
         wait_port(self.procs, server, port)
         self.server_pid, self.address = server.pid, f"127.0.0.1:{port}"
+        self.start_operators()
+
+    def install_crds(self):
+        k = self.cluster.kubectl
+        k("create", "-f", self.crds)  # create: apply's last-applied annotation is too big for the CSV CRD
+        k("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+
+    def start_operators(self, namespace=GLOBAL_NS, catalog=True):
+        """Upstream's olm and catalog operators with `namespace` as the global catalog
+        namespace, watching every namespace (v0.46.0's olm operator panics at start when
+        --watchedNamespaces leaves any out, operator.go:645; its catalog operator has no such
+        flag). catalog=False: the olm operator alone."""
         env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig))
         env.pop("CI", None)  # upstream's validating round tripper panics on unlabelled objects when CI is set
         # Both bind :8080 (health, metrics; :8443 with TLS), hard-coded; whichever starts second
         # logs "address already in use" and runs on without it (the listener is not fatal).
-        olm = self.procs.spawn("olm", [self.bin / "olm", "--namespace", GLOBAL_NS], env=env, cwd=self.workdir)
-        catalog_op = self.procs.spawn("catalog", [self.bin / "catalog", "--namespace", GLOBAL_NS,
-                                                  "--kubeconfig", self.cluster.kubeconfig], env=env, cwd=self.workdir)
-        self.olm_pids = {"olm": olm.pid, "catalog": catalog_op.pid}
+        olm = self.procs.spawn("olm", [self.bin / "olm", "--namespace", namespace], env=env, cwd=self.workdir)
+        self.olm_pids = {"olm": olm.pid}
+        if catalog:
+            catalog_op = self.procs.spawn("catalog", [self.bin / "catalog", "--namespace", namespace,
+                                                      "--kubeconfig", self.cluster.kubeconfig], env=env, cwd=self.workdir)
+            self.olm_pids["catalog"] = catalog_op.pid
         time.sleep(2)
         self.check_alive()
-        for name in ("olm", "catalog"):
+        for name in self.olm_pids:
             text = (self.workdir / f"{name}.log").read_text(errors="replace")
             if "address already in use" in text:
                 self.notes.append(f"upstream {name}: its metrics/health listener could not bind :8080 "
@@ -654,10 +659,7 @@ class Ours(Side):
             raise BenchError(f"no {self.bin}: run cargo build --release --bin olm")
 
     def start(self):
-        k = self.cluster.kubectl
-        crds = subprocess.run([self.bin, "crds"], capture_output=True, text=True, check=True).stdout
-        k("create", "-f", "-", stdin=crds)
-        k("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        self.install_crds()
         port = free_port()
         server = self.procs.spawn("olm-catalog-serve", [self.bin, "catalog", "serve", self.catalog,
                                                         "--address", "127.0.0.1", "--port", port])
@@ -681,6 +683,26 @@ class Ours(Side):
                 raise BenchError(f"olm run is not ready after 60 s; log: {self.workdir / 'olm-run.log'}")
             time.sleep(0.1)
         self.olm_pids = {"olm run": olm.pid}
+
+    def install_crds(self):
+        k = self.cluster.kubectl
+        crds = subprocess.run([self.bin, "crds"], capture_output=True, text=True, check=True).stdout
+        k("create", "-f", "-", stdin=crds)
+        k("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+
+
+def upstream_olm_paths():
+    """(bin directory, CRD directory) of upstream OLM as hack/upstream-olm/build leaves them:
+    its `olm` and `catalog` binaries, and deploy/chart/crds of the module it downloaded."""
+    out = subprocess.run([REPO / "hack/upstream-olm/build", "--print-path"], capture_output=True, text=True)
+    bin_dir = Path(out.stdout.strip().splitlines()[-1])
+    if out.returncode != 0:
+        raise BenchError(f"upstream OLM is not built: run hack/upstream-olm/build (→ {bin_dir})")
+    gomodcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()
+    crds = Path(gomodcache) / f"{UPSTREAM_MODULE}@{UPSTREAM_VERSION}/deploy/chart/crds"
+    if not crds.is_dir():
+        raise BenchError(f"no upstream CRDs at {crds} (hack/upstream-olm/build downloads the module)")
+    return bin_dir, crds
 
 
 def opm_path():

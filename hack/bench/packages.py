@@ -160,8 +160,9 @@ def wait_listed(ctx, base, ns, count, timeout=600):
     sys.exit(f"fewer than {count} packagemanifests in {ns} after {timeout}s; the CatalogSource says: {status}")
 
 
-def register_upstream(port):
-    """Upstream serves a self-signed certificate: its APIService skips verification."""
+def register_upstream(port, kubectl=kubectl):
+    """Upstream serves a self-signed certificate: its APIService skips verification.
+    `kubectl(*args, stdin=None)` runs kubectl on the cluster meant (default: run.py's)."""
     kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "upstream-packages", "namespace": "default"},
          "spec": {"type": "ExternalName", "externalName": "localhost", "ports": [{"port": port}]}},
