@@ -26,7 +26,7 @@ mod crd_upgrade;
 mod crd_write;
 pub mod unpack;
 
-use crd_write::{CrdBatch, CrdWrite};
+use crd_write::{CrdBatch, CrdWrite, SpecVerdicts};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -116,6 +116,8 @@ pub struct InstallPlanContext {
     referred_bundles: Mutex<Vec<(String, Arc<Vec<Value>>)>>,
     /// Per CRD name, the metadata its steps want written (see [`CrdBatch`]).
     crd_batches: Mutex<HashMap<String, Arc<CrdBatch>>>,
+    /// Per CRD name, the step content it was last found to hold (see [`SpecVerdicts`]).
+    crd_verdicts: SpecVerdicts,
 }
 
 /// How many bundles [`InstallPlanContext::referred_bundles`] keeps.
@@ -705,6 +707,49 @@ async fn apply_step(
             object["metadata"]["ownerReferences"] = Value::Array(owners);
         }
     }
+    let crd_done = |established: bool| match established {
+        false => Applied::Waiting,
+        true if step.status == StepStatus::WaitingForApi => Applied::Done(StepStatus::Created),
+        true => Applied::Done(StepStatus::Present),
+    };
+    // A CRD known to hold this step's content: decided from the shared metadata cache,
+    // without reading the CRD (see `crd_write::SpecVerdicts`).
+    if r.kind == KIND_CRD
+        && let Some(cached) = ctx
+            .shared
+            .informers
+            .cluster
+            .crds
+            .store()
+            .get(&ObjectRef::new(&r.name))
+        && ctx.crd_verdicts.holds(
+            &r.name,
+            cached.metadata.uid.as_deref(),
+            cached.metadata.generation,
+            &object,
+        )
+    {
+        add_alongside(
+            &mut object,
+            cached.metadata.annotations.as_ref(),
+            namespace,
+            step,
+            ctx,
+        );
+        let known = json!({ "metadata": &cached.metadata, "spec": &object["spec"] });
+        match crd_write::decide(&object, &known) {
+            CrdWrite::Nothing => return Ok(crd_done(true)),
+            CrdWrite::Metadata(patch) => {
+                drop((cached, object, known));
+                let batch = ctx.crd_batch(&r.name);
+                return Ok(crd_done(
+                    write_crd_metadata(&batch, &api, &r.name, &patch).await?,
+                ));
+            }
+            // The manifest's own annotations were changed on the CRD: read it and apply.
+            CrdWrite::Apply => {}
+        }
+    }
     // Whether it exists is OLM's own question (a scoped group's account need not be able to
     // read); what is written is written as the account.
     let existing = api_as(&ctx.shared.client)
@@ -712,31 +757,29 @@ async fn apply_step(
         .await
         .map_err(classify)?;
     if r.kind == KIND_CRD {
-        let csvs = ctx.shared.informers.csvs.store();
-        let alongside = alongside::annotations(
+        add_alongside(
+            &mut object,
             existing
                 .as_ref()
                 .and_then(|e| e.metadata.annotations.as_ref()),
             namespace,
-            &step.resolving,
-            |ns, name| csvs.get(&ObjectRef::new(name).within(ns)).is_some(),
+            step,
+            ctx,
         );
-        if !object["metadata"]["annotations"].is_object() {
-            object["metadata"]["annotations"] = json!({});
-        }
-        for (key, value) in alongside {
-            object["metadata"]["annotations"][key] = json!(value);
-        }
     }
     if r.kind == KIND_CRD
         && let Some(found) = &existing
     {
-        let crd_done = |established: bool| match established {
-            false => Applied::Waiting,
-            true if step.status == StepStatus::WaitingForApi => Applied::Done(StepStatus::Created),
-            true => Applied::Done(StepStatus::Present),
-        };
-        match crd_write::decide(&object, &serde_json::to_value(found).unwrap_or_default()) {
+        let decision = crd_write::decide(&object, &serde_json::to_value(found).unwrap_or_default());
+        if decision != CrdWrite::Apply && established(found) {
+            ctx.crd_verdicts.record(
+                &r.name,
+                found.metadata.uid.as_deref(),
+                found.metadata.generation,
+                crd_write::content_digest(&object),
+            );
+        }
+        match decision {
             CrdWrite::Nothing => return Ok(crd_done(established(found))),
             CrdWrite::Metadata(patch) => {
                 // A CRD that many installs share is large, and steps wait for their turn
@@ -750,6 +793,7 @@ async fn apply_step(
             CrdWrite::Apply => check_crd_upgrade(&object, found, ctx).await?,
         }
     }
+    let crd_content = (r.kind == KIND_CRD).then(|| crd_write::content_digest(&object));
     // A CRD's writes take turns with its metadata batch (see `crd_write`).
     let batch = (r.kind == KIND_CRD).then(|| ctx.crd_batch(&r.name));
     let _turn = match &batch {
@@ -785,8 +829,16 @@ async fn apply_step(
         other => other,
     }
     .map_err(classify)?;
-    if r.kind == KIND_CRD && !established(&applied) {
-        return Ok(Applied::Waiting);
+    if r.kind == KIND_CRD {
+        if !established(&applied) {
+            return Ok(Applied::Waiting);
+        }
+        ctx.crd_verdicts.record(
+            &r.name,
+            applied.metadata.uid.as_deref(),
+            applied.metadata.generation,
+            crd_content.unwrap_or_default(),
+        );
     }
     if r.kind == KIND_CSV {
         csv_uids.insert(r.name.clone(), applied.metadata.uid.unwrap_or_default());
@@ -799,6 +851,27 @@ async fn apply_step(
             StepStatus::Created
         },
     ))
+}
+
+/// Puts the CRD's alongside annotations on the step's `object`: those of `existing` for
+/// CSVs that still exist, and the step's own CSV's.
+fn add_alongside(
+    object: &mut Value,
+    existing: Option<&BTreeMap<String, String>>,
+    namespace: &str,
+    step: &Step,
+    ctx: &InstallPlanContext,
+) {
+    let csvs = ctx.shared.informers.csvs.store();
+    let alongside = alongside::annotations(existing, namespace, &step.resolving, |ns, name| {
+        csvs.get(&ObjectRef::new(name).within(ns)).is_some()
+    });
+    if !object["metadata"]["annotations"].is_object() {
+        object["metadata"]["annotations"] = json!({});
+    }
+    for (key, value) in alongside {
+        object["metadata"]["annotations"][key] = json!(value);
+    }
 }
 
 /// Writes `patch` (labels and annotations a CRD lacks) with whatever other steps of the
@@ -1165,6 +1238,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         impersonating: scoped::ScopedClients::default(),
         referred_bundles: Mutex::default(),
         crd_batches: Mutex::default(),
+        crd_verdicts: SpecVerdicts::default(),
     });
     let (plans, plan_changes) = shared.informers.install_plans.subscribe_touched();
     let (_, crd_changes) = shared.informers.cluster.crds.subscribe_touched();
