@@ -736,6 +736,22 @@ async fn gather_requirements(round: &Round<'_>) -> Result<requirements::Found, E
             out.push(crd_state(round, &crds, &description.name).await?);
         }
     }
+    let requires_crds = !descriptions.required.is_empty();
+    if requires_crds && phase::never_installed(csv.status.as_ref()) {
+        let namespace_csvs: Vec<ClusterServiceVersion> = round
+            .ctx
+            .csvs
+            .state()
+            .iter()
+            .filter_map(|g| g.0.as_ref().ok())
+            .filter(|other| {
+                other.metadata.namespace.as_deref() == Some(round.namespace.as_str())
+                    && other.metadata.name.as_deref() != Some(round.name.as_str())
+            })
+            .cloned()
+            .collect();
+        found.providers_pending = requirements::providers_pending(csv, namespace_csvs.iter());
+    }
     for gvk in &csv.spec.native_apis {
         let group_version = if gvk.group.is_empty() {
             gvk.version.clone()
@@ -1247,6 +1263,8 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     // right after the replacement's status write could find the cache a step behind, and
     // leave the old CSV Replacing until something else moved.
     let (_, replacement_changes) = informers.csvs.subscribe_touched();
+    // A CSV waiting for the CSV that provides a CRD it requires goes on when that one moves.
+    let (_, provider_changes) = informers.csvs.subscribe_touched();
     let (related_tx, related_rx) = mpsc::unbounded_channel();
     let (copy_tx, copy_rx) = mpsc::unbounded_channel();
     let ctx = Arc::new(CsvContext {
@@ -1288,7 +1306,8 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         ctx: Arc::clone(&ctx),
         generations: std::sync::Mutex::default(),
     };
-    let (for_groups, for_crds, for_subs, for_replaced, for_conditions) = (
+    let (for_groups, for_crds, for_subs, for_replaced, for_conditions, for_dependents) = (
+        csvs.clone(),
         csvs.clone(),
         csvs.clone(),
         csvs.clone(),
@@ -1314,6 +1333,32 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
             let old = ObjectRef::new(replaces).within(csv.metadata.namespace.as_deref()?);
             // Only a CSV that is there: the first of a chain replaces one long gone.
             for_replaced.get(&old).map(|_| old)
+        })
+        .watches_shared_stream(provider_changes, move |provider| {
+            let Ok(provider) = provider.0.as_ref() else {
+                return Vec::new();
+            };
+            let owned: Vec<&str> = provider
+                .spec
+                .customresourcedefinitions
+                .iter()
+                .flat_map(|c| c.owned.iter().map(|d| d.name.as_str()))
+                .collect();
+            if owned.is_empty() {
+                return Vec::new();
+            }
+            let ns = provider.metadata.namespace.clone();
+            csvs_where(&for_dependents, |csv| {
+                csv.metadata.namespace == ns
+                    && phase::never_installed(csv.status.as_ref())
+                    && csv
+                        .spec
+                        .customresourcedefinitions
+                        .as_ref()
+                        .is_some_and(|c| {
+                            c.required.iter().any(|d| owned.contains(&d.name.as_str()))
+                        })
+            })
         })
         // An owned APIService that becomes Available (or stops being) moves its CSV.
         .watches(

@@ -8,7 +8,7 @@
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
-use crate::api::{ClusterServiceVersion, DependentStatus, RequirementStatus};
+use crate::api::{ClusterServiceVersion, CsvPhase, DependentStatus, RequirementStatus};
 use crate::controllers::kit::parse_kube_version;
 
 pub const PRESENT: &str = "Present";
@@ -40,6 +40,52 @@ pub struct Found {
     /// Per required API service (in spec order): its APIService's uid when it exists and
     /// is Available.
     pub required_api_services: Vec<Option<String>>,
+    /// Required CRDs owned by another CSV of the namespace that has not Succeeded yet, with
+    /// that CSV (looked at only before a CSV's first install: see [`providers_pending`]).
+    pub providers_pending: Vec<(String, String)>,
+}
+
+/// The required CRDs of `csv` that another CSV of its namespace owns and that none of their
+/// owners there has made good yet (Succeeded, or Replacing: it succeeded and a newer one
+/// takes over). A dependency resolved into the same plan as its dependent is then installed
+/// first, as a user reading the plan expects (the dependent's operator finds its
+/// dependency's operator running). `others` are the namespace's other CSVs, not copies.
+pub fn providers_pending<'a>(
+    csv: &ClusterServiceVersion,
+    others: impl Iterator<Item = &'a ClusterServiceVersion> + Clone,
+) -> Vec<(String, String)> {
+    let required = csv
+        .spec
+        .customresourcedefinitions
+        .as_ref()
+        .map(|c| c.required.clone())
+        .unwrap_or_default();
+    let mut pending = Vec::new();
+    for crd in required {
+        let owners: Vec<&ClusterServiceVersion> = others
+            .clone()
+            .filter(|other| {
+                other
+                    .spec
+                    .customresourcedefinitions
+                    .as_ref()
+                    .is_some_and(|c| c.owned.iter().any(|d| d.name == crd.name))
+            })
+            .collect();
+        let made_good = owners.iter().any(|o| {
+            matches!(
+                o.status.as_ref().and_then(|s| s.phase),
+                Some(CsvPhase::Succeeded | CsvPhase::Replacing)
+            )
+        });
+        if let (Some(owner), false) = (owners.first(), made_good) {
+            pending.push((
+                crd.name.clone(),
+                owner.metadata.name.clone().unwrap_or_default(),
+            ));
+        }
+    }
+    pending
 }
 
 pub struct Judged {
@@ -143,6 +189,12 @@ pub fn judge(csv: &ClusterServiceVersion, found: &Found) -> Judged {
         let (status, problem) = crd_status(&description.name, &description.version, state.as_ref());
         statuses.push(status);
         unmet.extend(problem);
+    }
+
+    for (crd, owner) in &found.providers_pending {
+        unmet.push(format!(
+            "CRD {crd} is provided by ClusterServiceVersion {owner}, which has not Succeeded yet"
+        ));
     }
 
     for (gvk, present) in csv.spec.native_apis.iter().zip(found.native.iter()) {
@@ -299,6 +351,55 @@ mod tests {
             }],
         });
         csv
+    }
+
+    #[test]
+    fn a_required_crd_waits_for_the_csv_of_the_namespace_that_owns_it() {
+        let dependent = csv();
+        let provider = |phase: Option<CsvPhase>| {
+            let mut p = ClusterServiceVersion::new("dep.v1", Default::default());
+            p.spec.customresourcedefinitions = Some(CustomResourceDefinitions {
+                owned: vec![CrdDescription {
+                    name: "gadgets.example.com".into(),
+                    version: "v1beta1".into(),
+                    kind: "Gadget".into(),
+                    ..CrdDescription::default()
+                }],
+                required: vec![],
+            });
+            p.status = phase.map(|phase| crate::api::ClusterServiceVersionStatus {
+                phase: Some(phase),
+                ..Default::default()
+            });
+            p
+        };
+        let waiting = vec![("gadgets.example.com".to_string(), "dep.v1".to_string())];
+        for (phase, expected) in [
+            (None, waiting.clone()),
+            (Some(CsvPhase::Installing), waiting.clone()),
+            (Some(CsvPhase::Failed), waiting),
+            (Some(CsvPhase::Succeeded), vec![]),
+            (Some(CsvPhase::Replacing), vec![]),
+        ] {
+            let others = [provider(phase)];
+            assert_eq!(
+                providers_pending(&dependent, others.iter()),
+                expected,
+                "{phase:?}"
+            );
+        }
+        // A CRD no CSV of the namespace owns (made by hand, or a global operator's): no wait.
+        assert!(providers_pending(&dependent, [csv()].iter()).is_empty());
+        let found = Found {
+            providers_pending: providers_pending(&dependent, [provider(None)].iter()),
+            ..Found::default()
+        };
+        assert!(
+            judge(&dependent, &found)
+                .unmet
+                .iter()
+                .any(|m| m.contains("provided by ClusterServiceVersion dep.v1")),
+        );
     }
 
     fn good() -> CrdState {
