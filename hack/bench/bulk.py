@@ -26,7 +26,7 @@ Usage: hack/bench/bulk.py [--side both|ours|upstream] [--namespaces 1,10,100] [-
            [--timeout 600] [--nodes 3] [--json] [--keep-logs]
        (needs hack/upstream-olm/build, hack/opm/build and `cargo build --release --bin olm`)
 """
-import argparse, base64, datetime, json, shutil, signal, sys, tempfile, threading, time
+import argparse, base64, datetime, json, shutil, sys, tempfile, threading, time
 from pathlib import Path
 
 sys.dont_write_bytecode = True
@@ -266,10 +266,7 @@ def main():
     args.namespaces = [int(n) for n in args.namespaces.split(",") if n]
     args.per_namespace = [int(m) for m in args.per_namespace.split(",") if m]
 
-    def on_signal(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    ib.interrupt_on_signals()
     workdir = Path(tempfile.mkdtemp(prefix="olm-bench-bulk-"))
     catalog = workdir / "catalog"
     packages = renamed_copies(ib.REPO / "catalog", catalog, max(args.per_namespace, default=0))

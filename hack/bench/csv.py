@@ -1012,11 +1012,7 @@ def main():
     if not shutil.which("kubectl"):
         ap.error("kubectl is not on PATH")
 
-    def on_signal(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    ib.interrupt_on_signals()
 
     workdir = Path(tempfile.mkdtemp(prefix="olm-bench-csv-"))
     results = {"olm_binary": args.olm, "args": vars(args)}

@@ -1014,11 +1014,7 @@ def main():
     if not args.catalog_repo:
         ap.error("CATALOG_REPO is required")
 
-    def on_signal(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    ib.interrupt_on_signals()
 
     if args.workdir:
         work = Path(args.workdir).resolve()

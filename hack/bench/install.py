@@ -705,6 +705,16 @@ def upstream_olm_paths():
     return bin_dir, crds
 
 
+def interrupt_on_signals():
+    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt, so a bench tears its control
+    planes and processes down however it is stopped (SIGINT even when started ignoring it)."""
+    def on_signal(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+
+
 def opm_path():
     out = subprocess.run([REPO / "hack/opm/build", "--print-path"], capture_output=True, text=True)
     if out.returncode != 0:
@@ -867,11 +877,7 @@ def main():
     if args.runs < 1:
         ap.error("--runs must be at least 1")
 
-    def on_signal(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    interrupt_on_signals()
 
     workdir = Path(tempfile.mkdtemp(prefix="olm-bench-install-"))
     kinds = {"upstream": Upstream, "ours": Ours}

@@ -54,7 +54,7 @@ Usage: hack/bench/rest.py [--side both|ours|upstream] [--packages N|a,b] [--rest
         opm's cache 1.8 GB, olm-registry's 1.0 GB; a first run renders for about 2 min, and
         opm builds its cache cold in about 140 s with a 2 GB peak, on 2 cores)
 """
-import argparse, hashlib, importlib, json, os, shutil, signal, subprocess, sys, tempfile, time, types
+import argparse, hashlib, importlib, json, os, shutil, subprocess, sys, tempfile, time, types
 from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ written next to the scripts imported
@@ -492,11 +492,7 @@ def main():
     if args.packages and args.packages.isdigit() and int(args.packages) < 1:
         ap.error("--packages must be at least 1")
 
-    def on_signal(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    ib.interrupt_on_signals()
 
     workdir = Path(tempfile.mkdtemp(prefix="olm-bench-rest-"))
     kinds = {"upstream": UpstreamRest, "ours": OursRest}

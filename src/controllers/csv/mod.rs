@@ -738,19 +738,15 @@ async fn gather_requirements(round: &Round<'_>) -> Result<requirements::Found, E
     }
     let requires_crds = !descriptions.required.is_empty();
     if requires_crds && phase::never_installed(csv.status.as_ref()) {
-        let namespace_csvs: Vec<ClusterServiceVersion> = round
-            .ctx
-            .csvs
-            .state()
+        let state = round.ctx.csvs.state();
+        let others = state
             .iter()
             .filter_map(|g| g.0.as_ref().ok())
             .filter(|other| {
                 other.metadata.namespace.as_deref() == Some(round.namespace.as_str())
                     && other.metadata.name.as_deref() != Some(round.name.as_str())
-            })
-            .cloned()
-            .collect();
-        found.providers_pending = requirements::providers_pending(csv, namespace_csvs.iter());
+            });
+        found.providers_pending = requirements::providers_pending(csv, others);
     }
     for gvk in &csv.spec.native_apis {
         let group_version = if gvk.group.is_empty() {
@@ -1250,8 +1246,9 @@ fn csvs_where(
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let informers = &shared.informers;
     let (groups, group_changes) = informers.operator_groups.subscribe_touched();
-    let (deployments, deployment_changes) = watch_deployments(kit::scoped_api(&shared));
-    let (service_accounts, account_changes) = watch_service_accounts(kit::scoped_api(&shared));
+    let (deployments, deployment_changes) = watch_owned::<Deployment>(kit::scoped_api(&shared));
+    let (service_accounts, account_changes) =
+        watch_owned::<PartialObjectMeta<ServiceAccount>>(kit::scoped_api(&shared));
     let (namespaces, namespace_changes) = informers.cluster.namespaces.subscribe_touched();
     let (csv_names, changed_copies) = copier::watch_csv_names(shared.client.clone());
     let (subscriptions, subscription_changes) = informers.subscriptions.subscribe_touched();
@@ -1370,13 +1367,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
             watcher::Config::default()
                 .labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion"))
                 .any_semantic(),
-            |service| {
-                let labels = service.labels();
-                match (labels.get(OWNER_LABEL), labels.get(OWNER_NAMESPACE_LABEL)) {
-                    (Some(name), Some(ns)) => vec![ObjectRef::new(name).within(ns)],
-                    _ => vec![],
-                }
-            },
+            |service| owner_csv(service.labels()),
         )
         // An OperatorCondition that changes may release the CSV that replaces its own.
         .watches(
@@ -1487,42 +1478,29 @@ fn owner_csv(
     }
 }
 
-/// The ServiceAccounts OLM made for CSVs, their metadata only.
-fn watch_service_accounts(
-    api: Api<PartialObjectMeta<ServiceAccount>>,
+/// The objects of kind `K` that OLM made for CSVs (labelled as a CSV's), without their
+/// managed fields (a Deployment's are a few KiB, and only this controller reads them).
+fn watch_owned<K>(
+    api: Api<K>,
 ) -> (
-    Store<PartialObjectMeta<ServiceAccount>>,
-    impl futures::Stream<Item = Result<PartialObjectMeta<ServiceAccount>, watcher::Error>>
-    + Send
-    + 'static,
-) {
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
     let (store, writer) = reflector::store();
     let config = watcher::Config::default()
         .any_semantic()
         .labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion"));
-    let accounts = watcher(api, config)
-        .modify(|a: &mut PartialObjectMeta<ServiceAccount>| a.metadata.managed_fields = None);
-    let changes = reflector::reflector(writer, accounts)
-        .default_backoff()
-        .touched_objects();
-    (store, changes)
-}
-
-/// The Deployments OLM made for CSVs (only this controller reads them).
-fn watch_deployments(
-    api: Api<Deployment>,
-) -> (
-    Store<Deployment>,
-    impl futures::Stream<Item = Result<Deployment, watcher::Error>> + Send + 'static,
-) {
-    let (store, writer) = reflector::store();
-    let config = watcher::Config::default()
-        .any_semantic()
-        .labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion"));
-    // Managed fields are never read from this cache (a Deployment's are a few KiB).
-    let deployments =
-        watcher(api, config).modify(|d: &mut Deployment| d.metadata.managed_fields = None);
-    let changes = reflector::reflector(writer, deployments)
+    let objects = watcher(api, config).modify(|o: &mut K| o.meta_mut().managed_fields = None);
+    let changes = reflector::reflector(writer, objects)
         .default_backoff()
         .touched_objects();
     (store, changes)
