@@ -202,13 +202,8 @@ pub struct BundleLookup {
     pub properties: Option<String>,
 }
 
-/// Annotation on which versions before the typed plan listed a plan's bundles (JSON
-/// [`PlannedBundle`]s). Never written any more: a plan that still carries it and has no
-/// status is read once and given upstream's status shape (steps and bundle lookups).
-pub const LEGACY_ANNOTATION_PLANNED_BUNDLES: &str = "olm-rs.dev/bundles";
-
 /// One bundle the resolver chose for a plan: what to install, from where, and why. Lives in
-/// memory between resolution and the plan's status (and in the legacy annotation).
+/// memory between resolution and the plan's status.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct PlannedBundle {
@@ -234,19 +229,6 @@ pub struct PlannedBundle {
 }
 
 impl InstallPlan {
-    /// The bundles of the legacy [`LEGACY_ANNOTATION_PLANNED_BUNDLES`], when the plan has it;
-    /// an error names what is wrong.
-    pub fn legacy_planned_bundles(&self) -> Option<Result<Vec<PlannedBundle>, String>> {
-        let text = self
-            .metadata
-            .annotations
-            .as_ref()?
-            .get(LEGACY_ANNOTATION_PLANNED_BUNDLES)?;
-        Some(serde_json::from_str(text).map_err(|e| {
-            format!("annotation {LEGACY_ANNOTATION_PLANNED_BUNDLES} does not parse: {e}")
-        }))
-    }
-
     pub fn phase(&self) -> InstallPlanPhase {
         self.status.as_ref().map(|s| s.phase).unwrap_or_default()
     }

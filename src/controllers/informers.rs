@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, Weak};
 use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
 use kube::core::{DeserializeGuard, PartialObjectMeta};
@@ -217,9 +218,19 @@ pub struct ClusterInformers {
     pub namespaces: Informer<PartialObjectMeta<Namespace>>,
     pub crds: Informer<PartialObjectMeta<CustomResourceDefinition>>,
     pub operators: Informer<DeserializeGuard<Operator>>,
+    /// RBAC, for what a CSV's accounts already hold (its requirements) and the Roles a CSV
+    /// spreads to its targets.
+    pub rbac: RbacInformers,
     /// Every scope's informers, for the few checks that span the watched namespaces
     /// (OperatorGroups meeting across namespaces).
     scopes: Mutex<Vec<Weak<Informers>>>,
+}
+
+pub struct RbacInformers {
+    pub roles: Informer<Role>,
+    pub role_bindings: Informer<RoleBinding>,
+    pub cluster_roles: Informer<ClusterRole>,
+    pub cluster_role_bindings: Informer<ClusterRoleBinding>,
 }
 
 impl ClusterInformers {
@@ -233,6 +244,16 @@ impl ClusterInformers {
                 config(),
             ),
             operators: Informer::new("Operator", Api::all(client.clone()), config()),
+            rbac: RbacInformers {
+                roles: Informer::new("Role", Api::all(client.clone()), config()),
+                role_bindings: Informer::new("RoleBinding", Api::all(client.clone()), config()),
+                cluster_roles: Informer::new("ClusterRole", Api::all(client.clone()), config()),
+                cluster_role_bindings: Informer::new(
+                    "ClusterRoleBinding",
+                    Api::all(client.clone()),
+                    config(),
+                ),
+            },
             scopes: Mutex::default(),
         }
     }

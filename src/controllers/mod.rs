@@ -3,6 +3,7 @@
 //! own state in its own module and applies under its own field manager (`olm-<controller>`);
 //! they meet through the API objects and the snapshots, never through each other's internals.
 
+pub mod authz;
 pub mod catalogsource;
 pub mod context;
 pub mod csv;

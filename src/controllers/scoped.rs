@@ -28,7 +28,7 @@ pub fn service_account(group: &OperatorGroup) -> Option<&str> {
 
 impl ScopedClients {
     /// A client that acts as `namespace`/`account` (its user and groups, as the API server
-    /// would see the account's own token). `Err` says why none could be built.
+    /// sees the account's own token). `Err` says why none could be built.
     pub async fn acting_as(&self, namespace: &str, account: &str) -> Result<Client, String> {
         let user = format!("system:serviceaccount:{namespace}:{account}");
         if let Some(client) = self.cached(&user) {
@@ -37,12 +37,10 @@ impl ScopedClients {
         let mut config = kube::Config::infer()
             .await
             .map_err(|e| format!("building a client for {user}: {e}"))?;
+        // The API server adds the account's groups itself (`system:serviceaccounts`, its
+        // namespace's, `system:authenticated`), so OLM needs `impersonate` on
+        // serviceaccounts alone, never on groups (which would reach `system:masters`).
         config.auth_info.impersonate = Some(user.clone());
-        config.auth_info.impersonate_groups = Some(vec![
-            "system:serviceaccounts".into(),
-            format!("system:serviceaccounts:{namespace}"),
-            "system:authenticated".into(),
-        ]);
         let client = crate::runtime::warnings::client(config)
             .map_err(|e| format!("building a client for {user}: {e}"))?;
         self.clients

@@ -59,10 +59,41 @@ pub fn apply_crds(package: &str, version: &str) {
     }
 }
 
+/// Applies `value` in `namespace`. A CSV is applied as an admin applies one by hand under
+/// upstream's permission model: its accounts and RBAC first, the objects its InstallPlan
+/// would have made ([`grant_csv_rbac`]); [`apply_csv_alone`] leaves them out.
 pub fn apply_json(namespace: &str, value: &Value) {
+    if value["kind"] == "ClusterServiceVersion" {
+        grant_csv_rbac(namespace, value);
+    }
+    apply_csv_alone(namespace, value);
+}
+
+/// Applies `value` as it is (a CSV without its RBAC: it waits for its requirements).
+pub fn apply_csv_alone(namespace: &str, value: &Value) {
     kubectl(
         &["apply", "-n", namespace, "-f", "-"],
         Some(&serde_json::to_string(value).unwrap()),
+    )
+    .ok();
+}
+
+/// The ServiceAccounts, Roles, ClusterRoles and bindings a plan makes for `csv` in
+/// `namespace`, applied as the admin.
+pub fn grant_csv_rbac(namespace: &str, csv: &Value) {
+    let mut csv = csv.clone();
+    csv["metadata"]["namespace"] = Value::from(namespace);
+    let Ok(csv) = serde_json::from_value::<olm::api::ClusterServiceVersion>(csv) else {
+        return; // A broken CSV (a test of bad input) has no RBAC to grant.
+    };
+    let items = olm::controllers::plan::rbac::objects(&csv, namespace);
+    if items.is_empty() {
+        return;
+    }
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    kubectl(
+        &["apply", "--server-side", "-f", "-"],
+        Some(&list.to_string()),
     )
     .ok();
 }

@@ -39,6 +39,7 @@ mod packagemanifests;
 mod packagemanifests_upstream;
 mod real_csvs;
 mod runtime_hardening;
+mod security;
 mod served_locally;
 mod subscriptions;
 mod webhooks;

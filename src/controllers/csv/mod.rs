@@ -108,7 +108,10 @@ pub struct CsvContext {
     crd_meta: Store<PartialObjectMeta<CustomResourceDefinition>>,
     crd_states: std::sync::Mutex<HashMap<String, (CrdReadAt, requirements::CrdState)>>,
     server_version: OnceCell<String>,
-    /// Clients acting as a scoped OperatorGroup's service account (the CSV's RBAC).
+    /// Roles, ClusterRoles and their bindings (the shared watches): what a CSV's accounts
+    /// hold, and the Roles it spreads to its targets.
+    rbac: RbacStores,
+    /// Clients acting as a scoped OperatorGroup's service account (the whole install).
     scoped: crate::controllers::scoped::ScopedClients,
     /// CSVs to look at again because a related one (replaced or replacing) moved.
     related: mpsc::UnboundedSender<ObjectRef<DeserializeGuard<ClusterServiceVersion>>>,
@@ -176,6 +179,52 @@ impl Round<'_> {
     }
 }
 
+struct RbacStores {
+    roles: Store<Role>,
+    role_bindings: Store<RoleBinding>,
+    cluster_roles: Store<ClusterRole>,
+    cluster_role_bindings: Store<ClusterRoleBinding>,
+}
+
+impl RbacStores {
+    async fn listed(&self) -> bool {
+        use crate::controllers::kit::cache_ready::listed;
+        listed(&self.roles).await
+            && listed(&self.role_bindings).await
+            && listed(&self.cluster_roles).await
+            && listed(&self.cluster_role_bindings).await
+    }
+
+    /// The Roles and RoleBindings of `namespace` that carry the owner labels of CSV `name`
+    /// there (not copies), sorted by name.
+    fn owned(&self, name: &str, namespace: &str) -> (Vec<Arc<Role>>, Vec<Arc<RoleBinding>>) {
+        let owned = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            let labels = meta.labels.as_ref();
+            let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+            meta.namespace.as_deref() == Some(namespace)
+                && label(OWNER_LABEL) == Some(name)
+                && label(OWNER_NAMESPACE_LABEL) == Some(namespace)
+                && label(OWNER_KIND_LABEL) == Some("ClusterServiceVersion")
+                && label(crate::api::COPIED_FROM_LABEL).is_none()
+        };
+        let mut roles: Vec<Arc<Role>> = self
+            .roles
+            .state()
+            .into_iter()
+            .filter(|r| owned(&r.metadata))
+            .collect();
+        let mut bindings: Vec<Arc<RoleBinding>> = self
+            .role_bindings
+            .state()
+            .into_iter()
+            .filter(|b| owned(&b.metadata))
+            .collect();
+        roles.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        bindings.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        (roles, bindings)
+    }
+}
+
 impl CsvContext {
     /// Every cache has been listed once: before that a missing group or Deployment is not
     /// missing, only not yet seen (deciding on it would fail a healthy CSV after a restart).
@@ -186,6 +235,7 @@ impl CsvContext {
             && self.csv_names.listed().await
             && crate::controllers::kit::cache_ready::listed(&self.subscriptions).await
             && crate::controllers::kit::cache_ready::listed(&self.csvs).await
+            && self.rbac.listed().await
     }
 }
 
@@ -225,9 +275,13 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
         // Waiting for an APIService to turn Available is no reason to apply again.
         let serving_drift = gathered.serving.rotating()
             || matches!(gathered.shortfall, Some(serving::Shortfall::Absent(_)));
-        if first || serving_drift || drifted(&round, &gathered.built) {
+        if first
+            || serving_drift
+            || drifted(&round, &gathered.built)
+            || spread_missing(&ctx.rbac, &gathered.spread)
+        {
             let strategy = csv.spec.install.spec.clone().unwrap_or_default();
-            let mut rbac = rbac::plan(&strategy, &gathered.owner, &gathered.targets);
+            let mut rbac = gathered.spread.clone();
             rbac.extend(condition::plan(&gathered.owner, &strategy));
             let applied = install(
                 &round,
@@ -294,7 +348,6 @@ async fn ensure_finalizer(round: &Round<'_>) -> Result<(), Error> {
 
 /// What a round of the phase machine reads, and what the phase step observes of it.
 struct Gathered {
-    targets: Vec<String>,
     owner: deployment::Owner,
     /// The strategy's Deployments as OLM makes them (name, body).
     built: Vec<(String, Value)>,
@@ -305,8 +358,10 @@ struct Gathered {
     serving_plan: serving::ServingPlan,
     /// What the cluster lacks of `serving_plan`.
     shortfall: Option<serving::Shortfall>,
-    /// The group's `serviceAccountName`: the CSV's RBAC is made as that account.
+    /// The group's `serviceAccountName`: the whole install is made as that account.
     scoped_account: Option<String>,
+    /// The CSV's Roles and RoleBindings copied or lifted to its group's other targets.
+    spread: Vec<rbac::Planned>,
 }
 
 /// The gather step: the group, the Deployments to make and their health, the requirements,
@@ -342,7 +397,26 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
     .map_err(round.fail("read_serving_certificates"))?;
     let (built, strategy_problem) =
         build_deployments(csv, &owner, config.as_ref(), &serving.mounts());
-    let serving_plan = serving.plan(csv, &owner, group.as_ref());
+    let mut serving_plan = serving.plan(csv, &owner, group.as_ref());
+    webhooks::unshare(
+        &mut serving_plan.before,
+        &round.namespace,
+        |kind, ns, name| {
+            let labels = match kind {
+                "ClusterRoleBinding" => ctx
+                    .rbac
+                    .cluster_role_bindings
+                    .get(&ObjectRef::new(name))
+                    .map(|b| b.labels().clone()),
+                _ => ctx
+                    .rbac
+                    .role_bindings
+                    .get(&ObjectRef::new(name).within(ns.unwrap_or_default()))
+                    .map(|b| b.labels().clone()),
+            };
+            labels
+        },
+    );
     let shortfall = if serving.deployments.is_empty() {
         None
     } else {
@@ -357,6 +431,29 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
     };
     let found = gather_requirements(round).await?;
     let judged = requirements::judge(csv, &found);
+    let spread = {
+        let (mut roles, bindings) = ctx.rbac.owned(&round.name, &round.namespace);
+        // The serving certificate's own Role stays where its Secret is.
+        roles.retain(|role| {
+            !serving_plan
+                .before
+                .iter()
+                .chain(&serving_plan.after)
+                .any(|p| p.kind == "Role" && role.metadata.name.as_deref() == Some(p.name.as_str()))
+        });
+        let roles: Vec<&Role> = roles.iter().map(AsRef::as_ref).collect();
+        let bindings: Vec<&RoleBinding> = bindings
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|b| {
+                roles
+                    .iter()
+                    .any(|r| r.metadata.name.as_deref() == Some(b.role_ref.name.as_str()))
+                    || b.role_ref.kind == "ClusterRole"
+            })
+            .collect();
+        rbac::plan(&roles, &bindings, &owner, &targets)
+    };
     let related = |name: &str| {
         ctx.csvs
             .get(&ObjectRef::new(name).within(&round.namespace))
@@ -442,7 +539,6 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
         install_check_timeout: ctx.shared.settings.install_check_timeout,
     };
     Ok(Gathered {
-        targets,
         owner,
         built,
         judged,
@@ -454,6 +550,7 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
             .as_ref()
             .and_then(crate::controllers::scoped::service_account)
             .map(str::to_string),
+        spread,
     })
 }
 
@@ -471,6 +568,33 @@ fn drifted(round: &Round<'_>, built: &[(String, Value)]) -> bool {
                     != deployment::spec_hash(body)
         })
     })
+}
+
+/// Whether a copy or lift of the CSV's RBAC is not in the caches (a target namespace came,
+/// or someone deleted one).
+fn spread_missing(stores: &RbacStores, spread: &[rbac::Planned]) -> bool {
+    spread.iter().any(|p| {
+        let (ns, name) = (p.namespace.as_deref(), p.name.as_str());
+        match p.kind {
+            "Role" => !cached(&stores.roles, ns, name),
+            "RoleBinding" => !cached(&stores.role_bindings, ns, name),
+            "ClusterRole" => !cached(&stores.cluster_roles, ns, name),
+            _ => !cached(&stores.cluster_role_bindings, ns, name),
+        }
+    })
+}
+
+fn cached<K>(store: &Store<K>, namespace: Option<&str>, name: &str) -> bool
+where
+    K: kube::runtime::reflector::Lookup<DynamicType = ()> + Clone + 'static,
+{
+    let at = ObjectRef::<K>::new(name);
+    store
+        .get(&match namespace {
+            Some(ns) => at.within(ns),
+            None => at,
+        })
+        .is_some()
 }
 
 /// A replaced CSV whose replacement succeeded goes.
@@ -823,28 +947,72 @@ async fn gather_requirements(round: &Round<'_>) -> Result<requirements::Found, E
     accounts.sort();
     accounts.dedup();
     let sa_api: Api<ServiceAccount> = Api::namespaced(round.client(), &round.namespace);
+    let stores = &round.ctx.rbac;
+    let (roles, role_bindings) = (stores.roles.state(), stores.role_bindings.state());
+    let (cluster_roles, cluster_role_bindings) = (
+        stores.cluster_roles.state(),
+        stores.cluster_role_bindings.state(),
+    );
+    let view = crate::controllers::authz::RbacView {
+        roles: &roles,
+        role_bindings: &role_bindings,
+        cluster_roles: &cluster_roles,
+        cluster_role_bindings: &cluster_role_bindings,
+    };
     for sa in accounts {
         let cached = round
             .ctx
             .service_accounts
             .get(&ObjectRef::new(&sa).within(&round.namespace))
             .map(|m| PartialObjectMeta::clone(&m));
-        let existing = match cached {
-            Some(meta) => Some(meta),
-            None => sa_api
-                .get_metadata_opt(&sa)
-                .await
-                .map_err(round.fail("read_service_account"))?,
-        };
-        let exists = existing.is_some();
-        // Its RBAC is applied together with the ServiceAccount, by the CSV owning it.
-        let granted = existing
-            .as_ref()
-            .is_some_and(|m| m.labels().get(OWNER_LABEL) == Some(&round.name))
-            || (exists && sa == "default");
-        found.service_accounts.push((sa, exists, granted));
+        let exists = sa == "default"
+            || match cached {
+                Some(_) => true,
+                None => sa_api
+                    .get_metadata_opt(&sa)
+                    .await
+                    .map_err(round.fail("read_service_account"))?
+                    .is_some(),
+            };
+        found.service_accounts.push(account_found(
+            &view,
+            &strategy,
+            &round.namespace,
+            sa,
+            exists,
+        ));
     }
     Ok(found)
+}
+
+/// Which of the rules `strategy` declares for `sa` the account holds: namespaced rules in
+/// the CSV's `namespace`, cluster rules cluster-wide (upstream's `permissionStatus`).
+fn account_found(
+    view: &crate::controllers::authz::RbacView<'_>,
+    strategy: &crate::api::StrategyDetailsDeployment,
+    namespace: &str,
+    sa: String,
+    exists: bool,
+) -> requirements::AccountFound {
+    use crate::controllers::authz::{Account, Grants};
+    let account = Account {
+        namespace,
+        name: &sa,
+    };
+    let held = |scope: Option<&str>, list: &[crate::api::StrategyDeploymentPermissions]| {
+        let grants = Grants::of(view, account, scope);
+        requirements::rules_of(list, &sa)
+            .map(|rule| grants.allows(rule))
+            .collect::<Vec<bool>>()
+    };
+    let namespaced = held(Some(namespace), &strategy.permissions);
+    let cluster = held(None, &strategy.cluster_permissions);
+    requirements::AccountFound {
+        name: sa.clone(),
+        exists,
+        namespaced,
+        cluster,
+    }
 }
 
 fn resource_of(kind: &str) -> ApiResource {
@@ -896,14 +1064,9 @@ async fn install(
     scoped_account: Option<&str>,
     sweep: bool,
 ) -> Result<(), String> {
-    let client = round.client();
-    // Objects OLM made from the CSV are the CSV's: take fields over from anyone else.
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    // The serving certificate, its Service and RBAC before the pods that mount it.
-    apply_planned(&client, &params, &serving.before).await?;
-    // A scoped group's installs grant only what its service account may grant (upstream
-    // makes this RBAC in plan steps run as that account).
-    let rbac_client = match scoped_account {
+    // A scoped group's install is written as its account, every object of it (upstream's
+    // attenuated install strategy): the group's admin bounds what its operators get.
+    let client = match scoped_account {
         Some(account) => {
             round
                 .ctx
@@ -911,9 +1074,13 @@ async fn install(
                 .acting_as(&round.namespace, account)
                 .await?
         }
-        None => client.clone(),
+        None => round.client(),
     };
-    apply_planned(&rbac_client, &params, rbac).await?;
+    // Objects OLM made from the CSV are the CSV's: take fields over from anyone else.
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    // The serving certificate, its Service and RBAC before the pods that mount it.
+    apply_planned(&client, &params, &serving.before).await?;
+    apply_planned(&client, &params, rbac).await?;
     futures::future::try_join_all(deployments.iter().map(|(name, body)| {
         let api = dynamic_api(client.clone(), "Deployment", Some(&round.namespace));
         let params = &params;
@@ -983,6 +1150,8 @@ async fn install(
             "APIService",
         ]);
     }
+    // What this CSV made is OLM's to find and remove, whoever it was written as.
+    let client = round.client();
     let listed = futures::future::try_join_all(kinds.iter().map(|&kind| {
         let scope =
             matches!(kind, "Deployment" | "Service" | "Secret").then_some(round.namespace.as_str());
@@ -1011,7 +1180,7 @@ async fn install(
                 .iter()
                 .flatten()
                 .any(|m| m.manager.as_deref() == Some(FIELD_MANAGER));
-            if desired.contains(&key) || !written_by_us {
+            if desired.contains(&key) || !written_by_us || adopted_grant(&object.metadata) {
                 continue;
             }
             let api = dynamic_api(client.clone(), kind, object.metadata.namespace.as_deref());
@@ -1034,6 +1203,17 @@ async fn install(
         }
     }
     Ok(())
+}
+
+/// RBAC of a CSV's permissions that this controller made when it still made it (before
+/// plans did): kept as it stands, the account's grant, until the CSV goes. Its copies and
+/// lifts are this controller's to remove.
+fn adopted_grant(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    let labels = meta.labels.as_ref();
+    let has = |key: &str| labels.is_some_and(|l| l.contains_key(key));
+    has(super::ownership::PERMISSIONS_HASH_LABEL)
+        && !has(crate::api::COPIED_FROM_LABEL)
+        && !has(rbac::LIFTED_LABEL)
 }
 
 /// Applies `planned` all at once: they do not depend on each other (a binding may name a
@@ -1262,6 +1442,14 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let (_, replacement_changes) = informers.csvs.subscribe_touched();
     // A CSV waiting for the CSV that provides a CRD it requires goes on when that one moves.
     let (_, provider_changes) = informers.csvs.subscribe_touched();
+    // RBAC labelled as a CSV's (its plan's steps, its copies) wakes that CSV when it
+    // changes; a grant made otherwise is seen by the unmet-requirements backstop.
+    let rbac_informers = &informers.cluster.rbac;
+    let (roles, role_changes) = rbac_informers.roles.subscribe_touched();
+    let (role_bindings, role_binding_changes) = rbac_informers.role_bindings.subscribe_touched();
+    let (cluster_roles, cluster_role_changes) = rbac_informers.cluster_roles.subscribe_touched();
+    let (cluster_role_bindings, cluster_role_binding_changes) =
+        rbac_informers.cluster_role_bindings.subscribe_touched();
     let (related_tx, related_rx) = mpsc::unbounded_channel();
     let (copy_tx, copy_rx) = mpsc::unbounded_channel();
     let ctx = Arc::new(CsvContext {
@@ -1277,6 +1465,12 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         crd_meta,
         crd_states: std::sync::Mutex::default(),
         server_version: OnceCell::new(),
+        rbac: RbacStores {
+            roles,
+            role_bindings,
+            cluster_roles,
+            cluster_role_bindings,
+        },
         scoped: crate::controllers::scoped::ScopedClients::default(),
         related: related_tx,
         copy_requests: copy_tx,
@@ -1319,6 +1513,10 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         .watches_stream(deployment_changes, |deployment: Deployment| {
             owner_csv(deployment.labels())
         })
+        .watches_shared_stream(role_changes, |o| owner_csv(o.labels()))
+        .watches_shared_stream(role_binding_changes, |o| owner_csv(o.labels()))
+        .watches_shared_stream(cluster_role_changes, |o| owner_csv(o.labels()))
+        .watches_shared_stream(cluster_role_binding_changes, |o| owner_csv(o.labels()))
         // An account of the CSV's that goes (or comes back) is a requirement that changed.
         .watches_stream(
             account_changes,

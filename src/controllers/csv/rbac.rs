@@ -1,27 +1,28 @@
-//! The RBAC a CSV asks for, built (pure) and scoped by its OperatorGroup's target namespaces:
+//! The CSV's namespaced RBAC spread to its OperatorGroup's other target namespaces (pure),
+//! as upstream's `ensureRBACInTargetNamespace`/`ensureSingletonRBAC` do. The RBAC itself is
+//! made by the plan's steps ([`crate::controllers::plan::rbac`]) or by an admin; what is
+//! spread is the Roles and RoleBindings in the operator's namespace that carry the CSV's
+//! owner labels, and only once the CSV's requirements are met there:
 //!
-//! - `permissions[i]` → the ServiceAccount (unless `default`), a Role and RoleBinding
-//!   `<csv>-<sa>-<hash>` in the operator's namespace (owner-referenced to the CSV), the same
-//!   in every other target namespace (Single/MultiNamespace; labelled `olm.copiedFrom`), or a
-//!   same-named ClusterRole and ClusterRoleBinding with get/list/watch on namespaces added
-//!   (AllNamespaces).
-//! - `clusterPermissions[i]` → ClusterRole and ClusterRoleBinding `<csv>-<hash>`.
+//! - Single/MultiNamespace: each again in every other target namespace, labelled
+//!   `olm.copiedFrom`.
+//! - AllNamespaces: a same-named ClusterRole (the Role's rules plus get/list/watch on
+//!   namespaces) and ClusterRoleBinding, labelled [`LIFTED_LABEL`].
 //!
-//! Everything carries the owner labels and `olm.permissions.hash`. Unlike upstream the hash
-//! covers the operator's namespace too: the same CSV installed in two namespaces gets two
-//! sets of cluster-scoped objects instead of fighting over one.
+//! As upstream, whoever may write Roles and CSVs in an AllNamespaces group's namespace may
+//! thereby grant their own namespace's rights cluster-wide: that namespace is the admin's.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding};
 use serde_json::{Value, json};
 
 use super::deployment::Owner;
-use crate::api::{COPIED_FROM_LABEL, StrategyDeploymentPermissions, StrategyDetailsDeployment};
-use crate::controllers::ownership::{PERMISSIONS_HASH_LABEL, name_with_hash, short_hash};
+use crate::api::COPIED_FROM_LABEL;
 
-/// Names are cut to 63 characters (as upstream) so they are valid everywhere.
-const NAME_LIMIT: usize = 63;
+/// Marks a ClusterRole or ClusterRoleBinding lifted from a Role for AllNamespaces, so that
+/// it goes when the group stops being AllNamespaces.
+pub const LIFTED_LABEL: &str = "olm.rbac.lifted";
 
 /// One object to apply: its kind, namespace (None: cluster-scoped), name and body.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,319 +46,192 @@ fn is_all_namespaces(targets: &[String]) -> bool {
     targets.len() == 1 && targets[0].is_empty()
 }
 
-/// The RBAC objects for `strategy`, given the group's target namespaces.
+/// The copies and lifts of the CSV's `roles` and `bindings` (those in its namespace that
+/// carry its owner labels), given the group's targets.
 pub fn plan(
-    strategy: &StrategyDetailsDeployment,
-    owner: &Owner,
-    targets: &[String],
-) -> Vec<Planned> {
-    let mut planned = service_accounts(strategy, owner);
-    for permission in &strategy.permissions {
-        planned.extend(namespaced_permission(permission, owner, targets));
-    }
-    for permission in &strategy.cluster_permissions {
-        let sa = &permission.service_account_name;
-        let hash = permission_hash(owner, permission);
-        let name = name_with_hash(&owner.csv, &hash, NAME_LIMIT);
-        planned.extend(cluster_pair(
-            &name,
-            &hash,
-            permission.rules.clone(),
-            &permission_labels(owner, &hash, false),
-            subject(owner, sa),
-        ));
-    }
-    planned
-}
-
-/// The ServiceAccounts the permissions name (`default` exists already).
-fn service_accounts(strategy: &StrategyDetailsDeployment, owner: &Owner) -> Vec<Planned> {
-    let accounts: BTreeSet<&str> = strategy
-        .permissions
-        .iter()
-        .chain(&strategy.cluster_permissions)
-        .map(|p| p.service_account_name.as_str())
-        .filter(|sa| !sa.is_empty() && *sa != "default")
-        .collect();
-    accounts
-        .into_iter()
-        .map(|sa| Planned {
-            kind: "ServiceAccount",
-            namespace: Some(owner.namespace.clone()),
-            name: sa.into(),
-            body: json!({
-                "apiVersion": "v1",
-                "kind": "ServiceAccount",
-                "metadata": {
-                    "name": sa,
-                    "namespace": owner.namespace,
-                    "labels": owner.labels(),
-                    "ownerReferences": [owner.reference()],
-                },
-            }),
-        })
-        .collect()
-}
-
-/// A stable hash of one permission of the CSV (it names the objects and detects change).
-fn permission_hash(owner: &Owner, permission: &StrategyDeploymentPermissions) -> String {
-    let rules = serde_json::to_vec(&permission.rules).unwrap_or_default();
-    short_hash(&[
-        owner.namespace.as_bytes(),
-        owner.csv.as_bytes(),
-        permission.service_account_name.as_bytes(),
-        &rules,
-    ])
-}
-
-fn subject(owner: &Owner, sa: &str) -> Value {
-    json!([{ "kind": "ServiceAccount", "name": sa, "namespace": owner.namespace }])
-}
-
-fn permission_labels(owner: &Owner, hash: &str, copied: bool) -> BTreeMap<String, String> {
-    let mut labels = owner.labels();
-    labels.insert(PERMISSIONS_HASH_LABEL.into(), hash.into());
-    if copied {
-        labels.insert(COPIED_FROM_LABEL.into(), owner.namespace.clone());
-    }
-    labels
-}
-
-/// A namespaced permission: a Role and RoleBinding in the operator's namespace and in each
-/// target namespace, or (AllNamespaces) a ClusterRole and ClusterRoleBinding.
-fn namespaced_permission(
-    permission: &StrategyDeploymentPermissions,
+    roles: &[&Role],
+    bindings: &[&RoleBinding],
     owner: &Owner,
     targets: &[String],
 ) -> Vec<Planned> {
     let mut planned = Vec::new();
-    let sa = &permission.service_account_name;
-    let hash = permission_hash(owner, permission);
-    let name = name_with_hash(&format!("{}-{sa}", owner.csv), &hash, NAME_LIMIT);
-    let mut namespaces = vec![owner.namespace.clone()];
-    if !is_all_namespaces(targets) {
-        namespaces.extend(targets.iter().filter(|ns| **ns != owner.namespace).cloned());
-    }
-    for namespace in namespaces {
-        let own = namespace == owner.namespace;
-        let mut meta = json!({
-            "name": name,
-            "namespace": namespace,
-            "labels": permission_labels(owner, &hash, !own),
-        });
-        if own {
-            meta["ownerReferences"] = json!([owner.reference()]);
-        }
-        planned.push(Planned {
-            kind: "Role",
-            namespace: Some(namespace.clone()),
-            name: name.clone(),
-            body: json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "Role",
-                "metadata": meta.clone(),
-                "rules": permission.rules,
-            }),
-        });
-        planned.push(Planned {
-            kind: "RoleBinding",
-            namespace: Some(namespace.clone()),
-            name: name.clone(),
-            body: json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": meta,
-                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
-                "subjects": subject(owner, sa),
-            }),
-        });
-    }
     if is_all_namespaces(targets) {
-        let mut rules = permission.rules.clone();
-        rules.push(namespaces_rule());
-        planned.extend(cluster_pair(
-            &name,
-            &hash,
-            rules,
-            &permission_labels(owner, &hash, false),
-            subject(owner, sa),
-        ));
+        let labels = |of: &BTreeMap<String, String>| {
+            let mut labels = of.clone();
+            labels.insert(LIFTED_LABEL.into(), "true".into());
+            labels
+        };
+        for role in roles {
+            let mut rules = role.rules.clone().unwrap_or_default();
+            rules.push(namespaces_rule());
+            let name = role.metadata.name.clone().unwrap_or_default();
+            let labels = labels(&role.metadata.labels.clone().unwrap_or_default());
+            planned.push(cluster_object(
+                "ClusterRole",
+                &name,
+                &labels,
+                json!({ "rules": rules }),
+            ));
+        }
+        for binding in bindings {
+            let name = binding.metadata.name.clone().unwrap_or_default();
+            let labels = labels(&binding.metadata.labels.clone().unwrap_or_default());
+            let body = json!({
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": binding.role_ref.name },
+                "subjects": binding.subjects,
+            });
+            planned.push(cluster_object("ClusterRoleBinding", &name, &labels, body));
+        }
+        return planned;
+    }
+    for namespace in targets.iter().filter(|ns| **ns != owner.namespace) {
+        for role in roles {
+            let body = json!({ "rules": role.rules });
+            planned.push(copy("Role", &role.metadata, namespace, owner, body));
+        }
+        for binding in bindings {
+            let body = json!({ "roleRef": binding.role_ref, "subjects": binding.subjects });
+            planned.push(copy(
+                "RoleBinding",
+                &binding.metadata,
+                namespace,
+                owner,
+                body,
+            ));
+        }
     }
     planned
 }
 
-fn cluster_pair(
+fn copy(
+    kind: &'static str,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    namespace: &str,
+    owner: &Owner,
+    mut body: Value,
+) -> Planned {
+    let name = meta.name.clone().unwrap_or_default();
+    let mut labels = meta.labels.clone().unwrap_or_default();
+    labels.insert(COPIED_FROM_LABEL.into(), owner.namespace.clone());
+    body["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+    body["kind"] = json!(kind);
+    body["metadata"] = json!({ "name": name, "namespace": namespace, "labels": labels });
+    Planned {
+        kind,
+        namespace: Some(namespace.into()),
+        name,
+        body,
+    }
+}
+
+fn cluster_object(
+    kind: &'static str,
     name: &str,
-    hash: &str,
-    rules: Vec<PolicyRule>,
-    labels: &std::collections::BTreeMap<String, String>,
-    subjects: Value,
-) -> [Planned; 2] {
-    let _ = hash;
-    [
-        Planned {
-            kind: "ClusterRole",
-            namespace: None,
-            name: name.into(),
-            body: json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": { "name": name, "labels": labels },
-                "rules": rules,
-            }),
-        },
-        Planned {
-            kind: "ClusterRoleBinding",
-            namespace: None,
-            name: name.into(),
-            body: json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": { "name": name, "labels": labels },
-                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name },
-                "subjects": subjects,
-            }),
-        },
-    ]
+    labels: &BTreeMap<String, String>,
+    mut body: Value,
+) -> Planned {
+    body["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+    body["kind"] = json!(kind);
+    body["metadata"] = json!({ "name": name, "labels": labels });
+    Planned {
+        kind,
+        namespace: None,
+        name: name.into(),
+        body,
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::api::StrategyDeploymentPermissions;
+    use k8s_openapi::api::rbac::v1::{RoleRef, Subject};
 
-    fn rule(resource: &str) -> PolicyRule {
-        PolicyRule {
+    use super::*;
+
+    fn role() -> Role {
+        let mut role = Role::default();
+        role.metadata.name = Some("op.v1-op-sa-x".into());
+        role.metadata.labels = Some([("olm.owner".to_string(), "op.v1".to_string())].into());
+        role.rules = Some(vec![PolicyRule {
             api_groups: Some(vec!["example.com".into()]),
-            resources: Some(vec![resource.into()]),
+            resources: Some(vec!["widgets".into()]),
             verbs: vec!["get".into()],
             ..PolicyRule::default()
+        }]);
+        role
+    }
+
+    fn binding() -> RoleBinding {
+        RoleBinding {
+            metadata: role().metadata,
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "Role".into(),
+                name: "op.v1-op-sa-x".into(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: "op-sa".into(),
+                namespace: Some("op".into()),
+                ..Subject::default()
+            }]),
         }
     }
 
-    fn strategy() -> StrategyDetailsDeployment {
-        StrategyDetailsDeployment {
-            deployments: vec![],
-            permissions: vec![StrategyDeploymentPermissions {
-                service_account_name: "op-sa".into(),
-                rules: vec![rule("widgets")],
-            }],
-            cluster_permissions: vec![StrategyDeploymentPermissions {
-                service_account_name: "op-sa".into(),
-                rules: vec![rule("nodes")],
-            }],
-        }
-    }
-
-    fn owner(namespace: &str) -> Owner {
+    fn owner() -> Owner {
         Owner {
             csv: "op.v1".into(),
-            namespace: namespace.into(),
+            namespace: "op".into(),
             uid: "u".into(),
             ..Owner::default()
         }
     }
 
-    fn summary(planned: &[Planned]) -> Vec<(&'static str, Option<&str>)> {
-        planned
-            .iter()
-            .map(|p| (p.kind, p.namespace.as_deref()))
-            .collect()
+    #[test]
+    fn own_namespace_alone_spreads_nothing() {
+        assert!(plan(&[&role()], &[&binding()], &owner(), &["op".into()]).is_empty());
     }
 
     #[test]
-    fn own_namespace_gets_roles_there_only() {
-        let planned = plan(&strategy(), &owner("op"), &["op".into()]);
-        assert_eq!(
-            summary(&planned),
-            [
-                ("ServiceAccount", Some("op")),
-                ("Role", Some("op")),
-                ("RoleBinding", Some("op")),
-                ("ClusterRole", None),
-                ("ClusterRoleBinding", None),
-            ]
-        );
-        let role = &planned[1];
-        assert!(role.name.starts_with("op.v1-op-sa-"), "{}", role.name);
-        assert!(role.name.len() <= 63);
-        let labels = &role.body["metadata"]["labels"];
-        assert_eq!(labels["olm.owner"], "op.v1");
-        assert_eq!(labels["olm.owner.namespace"], "op");
-        assert_eq!(labels["olm.owner.kind"], "ClusterServiceVersion");
-        assert!(labels["olm.permissions.hash"].is_string());
-        assert_eq!(role.body["metadata"]["ownerReferences"][0]["name"], "op.v1");
-        assert_eq!(planned[2].body["subjects"][0]["namespace"], "op");
-        // Cluster-scoped objects cannot be owned by a namespaced CSV: labels only.
-        assert!(planned[3].body["metadata"]["ownerReferences"].is_null());
-    }
-
-    #[test]
-    fn multi_namespace_copies_roles_into_each_target() {
+    fn multi_namespace_copies_each_role_and_binding_into_each_other_target() {
         let planned = plan(
-            &strategy(),
-            &owner("op"),
+            &[&role()],
+            &[&binding()],
+            &owner(),
             &["a".into(), "b".into(), "op".into()],
         );
-        let roles: Vec<Option<&str>> = planned
+        let placed: Vec<(&str, Option<&str>)> = planned
             .iter()
-            .filter(|p| p.kind == "Role")
-            .map(|p| p.namespace.as_deref())
+            .map(|p| (p.kind, p.namespace.as_deref()))
             .collect();
-        assert_eq!(roles, [Some("op"), Some("a"), Some("b")]);
-        let copied = planned
-            .iter()
-            .find(|p| p.namespace.as_deref() == Some("a"))
-            .unwrap();
-        assert_eq!(copied.body["metadata"]["labels"]["olm.copiedFrom"], "op");
+        assert_eq!(
+            placed,
+            [
+                ("Role", Some("a")),
+                ("RoleBinding", Some("a")),
+                ("Role", Some("b")),
+                ("RoleBinding", Some("b"))
+            ]
+        );
+        assert_eq!(planned[0].name, "op.v1-op-sa-x");
+        assert_eq!(
+            planned[0].body["metadata"]["labels"]["olm.copiedFrom"],
+            "op"
+        );
         // The binding in a target namespace still names the operator's ServiceAccount.
-        let binding = planned
-            .iter()
-            .find(|p| p.kind == "RoleBinding" && p.namespace.as_deref() == Some("b"))
-            .unwrap();
-        assert_eq!(binding.body["subjects"][0]["namespace"], "op");
+        assert_eq!(planned[1].body["subjects"][0]["namespace"], "op");
     }
 
     #[test]
-    fn all_namespaces_lifts_permissions_to_cluster_roles_with_namespace_access() {
-        let planned = plan(&strategy(), &owner("op"), &[String::new()]);
-        let lifted = planned
-            .iter()
-            .find(|p| p.kind == "ClusterRole" && p.name.starts_with("op.v1-op-sa-"))
-            .unwrap();
-        let rules = lifted.body["rules"].as_array().unwrap();
+    fn all_namespaces_lifts_roles_to_same_named_cluster_roles_with_namespace_access() {
+        let planned = plan(&[&role()], &[&binding()], &owner(), &[String::new()]);
+        assert_eq!(planned.len(), 2);
+        assert_eq!(planned[0].name, "op.v1-op-sa-x");
+        let rules = planned[0].body["rules"].as_array().unwrap();
         assert_eq!(rules.len(), 2);
         assert_eq!(rules[1]["resources"][0], "namespaces");
         assert_eq!(rules[1]["verbs"], json!(["get", "list", "watch"]));
-        assert_eq!(
-            planned
-                .iter()
-                .filter(|p| p.kind == "ClusterRoleBinding")
-                .count(),
-            2
-        );
-    }
-
-    #[test]
-    fn names_differ_by_namespace_and_rules_and_skip_the_default_account() {
-        let a = plan(&strategy(), &owner("a"), &["a".into()]);
-        let b = plan(&strategy(), &owner("b"), &["b".into()]);
-        let cluster = |p: &[Planned]| {
-            p.iter()
-                .find(|p| p.kind == "ClusterRole")
-                .unwrap()
-                .name
-                .clone()
-        };
-        assert_ne!(cluster(&a), cluster(&b));
-        assert_eq!(
-            cluster(&a),
-            cluster(&plan(&strategy(), &owner("a"), &["a".into()]))
-        );
-        let mut default = strategy();
-        default.permissions[0].service_account_name = "default".into();
-        default.cluster_permissions.clear();
-        let planned = plan(&default, &owner("a"), &["a".into()]);
-        assert!(planned.iter().all(|p| p.kind != "ServiceAccount"));
+        assert_eq!(planned[0].body["metadata"]["labels"][LIFTED_LABEL], "true");
+        assert_eq!(planned[1].body["roleRef"]["kind"], "ClusterRole");
+        assert_eq!(planned[1].body["subjects"][0]["name"], "op-sa");
     }
 }

@@ -3,8 +3,9 @@
 //! `minKubeVersion`, and the ServiceAccounts with their rules. The result is upstream's
 //! `status.requirementStatus` plus the unmet items, each named for the CSV's message.
 //!
-//! ServiceAccounts are reported but do not block: this controller creates them (and their
-//! RBAC) itself when it installs, so requiring them first would deadlock a hand-applied CSV.
+//! As upstream, a CSV's ServiceAccounts must exist and already hold every rule it declares
+//! (its plan made them, or an admin did): the CSV controller grants nothing, so a CSV
+//! applied by hand waits Pending until someone allowed to grant its rules has.
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
@@ -34,9 +35,9 @@ pub struct Found {
     pub native: Vec<bool>,
     /// The API server's version (`major.minor.patch`, leading `v` allowed).
     pub server_version: Option<String>,
-    /// Per ServiceAccount named in the strategy (sorted): whether it exists, and whether
-    /// the RBAC this controller made for it is in place.
-    pub service_accounts: Vec<(String, bool, bool)>,
+    /// Per ServiceAccount named in the strategy (sorted): whether it exists and which of
+    /// its rules it holds.
+    pub service_accounts: Vec<AccountFound>,
     /// Per required API service (in spec order): its APIService's uid when it exists and
     /// is Available.
     pub required_api_services: Vec<Option<String>>,
@@ -86,6 +87,28 @@ pub fn providers_pending<'a>(
         }
     }
     pending
+}
+
+/// What the round found about one ServiceAccount of the strategy.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AccountFound {
+    pub name: String,
+    pub exists: bool,
+    /// Per rule the strategy's `permissions` declare for this account (in spec order):
+    /// whether the account holds it in the CSV's namespace.
+    pub namespaced: Vec<bool>,
+    /// The same for `clusterPermissions`, held cluster-wide.
+    pub cluster: Vec<bool>,
+}
+
+/// The rules `list` declares for `account`, in spec order.
+pub fn rules_of<'a>(
+    list: &'a [crate::api::StrategyDeploymentPermissions],
+    account: &'a str,
+) -> impl Iterator<Item = &'a PolicyRule> {
+    list.iter()
+        .filter(move |p| p.service_account_name == account)
+        .flat_map(|p| p.rules.iter())
 }
 
 pub struct Judged {
@@ -283,49 +306,72 @@ pub fn judge(csv: &ClusterServiceVersion, found: &Found) -> Judged {
             unmet.push(format!("APIService {name} not available"));
         }
     }
-    for (sa, exists, granted) in &found.service_accounts {
-        let rules = |cluster: bool, list: &[crate::api::StrategyDeploymentPermissions]| {
-            list.iter()
-                .filter(|p| &p.service_account_name == sa)
-                .flat_map(|p| p.rules.iter())
-                .map(|rule: &PolicyRule| DependentStatus {
-                    group: "rbac.authorization.k8s.io".into(),
-                    version: "v1".into(),
-                    kind: "PolicyRule".into(),
-                    status: if *granted {
-                        "Satisfied"
-                    } else {
-                        "NotSatisfied"
-                    }
-                    .into(),
-                    uuid: None,
-                    message: Some(format!(
-                        "{} rule:{}",
-                        if cluster { "cluster" } else { "namespaced" },
-                        serde_json::to_string(rule).unwrap_or_default()
-                    )),
-                })
-                .collect::<Vec<_>>()
-        };
-        let mut dependents = rules(false, &strategy.permissions);
-        dependents.extend(rules(true, &strategy.cluster_permissions));
-        statuses.push(RequirementStatus {
-            group: String::new(),
-            version: "v1".into(),
-            kind: "ServiceAccount".into(),
-            name: sa.clone(),
-            status: if *exists { PRESENT } else { NOT_PRESENT }.into(),
-            message: if *exists {
-                "Service account exists"
-            } else {
-                "Service account is created on install"
-            }
-            .into(),
-            uuid: None,
-            dependents,
-        });
+    for account in &found.service_accounts {
+        let (status, problems) = account_status(&strategy, account);
+        statuses.push(status);
+        unmet.extend(problems);
     }
     Judged { statuses, unmet }
+}
+
+/// Upstream's requirement status of one account (a dependent per rule), and what is unmet.
+fn account_status(
+    strategy: &crate::api::StrategyDetailsDeployment,
+    account: &AccountFound,
+) -> (RequirementStatus, Vec<String>) {
+    let name = &account.name;
+    let mut unmet = Vec::new();
+    let mut dependents = Vec::new();
+    for (scope, list, held) in [
+        ("namespaced", &strategy.permissions, &account.namespaced),
+        ("cluster", &strategy.cluster_permissions, &account.cluster),
+    ] {
+        for (i, rule) in rules_of(list, name).enumerate() {
+            let satisfied = account.exists && held.get(i).copied().unwrap_or(false);
+            let text = crate::controllers::authz::describe(rule);
+            if account.exists && !satisfied {
+                unmet.push(format!(
+                    "ServiceAccount {name} does not hold {scope} rule {text}"
+                ));
+            }
+            dependents.push(DependentStatus {
+                group: "rbac.authorization.k8s.io".into(),
+                version: "v1".into(),
+                kind: "PolicyRule".into(),
+                status: if satisfied {
+                    "Satisfied"
+                } else {
+                    "NotSatisfied"
+                }
+                .into(),
+                uuid: None,
+                message: Some(format!("{scope} rule:{text}")),
+            });
+        }
+    }
+    let (status, message) = if !account.exists {
+        unmet.push(format!("ServiceAccount {name} does not exist"));
+        (NOT_PRESENT, "Service account does not exist")
+    } else if unmet.is_empty() {
+        (PRESENT, "")
+    } else {
+        (
+            PRESENT_NOT_SATISFIED,
+            "Policy rule not satisfied for service account",
+        )
+    };
+    let status = RequirementStatus {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "ServiceAccount".into(),
+        name: name.clone(),
+        status: status.into(),
+        message: message.into(),
+        uuid: None,
+        // Upstream lists no rules for an account that does not exist.
+        dependents: if account.exists { dependents } else { vec![] },
+    };
+    (status, unmet)
 }
 
 #[cfg(test)]
@@ -482,30 +528,105 @@ mod tests {
         );
     }
 
-    #[test]
-    fn service_accounts_are_reported_with_their_rules_but_do_not_block() {
+    fn with_account_rules() -> ClusterServiceVersion {
         let mut csv = csv();
         csv.spec.min_kube_version = None;
         csv.spec.customresourcedefinitions = None;
+        let rule = |resource: &str| PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec![resource.into()]),
+            verbs: vec!["get".into()],
+            ..PolicyRule::default()
+        };
         csv.spec.install.spec = Some(crate::api::StrategyDetailsDeployment {
             permissions: vec![crate::api::StrategyDeploymentPermissions {
                 service_account_name: "sa".into(),
-                rules: vec![PolicyRule {
-                    verbs: vec!["get".into()],
-                    ..PolicyRule::default()
-                }],
+                rules: vec![rule("pods"), rule("secrets")],
+            }],
+            cluster_permissions: vec![crate::api::StrategyDeploymentPermissions {
+                service_account_name: "sa".into(),
+                rules: vec![rule("nodes")],
             }],
             ..Default::default()
         });
+        csv
+    }
+
+    #[test]
+    fn an_account_that_does_not_exist_blocks_with_upstreams_words() {
         let found = Found {
-            service_accounts: vec![("sa".into(), false, false)],
+            service_accounts: vec![AccountFound {
+                name: "sa".into(),
+                ..AccountFound::default()
+            }],
             ..Found::default()
         };
-        let judged = judge(&csv, &found);
-        assert!(judged.unmet.is_empty());
-        assert_eq!(judged.statuses[0].kind, "ServiceAccount");
-        assert_eq!(judged.statuses[0].dependents[0].status, "NotSatisfied");
+        let judged = judge(&with_account_rules(), &found);
+        assert_eq!(judged.unmet, ["ServiceAccount sa does not exist"]);
+        assert_eq!(judged.statuses[0].status, NOT_PRESENT);
+        assert_eq!(judged.statuses[0].message, "Service account does not exist");
+        assert!(judged.statuses[0].dependents.is_empty());
         assert_eq!(parse_kube_version("v1.37.1"), Some((1, 37, 1)));
         assert_eq!(parse_kube_version("1.27"), Some((1, 27, 0)));
+    }
+
+    #[test]
+    fn every_rule_the_account_lacks_is_listed_and_blocks() {
+        let found = Found {
+            service_accounts: vec![AccountFound {
+                name: "sa".into(),
+                exists: true,
+                namespaced: vec![true, false],
+                cluster: vec![false],
+            }],
+            ..Found::default()
+        };
+        let judged = judge(&with_account_rules(), &found);
+        let status = &judged.statuses[0];
+        assert_eq!(status.status, PRESENT_NOT_SATISFIED);
+        let dependents: Vec<(&str, &str)> = status
+            .dependents
+            .iter()
+            .map(|d| (d.status.as_str(), d.message.as_deref().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            dependents,
+            [
+                (
+                    "Satisfied",
+                    r#"namespaced rule:{"verbs":["get"],"apiGroups":[""],"resources":["pods"]}"#
+                ),
+                (
+                    "NotSatisfied",
+                    r#"namespaced rule:{"verbs":["get"],"apiGroups":[""],"resources":["secrets"]}"#
+                ),
+                (
+                    "NotSatisfied",
+                    r#"cluster rule:{"verbs":["get"],"apiGroups":[""],"resources":["nodes"]}"#
+                ),
+            ]
+        );
+        assert_eq!(judged.unmet.len(), 2);
+        assert!(
+            judged.unmet[1].contains("cluster rule"),
+            "{:?}",
+            judged.unmet
+        );
+    }
+
+    #[test]
+    fn an_account_holding_every_rule_is_present() {
+        let found = Found {
+            service_accounts: vec![AccountFound {
+                name: "sa".into(),
+                exists: true,
+                namespaced: vec![true, true],
+                cluster: vec![true],
+            }],
+            ..Found::default()
+        };
+        let judged = judge(&with_account_rules(), &found);
+        assert!(judged.unmet.is_empty());
+        assert_eq!(judged.statuses[0].status, PRESENT);
     }
 }

@@ -258,6 +258,45 @@ fn array<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Vec<Value> {
     slot.as_array_mut().expect("just made an array")
 }
 
+const AUTH_DELEGATOR_SUFFIX: &str = "-system:auth-delegator";
+const AUTH_READER_SUFFIX: &str = "-auth-reader";
+
+/// The two bindings of a served Deployment that live outside its namespace (the
+/// ClusterRoleBinding to `system:auth-delegator`, the RoleBinding in `kube-system`) are
+/// named by upstream after the Service alone, so two namespaces' installs of one operator
+/// would take each other's. Each keeps upstream's name unless an object of that name is
+/// there and is not this namespace's install's (another namespace's, or anyone else's); then
+/// it is named with a hash of the namespace instead, and the other is never overwritten.
+/// `labels_of(kind, namespace, name)`: the labels of the object there, None when absent.
+pub fn unshare(
+    planned: &mut [Planned],
+    namespace: &str,
+    labels_of: impl Fn(&str, Option<&str>, &str) -> Option<BTreeMap<String, String>>,
+) {
+    use crate::controllers::ownership::OWNER_NAMESPACE_LABEL;
+    for object in planned.iter_mut() {
+        let suffix = match (object.kind, object.namespace.as_deref()) {
+            ("ClusterRoleBinding", None) if object.name.ends_with(AUTH_DELEGATOR_SUFFIX) => {
+                AUTH_DELEGATOR_SUFFIX
+            }
+            ("RoleBinding", Some("kube-system")) if object.name.ends_with(AUTH_READER_SUFFIX) => {
+                AUTH_READER_SUFFIX
+            }
+            _ => continue,
+        };
+        let taken = labels_of(object.kind, object.namespace.as_deref(), &object.name).is_some_and(
+            |labels| labels.get(OWNER_NAMESPACE_LABEL).map(String::as_str) != Some(namespace),
+        );
+        if !taken {
+            continue;
+        }
+        let service = object.name.trim_end_matches(suffix);
+        let name = format!("{service}-{}{suffix}", short_hash(&[namespace.as_bytes()]));
+        object.body["metadata"]["name"] = json!(name);
+        object.name = name;
+    }
+}
+
 /// The Service, Secret and RBAC of one served Deployment. `pod_selector` is the
 /// Deployment's `selector.matchLabels`; `account` the pods' ServiceAccount.
 pub fn serving_objects(
@@ -339,11 +378,11 @@ pub fn serving_objects(
         Planned {
             kind: "ClusterRoleBinding",
             namespace: None,
-            name: format!("{service}-system:auth-delegator"),
+            name: format!("{service}{AUTH_DELEGATOR_SUFFIX}"),
             body: json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRoleBinding",
-                "metadata": {"name": format!("{service}-system:auth-delegator"), "labels": labels},
+                "metadata": {"name": format!("{service}{AUTH_DELEGATOR_SUFFIX}"), "labels": labels},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"},
                 "subjects": subject,
             }),
@@ -351,12 +390,12 @@ pub fn serving_objects(
         Planned {
             kind: "RoleBinding",
             namespace: Some("kube-system".into()),
-            name: format!("{service}-auth-reader"),
+            name: format!("{service}{AUTH_READER_SUFFIX}"),
             body: json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "RoleBinding",
                 "metadata": {
-                    "name": format!("{service}-auth-reader"),
+                    "name": format!("{service}{AUTH_READER_SUFFIX}"),
                     "namespace": "kube-system",
                     // The CSV's cleanup finds it by these (upstream's has none, and leaks).
                     "labels": labels,
@@ -569,6 +608,52 @@ pub fn hosts(deployment: &str, namespace: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bindings_outside_the_namespace_keep_upstreams_name_unless_another_install_holds_it() {
+        let planned = || {
+            vec![
+                Planned {
+                    kind: "ClusterRoleBinding",
+                    namespace: None,
+                    name: "op-service-system:auth-delegator".into(),
+                    body: json!({"metadata": {"name": "op-service-system:auth-delegator"}}),
+                },
+                Planned {
+                    kind: "RoleBinding",
+                    namespace: Some("kube-system".into()),
+                    name: "op-service-auth-reader".into(),
+                    body: json!({"metadata": {"name": "op-service-auth-reader"}}),
+                },
+            ]
+        };
+        let owned_by =
+            |ns: &str| BTreeMap::from([("olm.owner.namespace".to_string(), ns.to_string())]);
+        // Absent, or this namespace's own: upstream's names.
+        let mut mine = planned();
+        unshare(&mut mine, "a", |_, _, _| Some(owned_by("a")));
+        assert_eq!(mine, planned());
+        let mut free = planned();
+        unshare(&mut free, "a", |_, _, _| None);
+        assert_eq!(free, planned());
+        // Another namespace's, or unlabelled: a name of this namespace's own.
+        for holder in [Some(owned_by("b")), Some(BTreeMap::new())] {
+            let mut taken = planned();
+            unshare(&mut taken, "a", |_, _, _| holder.clone());
+            assert_ne!(taken[0].name, planned()[0].name);
+            assert!(
+                taken[0].name.starts_with("op-service-"),
+                "{}",
+                taken[0].name
+            );
+            assert!(taken[0].name.ends_with("-system:auth-delegator"));
+            assert!(taken[1].name.ends_with("-auth-reader"));
+            assert_eq!(taken[0].body["metadata"]["name"], taken[0].name);
+            let mut again = planned();
+            unshare(&mut again, "a", |_, _, _| holder.clone());
+            assert_eq!(again, taken, "stable from round to round");
+        }
+    }
 
     fn csv(webhooks: Value, modes: &[(&str, bool)]) -> ClusterServiceVersion {
         let modes: Vec<Value> = modes

@@ -2,9 +2,8 @@
 //! (`status.plan`, see [`crate::controllers::plan`]), whoever wrote them: the Subscription
 //! controller when it resolved the plan, or a client writing steps with inline manifests.
 //!
-//! - No status yet: left alone (its creator has not filled it in), except a plan of an
-//!   earlier version that lists its bundles in an annotation, planned once and given the
-//!   typed status.
+//! - No status yet: left alone (its creator has not filled it in), as upstream.
+//! - Steps only of upstream's supported kinds ([`admit`]), checked before any runs.
 //! - `bundleLookups`: bundles the catalog has no inline objects for, pulled from their
 //!   bundle image in-process ([`unpack`]) and turned into steps; while a pull fails the
 //!   lookup names image and cause, and the plan fails (BundleLookupFailed) after the unpack
@@ -21,11 +20,13 @@
 //! Everything is idempotent and recorded on the object, so a restart at any point continues
 //! where the last process stopped.
 
+mod admit;
 mod alongside;
 mod crd_upgrade;
 mod crd_write;
 pub mod unpack;
 
+use admit::step_gvk;
 use crd_write::{CrdBatch, CrdWrite, SpecVerdicts};
 
 use std::collections::{BTreeMap, HashMap};
@@ -52,7 +53,7 @@ use super::kit::{
 };
 use super::scoped;
 use crate::api::{
-    Approval, ClusterServiceVersion, InstallPlan, InstallPlanCondition, InstallPlanPhase,
+    ClusterServiceVersion, InstallPlan, InstallPlanCondition, InstallPlanPhase,
     InstallPlanReason as Reason, InstallPlanStatus, OperatorGroup, PlannedBundle, Step, StepStatus,
 };
 use crate::controllers::host::Shutdown;
@@ -219,11 +220,10 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
     let status = plan.status.clone().unwrap_or_default();
     match status.phase {
         InstallPlanPhase::Complete | InstallPlanPhase::Failed => Ok(Action::await_change()),
-        _ if plan.status_is_empty() => match plan.legacy_planned_bundles() {
-            Some(bundles) => migrate_legacy(plan, bundles, ctx).await,
-            // Not filled in yet by whoever created it: left alone, as upstream does.
-            None => Ok(Action::await_change()),
-        },
+        // Not filled in yet by whoever created it: left alone, as upstream does. (Plans of
+        // versions before the typed status listed their bundles in an annotation; anyone
+        // allowed to create a plan could name any catalog there, so it is no longer read.)
+        _ if plan.status_is_empty() => Ok(Action::await_change()),
         _ if !status.bundle_lookups.is_empty() => unpack_lookups(plan, status, ctx).await,
         InstallPlanPhase::RequiresApproval => {
             if plan.spec.approved {
@@ -251,36 +251,6 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
 fn condition(type_: &str, status: ConditionStatus) -> InstallPlanCondition {
     let now = Time(now());
     Cond::without_reason(type_, status).into_install_plan(now.clone(), now)
-}
-
-/// A plan written by a version before the typed plan (bundles in an annotation, no status):
-/// planned now as the Subscription controller plans a new one.
-async fn migrate_legacy(
-    plan: &InstallPlan,
-    bundles: Result<Vec<PlannedBundle>, String>,
-    ctx: &InstallPlanContext,
-) -> Result<Action, Error> {
-    let bundles = match bundles {
-        Ok(bundles) => bundles,
-        Err(message) => {
-            let status = InstallPlanStatus::default();
-            return fail(plan, status, Reason::InvalidInstallPlan, message, ctx).await;
-        }
-    };
-    let namespace = plan.namespace().unwrap_or_default();
-    let gathered = plan::gather(bundles, &ctx.shared)
-        .await
-        .map_err(|e| Error::Other {
-            namespace: namespace.clone(),
-            name: plan.name_any(),
-            message: e.to_string(),
-        })?;
-    let waits = plan.spec.approval == Approval::Manual && !plan.spec.approved;
-    let status = plan::initial_status(&namespace, gathered, waits, now());
-    let written = write_status(plan, &status, ctx).await?;
-    plan::announce(&written, &ctx.shared);
-    tracing::info!(plan = %plan.name_any(), %namespace, "InstallPlan of an earlier version given its typed status");
-    Ok(Action::await_change())
 }
 
 /// Pulls the images of the plan's bundle lookups; each that arrives becomes steps, each that
@@ -441,6 +411,11 @@ async fn execute(
             name: plan.name_any(),
             message,
         })?;
+    if let Err(refused) = admit::admit(&status.plan) {
+        status.plan[refused.index()].status = StepStatus::UnsupportedResource;
+        let message = refused.to_string();
+        return fail(plan, status, Reason::InstallComponentFailed, message, ctx).await;
+    }
     let before = status.clone();
     // Whatever was said while the namespace had no single group no longer holds.
     status
@@ -661,6 +636,14 @@ async fn apply_step(
         })?;
     }
     let gvk = step_gvk(r, &object);
+    if !admit::supported(&gvk) {
+        return Err(StepError::Refused(format!(
+            "step {} {}: {} is not a kind an InstallPlan may create (UnsupportedResource)",
+            r.kind,
+            r.name,
+            gvk.api_version()
+        )));
+    }
     object["apiVersion"] = json!(gvk.api_version());
     object["kind"] = json!(gvk.kind);
     let Some((resource, caps)) = discover(&gvk, &ctx.shared.client, ctx)
@@ -978,49 +961,6 @@ async fn create(
     };
     let object: DynamicObject = serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
     api.create(&params, &object).await
-}
-
-/// What a step creates: the manifest's own apiVersion and kind when it has them (clients
-/// write steps with whatever version string), else the step's resource fields. The kinds
-/// upstream's executor knows by name are found by name, as there: a manifest whose
-/// apiVersion is not of the kind's group (upstream's own tests write CRDs as `v1`) gets the
-/// kind's version. A CSV is always `operators.coreos.com/v1alpha1`, the only version there
-/// is: published bundles write `v1alpha1`, `operators.coreos.com/v1` and others, which
-/// upstream's typed decoding never notices.
-fn step_gvk(r: &crate::api::StepResource, object: &Value) -> GroupVersionKind {
-    if r.kind == KIND_CSV {
-        return GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", KIND_CSV);
-    }
-    let (group, version, kind) = match (object["apiVersion"].as_str(), object["kind"].as_str()) {
-        (Some(api_version), Some(kind)) if !kind.is_empty() => {
-            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-            (group, version, kind)
-        }
-        _ => (r.group.as_str(), r.version.as_str(), r.kind.as_str()),
-    };
-    match known_kind(kind) {
-        Some((known_group, _)) if known_group == group => {
-            GroupVersionKind::gvk(group, version, kind)
-        }
-        Some((known_group, known_version)) => {
-            GroupVersionKind::gvk(known_group, known_version, kind)
-        }
-        None => GroupVersionKind::gvk(group, version, kind),
-    }
-}
-
-/// The group and version of a kind upstream's executor handles by name.
-fn known_kind(kind: &str) -> Option<(&'static str, &'static str)> {
-    Some(match kind {
-        KIND_CRD => ("apiextensions.k8s.io", "v1"),
-        KIND_SUBSCRIPTION => ("operators.coreos.com", "v1alpha1"),
-        "Secret" | "ConfigMap" | "ServiceAccount" | "Service" => ("", "v1"),
-        "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" => {
-            ("rbac.authorization.k8s.io", "v1")
-        }
-        "APIService" => ("apiregistration.k8s.io", "v1"),
-        _ => return None,
-    })
 }
 
 /// Whether the CRD `name` is Established; None when it does not exist.

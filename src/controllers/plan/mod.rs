@@ -9,6 +9,7 @@
 //! Not a controller: the shared vocabulary of the two that meet at a plan.
 
 pub mod manifests;
+pub mod rbac;
 pub mod steps;
 
 use k8s_openapi::api::core::v1::ObjectReference;

@@ -2,9 +2,8 @@
 //! upstream's order (CSVs, then CRDs, then the rest), with the Subscriptions generated for
 //! dependencies; and which kinds a plan may create.
 //!
-//! Unlike upstream, the RBAC of a CSV's `permissions` and `clusterPermissions` is not a step
-//! here: the CSV controller creates it, scoped by the OperatorGroup's install mode
-//! (`controllers::csv::rbac`), so it exists once.
+//! As upstream, the RBAC of a CSV's `permissions` and `clusterPermissions` is made by steps
+//! of the plan ([`super::rbac`]), never by the CSV controller.
 
 use serde_json::{Value, json};
 
@@ -117,6 +116,7 @@ pub fn build_steps(namespace: &str, bundles: &[BundleManifests]) -> Result<Vec<S
             })
         };
         let mut csv_object = None;
+        let first_of_bundle = rest.len();
         for object in &b.objects {
             let kind = object["kind"].as_str().unwrap_or_default();
             let name = object["metadata"]["name"].as_str().unwrap_or_default();
@@ -151,9 +151,15 @@ pub fn build_steps(namespace: &str, bundles: &[BundleManifests]) -> Result<Vec<S
         };
         let mut csv_object = prepare_csv(csv_object, b);
         csv_object["metadata"]["namespace"] = json!(namespace);
-        serde_json::from_value::<ClusterServiceVersion>(csv_object.clone())
+        let csv = serde_json::from_value::<ClusterServiceVersion>(csv_object.clone())
             .map_err(|e| invalid(format!("the ClusterServiceVersion does not parse: {e}")))?;
         csvs.push(step(csv_object)?);
+        // The CSV's RBAC first among the bundle's other objects.
+        let rbac = super::rbac::objects(&csv, namespace)
+            .into_iter()
+            .map(step)
+            .collect::<Result<Vec<_>, _>>()?;
+        rest.splice(first_of_bundle..first_of_bundle, rbac);
         if let Some(name) = &b.bundle.generated_subscription {
             rest.push(generated_subscription_step(name, namespace, &b.bundle));
         }
@@ -191,6 +197,15 @@ pub fn refer_when_too_large(steps: &mut [Step], bundles: &[BundleManifests]) {
         let Some(bundle) = bundles.iter().find(|b| b.bundle.name == step.resolving) else {
             continue;
         };
+        // Only what the catalog can hand back (not the RBAC the plan derived).
+        let r = &step.resource;
+        if !bundle
+            .objects
+            .iter()
+            .any(|o| o["kind"] == r.kind.as_str() && o["metadata"]["name"] == r.name.as_str())
+        {
+            continue;
+        }
         let b = &bundle.bundle;
         step.resource.manifest = Some(
             json!({ BUNDLE_REFERENCE: {

@@ -1,0 +1,436 @@
+//! The attack suite: a tenant who may create only a few kinds in their own namespace tries
+//! to make OLM act for them beyond that (issue 40's rows), impersonated with
+//! `kubectl --as=system:serviceaccount:<ns>:alice`. Each probe must be refused with a clear
+//! message and leave nothing behind: no RBAC, no object outside the tenant's namespace.
+//! The README's "Security model" table lists the probes beside upstream OLM's behaviour.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::csv_lifecycle::{apply_crds, csv_json, get, grant_csv_rbac, wait_for_phase};
+use super::harness::{TestNamespace, client, eventually, install_crds, kubectl, repo_root};
+use super::processes::OlmRun;
+
+const WAIT: Duration = Duration::from_secs(90);
+const TENANT: &str = "alice";
+
+/// A namespace with OLM watching it, an OperatorGroup (naming `account` when given) and the
+/// tenant `alice`, who may create and read CSVs, InstallPlans and CatalogSources there and
+/// nothing else (as the issue's trial had it).
+struct Tenancy {
+    ns: TestNamespace,
+    _olm: OlmRun,
+}
+
+impl Tenancy {
+    async fn new(test: &str, account: Option<&str>) -> Tenancy {
+        install_crds();
+        let ns = TestNamespace::create(&client().await, test).await;
+        let olm = OlmRun::start(&ns.name, &["--leader-elect=false"]);
+        let mut group = json!({
+            "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+            "metadata": {"name": "og", "namespace": ns.name},
+            "spec": {"targetNamespaces": [ns.name]},
+        });
+        if let Some(account) = account {
+            group["spec"]["serviceAccountName"] = json!(account);
+        }
+        admin_apply(&group);
+        let verbs = json!(["create", "get", "list", "watch", "update", "patch"]);
+        grant(
+            &ns.name,
+            TENANT,
+            &json!([{"apiGroups": ["operators.coreos.com"],
+                     "resources": ["clusterserviceversions", "installplans", "catalogsources"],
+                     "verbs": verbs}]),
+        );
+        Tenancy { ns, _olm: olm }
+    }
+
+    fn name(&self) -> &str {
+        &self.ns.name
+    }
+
+    /// `kubectl` as the tenant.
+    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> super::harness::Kubectl {
+        let user = format!("--as=system:serviceaccount:{}:{TENANT}", self.name());
+        let mut all = vec![user.as_str()];
+        all.extend_from_slice(args);
+        kubectl(&all, stdin)
+    }
+}
+
+fn admin_apply(object: &Value) {
+    kubectl(&["apply", "-f", "-"], Some(&object.to_string())).ok();
+}
+
+/// A ServiceAccount `name` in `namespace` with a Role of `rules` there, bound to it.
+fn grant(namespace: &str, name: &str, rules: &Value) {
+    let meta = json!({"name": name, "namespace": namespace});
+    let items = json!([
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
+    ]);
+    admin_apply(&json!({"apiVersion": "v1", "kind": "List", "items": items}));
+}
+
+fn can_i(verb: &str, resource: &str, namespace: &str, user: &str) -> bool {
+    let out = kubectl(
+        &[
+            "auth",
+            "can-i",
+            verb,
+            resource,
+            "-n",
+            namespace,
+            &format!("--as={user}"),
+        ],
+        None,
+    );
+    out.stdout().trim() == "yes"
+}
+
+/// Names of the objects of `kind` (cluster-wide) labelled `selector`.
+fn labelled(kind: &str, selector: &str) -> Vec<String> {
+    let out = kubectl(&["get", kind, "-A", "-l", selector, "-o", "name"], None).ok();
+    out.stdout().lines().map(str::to_string).collect()
+}
+
+/// The issue's CSV: every right, cluster-wide, for an account its writer names, and a
+/// Deployment that would run as it.
+fn pwn_csv(namespace: &str) -> Value {
+    json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "pwn.v0.0.1", "namespace": namespace},
+        "spec": {
+            "displayName": "pwn",
+            "installModes": [{"type": "OwnNamespace", "supported": true}],
+            "install": {"strategy": "deployment", "spec": {
+                "deployments": [{"name": "pwn", "spec": {
+                    "selector": {"matchLabels": {"app": "pwn"}},
+                    "template": {"metadata": {"labels": {"app": "pwn"}},
+                                 "spec": {"serviceAccountName": "pwn",
+                                          "containers": [{"name": "pwn", "image": "example.com/pwn:1"}]}}}}],
+                "permissions": [{"serviceAccountName": "pwn",
+                                 "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}],
+                "clusterPermissions": [{"serviceAccountName": "pwn",
+                                        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}],
+            }},
+        },
+    })
+}
+
+/// Row 1: a CSV alone grants nothing. It waits Pending (RequirementsNotMet), lists what its
+/// account lacks in upstream's shape, and OLM makes no account, RBAC or Deployment for it.
+#[tokio::test]
+async fn a_csv_alone_grants_nothing_and_waits_for_its_accounts_rules() {
+    let t = Tenancy::new("sec-csv-alone", None).await;
+    t.kubectl(&["apply", "-f", "-"], Some(&pwn_csv(t.name()).to_string()))
+        .ok();
+    let csv = wait_for_phase(
+        t.name(),
+        "pwn.v0.0.1",
+        "Pending",
+        Some("RequirementsNotMet"),
+    )
+    .await;
+    let account = |csv: &Value| {
+        csv["status"]["requirementStatus"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["kind"] == "ServiceAccount" && r["name"] == "pwn")
+            .cloned()
+    };
+    assert_eq!(account(&csv).unwrap()["status"], "NotPresent", "{csv:#}");
+
+    // An account that exists but holds nothing: every rule listed as NotSatisfied.
+    admin_apply(&json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                        "metadata": {"name": "pwn", "namespace": t.name()}}));
+    let status = eventually("the account's rules listed as unmet", WAIT, || async {
+        let status = account(&get(t.name(), "csv/pwn.v0.0.1")?)?;
+        (status["status"] == "PresentNotSatisfied").then_some(status)
+    })
+    .await;
+    let dependents: Vec<(&str, &str)> = status["dependents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["status"].as_str().unwrap(),
+                d["message"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        dependents,
+        [
+            (
+                "NotSatisfied",
+                r#"namespaced rule:{"verbs":["get"],"apiGroups":[""],"resources":["secrets"]}"#
+            ),
+            (
+                "NotSatisfied",
+                r#"cluster rule:{"verbs":["*"],"apiGroups":["*"],"resources":["*"]}"#
+            ),
+        ]
+    );
+    let csv = get(t.name(), "csv/pwn.v0.0.1").unwrap();
+    assert_eq!(csv["status"]["phase"], "Pending", "{csv:#}");
+    assert!(
+        csv["status"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("ServiceAccount pwn does not hold cluster rule"),
+        "{:#}",
+        csv["status"]
+    );
+    let user = format!("system:serviceaccount:{}:pwn", t.name());
+    assert!(!can_i("*", "*", t.name(), &user));
+    assert!(!can_i("get", "secrets", t.name(), &user));
+    let owned = format!("olm.owner=pwn.v0.0.1,olm.owner.namespace={}", t.name());
+    assert_eq!(
+        labelled(
+            "clusterroles,clusterrolebindings,roles,rolebindings",
+            &owned
+        ),
+        Vec::<String>::new()
+    );
+    assert!(
+        get(t.name(), "deployment/pwn").is_none(),
+        "no Deployment while Pending"
+    );
+}
+
+/// Row 2: under a group naming a `serviceAccountName`, the whole install is written as that
+/// account. One that may write Deployments, Services, Secrets and RBAC in its namespace only
+/// cannot get OLM to register an APIService (which would route an API group to the tenant's
+/// Service) or to bind `system:auth-delegator` cluster-wide: the CSV reports the API server's
+/// refusal naming the account, and neither object exists.
+#[tokio::test]
+async fn a_scoped_group_writes_the_whole_install_as_its_account() {
+    let t = Tenancy::new("sec-scoped", Some("installer")).await;
+    grant(
+        t.name(),
+        "installer",
+        &json!([{"apiGroups": ["", "apps", "rbac.authorization.k8s.io", "operators.coreos.com"],
+                 "resources": ["*"], "verbs": ["*"]}]),
+    );
+    let _crds = super::harness::operator_crds_lock();
+    apply_crds("reverse-words", "0.3.0");
+    let group = format!("evil{}.example.com", std::process::id());
+    let mut csv = csv_json("reverse-words", "0.3.0");
+    csv["spec"]["apiservicedefinitions"] = json!({"owned": [{
+        "name": "gizmos", "group": group, "version": "v1", "kind": "Gizmo",
+        "displayName": "Gizmo", "deploymentName": "reverse-words-controller-manager",
+        "containerPort": 5443,
+    }]});
+    // The operator's own rules are granted (its requirements are met): what is probed is
+    // what the install writes.
+    grant_csv_rbac(t.name(), &csv);
+    t.kubectl(&["apply", "-f", "-"], Some(&csv.to_string()))
+        .ok();
+    let csv = eventually("the CSV reports the account's refusal", WAIT, || async {
+        let csv = get(t.name(), "csv/reverse-words.v0.3.0")?;
+        let message = csv["status"]["message"].as_str()?.to_string();
+        message.contains("forbidden").then_some(csv)
+    })
+    .await;
+    let message = csv["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("system:serviceaccount:{}:installer", t.name())),
+        "{message}"
+    );
+    let api_service = kubectl(&["get", "apiservice", &format!("v1.{group}")], None);
+    assert!(!api_service.success(), "the APIService was registered");
+    let owned = format!(
+        "olm.owner=reverse-words.v0.3.0,olm.owner.namespace={}",
+        t.name()
+    );
+    assert_eq!(
+        labelled("clusterrolebindings", &owned),
+        Vec::<String>::new()
+    );
+}
+
+/// An admin-written plan (status steps) with `kinds`; returns its name.
+fn hand_written_plan(namespace: &str, name: &str, steps: &[Value]) -> String {
+    admin_apply(&json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"approval": "Automatic", "approved": true, "clusterServiceVersionNames": []},
+    }));
+    let status = json!({"status": {"phase": "Installing", "catalogSources": [], "plan": steps}});
+    kubectl(
+        &[
+            "patch",
+            "installplan",
+            name,
+            "-n",
+            namespace,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ],
+        None,
+    )
+    .ok();
+    name.to_string()
+}
+
+fn step(kind: &str, name: &str, manifest: &Value) -> Value {
+    json!({"resolving": "", "status": "Unknown", "resource": {
+        "group": "", "version": "v1", "kind": kind, "name": name,
+        "sourceName": "", "sourceNamespace": "", "manifest": manifest.to_string()}})
+}
+
+async fn plan_phase(namespace: &str, name: &str, phase: &str) -> Value {
+    eventually(&format!("InstallPlan {name} {phase}"), WAIT, || async {
+        let plan = get(namespace, &format!("installplan/{name}"))?;
+        (plan["status"]["phase"] == phase).then_some(plan)
+    })
+    .await
+}
+
+/// Row 4: a plan's steps are limited to upstream's kinds. A plan with a ConfigMap and then an
+/// APIService fails naming the step (UnsupportedResource), before any step runs: the
+/// ConfigMap is not there either.
+#[tokio::test]
+async fn a_plan_may_create_only_upstreams_kinds_and_nothing_runs_otherwise() {
+    let t = Tenancy::new("sec-kinds", None).await;
+    let config_map =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "first"}});
+    let group = format!("evil{}.example.com", std::process::id());
+    let api_service = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": format!("v1.{group}")},
+        "spec": {"group": group, "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15,
+                 "service": {"name": "evil", "namespace": t.name()}}});
+    // The step says ConfigMap; the manifest's kind is what would be written.
+    let disguised = step("ConfigMap", "second", &api_service);
+    hand_written_plan(
+        t.name(),
+        "kinds",
+        &[step("ConfigMap", "first", &config_map), disguised],
+    );
+    let plan = plan_phase(t.name(), "kinds", "Failed").await;
+    let message = plan["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("UnsupportedResource") && message.contains("APIService"),
+        "{message}"
+    );
+    assert_eq!(
+        plan["status"]["plan"][1]["status"], "UnsupportedResource",
+        "{plan:#}"
+    );
+    assert!(
+        get(t.name(), "configmap/first").is_none(),
+        "a step ran before the refusal"
+    );
+    assert!(!kubectl(&["get", "apiservice", &format!("v1.{group}")], None).success());
+
+    // A namespaced step is written into the plan's namespace, whatever its manifest says.
+    let elsewhere = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": "moved", "namespace": "kube-system"}});
+    hand_written_plan(
+        t.name(),
+        "elsewhere",
+        &[step("ConfigMap", "moved", &elsewhere)],
+    );
+    plan_phase(t.name(), "elsewhere", "Complete").await;
+    assert!(get(t.name(), "configmap/moved").is_some());
+    assert!(get("kube-system", "configmap/moved").is_none());
+}
+
+/// Row 3: the legacy `olm-rs.dev/bundles` annotation is no longer read. A plan that names a
+/// bundle of another namespace's catalog there, made by someone who may create plans, stays
+/// as it was written (no status, no CSV), as upstream leaves a plan without status alone.
+#[tokio::test]
+async fn a_plan_naming_bundles_in_an_annotation_is_left_alone() {
+    let t = Tenancy::new("sec-legacy", None).await;
+    let bundles = json!([{
+        "name": "reverse-words.v0.2.0", "package": "reverse-words", "version": "0.2.0",
+        "channel": "stable", "catalog": "private", "catalogNamespace": "t2-private",
+    }]);
+    let plan = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+        "metadata": {"name": "legacy", "namespace": t.name(),
+                     "annotations": {"olm-rs.dev/bundles": bundles.to_string()}},
+        "spec": {"approval": "Automatic", "approved": true,
+                 "clusterServiceVersionNames": ["reverse-words.v0.2.0"]},
+    });
+    t.kubectl(&["create", "-f", "-"], Some(&plan.to_string()))
+        .ok();
+    // A plan written after it completes: OLM has looked at both.
+    let marker = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "marker"}});
+    hand_written_plan(t.name(), "after", &[step("ConfigMap", "marker", &marker)]);
+    plan_phase(t.name(), "after", "Complete").await;
+    let legacy = get(t.name(), "installplan/legacy").unwrap();
+    assert!(legacy["status"].is_null(), "{:#}", legacy["status"]);
+    assert!(get(t.name(), "csv/reverse-words.v0.2.0").is_none());
+}
+
+/// Row 9: upstream's aggregated roles. A namespace editor may subscribe and read what OLM
+/// made, and may not write CSVs, plans' status or CatalogSources.
+#[tokio::test]
+async fn a_namespace_editor_may_subscribe_and_nothing_more() {
+    let ns = TestNamespace::create(&client().await, "sec-editor").await;
+    install_crds();
+    let roles = repo_root().join("deploy/aggregated-roles.yaml");
+    kubectl(&["apply", "-f", roles.to_str().unwrap()], None).ok();
+    admin_apply(
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "bob-edit", "namespace": ns.name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"kind": "User", "name": "bob", "apiGroup": "rbac.authorization.k8s.io"}]}),
+    );
+    // The controller-manager aggregates the roles into `edit`.
+    eventually("edit aggregates OLM's roles", WAIT, || async {
+        can_i(
+            "create",
+            "subscriptions.operators.coreos.com",
+            &ns.name,
+            "bob",
+        )
+        .then_some(())
+    })
+    .await;
+    for (verb, resource) in [
+        ("get", "clusterserviceversions.operators.coreos.com"),
+        ("list", "installplans.operators.coreos.com"),
+        ("watch", "operatorgroups.operators.coreos.com"),
+        ("delete", "clusterserviceversions.operators.coreos.com"),
+    ] {
+        assert!(
+            can_i(verb, resource, &ns.name, "bob"),
+            "bob may {verb} {resource}"
+        );
+    }
+    for (verb, resource) in [
+        ("create", "clusterserviceversions.operators.coreos.com"),
+        ("patch", "installplans.operators.coreos.com/status"),
+        ("create", "installplans.operators.coreos.com"),
+        ("create", "catalogsources.operators.coreos.com"),
+        ("create", "operatorgroups.operators.coreos.com"),
+    ] {
+        assert!(
+            !can_i(verb, resource, &ns.name, "bob"),
+            "bob may not {verb} {resource}"
+        );
+    }
+    let refused = kubectl(
+        &["--as=bob", "apply", "-n", &ns.name, "-f", "-"],
+        Some(&pwn_csv(&ns.name).to_string()),
+    );
+    assert!(!refused.success());
+    assert!(
+        refused.stderr().contains("forbidden"),
+        "{}",
+        refused.stderr()
+    );
+}
