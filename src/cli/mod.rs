@@ -39,7 +39,7 @@ pub enum Command {
     Image(ImageCommand),
     /// What would these Subscriptions install or upgrade, given these catalogs? (no cluster)
     Resolve(resolve::ResolveArgs),
-    /// Run OLM's controllers against the cluster (leader-elected; admin server on :8080).
+    /// Run OLM's controllers against the cluster (leader-elected; admin server on 127.0.0.1:8080).
     Run(Box<run::RunArgs>),
 }
 

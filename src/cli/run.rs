@@ -38,9 +38,14 @@ fn parse_validity(text: &str) -> Result<Duration, String> {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Where /healthz, /readyz, /metrics and /debug/catalogs are served.
-    #[arg(long, default_value = "0.0.0.0:8080", env = "OLM_ADMIN_ADDRESS")]
+    /// Where /healthz and /readyz are served, and /metrics and /debug/catalogs too when the
+    /// address is a loopback one (off the host they need `--secure-admin-address`).
+    #[arg(long, default_value = "127.0.0.1:8080", env = "OLM_ADMIN_ADDRESS")]
     pub admin_address: SocketAddr,
+    /// Where /metrics and /debug/catalogs are served over TLS to callers with a bearer
+    /// token allowed the path (TokenReview and SubjectAccessReview); off by default.
+    #[arg(long, env = "OLM_SECURE_ADMIN_ADDRESS")]
+    pub secure_admin_address: Option<SocketAddr>,
     /// Catalogs in this namespace are visible to every namespace.
     #[arg(long, default_value = "olm", env = "OLM_GLOBAL_CATALOG_NAMESPACE")]
     pub global_catalog_namespace: String,
@@ -167,6 +172,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = RunConfig {
         packages,
         admin_address: args.admin_address,
+        secure_admin_address: args.secure_admin_address,
         leader_election,
         identity,
         watch_namespaces: watch_namespaces(args.watch_namespace),

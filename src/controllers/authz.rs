@@ -261,28 +261,28 @@ mod tests {
         name: "op-sa",
     };
 
-    fn list(values: &[&str]) -> Option<Vec<String>> {
-        Some(values.iter().map(|v| (*v).to_owned()).collect())
+    fn list(values: &[&str]) -> Vec<String> {
+        values.iter().map(|v| (*v).to_owned()).collect()
     }
 
     fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> PolicyRule {
         PolicyRule {
-            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
-            api_groups: list(groups),
-            resources: list(resources),
+            verbs: list(verbs),
+            api_groups: Some(list(groups)),
+            resources: Some(list(resources)),
             ..PolicyRule::default()
         }
     }
 
     fn named(mut rule: PolicyRule, names: &[&str]) -> PolicyRule {
-        rule.resource_names = list(names);
+        rule.resource_names = Some(list(names));
         rule
     }
 
     fn url_rule(verbs: &[&str], urls: &[&str]) -> PolicyRule {
         PolicyRule {
-            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
-            non_resource_urls: list(urls),
+            verbs: list(verbs),
+            non_resource_urls: Some(list(urls)),
             ..PolicyRule::default()
         }
     }

@@ -152,6 +152,9 @@ pub struct User {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Attributes {
     Resource {
+        /// The API group and resource (packagemanifests for the packages API).
+        group: String,
+        resource: String,
         verb: String,
         namespace: Option<String>,
         name: Option<String>,
@@ -216,15 +219,17 @@ fn review_spec(user: &User, attributes: &Attributes) -> SubjectAccessReviewSpec 
     };
     match attributes {
         Attributes::Resource {
+            group,
+            resource,
             verb,
             namespace,
             name,
             subresource,
         } => {
             spec.resource_attributes = Some(ResourceAttributes {
-                group: Some(GROUP.into()),
-                version: Some(VERSION.into()),
-                resource: Some("packagemanifests".into()),
+                group: Some(group.clone()),
+                version: (group == GROUP).then(|| VERSION.into()),
+                resource: Some(resource.clone()),
                 verb: Some(verb.clone()),
                 namespace: namespace.clone(),
                 name: name.clone(),

@@ -131,6 +131,8 @@ fn attributes(method: &Method, path: &str, query: &str) -> Attributes {
         _ => "get",
     };
     Attributes::Resource {
+        group: super::manifest::GROUP.into(),
+        resource: "packagemanifests".into(),
         verb: verb.into(),
         namespace,
         name,
@@ -573,6 +575,8 @@ mod tests {
         assert_eq!(
             a,
             Attributes::Resource {
+                group: super::super::manifest::GROUP.into(),
+                resource: "packagemanifests".into(),
                 verb: "get".into(),
                 namespace: Some("ns".into()),
                 name: Some("p".into()),

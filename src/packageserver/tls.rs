@@ -155,6 +155,20 @@ pub fn server_config(
     Ok(config)
 }
 
+/// HTTP/2 and HTTP/1.1 with no client certificates (callers prove who they are otherwise,
+/// as the secure admin server's bearer tokens).
+pub fn server_config_without_client_auth(
+    resolver: Arc<CertResolver>,
+) -> Result<rustls::ServerConfig, TlsError> {
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Serving(e.to_string()))?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
 /// The subject common name of a DER certificate: the first CN attribute of its subject, if
 /// its bytes are UTF-8 (whatever its string type).
 ///

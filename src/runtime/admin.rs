@@ -29,18 +29,25 @@ pub struct AdminState {
 
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct CatalogsQuery {
+pub(super) struct CatalogsQuery {
     /// Only the catalogs a namespace resolves against: its own plus the global ones.
     visible_from: Option<String>,
 }
 
-pub fn router(state: AdminState) -> Router {
-    Router::new()
+/// The probes; `/metrics` and `/debug/catalogs` too when `open` (a loopback address: only
+/// this host reaches it). Off the host they are served by [`super::secure_admin`] alone.
+pub fn router(state: AdminState, open: bool) -> Router {
+    let router = Router::new()
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/debug/catalogs", get(catalogs))
-        .with_state(state)
+        .route("/readyz", get(readyz));
+    let router = if open {
+        router
+            .route("/metrics", get(metrics))
+            .route("/debug/catalogs", get(catalogs))
+    } else {
+        router
+    };
+    router.with_state(state)
 }
 
 async fn readyz(State(state): State<AdminState>) -> Response {
@@ -56,7 +63,7 @@ async fn readyz(State(state): State<AdminState>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<AdminState>) -> Response {
+pub(super) async fn metrics(State(state): State<AdminState>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
@@ -68,6 +75,14 @@ async fn metrics(State(state): State<AdminState>) -> Response {
 }
 
 async fn catalogs(State(state): State<AdminState>, Query(query): Query<CatalogsQuery>) -> Response {
+    Json(catalog_summaries(&state, query)).into_response()
+}
+
+/// The snapshots' summaries, narrowed to what `visibleFrom` resolves against when asked.
+pub(super) fn catalog_summaries(
+    state: &AdminState,
+    query: CatalogsQuery,
+) -> Vec<crate::snapshots::SnapshotSummary> {
     let mut summaries = state.snapshots.summaries();
     if let Some(namespace) = query.visible_from {
         let visible: Vec<(String, String)> = state
@@ -83,7 +98,7 @@ async fn catalogs(State(state): State<AdminState>, Query(query): Query<CatalogsQ
                 .position(|v| v.0 == s.namespace && v.1 == s.name)
         });
     }
-    Json(summaries).into_response()
+    summaries
 }
 
 /// Binds the admin address; done before anything else starts, so a taken port fails fast.
@@ -99,7 +114,13 @@ pub async fn serve(
     state: AdminState,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
+    let open = listener.local_addr()?.ip().is_loopback();
+    if !open {
+        tracing::info!(
+            "the admin address is not a loopback one: /metrics and /debug/catalogs are served only by the secure admin server"
+        );
+    }
+    axum::serve(listener, router(state, open))
         .with_graceful_shutdown(async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         })

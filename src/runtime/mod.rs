@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod leader;
+pub mod secure_admin;
 pub mod warnings;
 
 use std::net::SocketAddr;
@@ -30,6 +31,8 @@ use leader::{LeaderElector, LeaseConfig};
 #[derive(Clone, Debug)]
 pub struct RunConfig {
     pub admin_address: SocketAddr,
+    /// `/metrics` and `/debug/catalogs` over TLS with bearer tokens (`--secure-admin-address`).
+    pub secure_admin_address: Option<SocketAddr>,
     /// `None` runs without election (a single replica, or tests).
     pub leader_election: Option<LeaseConfig>,
     pub identity: String,
@@ -68,19 +71,19 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
     let listener = admin::bind(config.admin_address)
         .await
         .with_context(|| format!("binding the admin server to {}", config.admin_address))?;
+    let admin_state = admin::AdminState {
+        metrics: Arc::clone(&metrics),
+        snapshots: Arc::clone(&snapshots),
+        ready: Arc::clone(&ready),
+        leading: leading_rx.clone(),
+        global_catalog_namespace: config.settings.global_catalog_namespace.clone(),
+    };
     // On a thread of its own: probes answer however busy the controllers keep the runtime.
-    admin::serve_on_own_thread(
-        listener,
-        admin::AdminState {
-            metrics: Arc::clone(&metrics),
-            snapshots: Arc::clone(&snapshots),
-            ready: Arc::clone(&ready),
-            leading: leading_rx.clone(),
-            global_catalog_namespace: config.settings.global_catalog_namespace.clone(),
-        },
-        stop_rx.clone(),
-    )
-    .context("starting the admin server thread")?;
+    admin::serve_on_own_thread(listener, admin_state.clone(), stop_rx.clone())
+        .context("starting the admin server thread")?;
+    if let Some(address) = config.secure_admin_address {
+        secure_admin::start(address, admin_state, client.clone(), stop_rx.clone()).await?;
+    }
 
     // The elector stops only after the controllers have, so the Lease is released last.
     let (elector_stop_tx, elector_stop_rx) = watch::channel(false);

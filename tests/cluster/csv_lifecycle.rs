@@ -102,6 +102,57 @@ pub fn apply_csv(namespace: &str, package: &str, version: &str) {
     apply_json(namespace, &csv_json(package, version));
 }
 
+/// An admin-written plan in `namespace` (its status written with `steps`, Installing), as a
+/// client that writes upstream's plan shape does.
+pub fn hand_written_plan(namespace: &str, name: &str, steps: &[Value]) {
+    let plan = serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"approval": "Automatic", "approved": true, "clusterServiceVersionNames": []},
+    });
+    kubectl(&["apply", "-f", "-"], Some(&plan.to_string())).ok();
+    let status =
+        serde_json::json!({"status": {"phase": "Installing", "catalogSources": [], "plan": steps}});
+    kubectl(
+        &[
+            "patch",
+            "installplan",
+            name,
+            "-n",
+            namespace,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ],
+        None,
+    )
+    .ok();
+}
+
+/// A step creating `manifest`, of the CSV `resolving` (empty: of none).
+pub fn step_of(resolving: &str, manifest: &Value) -> Value {
+    serde_json::json!({"resolving": resolving, "status": "Unknown", "resource": {
+        "group": "", "version": "v1", "kind": manifest["kind"], "name": manifest["metadata"]["name"],
+        "sourceName": "", "sourceNamespace": "", "manifest": manifest.to_string()}})
+}
+
+/// A step labelled `kind` and `name` whose manifest is `manifest` (which may say otherwise).
+pub fn step(kind: &str, name: &str, manifest: &Value) -> Value {
+    let mut step = step_of("", manifest);
+    step["resource"]["kind"] = Value::from(kind);
+    step["resource"]["name"] = Value::from(name);
+    step
+}
+
+pub async fn plan_phase(namespace: &str, name: &str, phase: &str) -> Value {
+    eventually(&format!("InstallPlan {name} {phase}"), WAIT, || async {
+        let plan = get(namespace, &format!("installplan/{name}"))?;
+        (plan["status"]["phase"] == phase).then_some(plan)
+    })
+    .await
+}
+
 pub fn operator_group(namespace: &str, name: &str, targets: Option<&[&str]>) {
     let mut og = serde_json::json!({
         "apiVersion": "operators.coreos.com/v1",
@@ -608,8 +659,9 @@ async fn a_requirement_lost_after_success_waits_in_pending() {
 
 /// A group with `serviceAccountName` grants a CSV only what that account may grant, as
 /// upstream (whose plan steps make the CSV's RBAC as that account): with rights in its
-/// namespace only, kmm's ClusterRole is refused and the CSV says so, naming the account;
-/// granted cluster rights, the CSV installs.
+/// namespace only, the plan's ClusterRole step is refused naming the account (retried, as
+/// upstream retries Forbidden) and the CSV waits for it; granted cluster rights, the plan
+/// completes and the CSV installs.
 #[tokio::test]
 async fn a_scoped_group_grants_only_what_its_service_account_may() {
     install_crds();
@@ -652,19 +704,33 @@ async fn a_scoped_group_grants_only_what_its_service_account_may() {
     });
     apply_json(&ns.name, &og);
     apply_crds("kernel-module-management", "2.2.0");
-    apply_csv(&ns.name, "kernel-module-management", "2.2.0");
-    let csv = "csv/kernel-module-management.v2.2.0";
-    let refused = eventually("the CSV's ClusterRole refused", WAIT, || async {
-        let csv = get(&ns.name, csv)?;
-        let message = csv["status"]["message"].as_str()?.to_string();
-        (message.contains("forbidden") && message.contains("installer")).then_some(csv)
+    // The plan upstream's resolver would make: the CSV, then its RBAC.
+    let name = "kernel-module-management.v2.2.0";
+    let mut csv_object = csv_json("kernel-module-management", "2.2.0");
+    csv_object["metadata"]["namespace"] = Value::from(ns.name.as_str());
+    let typed: olm::api::ClusterServiceVersion =
+        serde_json::from_value(csv_object.clone()).unwrap();
+    let mut steps = vec![step_of(name, &csv_object)];
+    steps.extend(
+        olm::controllers::plan::rbac::objects(&typed, &ns.name)
+            .iter()
+            .map(|object| step_of(name, object)),
+    );
+    hand_written_plan(&ns.name, "install", &steps);
+    let refused = eventually("the plan's ClusterRole refused", WAIT, || async {
+        let plan = get(&ns.name, "installplan/install")?;
+        let message = plan["status"]["message"].as_str()?.to_string();
+        (message.contains("forbidden") && message.contains("installer")).then_some(plan)
     })
     .await;
-    assert_ne!(
-        refused["status"]["phase"], "Succeeded",
-        "{:#}",
-        refused["status"]
+    assert_eq!(
+        refused["status"]["phase"], "Installing",
+        "Forbidden is retried, as upstream"
     );
+    let csv = get(&ns.name, &format!("csv/{name}")).unwrap();
+    assert_ne!(csv["status"]["phase"], "Succeeded", "{:#}", csv["status"]);
+    let csv = format!("csv/{name}");
+    let csv = csv.as_str();
 
     // Cluster rights for the account (cluster-scoped objects: removed at the end).
     let cluster_name = format!("{}-installer", ns.name);
@@ -682,6 +748,7 @@ async fn a_scoped_group_grants_only_what_its_service_account_may() {
     )
     .await;
     assert_eq!(installed["status"]["reason"], "InstallSucceeded");
+    plan_phase(&ns.name, "install", "Complete").await;
     for kind in ["clusterrolebinding", "clusterrole"] {
         kubectl(&["delete", kind, &cluster_name], None).ok();
     }
@@ -717,10 +784,11 @@ fn bound_accounts(namespace: &str, csv: &str) -> Vec<String> {
     accounts
 }
 
-/// A first install lists nothing it made before (it cannot have made anything), but a CSV
-/// edited after it succeeded still loses the RBAC its new strategy no longer asks for.
+/// OLM grants nothing to a CSV edited by hand either: asking for an account it did not
+/// have, a Succeeded CSV goes back to Pending naming the account, and no RBAC is made for
+/// it; once an admin grants it, the CSV installs again.
 #[tokio::test]
-async fn an_edited_csv_loses_the_rbac_it_no_longer_asks_for() {
+async fn an_edited_csv_asking_for_more_waits_until_it_is_granted() {
     install_crds();
     let client = client().await;
     let ns = TestNamespace::create(&client, "csv-edit").await;
@@ -729,32 +797,27 @@ async fn an_edited_csv_loses_the_rbac_it_no_longer_asks_for() {
     operator_group(&ns.name, "og", Some(&[&ns.name]));
     let name = "reverse-words.v0.3.0";
     let original = csv_json("reverse-words", "0.3.0");
-    let mut extended = original.clone();
-    let permissions = extended["spec"]["install"]["spec"]["permissions"]
-        .as_array_mut()
-        .unwrap();
-    permissions.push(serde_json::json!({
-        "serviceAccountName": "extra",
-        "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"] }],
-    }));
-    apply_json(&ns.name, &extended);
+    apply_json(&ns.name, &original);
     wait_for_phase(&ns.name, name, "Succeeded", None).await;
-    let first = bound_accounts(&ns.name, name);
-    assert!(first.contains(&"extra".to_string()), "{first:?}");
 
-    // The strategy drops the extra account and changes the Deployment (a reinstall).
-    let mut edited = original;
-    edited["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"]
-        [0]["env"]
+    let mut extended = original;
+    extended["spec"]["install"]["spec"]["permissions"]
         .as_array_mut()
         .unwrap()
-        .push(serde_json::json!({ "name": "EDITED", "value": "yes" }));
-    apply_json(&ns.name, &edited);
-    eventually("the extra account's RoleBinding deleted", WAIT, || async {
-        let now = bound_accounts(&ns.name, name);
-        (!now.contains(&"extra".to_string()) && !now.is_empty()).then_some(())
-    })
-    .await;
+        .push(serde_json::json!({
+            "serviceAccountName": "extra",
+            "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"] }],
+        }));
+    apply_csv_alone(&ns.name, &extended);
+    let pending = wait_for_phase(&ns.name, name, "Pending", Some("RequirementsNotMet")).await;
+    let message = pending["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("ServiceAccount extra does not exist"),
+        "{message}"
+    );
+    assert!(!bound_accounts(&ns.name, name).contains(&"extra".to_string()));
+
+    grant_csv_rbac(&ns.name, &extended);
     let csv = wait_for_phase(&ns.name, name, "Succeeded", None).await;
     assert_eq!(
         phase_order(&csv).last().map(String::as_str),

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::catalog_sources::{catalog_source_yaml, wait_for_event, wait_for_state};
-use super::csv_lifecycle::{apply_crds, apply_csv, operator_group, wait_for_phase};
+use super::csv_lifecycle::{get, operator_group, wait_for_phase};
 use super::harness::{
     TestNamespace, client, eventually, install_crds, kubeconfig_path, kubectl, repo_root,
 };
@@ -68,12 +68,30 @@ async fn olm_run_works_with_only_the_rbac_in_deploy() {
     .ok();
     wait_for_state(&ns.name, "operators", "READY");
     wait_for_event(&ns.name, "operators", "CatalogLoaded").await;
-    // A CSV installs under the same RBAC (Deployments, ServiceAccounts, Roles with rules
-    // OLM itself does not hold: escalate/bind).
-    apply_crds("reverse-words", "0.3.0");
+    // An operator installs under the same RBAC, from a Subscription: its plan's steps make
+    // the CRD, ServiceAccount and Roles with rules OLM itself does not hold (escalate,
+    // bind), and the CSV its Deployment.
+    let _crds = super::harness::operator_crds_lock();
     operator_group(&ns.name, "og", Some(&[&ns.name]));
-    apply_csv(&ns.name, "reverse-words", "0.3.0");
-    wait_for_phase(&ns.name, "reverse-words.v0.3.0", "Succeeded", None).await;
+    let subscription = serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "reverse-words", "namespace": ns.name},
+        "spec": {"name": "reverse-words", "channel": "stable", "source": "operators",
+                 "sourceNamespace": ns.name},
+    });
+    kubectl(&["apply", "-f", "-"], Some(&subscription.to_string())).ok();
+    let installed = eventually(
+        "the Subscription at its latest",
+        Duration::from_secs(90),
+        || async {
+            let sub = get(&ns.name, "subscription/reverse-words")?;
+            let status = &sub["status"];
+            (status["state"] == "AtLatestKnown")
+                .then(|| status["installedCSV"].as_str().map(String::from))?
+        },
+    )
+    .await;
+    wait_for_phase(&ns.name, &installed, "Succeeded", None).await;
     let log = olm.process.log_text();
     assert!(
         !log.contains("forbidden"),

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::csv_lifecycle::{apply_crds, csv_json, get, grant_csv_rbac, wait_for_phase};
+use super::csv_lifecycle::{
+    apply_crds, csv_json, get, grant_csv_rbac, hand_written_plan, plan_phase, step, wait_for_phase,
+};
 use super::harness::{TestNamespace, client, eventually, install_crds, kubectl, repo_root};
 use super::processes::OlmRun;
 
@@ -233,8 +235,11 @@ async fn a_scoped_group_writes_the_whole_install_as_its_account() {
     // The operator's own rules are granted (its requirements are met): what is probed is
     // what the install writes.
     grant_csv_rbac(t.name(), &csv);
-    t.kubectl(&["apply", "-f", "-"], Some(&csv.to_string()))
-        .ok();
+    t.kubectl(
+        &["apply", "-n", t.name(), "-f", "-"],
+        Some(&csv.to_string()),
+    )
+    .ok();
     let csv = eventually("the CSV reports the account's refusal", WAIT, || async {
         let csv = get(t.name(), "csv/reverse-words.v0.3.0")?;
         let message = csv["status"]["message"].as_str()?.to_string();
@@ -256,46 +261,6 @@ async fn a_scoped_group_writes_the_whole_install_as_its_account() {
         labelled("clusterrolebindings", &owned),
         Vec::<String>::new()
     );
-}
-
-/// An admin-written plan (status steps) with `kinds`; returns its name.
-fn hand_written_plan(namespace: &str, name: &str, steps: &[Value]) -> String {
-    admin_apply(&json!({
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"approval": "Automatic", "approved": true, "clusterServiceVersionNames": []},
-    }));
-    let status = json!({"status": {"phase": "Installing", "catalogSources": [], "plan": steps}});
-    kubectl(
-        &[
-            "patch",
-            "installplan",
-            name,
-            "-n",
-            namespace,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &status.to_string(),
-        ],
-        None,
-    )
-    .ok();
-    name.to_string()
-}
-
-fn step(kind: &str, name: &str, manifest: &Value) -> Value {
-    json!({"resolving": "", "status": "Unknown", "resource": {
-        "group": "", "version": "v1", "kind": kind, "name": name,
-        "sourceName": "", "sourceNamespace": "", "manifest": manifest.to_string()}})
-}
-
-async fn plan_phase(namespace: &str, name: &str, phase: &str) -> Value {
-    eventually(&format!("InstallPlan {name} {phase}"), WAIT, || async {
-        let plan = get(namespace, &format!("installplan/{name}"))?;
-        (plan["status"]["phase"] == phase).then_some(plan)
-    })
-    .await
 }
 
 /// Row 4: a plan's steps are limited to upstream's kinds. A plan with a ConfigMap and then an
@@ -433,4 +398,123 @@ async fn a_namespace_editor_may_subscribe_and_nothing_more() {
         "{}",
         refused.stderr()
     );
+}
+
+/// Deletes the cluster-scoped objects a test made, however it ends.
+struct ClusterObjects(Vec<String>);
+
+impl Drop for ClusterObjects {
+    fn drop(&mut self) {
+        for object in &self.0 {
+            let _ = kubectl(&["delete", object, "--ignore-not-found"], None);
+        }
+    }
+}
+
+/// `GET path` on the secure admin server with `token`: (status code, body).
+fn secure_get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
+    let url = format!("https://127.0.0.1:{port}{path}");
+    let mut command = std::process::Command::new("curl");
+    command.args(["-sk", "-w", "\n%{http_code}", &url]);
+    if let Some(token) = token {
+        command.args(["-H", &format!("Authorization: Bearer {token}")]);
+    }
+    let out = command.output().expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+fn token(namespace: &str, account: &str) -> String {
+    kubectl(&["create", "token", account, "-n", namespace], None)
+        .ok()
+        .stdout()
+        .trim()
+        .to_string()
+}
+
+/// Row 5: the admin endpoints let no one in. `olm run`'s plain admin address is loopback
+/// by default; the secure one serves `/metrics` and `/debug/catalogs` over TLS only to a
+/// token allowed the path, and `/debug/catalogs` only the catalogs of namespaces where the
+/// caller may list CatalogSources.
+#[tokio::test]
+async fn the_admin_endpoints_let_no_one_in() {
+    use super::catalog_sources::{catalog_source_yaml, wait_for_state};
+    use super::processes::{free_port, olm_serve};
+    install_crds();
+    let client = client().await;
+    let a = TestNamespace::create(&client, "sec-admin-a").await;
+    let b = TestNamespace::create(&client, "sec-admin-b").await;
+    let run_help = std::process::Command::new(super::harness::olm_bin())
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    let run_help = String::from_utf8_lossy(&run_help.stdout);
+    assert!(run_help.contains("[default: 127.0.0.1:8080]"), "{run_help}");
+
+    let port = free_port();
+    let secure = format!("127.0.0.1:{port}");
+    let _olm = OlmRun::start(
+        &format!("{},{}", a.name, b.name),
+        &["--leader-elect=false", "--secure-admin-address", &secure],
+    );
+    let catalog_port = free_port();
+    let _server = olm_serve(&repo_root().join("catalog"), catalog_port);
+    for ns in [&a.name, &b.name] {
+        let address = format!("127.0.0.1:{catalog_port}");
+        kubectl(
+            &["apply", "-f", "-"],
+            Some(&catalog_source_yaml(ns, "private", &address, "")),
+        )
+        .ok();
+        wait_for_state(ns, "private", "READY");
+    }
+    let suffix = a.name.clone();
+    let _cleanup = ClusterObjects(vec![
+        format!("clusterrolebinding/{suffix}-metrics"),
+        format!("clusterrolebinding/{suffix}-debug"),
+    ]);
+    let roles = repo_root().join("deploy/rbac.yaml");
+    kubectl(&["apply", "-f", roles.to_str().unwrap()], None).ok();
+    grant(&a.name, "nobody", &json!([]));
+    grant(&a.name, "scraper", &json!([]));
+    grant(
+        &a.name,
+        "debugger",
+        &json!([{"apiGroups": ["operators.coreos.com"], "resources": ["catalogsources"], "verbs": ["list"]}]),
+    );
+    for (binding, role, account) in [
+        ("metrics", "olm-metrics-reader", "scraper"),
+        ("debug", "olm-debug-reader", "debugger"),
+    ] {
+        admin_apply(
+            &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": format!("{suffix}-{binding}")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": a.name}]}),
+        );
+    }
+
+    assert_eq!(secure_get(port, "/metrics", None).0, 401);
+    assert_eq!(secure_get(port, "/metrics", Some("not-a-token")).0, 401);
+    let nobody = token(&a.name, "nobody");
+    assert_eq!(secure_get(port, "/metrics", Some(&nobody)).0, 403);
+    assert_eq!(secure_get(port, "/debug/catalogs", Some(&nobody)).0, 403);
+    let scraper = token(&a.name, "scraper");
+    let (code, body) = secure_get(port, "/metrics", Some(&scraper));
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("olm_"), "{body}");
+    assert_eq!(secure_get(port, "/debug/catalogs", Some(&scraper)).0, 403);
+
+    let debugger = token(&a.name, "debugger");
+    let (code, body) = secure_get(port, "/debug/catalogs", Some(&debugger));
+    assert_eq!(code, 200, "{body}");
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    let namespaces: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["namespace"].as_str().unwrap())
+        .collect();
+    assert_eq!(namespaces, [a.name.as_str()], "{body}");
 }

@@ -402,19 +402,17 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
         &mut serving_plan.before,
         &round.namespace,
         |kind, ns, name| {
-            let labels = match kind {
-                "ClusterRoleBinding" => ctx
-                    .rbac
+            let rbac = &ctx.rbac;
+            match kind {
+                "ClusterRoleBinding" => rbac
                     .cluster_role_bindings
                     .get(&ObjectRef::new(name))
                     .map(|b| b.labels().clone()),
-                _ => ctx
-                    .rbac
+                _ => rbac
                     .role_bindings
                     .get(&ObjectRef::new(name).within(ns.unwrap_or_default()))
                     .map(|b| b.labels().clone()),
-            };
-            labels
+            }
         },
     );
     let shortfall = if serving.deployments.is_empty() {
