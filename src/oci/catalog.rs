@@ -18,10 +18,16 @@ pub fn parse_origin(origin: &str) -> Option<(&str, &str)> {
     origin.strip_prefix(ORIGIN_PREFIX)?.rsplit_once('@')
 }
 
-/// The FBC directory of a pulled catalog image in `cache`.
-pub fn configs_dir(cache: &Path, digest: &str) -> Result<PathBuf, String> {
-    let hex = super::digest_hex(digest).ok_or_else(|| format!("bad digest {digest:?}"))?;
-    let dir = cache.join(hex);
+/// The FBC directory of catalog image `reference` pulled at `digest` into `cache`.
+pub fn configs_dir(cache: &Path, reference: &str, digest: &str) -> Result<PathBuf, String> {
+    let parsed = super::registry::parse_reference(reference).map_err(|e| e.to_string())?;
+    let dir = super::cache_entry(
+        cache,
+        parsed.resolve_registry(),
+        parsed.repository(),
+        digest,
+    )
+    .ok_or_else(|| format!("bad digest {digest:?}"))?;
     let config = std::fs::read(dir.join("config.json")).map_err(|e| {
         format!(
             "image {digest} is not in the cache {}: {e}",
@@ -39,11 +45,11 @@ pub fn configs_dir(cache: &Path, digest: &str) -> Result<PathBuf, String> {
 /// One bundle of a cached catalog image, manifests included.
 pub fn find_bundle(
     cache: &Path,
-    digest: &str,
+    (reference, digest): (&str, &str),
     package: &str,
     name: &str,
 ) -> Result<Bundle, String> {
-    let dir = configs_dir(cache, digest)?;
+    let dir = configs_dir(cache, reference, digest)?;
     let content = load_path(&dir).map_err(|e| e.to_string())?;
     content
         .bundles
@@ -64,11 +70,15 @@ pub async fn bundle_from_snapshot(
     let snapshot = snapshots
         .get(source)
         .ok_or_else(|| format!("image catalog {source} has no content loaded"))?;
-    let (_, digest) = parse_origin(&snapshot.origin)
+    let (reference, digest) = parse_origin(&snapshot.origin)
         .ok_or_else(|| format!("catalog {source} is not served from an image"))?;
-    let (cache, digest) = (cache.to_path_buf(), digest.to_string());
+    let (cache, reference, digest) = (
+        cache.to_path_buf(),
+        reference.to_string(),
+        digest.to_string(),
+    );
     let (package, name) = (package.to_string(), name.to_string());
-    tokio::task::spawn_blocking(move || find_bundle(&cache, &digest, &package, &name))
+    tokio::task::spawn_blocking(move || find_bundle(&cache, (&reference, &digest), &package, &name))
         .await
         .map_err(|e| format!("reading the image catalog failed: {e}"))?
 }

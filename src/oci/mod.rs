@@ -38,6 +38,49 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     })
 }
 
+/// Where the pull cache keeps image `digest` of `registry`/`repository`: keyed by both, so
+/// that a hit needs this repository to have answered for the digest (each pull first asks it
+/// for the digest with the caller's credentials). Keyed by digest alone, a registry that
+/// named another tenant's digest would be handed that tenant's cached image.
+pub fn cache_entry(
+    cache: &std::path::Path,
+    registry: &str,
+    repository: &str,
+    digest: &str,
+) -> Option<std::path::PathBuf> {
+    let hex = digest_hex(digest)?;
+    let repository = sha256_digest(format!("{registry}/{repository}").as_bytes());
+    let repository = digest_hex(&repository)?;
+    Some(cache.join(&repository[..16]).join(hex))
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::*;
+
+    #[test]
+    fn the_pull_cache_is_keyed_by_repository_and_digest() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let cache = std::path::Path::new("/cache");
+        let mine = cache_entry(cache, "quay.io", "me/catalog", &digest).unwrap();
+        assert_eq!(
+            mine,
+            cache_entry(cache, "quay.io", "me/catalog", &digest).unwrap()
+        );
+        assert!(mine.ends_with("a".repeat(64)));
+        // The same digest named by another repository or registry is another entry.
+        assert_ne!(
+            mine,
+            cache_entry(cache, "quay.io", "evil/catalog", &digest).unwrap()
+        );
+        assert_ne!(
+            mine,
+            cache_entry(cache, "evil.example", "me/catalog", &digest).unwrap()
+        );
+        assert!(cache_entry(cache, "quay.io", "me/catalog", "sha256:../x").is_none());
+    }
+}
+
 /// The hex part of a `sha256:` digest, refusing anything that could escape a directory.
 pub fn digest_hex(digest: &str) -> Option<&str> {
     let hex = digest.strip_prefix("sha256:")?;

@@ -330,8 +330,8 @@ impl Session {
             .await
     }
 
-    /// Pulls `reference` into `cache/<digest>/` (once per digest: a complete entry is
-    /// reused). `select` sees the config labels before any layer is fetched: it refuses the
+    /// Pulls `reference` into its [`super::cache_entry`] (once per repository and digest: a
+    /// complete entry is reused). `select` sees the config labels before any layer is fetched: it refuses the
     /// image (a message) or names the only path to extract (all when None).
     /// `expected_digest`, when the caller already resolved it, saves the HEAD.
     pub async fn pull(
@@ -345,11 +345,22 @@ impl Session {
             Some(d) => d.to_string(),
             None => self.resolve_digest(reference).await?,
         };
-        let hex = super::digest_hex(&digest).ok_or_else(|| RegistryError::Image {
+        let dir = super::cache_entry(
+            cache,
+            reference.resolve_registry(),
+            reference.repository(),
+            &digest,
+        )
+        .ok_or_else(|| RegistryError::Image {
             reference: reference.whole(),
             message: format!("unsupported digest {digest:?}"),
         })?;
-        let dir = cache.join(hex);
+        let parent = dir.parent().unwrap_or(cache).to_path_buf();
+        let hex = dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let io_err = |path: &Path, source| RegistryError::Io {
             path: path.to_path_buf(),
             source,
@@ -383,8 +394,8 @@ impl Session {
         })?;
         let only = only.as_deref();
 
-        std::fs::create_dir_all(cache).map_err(|e| io_err(cache, e))?;
-        let temp = cache.join(format!(".partial-{hex}-{}", std::process::id()));
+        std::fs::create_dir_all(&parent).map_err(|e| io_err(&parent, e))?;
+        let temp = parent.join(format!(".partial-{hex}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&temp);
         std::fs::create_dir_all(temp.join("rootfs")).map_err(|e| io_err(&temp, e))?;
         let result = self
