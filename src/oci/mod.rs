@@ -54,6 +54,12 @@ pub fn cache_entry(
     Some(cache.join(&repository[..16]).join(hex))
 }
 
+/// The hex part of a `sha256:` digest, refusing anything that could escape a directory.
+pub fn digest_hex(digest: &str) -> Option<&str> {
+    let hex = digest.strip_prefix("sha256:")?;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
+}
+
 #[cfg(test)]
 mod cache_tests {
     use super::*;
@@ -79,10 +85,4 @@ mod cache_tests {
         );
         assert!(cache_entry(cache, "quay.io", "me/catalog", "sha256:../x").is_none());
     }
-}
-
-/// The hex part of a `sha256:` digest, refusing anything that could escape a directory.
-pub fn digest_hex(digest: &str) -> Option<&str> {
-    let hex = digest.strip_prefix("sha256:")?;
-    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
 }

@@ -518,3 +518,76 @@ async fn the_admin_endpoints_let_no_one_in() {
         .collect();
     assert_eq!(namespaces, [a.name.as_str()], "{body}");
 }
+
+/// The `system:auth-delegator` ClusterRoleBindings of Deployment `deployment`'s Service:
+/// (name, the namespace of the account it binds).
+fn auth_delegators(deployment: &str) -> Vec<(String, String)> {
+    let out = kubectl(&["get", "clusterrolebindings", "-o", "json"], None).ok();
+    let listed: Value = serde_json::from_str(&out.stdout()).unwrap();
+    let mut found: Vec<(String, String)> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["roleRef"]["name"] == "system:auth-delegator")
+        .filter(|b| {
+            b["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with(&format!("{deployment}-service-")))
+        })
+        .map(|b| {
+            (
+                b["metadata"]["name"].as_str().unwrap().to_string(),
+                b["subjects"][0]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// Row 7: the bindings a served Deployment gets outside its namespace are never taken from
+/// another namespace's install. Two namespaces install the same webhook operator (the same
+/// Deployment name): each gets its own `system:auth-delegator` binding, and removing one
+/// install leaves the other's.
+#[tokio::test]
+async fn two_installs_never_share_a_binding_outside_their_namespaces() {
+    use super::webhooks::{CSV, apply_crd, csv_on_port, with_deployment};
+    install_crds();
+    let client = client().await;
+    let a = TestNamespace::create(&client, "sec-bind-a").await;
+    let b = TestNamespace::create(&client, "sec-bind-b").await;
+    let _olm_a = OlmRun::start(&a.name, &["--leader-elect=false"]);
+    let _olm_b = OlmRun::start(&b.name, &["--leader-elect=false"]);
+    apply_crd().await;
+    let deployment = format!("shared{}", std::process::id());
+    let mut cleanup = Vec::new();
+    for ns in [&a.name, &b.name] {
+        super::csv_lifecycle::operator_group(ns, "og", Some(&[ns.as_str()]));
+        let csv = with_deployment(csv_on_port(super::processes::free_port()), &deployment);
+        super::csv_lifecycle::apply_json(ns, &csv);
+    }
+    for ns in [&a.name, &b.name] {
+        wait_for_phase(ns, CSV, "Succeeded", None).await;
+    }
+    let both = auth_delegators(&deployment);
+    cleanup.extend(
+        both.iter()
+            .map(|(name, _)| format!("clusterrolebinding/{name}")),
+    );
+    let _cleanup = ClusterObjects(cleanup);
+    let mut bound: Vec<&str> = both.iter().map(|(_, ns)| ns.as_str()).collect();
+    bound.sort_unstable();
+    let mut expected = [a.name.as_str(), b.name.as_str()];
+    expected.sort_unstable();
+    assert_eq!(bound, expected, "one binding per install: {both:?}");
+    kubectl(&["delete", "csv", CSV, "-n", &a.name], None).ok();
+    let left = eventually("a's binding removed with its CSV", WAIT, || async {
+        let left = auth_delegators(&deployment);
+        (left.len() == 1).then_some(left)
+    })
+    .await;
+    assert_eq!(left[0].1, b.name, "b's binding stays: {left:?}");
+}

@@ -21,7 +21,7 @@ use super::harness::{TestNamespace, client, eventually, install_crds, kubectl, r
 use super::processes::OlmRun;
 use super::served_locally::{point_service_here, secret_text, serve, write_mounted_files};
 
-const CSV: &str = "rsct-operator.v0.0.1-alpha4";
+pub(super) const CSV: &str = "rsct-operator.v0.0.1-alpha4";
 const DEPLOYMENT: &str = "rsct-operator-controller-manager";
 
 fn bundle_dir() -> PathBuf {
@@ -29,7 +29,7 @@ fn bundle_dir() -> PathBuf {
 }
 
 /// The bundle's CSV with its webhook on `port` (the port the local server listens on).
-fn csv_on_port(port: u16) -> Value {
+pub(super) fn csv_on_port(port: u16) -> Value {
     let text =
         std::fs::read_to_string(bundle_dir().join("rsct-operator.clusterserviceversion.yaml"))
             .unwrap();
@@ -42,7 +42,7 @@ fn csv_on_port(port: u16) -> Value {
 
 /// `csv` with its Deployment renamed: a test beside the others must not share their
 /// cluster-scoped `<deployment>-service-system:auth-delegator` binding (upstream's name).
-fn with_deployment(mut csv: Value, name: &str) -> Value {
+pub(super) fn with_deployment(mut csv: Value, name: &str) -> Value {
     csv["spec"]["install"]["spec"]["deployments"][0]["name"] = json!(name);
     for webhook in csv["spec"]["webhookdefinitions"].as_array_mut().unwrap() {
         webhook["deploymentName"] = json!(name);
@@ -72,7 +72,7 @@ async fn wait_established(crd: &str) {
     .await;
 }
 
-async fn apply_crd() {
+pub(super) async fn apply_crd() {
     let crd = bundle_dir().join("rsct.ibm.com_rscts.yaml");
     kubectl(
         &[
@@ -280,12 +280,14 @@ async fn a_webhook_operator_gets_a_certificate_and_the_api_server_calls_its_webh
     )
     .ok();
     assert_eq!(gone.stdout().trim(), "");
+    // Its own binding: another test's install of the same Deployment name has one of its
+    // own (`security::two_installs_never_share_a_binding…`).
     let binding = kubectl(
         &[
             "get",
             "clusterrolebinding",
-            &format!("{DEPLOYMENT}-service-system:auth-delegator"),
-            "--ignore-not-found",
+            "-l",
+            &format!("olm.owner={CSV},olm.owner.namespace={}", ns.name),
             "-o",
             "name",
         ],

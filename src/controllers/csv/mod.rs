@@ -225,6 +225,54 @@ impl RbacStores {
     }
 }
 
+impl RbacStores {
+    /// The serving bindings outside the namespace, named so that no other install's is
+    /// taken ([`webhooks::unshare`], from the caches).
+    fn unshare(&self, planned: &mut [rbac::Planned], namespace: &str) {
+        webhooks::unshare(planned, namespace, |kind, ns, name| match kind {
+            "ClusterRoleBinding" => self
+                .cluster_role_bindings
+                .get(&ObjectRef::new(name))
+                .map(|b| b.labels().clone()),
+            _ => self
+                .role_bindings
+                .get(&ObjectRef::new(name).within(ns.unwrap_or_default()))
+                .map(|b| b.labels().clone()),
+        });
+    }
+
+    /// The copies and lifts of the CSV's Roles and RoleBindings to its group's `targets`
+    /// ([`rbac::plan`]); the serving certificate's own Role stays where its Secret is.
+    fn spread(
+        &self,
+        owner: &deployment::Owner,
+        targets: &[String],
+        serving: &serving::ServingPlan,
+    ) -> Vec<rbac::Planned> {
+        let (mut roles, bindings) = self.owned(&owner.csv, &owner.namespace);
+        let serving_role = |name: Option<&str>| {
+            serving
+                .before
+                .iter()
+                .chain(&serving.after)
+                .any(|p| p.kind == "Role" && name == Some(p.name.as_str()))
+        };
+        roles.retain(|role| !serving_role(role.metadata.name.as_deref()));
+        let roles: Vec<&Role> = roles.iter().map(AsRef::as_ref).collect();
+        let bindings: Vec<&RoleBinding> = bindings
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|b| {
+                b.role_ref.kind == "ClusterRole"
+                    || roles
+                        .iter()
+                        .any(|r| r.metadata.name.as_deref() == Some(b.role_ref.name.as_str()))
+            })
+            .collect();
+        rbac::plan(&roles, &bindings, owner, targets)
+    }
+}
+
 impl CsvContext {
     /// Every cache has been listed once: before that a missing group or Deployment is not
     /// missing, only not yet seen (deciding on it would fail a healthy CSV after a restart).
@@ -398,23 +446,7 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
     let (built, strategy_problem) =
         build_deployments(csv, &owner, config.as_ref(), &serving.mounts());
     let mut serving_plan = serving.plan(csv, &owner, group.as_ref());
-    webhooks::unshare(
-        &mut serving_plan.before,
-        &round.namespace,
-        |kind, ns, name| {
-            let rbac = &ctx.rbac;
-            match kind {
-                "ClusterRoleBinding" => rbac
-                    .cluster_role_bindings
-                    .get(&ObjectRef::new(name))
-                    .map(|b| b.labels().clone()),
-                _ => rbac
-                    .role_bindings
-                    .get(&ObjectRef::new(name).within(ns.unwrap_or_default()))
-                    .map(|b| b.labels().clone()),
-            }
-        },
-    );
+    ctx.rbac.unshare(&mut serving_plan.before, &round.namespace);
     let shortfall = if serving.deployments.is_empty() {
         None
     } else {
@@ -429,29 +461,7 @@ async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
     };
     let found = gather_requirements(round).await?;
     let judged = requirements::judge(csv, &found);
-    let spread = {
-        let (mut roles, bindings) = ctx.rbac.owned(&round.name, &round.namespace);
-        // The serving certificate's own Role stays where its Secret is.
-        roles.retain(|role| {
-            !serving_plan
-                .before
-                .iter()
-                .chain(&serving_plan.after)
-                .any(|p| p.kind == "Role" && role.metadata.name.as_deref() == Some(p.name.as_str()))
-        });
-        let roles: Vec<&Role> = roles.iter().map(AsRef::as_ref).collect();
-        let bindings: Vec<&RoleBinding> = bindings
-            .iter()
-            .map(AsRef::as_ref)
-            .filter(|b| {
-                roles
-                    .iter()
-                    .any(|r| r.metadata.name.as_deref() == Some(b.role_ref.name.as_str()))
-                    || b.role_ref.kind == "ClusterRole"
-            })
-            .collect();
-        rbac::plan(&roles, &bindings, &owner, &targets)
-    };
+    let spread = ctx.rbac.spread(&owner, &targets, &serving_plan);
     let related = |name: &str| {
         ctx.csvs
             .get(&ObjectRef::new(name).within(&round.namespace))
@@ -1440,14 +1450,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let (_, replacement_changes) = informers.csvs.subscribe_touched();
     // A CSV waiting for the CSV that provides a CRD it requires goes on when that one moves.
     let (_, provider_changes) = informers.csvs.subscribe_touched();
-    // RBAC labelled as a CSV's (its plan's steps, its copies) wakes that CSV when it
-    // changes; a grant made otherwise is seen by the unmet-requirements backstop.
-    let rbac_informers = &informers.cluster.rbac;
-    let (roles, role_changes) = rbac_informers.roles.subscribe_touched();
-    let (role_bindings, role_binding_changes) = rbac_informers.role_bindings.subscribe_touched();
-    let (cluster_roles, cluster_role_changes) = rbac_informers.cluster_roles.subscribe_touched();
-    let (cluster_role_bindings, cluster_role_binding_changes) =
-        rbac_informers.cluster_role_bindings.subscribe_touched();
+    let (rbac, rbac_wakes) = rbac_watch(&informers.cluster.rbac);
     let (related_tx, related_rx) = mpsc::unbounded_channel();
     let (copy_tx, copy_rx) = mpsc::unbounded_channel();
     let ctx = Arc::new(CsvContext {
@@ -1463,12 +1466,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         crd_meta,
         crd_states: std::sync::Mutex::default(),
         server_version: OnceCell::new(),
-        rbac: RbacStores {
-            roles,
-            role_bindings,
-            cluster_roles,
-            cluster_role_bindings,
-        },
+        rbac,
         scoped: crate::controllers::scoped::ScopedClients::default(),
         related: related_tx,
         copy_requests: copy_tx,
@@ -1511,10 +1509,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         .watches_stream(deployment_changes, |deployment: Deployment| {
             owner_csv(deployment.labels())
         })
-        .watches_shared_stream(role_changes, |o| owner_csv(o.labels()))
-        .watches_shared_stream(role_binding_changes, |o| owner_csv(o.labels()))
-        .watches_shared_stream(cluster_role_changes, |o| owner_csv(o.labels()))
-        .watches_shared_stream(cluster_role_binding_changes, |o| owner_csv(o.labels()))
+        .reconcile_on(rbac_wakes)
         // An account of the CSV's that goes (or comes back) is a requirement that changed.
         .watches_stream(
             account_changes,
@@ -1607,6 +1602,48 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
     let _ = copier.await;
     pruner.abort();
     api_service_pruner.abort();
+}
+
+/// The shared RBAC caches, and the CSVs their changes wake: RBAC labelled as a CSV's (its
+/// plan's steps, its copies) wakes that CSV; a grant made otherwise is seen by the
+/// unmet-requirements backstop.
+fn rbac_watch(
+    informers: &crate::controllers::informers::RbacInformers,
+) -> (
+    RbacStores,
+    impl futures::Stream<Item = ObjectRef<DeserializeGuard<ClusterServiceVersion>>> + Send + 'static,
+) {
+    use futures::StreamExt;
+    fn wakes<K: kube::Resource + Send + Sync + 'static>(
+        changes: impl futures::Stream<Item = Arc<K>> + Send + 'static,
+    ) -> futures::stream::BoxStream<'static, ObjectRef<DeserializeGuard<ClusterServiceVersion>>>
+    {
+        changes
+            .flat_map(|o| {
+                futures::stream::iter(owner_csv(
+                    o.meta().labels.as_ref().unwrap_or(&BTreeMap::new()),
+                ))
+            })
+            .boxed()
+    }
+    let (roles, role_changes) = informers.roles.subscribe_touched();
+    let (role_bindings, role_binding_changes) = informers.role_bindings.subscribe_touched();
+    let (cluster_roles, cluster_role_changes) = informers.cluster_roles.subscribe_touched();
+    let (cluster_role_bindings, cluster_role_binding_changes) =
+        informers.cluster_role_bindings.subscribe_touched();
+    let stores = RbacStores {
+        roles,
+        role_bindings,
+        cluster_roles,
+        cluster_role_bindings,
+    };
+    let all = futures::stream::select_all([
+        wakes(role_changes),
+        wakes(role_binding_changes),
+        wakes(cluster_role_changes),
+        wakes(cluster_role_binding_changes),
+    ]);
+    (stores, all)
 }
 
 /// Which CSVs a CRD's change wakes. Every install annotates the CRDs it brings

@@ -70,6 +70,20 @@ pub fn supported(gvk: &GroupVersionKind) -> bool {
     supported_group(&gvk.kind) == Some(gvk.group.as_str())
 }
 
+/// Why the step of `r` may not create `gvk` (a step read back from its catalog is checked
+/// again as it runs); None when it may.
+pub fn unsupported(r: &StepResource, gvk: &GroupVersionKind) -> Option<String> {
+    (!supported(gvk)).then(|| {
+        format!(
+            "step {} {}: {} {} is not a kind an InstallPlan may create (UnsupportedResource)",
+            r.kind,
+            r.name,
+            gvk.api_version(),
+            gvk.kind
+        )
+    })
+}
+
 /// The first step of `steps` the plan may not carry. A step that refers to its bundle in
 /// the catalog is the catalog's object, checked when its plan was made.
 pub fn admit(steps: &[Step]) -> Result<(), Inadmissible> {

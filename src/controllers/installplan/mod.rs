@@ -636,13 +636,8 @@ async fn apply_step(
         })?;
     }
     let gvk = step_gvk(r, &object);
-    if !admit::supported(&gvk) {
-        return Err(StepError::Refused(format!(
-            "step {} {}: {} is not a kind an InstallPlan may create (UnsupportedResource)",
-            r.kind,
-            r.name,
-            gvk.api_version()
-        )));
+    if let Some(refused) = admit::unsupported(r, &gvk) {
+        return Err(StepError::Refused(refused));
     }
     object["apiVersion"] = json!(gvk.api_version());
     object["kind"] = json!(gvk.kind);
