@@ -1,6 +1,6 @@
 //! Copied CSVs, built (pure): where they go and what they hold. A copy tells users of a
 //! target namespace which operator manages it; it is made cheap (upstream #2701: copies took
-//! clusters down): no `spec.install` and no icon, only the phase/reason/message of the status,
+//! clusters down): an empty `spec.install` and no icon, only the phase/reason/message of the status,
 //! and an `olm.copiedHash` annotation so a copy is written only when its source changes.
 
 use serde_json::{Value, json};
@@ -47,9 +47,12 @@ pub fn copy_namespaces(
 pub fn build(source: &ClusterServiceVersion, namespace: &str) -> (Value, Value, String) {
     let operator_namespace = source.metadata.namespace.clone().unwrap_or_default();
     let mut spec = source.spec.clone();
+    // An empty strategy, not none: upstream's typed clients read a copy and write it back
+    // with `deployments: null` otherwise, which the CRD's schema refuses (its upstream e2e
+    // "cleanup csvs with bad namespace annotation" updates a copy so).
     spec.install = NamedInstallStrategy {
         strategy: spec.install.strategy.clone(),
-        spec: None,
+        spec: Some(crate::api::StrategyDetailsDeployment::default()),
     };
     spec.icon.clear();
     let mut labels = source.metadata.labels.clone().unwrap_or_default();
@@ -220,7 +223,10 @@ mod tests {
             ..Default::default()
         });
         let (object, status, hash) = build(&source, "a");
-        assert!(object["spec"]["install"]["spec"].is_null());
+        assert_eq!(
+            object["spec"]["install"]["spec"],
+            serde_json::json!({"deployments": []})
+        );
         assert!(object["spec"]["icon"].is_null());
         assert_eq!(object["metadata"]["labels"]["olm.copiedFrom"], "op");
         assert_eq!(

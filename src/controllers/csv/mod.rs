@@ -1741,7 +1741,32 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::{CrdReadAt, CrdWake, crd_wake, requirements::CrdState};
+    use super::{CrdReadAt, CrdWake, adopted_grant, crd_wake, rbac, requirements::CrdState};
+
+    #[test]
+    fn rbac_made_before_plans_made_it_is_kept_and_only_copies_and_lifts_are_swept() {
+        let meta =
+            |labels: &[(&str, &str)]| k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            };
+        let hash = (crate::controllers::ownership::PERMISSIONS_HASH_LABEL, "h");
+        // The account's grant, made by this controller before plans made RBAC: adopted.
+        assert!(adopted_grant(&meta(&[hash])));
+        // Its copies and lifts, and the serving certificate's RBAC (no hash): this
+        // controller's to remove when no longer planned.
+        assert!(!adopted_grant(&meta(&[
+            hash,
+            (crate::api::COPIED_FROM_LABEL, "op")
+        ])));
+        assert!(!adopted_grant(&meta(&[hash, (rbac::LIFTED_LABEL, "true")])));
+        assert!(!adopted_grant(&meta(&[])));
+    }
 
     #[test]
     fn a_crd_read_ready_is_not_read_again_for_metadata_churn() {

@@ -66,11 +66,12 @@ impl State {
                 .as_ref()
                 .and_then(|a| a.get(COPIED_HASH_ANNOTATION))
                 .map(|h| h.as_str().into()),
-            drifted: copied_from.is_some()
-                && meta
-                    .managed_fields
+            drifted: copied_from.as_deref().is_some_and(|source| {
+                meta.managed_fields
                     .as_deref()
-                    .is_some_and(|managed| status_drifted(managed, ours)),
+                    .is_some_and(|managed| status_drifted(managed, ours))
+                    || names_another_operator_namespace(meta, source)
+            }),
             copied_from,
         };
         Some(((namespace, name.into()), entry))
@@ -208,6 +209,16 @@ impl CsvNames {
     }
 }
 
+/// A copy whose `olm.operatorNamespace` names another namespace than the one it was copied
+/// from (OLM 0.14.1 and older wrote such copies, or someone edited it): set back, as
+/// upstream garbage-collects it.
+fn names_another_operator_namespace(meta: &ObjectMeta, source: &str) -> bool {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get("olm.operatorNamespace"))
+        .is_some_and(|named| named != source)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +234,25 @@ mod tests {
             ..ObjectMeta::default()
         }
         .into_request_partial()
+    }
+
+    #[test]
+    fn a_copy_naming_another_operator_namespace_is_stale() {
+        let names = CsvNames::new("olm");
+        names.apply(watcher::Event::Init);
+        let annotated = |named: &str| {
+            let mut copy = meta("a", "op.v1", Some("ops"), Some("h1"));
+            copy.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert("olm.operatorNamespace".into(), named.into());
+            copy
+        };
+        names.apply(watcher::Event::InitApply(annotated("ops")));
+        names.apply(watcher::Event::InitDone);
+        assert!(!names.get("a", "op.v1").unwrap().drifted);
+        names.apply(watcher::Event::Apply(annotated("a")));
+        assert!(names.get("a", "op.v1").unwrap().drifted);
     }
 
     #[test]
