@@ -55,6 +55,10 @@ catalog server's peak RSS apart; API requests by OLM from the audit log (all cli
 control plane's, kubectl's and this script's), from the first create until settled, and in
 the whole run (start-up included).
 
+OLM_BENCH_AS_DEPLOYED=1 runs our side as deploy/ runs it in a cluster: deploy/'s namespace
+and RBAC applied, and `olm run` acting as system:serviceaccount:olm:olm-operator (impersonated),
+so the run shows that deploy/rbac.yaml's rules (no wildcard) suffice for every install.
+
 Packages whose newest bundle has a fail-closed admission webhook on every Pod
 (eginnovations-operator, marin3r) are not subscribed unless --webhooks-on-pods on: kwok runs no
 webhook server, so once such an operator is installed no Pod can be created anywhere, on either

@@ -666,7 +666,7 @@ class Ours(Side):
         wait_port(self.procs, server, port)
         self.server_pid, self.address = server.pid, f"127.0.0.1:{port}"
         admin = free_port()
-        env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig))
+        env = dict(os.environ, KUBECONFIG=str(self.as_deployed() or self.cluster.kubeconfig))
         olm = self.procs.spawn("olm-run", [self.bin, "run", "--leader-elect=false", "--packages-address", "off",
                                            "--admin-address", f"127.0.0.1:{admin}"], env=env, cwd=self.workdir)
         wait_port(self.procs, olm, admin, 60)
@@ -683,6 +683,23 @@ class Ours(Side):
                 raise BenchError(f"olm run is not ready after 60 s; log: {self.workdir / 'olm-run.log'}")
             time.sleep(0.1)
         self.olm_pids = {"olm run": olm.pid}
+
+    def as_deployed(self):
+        """With OLM_BENCH_AS_DEPLOYED=1: deploy/'s namespace and RBAC applied, and a kubeconfig
+        acting as its ServiceAccount (olm:olm-operator), so that OLM runs with exactly the
+        rights an admin gives it. None otherwise."""
+        if os.environ.get("OLM_BENCH_AS_DEPLOYED") != "1":
+            return None
+        import yaml  # noqa: PLC0415
+        for name in ("namespace.yaml", "rbac.yaml", "aggregated-roles.yaml"):
+            self.cluster.kubectl("apply", "-f", REPO / "deploy" / name)
+        config = yaml.safe_load(Path(self.cluster.kubeconfig).read_text())
+        for user in config["users"]:
+            user["user"]["as"] = "system:serviceaccount:olm:olm-operator"
+        path = self.workdir / "kubeconfig-as-deployed"
+        path.write_text(yaml.safe_dump(config))
+        self.notes.append("olm run acts as system:serviceaccount:olm:olm-operator with deploy/rbac.yaml's rights")
+        return path
 
     def install_crds(self):
         k = self.cluster.kubectl
