@@ -314,3 +314,35 @@ fn run_refuses_durations_it_cannot_use() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// OLM's own RBAC in `deploy/` grants no wildcard: every rule names its groups, resources
+/// and verbs (issue 40: OLM unpacks untrusted images and parses tenants' catalogs, so what
+/// it may do is spelled out).
+#[test]
+fn deploy_rbac_has_no_wildcard_rule() {
+    use serde::Deserialize;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let mut rules = 0;
+    for file in ["rbac.yaml", "aggregated-roles.yaml"] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let object = serde_json::Value::deserialize(document).unwrap();
+            for rule in object["rules"].as_array().into_iter().flatten() {
+                rules += 1;
+                for field in ["apiGroups", "resources", "verbs", "nonResourceURLs"] {
+                    let wildcard = rule[field]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|v| v.as_str().is_some_and(|s| s == "*" || s.starts_with("*/")));
+                    assert!(
+                        !wildcard,
+                        "{file}: {} has a wildcard in {field}: {rule}",
+                        object["metadata"]["name"]
+                    );
+                }
+            }
+        }
+    }
+    assert!(rules > 10, "read the rules ({rules})");
+}

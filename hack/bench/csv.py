@@ -45,11 +45,11 @@ hack/upstream-olm/build as a local process, `--namespace olm`, upstream's CRDs f
 module), plus the OLMConfig `cluster` its chart makes (copies off: its
 spec.features.disableCopiedCSVs, upstream's switch for --disable-copied-csvs), made before
 it starts. Its catalog operator is not started: no Subscription, InstallPlan or
-CatalogSource is used and the olm operator waits for nothing of it. Upstream's olm operator
-does not make a hand-applied CSV's RBAC (its InstallPlans do; without it the CSV stays
-Pending), so on this side each CSV's ServiceAccount, Role and RoleBinding are made by the
-bench before the clock, labelled as OLM's (olm.managed, olm.owner*) as a plan would; its
-olm operator then lifts them to ClusterRoles for AllNamespaces itself. Requests and writes
+CatalogSource is used and the olm operator waits for nothing of it. Neither side makes a
+hand-applied CSV's RBAC (InstallPlans do; without it the CSV stays Pending), so on both
+sides each CSV's ServiceAccount, Role and RoleBinding are made by the bench before the
+clock, labelled as OLM's (olm.managed, olm.owner*) as a plan would; each side then lifts
+them to ClusterRoles for AllNamespaces itself. Requests and writes
 are counted from the audit log as for ours (every client but the control plane's, kubectl
 and olm-bench), RSS is the olm process's VmRSS and VmHWM, copies are listed; the
 olm_*_total metrics are ours only. With both, ours runs first, then upstream, each mode in
@@ -441,9 +441,14 @@ def wait_all_succeeded(bench, watch, keys, timeout, what, partial=False):
 
 
 def own_namespace_items(ns):
+    """A namespace, its OwnNamespace group, and the RBAC the CSV's accounts need (OLM grants
+    a hand-applied CSV nothing: an admin makes it, as a plan would, before the clock)."""
+    csv = yaml_load(CSV_FILE)
+    csv["metadata"]["namespace"] = ns
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
             {"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-             "metadata": {"name": "bench", "namespace": ns}, "spec": {"targetNamespaces": [ns]}}]
+             "metadata": {"name": "bench", "namespace": ns}, "spec": {"targetNamespaces": [ns]}},
+            *plan_rbac(csv)]
 
 
 def wait_groups(bench, namespaces, expect, timeout=120):
@@ -689,14 +694,13 @@ def part_3(args, workdir, copies, side="ours", upstream=None):
         bench.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in op_ns + plain])
         bench.apply([{"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
                       "metadata": {"name": "bench", "namespace": ns}, "spec": {}} for ns in op_ns])
-        if side == "upstream":
-            rbac = [item for csv in csvs for item in plan_rbac(csv)]
-            for i in range(0, len(rbac), 300):
-                bench.apply(rbac[i:i + 300])
-            bench.notes.append(
-                "each CSV's ServiceAccount, Role and RoleBinding were made beforehand by the bench, labelled as "
-                "OLM's, as upstream's InstallPlan would (its olm operator leaves a hand-applied CSV Pending "
-                "without them); its olm operator lifts them to ClusterRoles for AllNamespaces")
+        rbac = [item for csv in csvs for item in plan_rbac(csv)]
+        for i in range(0, len(rbac), 300):
+            bench.apply(rbac[i:i + 300])
+        bench.notes.append(
+            "each CSV's ServiceAccount, Role and RoleBinding were made beforehand by the bench, labelled as "
+            "OLM's, as an InstallPlan would (neither side grants a hand-applied CSV anything: it stays "
+            "Pending without them); each lifts them to ClusterRoles for AllNamespaces")
         if args.groups_before_olm:
             bench.start_olm()
         wait_groups(bench, op_ns, lambda n: [""], 120)

@@ -15,7 +15,12 @@ use super::registry::{PASSWORD, TestRegistry, USER};
 
 const WAIT: Duration = Duration::from_secs(90);
 
-fn image_source_yaml(namespace: &str, name: &str, image: &str, extra_spec: &str) -> String {
+pub(super) fn image_source_yaml(
+    namespace: &str,
+    name: &str,
+    image: &str,
+    extra_spec: &str,
+) -> String {
     format!(
         r#"apiVersion: operators.coreos.com/v1alpha1
 kind: CatalogSource
@@ -32,7 +37,7 @@ spec:
 }
 
 /// `olm catalog build DIR -t IMAGE --push`; returns the digest.
-fn push_catalog(dir: &Path, image: &str, layout: &Path, auth: Option<&Path>) -> String {
+pub(super) fn push_catalog(dir: &Path, image: &str, layout: &Path, auth: Option<&Path>) -> String {
     let mut cmd = Command::new(olm_bin());
     cmd.args(["catalog", "build"])
         .arg(dir)
@@ -51,7 +56,7 @@ fn push_catalog(dir: &Path, image: &str, layout: &Path, auth: Option<&Path>) -> 
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-fn packages(olm: &OlmRun, namespace: &str, name: &str) -> Option<Vec<String>> {
+pub(super) fn packages(olm: &OlmRun, namespace: &str, name: &str) -> Option<Vec<String>> {
     let snapshot = olm.snapshot(namespace, name)?;
     serde_json::from_value(snapshot["packages"].clone()).ok()
 }
@@ -173,9 +178,10 @@ async fn an_image_catalog_is_pulled_polled_with_one_head_and_swapped_on_a_new_di
             .then_some(())
     })
     .await;
-    // Pulled once per digest, into the cache directory.
+    // Pulled once per digest, into the cache directory (a folder per repository).
     let cached: Vec<String> = std::fs::read_dir(&cache)
         .unwrap()
+        .flat_map(|repository| std::fs::read_dir(repository.unwrap().path()).unwrap())
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| !n.starts_with('.'))
         .collect();

@@ -187,8 +187,19 @@ async fn publish_subscribe_publish_upgrades_from_bundle_images() {
             plan["status"]
         );
     }
-    // Each bundle image was pulled once per digest: the cache holds them.
-    let cached = std::fs::read_dir(work.join("cache")).unwrap().count();
+    // Each bundle image was pulled once per digest: the cache holds them (a folder per
+    // repository, an entry per digest).
+    let cached = std::fs::read_dir(work.join("cache"))
+        .unwrap()
+        .flat_map(|repository| std::fs::read_dir(repository.unwrap().path()).unwrap())
+        .filter(|e| {
+            !e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with('.')
+        })
+        .count();
     assert!(
         cached >= 4,
         "two catalogs and two bundles cached, found {cached}"

@@ -591,3 +591,103 @@ async fn two_installs_never_share_a_binding_outside_their_namespaces() {
     .await;
     assert_eq!(left[0].1, b.name, "b's binding stays: {left:?}");
 }
+
+/// A registry that knows one thing: that `repository:latest` has `digest` (a manifest HEAD
+/// says so), and serves nothing. A tenant's registry trying to borrow another tenant's
+/// cached image by naming its digest.
+fn digest_naming_registry(repository: &str, digest: &str) -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let head = format!("HEAD /v2/{repository}/manifests/latest ");
+    let digest = digest.to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream);
+            let mut request = String::new();
+            if reader.read_line(&mut request).is_err() {
+                continue;
+            }
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let answer = if request.starts_with(&head) {
+                format!(
+                    "HTTP/1.1 200 OK\r\nDocker-Content-Digest: {digest}\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n"
+                )
+            } else if request.starts_with("GET /v2/ ") {
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".to_string()
+            } else {
+                "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    .to_string()
+            };
+            let _ = reader.get_mut().write_all(answer.as_bytes());
+        }
+    });
+    port
+}
+
+/// Row 6: the image cache cannot be borrowed. Tenant a's catalog image is pulled into the
+/// cache; tenant b's CatalogSource names a registry that answers a manifest HEAD with that
+/// image's digest and serves nothing. B's catalog fails naming its image, and b never sees
+/// a's packages.
+#[tokio::test]
+async fn a_registry_naming_another_tenants_digest_gets_nothing_of_it() {
+    use super::image_catalogs::{image_source_yaml, packages, push_catalog};
+    use super::registry::TestRegistry;
+    install_crds();
+    let client = client().await;
+    let a = TestNamespace::create(&client, "sec-cache-a").await;
+    let b = TestNamespace::create(&client, "sec-cache-b").await;
+    let registry = TestRegistry::start("sec-cache", false);
+    let image = format!("{}/private/catalog:latest", registry.host);
+    let layout = registry.dir.join("layout");
+    let digest = push_catalog(&repo_root().join("catalog"), &image, &layout, None);
+    let cache = registry.dir.join("cache");
+    let olm = OlmRun::start(
+        &format!("{},{}", a.name, b.name),
+        &[
+            "--leader-elect=false",
+            "--image-cache-dir",
+            cache.to_str().unwrap(),
+        ],
+    );
+    kubectl(
+        &["apply", "-f", "-"],
+        Some(&image_source_yaml(&a.name, "private", &image, "")),
+    )
+    .ok();
+    eventually("a's catalog pulled and loaded", WAIT, || async {
+        packages(&olm, &a.name, "private")
+    })
+    .await;
+
+    let port = digest_naming_registry("evil/catalog", &digest);
+    let borrowing = format!("127.0.0.1:{port}/evil/catalog:latest");
+    kubectl(
+        &["apply", "-f", "-"],
+        Some(&image_source_yaml(&b.name, "borrow", &borrowing, "")),
+    )
+    .ok();
+    let status = eventually("b's catalog fails naming its image", WAIT, || async {
+        let source = get(&b.name, "catalogsource/borrow")?;
+        let failed = source["status"]["conditions"].as_array()?.iter().any(|c| {
+            c["status"] == "False"
+                && c["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("evil/catalog"))
+        });
+        failed.then(|| source["status"].clone())
+    })
+    .await;
+    assert_ne!(
+        status["connectionState"]["lastObservedState"], "READY",
+        "{status:#}"
+    );
+    assert_eq!(
+        packages(&olm, &b.name, "borrow"),
+        None,
+        "b was handed a's catalog"
+    );
+}
