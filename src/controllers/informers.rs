@@ -81,19 +81,33 @@ where
         + 'static,
 {
     fn new(kind: &'static str, api: Api<K>, config: watcher::Config) -> Self {
+        Self::with_managed_fields(kind, api, config, true)
+    }
+
+    /// As [`Informer::new`], keeping no `managedFields` (`keep` false): what the readers
+    /// of a kind never look at, and most of its size (RBAC: 20 of 29 MB on a cluster with
+    /// the community catalog installed).
+    fn with_managed_fields(
+        kind: &'static str,
+        api: Api<K>,
+        config: watcher::Config,
+        keep: bool,
+    ) -> Self {
         let (store, writer) = reflector::store();
         let listed = Arc::new(AtomicBool::new(false));
         let subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<Change<K>>>>> = Arc::default();
         let driver: Driver = {
             let (listed, subscribers) = (Arc::clone(&listed), Arc::clone(&subscribers));
             Box::new(move || {
-                Box::pin(drive(
-                    kind,
-                    watcher(api, config).default_backoff(),
-                    writer,
-                    listed,
-                    subscribers,
-                ))
+                let events =
+                    watcher(api, config)
+                        .default_backoff()
+                        .modify(move |object: &mut K| {
+                            if !keep {
+                                object.meta_mut().managed_fields = None;
+                            }
+                        });
+                Box::pin(drive(kind, events, writer, listed, subscribers))
             })
         };
         Informer {
@@ -233,6 +247,34 @@ pub struct RbacInformers {
     pub cluster_role_bindings: Informer<ClusterRoleBinding>,
 }
 
+impl RbacInformers {
+    /// Rules, subjects and labels are read; managed fields never are.
+    fn new(client: &Client) -> Self {
+        let config = || watcher::Config::default().any_semantic();
+        RbacInformers {
+            roles: Informer::with_managed_fields("Role", Api::all(client.clone()), config(), false),
+            role_bindings: Informer::with_managed_fields(
+                "RoleBinding",
+                Api::all(client.clone()),
+                config(),
+                false,
+            ),
+            cluster_roles: Informer::with_managed_fields(
+                "ClusterRole",
+                Api::all(client.clone()),
+                config(),
+                false,
+            ),
+            cluster_role_bindings: Informer::with_managed_fields(
+                "ClusterRoleBinding",
+                Api::all(client.clone()),
+                config(),
+                false,
+            ),
+        }
+    }
+}
+
 impl ClusterInformers {
     pub fn new(client: &Client) -> Self {
         let config = || watcher::Config::default().any_semantic();
@@ -244,16 +286,7 @@ impl ClusterInformers {
                 config(),
             ),
             operators: Informer::new("Operator", Api::all(client.clone()), config()),
-            rbac: RbacInformers {
-                roles: Informer::new("Role", Api::all(client.clone()), config()),
-                role_bindings: Informer::new("RoleBinding", Api::all(client.clone()), config()),
-                cluster_roles: Informer::new("ClusterRole", Api::all(client.clone()), config()),
-                cluster_role_bindings: Informer::new(
-                    "ClusterRoleBinding",
-                    Api::all(client.clone()),
-                    config(),
-                ),
-            },
+            rbac: RbacInformers::new(client),
             scopes: Mutex::default(),
         }
     }
