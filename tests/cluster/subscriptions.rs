@@ -1404,9 +1404,6 @@ fn write_plan_as_upstream(
     csv: &str,
     steps: &[(&str, &str, &str, &Value)],
 ) {
-    apply(&format!(
-        "apiVersion: operators.coreos.com/v1alpha1\nkind: InstallPlan\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  approval: Automatic\n  approved: true\n  clusterServiceVersionNames: [{csv}]\n",
-    ));
     let steps: Vec<Value> = steps
         .iter()
         .map(|(group, version, kind, manifest)| {
@@ -1419,24 +1416,7 @@ fn write_plan_as_upstream(
             })
         })
         .collect();
-    let status = serde_json::json!({"status": {
-        "phase": "Installing", "catalogSources": [], "plan": steps,
-    }});
-    kubectl(
-        &[
-            "patch",
-            "installplan",
-            name,
-            "-n",
-            namespace,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &status.to_string(),
-        ],
-        None,
-    )
-    .ok();
+    super::csv_lifecycle::hand_written_plan(namespace, name, &steps);
 }
 
 /// Upstream's steps carry their own ownerReferences (a CSV's by name, the UID left for the
