@@ -1966,38 +1966,15 @@ async fn a_step_of_an_unserved_kind_fails_after_the_retry_timeout() {
     )
     .await;
     s.operator_group("");
-    apply(&format!(
-        "apiVersion: operators.coreos.com/v1alpha1\nkind: InstallPlan\nmetadata:\n  name: unserved\n  namespace: {}\nspec:\n  approval: Automatic\n  approved: true\n  clusterServiceVersionNames: [nothing.v1]\n",
-        s.name()
-    ));
     let widget = serde_json::json!({
         "apiVersion": "console.openshift.io/v1", "kind": "ConsoleYAMLSample", "metadata": {"name": "w"}
     });
-    let status = serde_json::json!({"status": {
-        "phase": "Installing",
-        "catalogSources": [],
-        "plan": [{
-            "resolving": "nothing.v1", "status": "Unknown",
-            "resource": {"sourceName": "", "sourceNamespace": "", "group": "console.openshift.io",
-                         "version": "v1", "kind": "ConsoleYAMLSample", "name": "w",
-                         "manifest": widget.to_string()}
-        }]
-    }});
-    kubectl(
-        &[
-            "patch",
-            "installplan",
-            "unserved",
-            "-n",
-            s.name(),
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &status.to_string(),
-        ],
-        None,
-    )
-    .ok();
+    write_plan_as_upstream(
+        s.name(),
+        "unserved",
+        "nothing.v1",
+        &[("console.openshift.io", "v1", "ConsoleYAMLSample", &widget)],
+    );
     let plan = s.plan_phase("unserved", "Failed").await;
     let message = plan["status"]["message"].as_str().unwrap_or_default();
     assert!(

@@ -241,7 +241,10 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
             }
             Ok(Action::await_change())
         }
-        InstallPlanPhase::Installing => execute(plan, status, ctx).await,
+        InstallPlanPhase::Installing => match admit::admit(&status.plan) {
+            Ok(()) => execute(plan, status, ctx).await,
+            Err(refused) => refuse(plan, status, &refused, ctx).await,
+        },
         // No phase or Planning: its writer has not handed it over yet; upstream leaves such
         // a plan alone too (its Subscription says InstallPlanNotYetReconciled).
         InstallPlanPhase::None | InstallPlanPhase::Planning => Ok(Action::await_change()),
@@ -296,6 +299,18 @@ async fn unpack_lookups(
             })
         }
     }
+}
+
+/// A plan with a step it may not carry fails before any step runs, the step marked.
+async fn refuse(
+    plan: &InstallPlan,
+    mut status: InstallPlanStatus,
+    refused: &admit::Inadmissible,
+    ctx: &InstallPlanContext,
+) -> Result<Action, Error> {
+    status.plan[refused.index()].status = StepStatus::UnsupportedResource;
+    let message = refused.to_string();
+    fail(plan, status, Reason::InstallComponentFailed, message, ctx).await
 }
 
 async fn fail(
@@ -411,11 +426,6 @@ async fn execute(
             name: plan.name_any(),
             message,
         })?;
-    if let Err(refused) = admit::admit(&status.plan) {
-        status.plan[refused.index()].status = StepStatus::UnsupportedResource;
-        let message = refused.to_string();
-        return fail(plan, status, Reason::InstallComponentFailed, message, ctx).await;
-    }
     let before = status.clone();
     // Whatever was said while the namespace had no single group no longer holds.
     status
