@@ -14,6 +14,7 @@ pub fn check_csv_schema(object: &serde_json::Value) -> Result<(), String> {
         .map(drop)
         .map_err(|e| e.to_string())
 }
+mod condition_types;
 mod installplan;
 mod operator;
 pub mod operatorcondition;
@@ -24,6 +25,7 @@ pub(crate) mod shared;
 mod subscription;
 
 pub use catalogsource::*;
+pub use condition_types::*;
 pub use crdgen::{CrdManifest, all_crds, render_all_yaml, render_yaml};
 pub use csv::*;
 pub use installplan::*;

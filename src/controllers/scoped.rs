@@ -26,23 +26,43 @@ pub fn service_account(group: &OperatorGroup) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
+/// No client could be built for the account.
+#[derive(Debug, thiserror::Error)]
+pub enum ScopedError {
+    #[error("building a client for {user}: {source}")]
+    Config {
+        user: String,
+        #[source]
+        source: kube::config::InferConfigError,
+    },
+    #[error("building a client for {user}: {source}")]
+    Client {
+        user: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
 impl ScopedClients {
     /// A client that acts as `namespace`/`account` (its user and groups, as the API server
     /// sees the account's own token). `Err` says why none could be built.
-    pub async fn acting_as(&self, namespace: &str, account: &str) -> Result<Client, String> {
+    pub async fn acting_as(&self, namespace: &str, account: &str) -> Result<Client, ScopedError> {
         let user = format!("system:serviceaccount:{namespace}:{account}");
         if let Some(client) = self.cached(&user) {
             return Ok(client);
         }
-        let mut config = kube::Config::infer()
-            .await
-            .map_err(|e| format!("building a client for {user}: {e}"))?;
+        let mut config = match kube::Config::infer().await {
+            Ok(config) => config,
+            Err(source) => return Err(ScopedError::Config { user, source }),
+        };
         // The API server adds the account's groups itself (`system:serviceaccounts`, its
         // namespace's, `system:authenticated`), so OLM needs `impersonate` on
         // serviceaccounts alone, never on groups (which would reach `system:masters`).
         config.auth_info.impersonate = Some(user.clone());
-        let client = crate::runtime::warnings::client(config)
-            .map_err(|e| format!("building a client for {user}: {e}"))?;
+        let client = match crate::runtime::warnings::client(config) {
+            Ok(client) => client,
+            Err(source) => return Err(ScopedError::Client { user, source }),
+        };
         self.clients
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

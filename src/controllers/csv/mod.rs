@@ -1075,13 +1075,12 @@ async fn install(
     // A scoped group's install is written as its account, every object of it (upstream's
     // attenuated install strategy): the group's admin bounds what its operators get.
     let client = match scoped_account {
-        Some(account) => {
-            round
-                .ctx
-                .scoped
-                .acting_as(&round.namespace, account)
-                .await?
-        }
+        Some(account) => round
+            .ctx
+            .scoped
+            .acting_as(&round.namespace, account)
+            .await
+            .map_err(|e| e.to_string())?,
         None => round.client(),
     };
     // Objects OLM made from the CSV are the CSV's: take fields over from anyone else.

@@ -8,6 +8,7 @@
 use kube::api::GroupVersionKind;
 use serde_json::Value;
 
+use super::error::StepError;
 use crate::api::{Step, StepResource};
 use crate::controllers::plan::steps::{BUNDLE_REFERENCE, KIND_CRD, KIND_CSV, KIND_SUBSCRIPTION};
 
@@ -72,15 +73,12 @@ pub fn supported(gvk: &GroupVersionKind) -> bool {
 
 /// Why the step of `r` may not create `gvk` (a step read back from its catalog is checked
 /// again as it runs); None when it may.
-pub fn unsupported(r: &StepResource, gvk: &GroupVersionKind) -> Option<String> {
-    (!supported(gvk)).then(|| {
-        format!(
-            "step {} {}: {} {} is not a kind an InstallPlan may create (UnsupportedResource)",
-            r.kind,
-            r.name,
-            gvk.api_version(),
-            gvk.kind
-        )
+pub fn unsupported(r: &StepResource, gvk: &GroupVersionKind) -> Option<StepError> {
+    (!supported(gvk)).then(|| StepError::Unsupported {
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+        api_version: gvk.api_version(),
+        served_kind: gvk.kind.clone(),
     })
 }
 
@@ -163,6 +161,7 @@ mod tests {
 
     use super::*;
     use crate::api::StepStatus;
+    use crate::controllers::plan::steps::KIND_CSV;
 
     fn step(kind: &str, manifest: &Value) -> Step {
         Step {
@@ -236,5 +235,72 @@ mod tests {
             admit(&[broken]),
             Err(Inadmissible::NotJson { .. })
         ));
+    }
+
+    #[test]
+    fn a_step_is_dispatched_on_its_manifests_kind_whatever_version_the_step_says() {
+        let resource = StepResource {
+            group: "apiextensions.k8s.io".into(),
+            version: "v1beta1".into(),
+            kind: "CustomResourceDefinition".into(),
+            name: "things.example.com".into(),
+            ..StepResource::default()
+        };
+        let manifest =
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"});
+        let gvk = step_gvk(&resource, &manifest);
+        assert_eq!(
+            (gvk.group.as_str(), gvk.version.as_str()),
+            ("apiextensions.k8s.io", "v1")
+        );
+        let core = step_gvk(&resource, &json!({"apiVersion": "v1", "kind": "ConfigMap"}));
+        assert_eq!(
+            (
+                core.group.as_str(),
+                core.version.as_str(),
+                core.kind.as_str()
+            ),
+            ("", "v1", "ConfigMap")
+        );
+        let bare = step_gvk(&resource, &json!({}));
+        assert_eq!(bare.version, "v1beta1");
+        // Upstream's tests write CRDs as plain `v1`: a kind known by name gets its group.
+        let plain = step_gvk(
+            &resource,
+            &json!({"apiVersion": "v1", "kind": "CustomResourceDefinition"}),
+        );
+        assert_eq!(plain.api_version(), "apiextensions.k8s.io/v1");
+        let role = step_gvk(&resource, &json!({"apiVersion": "v1", "kind": "Role"}));
+        assert_eq!(role.api_version(), "rbac.authorization.k8s.io/v1");
+        // Kinds it does not know keep what they say.
+        let other = step_gvk(
+            &resource,
+            &json!({"apiVersion": "example.com/v2", "kind": "Thing"}),
+        );
+        assert_eq!(other.api_version(), "example.com/v2");
+    }
+
+    #[test]
+    fn a_csv_is_v1alpha1_whatever_version_its_bundle_wrote() {
+        let resource = StepResource {
+            group: "operators.coreos.com".into(),
+            version: "v1alpha1".into(),
+            kind: KIND_CSV.into(),
+            name: "k8gb.v0.11.4".into(),
+            ..StepResource::default()
+        };
+        for written in [
+            "v1alpha1",
+            "operators.coreos.com/v1",
+            "operators.coreos.com/v1beta1",
+        ] {
+            let manifest = json!({"apiVersion": written, "kind": KIND_CSV});
+            let gvk = step_gvk(&resource, &manifest);
+            assert_eq!(
+                gvk.api_version(),
+                "operators.coreos.com/v1alpha1",
+                "{written}"
+            );
+        }
     }
 }

@@ -6,9 +6,11 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::error::StepError;
+
 /// CRD upgrade safety, part one: every version the API server has stored objects in must
 /// still be in the new CRD.
-pub fn check_stored_versions(existing: &Value, new: &Value) -> Result<(), String> {
+pub fn check_stored_versions(existing: &Value, new: &Value) -> Result<(), StepError> {
     let name = new["metadata"]["name"].as_str().unwrap_or_default();
     let kept: BTreeSet<&str> = new["spec"]["versions"]
         .as_array()
@@ -23,9 +25,10 @@ pub fn check_stored_versions(existing: &Value, new: &Value) -> Result<(), String
     {
         let stored = stored.as_str().unwrap_or_default();
         if !kept.contains(stored) {
-            return Err(format!(
-                "CustomResourceDefinition {name}: version {stored} is in status.storedVersions but not in the new CRD; refusing the upgrade (risk of data loss)"
-            ));
+            return Err(StepError::StoredVersionDropped {
+                crd: name.to_string(),
+                version: stored.to_string(),
+            });
         }
     }
     Ok(())
@@ -177,7 +180,9 @@ mod tests {
     fn stored_versions_may_not_be_dropped() {
         let existing = json!({"status": {"storedVersions": ["v1alpha1", "v1"]}});
         let new = json!({"metadata": {"name": "things.example.com"}, "spec": {"versions": [{"name": "v1"}]}});
-        let error = check_stored_versions(&existing, &new).unwrap_err();
+        let error = check_stored_versions(&existing, &new)
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("things.example.com")
                 && error.contains("v1alpha1")

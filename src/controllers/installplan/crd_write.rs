@@ -224,7 +224,10 @@ fn spec_matches(desired: &Value, live: &Value) -> bool {
         return false;
     };
     let mut live = live.clone();
-    let kind = desired["names"]["kind"].as_str().unwrap_or_default();
+    // `desired` is a Map here, whose indexing panics on a missing key: a CRD without
+    // `spec.names` is the API server's to refuse, not a reason to stop.
+    let names = desired.get("names").unwrap_or(&Value::Null);
+    let kind = names["kind"].as_str().unwrap_or_default();
     let defaults = [
         ("conversion", json!({"strategy": "None"})),
         ("preserveUnknownFields", json!(false)),
@@ -235,7 +238,7 @@ fn spec_matches(desired: &Value, live: &Value) -> bool {
         }
     }
     if let (Some(Value::Object(names)), Some(wanted)) =
-        (live.get_mut("names"), desired["names"].as_object())
+        (live.get_mut("names"), names.as_object())
     {
         let name_defaults = [
             ("singular", kind.to_lowercase()),

@@ -45,12 +45,13 @@ pub struct Gathered {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("fetching the manifests of bundle {bundle} from catalog {namespace}/{catalog}: {message}")]
+#[error("fetching the manifests of bundle {bundle} from catalog {namespace}/{catalog}: {source}")]
 pub struct GatherError {
     pub bundle: String,
     pub catalog: String,
     pub namespace: String,
-    pub message: String,
+    #[source]
+    pub source: manifests::FetchError,
 }
 
 /// The gather step of a new plan: each bundle's objects from the catalog it was resolved
@@ -73,12 +74,12 @@ pub async fn gather(bundles: Vec<PlannedBundle>, ctx: &Context) -> Result<Gather
             Ok(Fetched::NeedsUnpack {
                 image, properties, ..
             }) => gathered.to_unpack.push((bundle, image, properties)),
-            Err(message) => {
+            Err(source) => {
                 return Err(GatherError {
                     bundle: bundle.name,
                     catalog: bundle.catalog,
                     namespace: bundle.catalog_namespace,
-                    message,
+                    source,
                 });
             }
         }
