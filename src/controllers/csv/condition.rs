@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
-use super::deployment::Owner;
-use super::rbac::Planned;
+use super::owned::Owner;
+use super::owned::Planned;
 use crate::api::StrategyDetailsDeployment;
 use crate::controllers::ownership::MANAGED_LABEL;
 

@@ -21,9 +21,11 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
+use super::context::{CsvContext, CsvRef, Error, FIELD_MANAGER, Round};
+use super::copies;
+use super::gather::group_of;
 use super::names::CsvNames;
 use super::phase::GroupState;
-use super::{CsvContext, CsvRef, Error, FIELD_MANAGER, Round, copies, group_of};
 use crate::api::{ClusterServiceVersion, OperatorGroup};
 use crate::controllers::context::Context;
 use crate::controllers::host::Shutdown;

@@ -1,56 +1,22 @@
 //! The Deployments of a CSV's install strategy, built (pure) from the strategy, the CSV, its
 //! OperatorGroup and a Subscription's `config`; and their health.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use serde_json::{Map, Value, json};
 
+use super::mount::{Mount, mount, object};
+use super::owned::Owner;
 use super::phase::Health;
 use crate::api::{StrategyDeploymentSpec, SubscriptionConfig};
 use crate::controllers::kit::ConditionStatus;
-use crate::controllers::ownership::{
-    DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL, hash_json, owner_labels,
-};
-
-/// What every Deployment of one CSV shares.
-#[derive(Clone, Debug, Default)]
-pub struct Owner {
-    pub csv: String,
-    pub namespace: String,
-    pub uid: String,
-    /// Merged into every pod template: the CSV's annotations and the group's.
-    pub annotations: BTreeMap<String, String>,
-    /// The CSV's Operator component labels, carried by everything made for it.
-    pub operator_labels: BTreeMap<String, String>,
-}
-
-impl Owner {
-    /// The owner reference every namespaced object OLM creates for the CSV carries.
-    pub fn reference(&self) -> Value {
-        json!({
-            "apiVersion": "operators.coreos.com/v1alpha1",
-            "kind": "ClusterServiceVersion",
-            "name": self.csv,
-            "uid": self.uid,
-            "controller": false,
-            "blockOwnerDeletion": false,
-        })
-    }
-
-    pub fn labels(&self) -> BTreeMap<String, String> {
-        let mut labels = owner_labels("ClusterServiceVersion", &self.csv, &self.namespace);
-        labels.extend(self.operator_labels.clone());
-        labels
-    }
-}
+use crate::controllers::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL, hash_json};
 
 /// The apps/v1 Deployment to apply for `strategy`, or why its spec is unusable.
 pub fn build(
     strategy: &StrategyDeploymentSpec,
     owner: &Owner,
     config: Option<&SubscriptionConfig>,
-    certificate: Option<&super::webhooks::Mount>,
+    certificate: Option<&Mount>,
 ) -> Result<Value, String> {
     // Read as a DeploymentSpec and written back, as upstream's typed decoding does: what is
     // not a DeploymentSpec at all is refused here, and fields a Deployment does not have
@@ -113,7 +79,7 @@ pub fn build(
         certificate,
         spec.get_mut("template").and_then(Value::as_object_mut),
     ) {
-        super::webhooks::mount(template, certificate);
+        mount(template, certificate);
     }
 
     let mut labels = strategy.label.clone();
@@ -140,14 +106,6 @@ pub fn build(
 /// The hash label of a built Deployment.
 pub fn spec_hash(built: &Value) -> Option<&str> {
     built["metadata"]["labels"][DEPLOYMENT_SPEC_HASH_LABEL].as_str()
-}
-
-fn object<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    let slot = map.entry(key).or_insert_with(|| json!({}));
-    if !slot.is_object() {
-        *slot = json!({});
-    }
-    slot.as_object_mut().expect("just made an object")
 }
 
 /// Items with a `name` replace same-named ones in `map[key]`, others are appended.
@@ -266,6 +224,8 @@ pub fn combined(healths: impl IntoIterator<Item = Health>) -> Health {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

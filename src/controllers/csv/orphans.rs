@@ -14,7 +14,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 
-use super::CsvContext;
+use super::context::CsvContext;
 use crate::api::ClusterServiceVersion;
 use crate::controllers::ownership::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 

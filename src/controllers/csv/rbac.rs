@@ -17,21 +17,12 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding};
 use serde_json::{Value, json};
 
-use super::deployment::Owner;
+use super::owned::{Owner, Planned};
 use crate::api::COPIED_FROM_LABEL;
 
 /// Marks a ClusterRole or ClusterRoleBinding lifted from a Role for AllNamespaces, so that
 /// it goes when the group stops being AllNamespaces.
 pub const LIFTED_LABEL: &str = "olm.rbac.lifted";
-
-/// One object to apply: its kind, namespace (None: cluster-scoped), name and body.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Planned {
-    pub kind: &'static str,
-    pub namespace: Option<String>,
-    pub name: String,
-    pub body: Value,
-}
 
 fn namespaces_rule() -> PolicyRule {
     PolicyRule {

@@ -374,6 +374,37 @@ fn account_status(
     (status, unmet)
 }
 
+/// Which version of a CRD a [`CrdState`] was read from.
+#[derive(Debug, PartialEq)]
+pub struct CrdReadAt {
+    pub resource_version: String,
+    pub uid: Option<String>,
+    pub generation: Option<i64>,
+}
+
+impl CrdReadAt {
+    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+        CrdReadAt {
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+            uid: meta.uid.clone(),
+            generation: meta.generation,
+        }
+    }
+
+    /// Whether `state`, read at `self`, still holds for the CRD now watched at `now`: the
+    /// same version; or, once read Established with its names accepted, the same CRD and
+    /// spec (generation). A CRD that many installs share changes with every install (its
+    /// labels and alongside annotations), and reading it again each time was, for a
+    /// thousand installs, thousands of GETs of an object grown to hundreds of KiB.
+    pub fn still_holds(&self, state: &CrdState, now: &CrdReadAt) -> bool {
+        self == now
+            || (state.established
+                && state.names_accepted
+                && self.uid == now.uid
+                && self.generation == now.generation)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -628,5 +659,29 @@ mod tests {
         let judged = judge(&with_account_rules(), &found);
         assert!(judged.unmet.is_empty());
         assert_eq!(judged.statuses[0].status, PRESENT);
+    }
+
+    #[test]
+    fn a_crd_read_ready_is_not_read_again_for_metadata_churn() {
+        let at = |rv: &str, uid: &str, generation| CrdReadAt {
+            resource_version: rv.into(),
+            uid: Some(uid.into()),
+            generation: Some(generation),
+        };
+        let state = |ready| CrdState {
+            uid: "u".into(),
+            established: ready,
+            names_accepted: ready,
+            served_versions: vec!["v1".into()],
+        };
+        let read = at("10", "u", 1);
+        // The version read: holds, ready or not.
+        assert!(read.still_holds(&state(false), &at("10", "u", 1)));
+        // Labels or annotations written since: holds once it was read ready.
+        assert!(read.still_holds(&state(true), &at("11", "u", 1)));
+        assert!(!read.still_holds(&state(false), &at("11", "u", 1)));
+        // A new spec, or another CRD of the same name: read again.
+        assert!(!read.still_holds(&state(true), &at("12", "u", 2)));
+        assert!(!read.still_holds(&state(true), &at("13", "other", 1)));
     }
 }

@@ -14,9 +14,10 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
 use super::certs::{self, CA_KEY, CERT_KEY, Material, PRIVATE_KEY_KEY};
-use super::deployment::Owner;
-use super::rbac::Planned;
-use super::webhooks::{self, DESCRIPTION_HASH_LABEL, Mount};
+use super::mount::Mount;
+use super::owned::Owner;
+use super::owned::Planned;
+use super::webhooks::{self, DESCRIPTION_HASH_LABEL};
 use crate::api::{ClusterServiceVersion, OperatorGroup};
 use crate::controllers::ownership::{operator_group_namespace_label, owner_selector};
 

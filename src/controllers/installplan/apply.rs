@@ -4,11 +4,11 @@ use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::Value;
 
+use super::context::{FIELD_MANAGER, InstallPlanContext};
 use super::crd_upgrade;
 use super::crd_write::CrdBatch;
 use super::decide::established;
 use super::error::StepError;
-use super::{FIELD_MANAGER, InstallPlanContext};
 
 /// Writes `object` whole: server-side apply, forced (the bundle's manifest wins over
 /// whoever applied the object last, as upstream's updates do). `exists`: it was there.

@@ -237,9 +237,7 @@ fn spec_matches(desired: &Value, live: &Value) -> bool {
             live.remove(field);
         }
     }
-    if let (Some(Value::Object(names)), Some(wanted)) =
-        (live.get_mut("names"), names.as_object())
-    {
+    if let (Some(Value::Object(names)), Some(wanted)) = (live.get_mut("names"), names.as_object()) {
         let name_defaults = [
             ("singular", kind.to_lowercase()),
             ("listKind", format!("{kind}List")),

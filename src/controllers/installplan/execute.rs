@@ -9,12 +9,12 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Client, ResourceExt};
 
+use super::context::{
+    Error, GROUP_RECHECK, InstallPlanContext, RECHECK, event, fail, now, warned, write_status,
+};
 use super::decide::{self, Round, RoundOutcome};
 use super::error::{Disposition, StepError};
 use super::step::{self, Applied};
-use super::{
-    Error, GROUP_RECHECK, InstallPlanContext, RECHECK, event, fail, now, warned, write_status,
-};
 use crate::api::{
     InstallPlan, InstallPlanConditionType as Type, InstallPlanPhase, InstallPlanReason as Reason,
     InstallPlanStatus, OperatorGroup, StepStatus,

@@ -11,10 +11,11 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
 use super::admit::{self, step_gvk};
+use super::context::InstallPlanContext;
 use super::crd_write;
 use super::decide::{self, StepAction};
 use super::error::StepError;
-use super::{InstallPlanContext, alongside, apply};
+use super::{alongside, apply};
 use crate::api::{ClusterServiceVersion, Step, StepStatus};
 use crate::controllers::plan::steps::{self as plan_steps, KIND_CRD, KIND_CSV};
 

@@ -1,0 +1,344 @@
+//! The gather step of a round: the group, the Deployments to make and their health, and
+//! the CSVs this one replaces or is replaced by.
+
+use std::collections::BTreeMap;
+
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::Value;
+
+use super::phase::{GroupState, Health, Observation, Related};
+use crate::api::{
+    ClusterServiceVersion, CsvPhase, OPERATOR_LABEL_PREFIX, OperatorGroup, SubscriptionConfig,
+    check_install_modes,
+};
+use crate::controllers::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL};
+
+use super::context::{Error, Round, now};
+use super::found::gather_requirements;
+use super::{conflicts, deployment, mount, owned, requirements, serving};
+
+pub(super) const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
+pub(super) const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
+pub(super) const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
+
+/// What a round of the phase machine reads, and what the phase step observes of it.
+pub(super) struct Gathered {
+    pub(super) owner: owned::Owner,
+    /// The strategy's Deployments as OLM makes them (name, body).
+    pub(super) built: Vec<(String, Value)>,
+    pub(super) judged: requirements::Judged,
+    pub(super) observed: Observation,
+    /// The certificates of the Deployments serving webhooks, and what to apply for them.
+    pub(super) serving: serving::Serving,
+    pub(super) serving_plan: serving::ServingPlan,
+    /// What the cluster lacks of `serving_plan`.
+    pub(super) shortfall: Option<serving::Shortfall>,
+    /// The group's `serviceAccountName`: the whole install is made as that account.
+    pub(super) scoped_account: Option<String>,
+    /// The CSV's Roles and RoleBindings copied or lifted to its group's other targets.
+    pub(super) spread: Vec<owned::Planned>,
+}
+
+/// The gather step: the group, the Deployments to make and their health, the requirements,
+/// and the CSVs this one replaces or is replaced by.
+pub(super) async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
+    let (csv, ctx) = (round.csv, round.ctx);
+    let (group, group_state) = group_of(round);
+    let targets = match &group_state {
+        GroupState::Member { targets, .. } => targets.clone(),
+        _ => vec![],
+    };
+    let owner = owned::Owner {
+        csv: round.name.clone(),
+        namespace: round.namespace.clone(),
+        uid: csv.metadata.uid.clone().unwrap_or_default(),
+        annotations: pod_annotations(csv, group.as_ref(), &targets),
+        operator_labels: csv
+            .labels()
+            .iter()
+            .filter(|(key, _)| key.starts_with(OPERATOR_LABEL_PREFIX))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+    };
+    let config = subscription_config(round);
+    let serving = serving::gather(
+        &round.client(),
+        csv,
+        &round.namespace,
+        ctx.shared.settings.cert_validity,
+        now(),
+    )
+    .await
+    .map_err(round.fail("read_serving_certificates"))?;
+    let (built, strategy_problem) =
+        build_deployments(csv, &owner, config.as_ref(), &serving.mounts());
+    let mut serving_plan = serving.plan(csv, &owner, group.as_ref());
+    ctx.rbac.unshare(&mut serving_plan.before, &round.namespace);
+    let shortfall = if serving.deployments.is_empty() {
+        None
+    } else {
+        serving::missing(
+            &round.client(),
+            &round.name,
+            &round.namespace,
+            &serving_plan,
+        )
+        .await
+        .map_err(round.fail("read_webhooks"))?
+    };
+    let found = gather_requirements(round).await?;
+    let judged = requirements::judge(csv, &found);
+    let spread = ctx.rbac.spread(&owner, &targets, &serving_plan);
+    let related = |name: &str| {
+        ctx.csvs
+            .get(&ObjectRef::new(name).within(&round.namespace))
+            .and_then(|g| g.0.as_ref().ok().cloned())
+    };
+    let replaces = csv
+        .spec
+        .replaces
+        .as_deref()
+        .filter(|r| !r.is_empty() && *r != round.name)
+        .and_then(related)
+        .map(|old| Related {
+            name: old.name_any(),
+            phase: old.status.and_then(|s| s.phase).unwrap_or_default(),
+        });
+    let not_upgradeable = match (&replaces, csv.status.as_ref().and_then(|s| s.phase)) {
+        (Some(old), None | Some(CsvPhase::Pending | CsvPhase::None)) => {
+            let conditions: Api<crate::api::OperatorCondition> =
+                Api::namespaced(round.client(), &round.namespace);
+            conditions
+                .get_opt(&old.name)
+                .await
+                .map_err(round.fail("read_operator_condition"))?
+                .and_then(|condition| crate::api::upgradeable(&condition).err())
+        }
+        _ => None,
+    };
+    let replaced_by = ctx
+        .csvs
+        .state()
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .find(|other| {
+            other.metadata.namespace.as_deref() == Some(round.namespace.as_str())
+                && other.spec.replaces.as_deref() == Some(round.name.as_str())
+                && other.metadata.deletion_timestamp.is_none()
+        })
+        .map(|new| Related {
+            name: new.name_any(),
+            phase: new
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .unwrap_or_default(),
+        });
+    let healths: Vec<Health> = built
+        .iter()
+        .map(|(name, body)| {
+            let found = ctx
+                .deployments
+                .get(&ObjectRef::new(name).within(&round.namespace));
+            deployment::health(
+                name,
+                found.as_deref(),
+                &round.name,
+                deployment::spec_hash(body),
+            )
+        })
+        .collect();
+    let mut health = if built.is_empty() && strategy_problem.is_none() {
+        Health::Ready
+    } else {
+        deployment::combined(healths)
+    };
+    let serving_missing = shortfall.as_ref().map(|s| s.message().to_string());
+    if let (Health::Ready, Some(missing)) = (&health, &serving_missing) {
+        health = Health::NotReady(missing.clone());
+    }
+    let observed = Observation {
+        group: group_state,
+        health,
+        strategy_problem,
+        webhook_problem: serving.problem.clone(),
+        owner_conflict: serving.owner_conflict.clone(),
+        not_upgradeable,
+        certs_due: serving.rotating(),
+        certs_rotate_at: serving.rotate_at(),
+        serving_missing,
+        unmet: judged.unmet.clone(),
+        replaces,
+        replaced_by,
+        now: now(),
+        install_check_timeout: ctx.shared.settings.install_check_timeout,
+    };
+    Ok(Gathered {
+        owner,
+        built,
+        judged,
+        observed,
+        serving,
+        serving_plan,
+        shortfall,
+        scoped_account: group
+            .as_ref()
+            .and_then(crate::controllers::scoped::service_account)
+            .map(str::to_string),
+        spread,
+    })
+}
+
+/// Whether a Deployment the strategy lists is missing, not ours, or not what we would make.
+pub(super) fn drifted(round: &Round<'_>, built: &[(String, Value)]) -> bool {
+    built.iter().any(|(name, body)| {
+        let found = round
+            .ctx
+            .deployments
+            .get(&ObjectRef::new(name).within(&round.namespace));
+        found.is_none_or(|d| {
+            let labels = d.labels();
+            labels.get(OWNER_LABEL) != Some(&round.name)
+                || labels.get(DEPLOYMENT_SPEC_HASH_LABEL).map(String::as_str)
+                    != deployment::spec_hash(body)
+        })
+    })
+}
+
+/// The CSV's OperatorGroup and what it means for the install modes.
+pub(super) fn group_of(round: &Round) -> (Option<OperatorGroup>, GroupState) {
+    let groups: Vec<OperatorGroup> = round
+        .ctx
+        .groups
+        .state()
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .filter(|g| g.metadata.namespace.as_deref() == Some(round.namespace.as_str()))
+        .cloned()
+        .collect();
+    match groups.as_slice() {
+        [] => (None, GroupState::NoGroup),
+        [group] => {
+            let state = match &group.status {
+                None => GroupState::Waiting,
+                Some(status) if status.namespaces.is_empty() && status.last_updated.is_none() => {
+                    GroupState::Waiting
+                }
+                Some(status) if status.namespaces.is_empty() => GroupState::NoTargets,
+                Some(status) => match check_install_modes(
+                    &round.csv.spec.install_modes,
+                    &round.namespace,
+                    &status.namespaces,
+                ) {
+                    // A copy only mirrors its source: its APIs are the source's.
+                    Ok(()) if round.csv.is_copy() => GroupState::Member {
+                        group: group.name_any(),
+                        targets: status.namespaces.clone(),
+                    },
+                    Ok(()) => match owner_conflict(round, &status.namespaces) {
+                        Some(message) => GroupState::OwnerConflict(message),
+                        None if conflicts::static_group_refuses(round.csv, group) => {
+                            GroupState::StaticApis
+                        }
+                        None => GroupState::Member {
+                            group: group.name_any(),
+                            targets: status.namespaces.clone(),
+                        },
+                    },
+                    Err(message) => GroupState::Unsupported(message),
+                },
+            };
+            (Some(group.clone()), state)
+        }
+        many => (None, GroupState::TooMany(many.len())),
+    }
+}
+
+/// Another group meeting this CSV's targets that provides one of its APIs first.
+pub(super) fn owner_conflict(round: &Round, targets: &[String]) -> Option<String> {
+    // Every watched namespace counts, not only this scope's.
+    let scopes = round.ctx.shared.informers.cluster.scopes();
+    let groups: Vec<_> = scopes
+        .iter()
+        .flat_map(|s| s.operator_groups.store().state())
+        .collect();
+    let csvs: Vec<_> = scopes.iter().flat_map(|s| s.csvs.store().state()).collect();
+    conflicts::owner_conflict(
+        round.csv,
+        &round.namespace,
+        targets,
+        groups.iter().filter_map(|g| g.0.as_ref().ok()),
+        csvs.iter().filter_map(|c| c.0.as_ref().ok()),
+    )
+}
+
+/// The CSV's annotations plus the group's (computed here rather than read back from the
+/// CSV, so a Deployment never starts with stale target namespaces).
+pub(super) fn pod_annotations(
+    csv: &ClusterServiceVersion,
+    group: Option<&OperatorGroup>,
+    targets: &[String],
+) -> BTreeMap<String, String> {
+    let mut annotations = csv.annotations().clone();
+    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    if let Some(group) = group {
+        annotations.insert(OPERATOR_GROUP_ANNOTATION.into(), group.name_any());
+        annotations.insert(
+            OPERATOR_NAMESPACE_ANNOTATION.into(),
+            group.namespace().unwrap_or_default(),
+        );
+        annotations.insert(TARGET_NAMESPACES_ANNOTATION.into(), targets.join(","));
+    }
+    annotations
+}
+
+/// The `config` of a Subscription in the namespace for this CSV's package: one whose
+/// status names the CSV, or whose package the CSV's name starts with (`<package>.v…`).
+pub(super) fn subscription_config(round: &Round) -> Option<SubscriptionConfig> {
+    let subscriptions = round.ctx.subscriptions.state();
+    let name = round.name.as_str();
+    subscriptions
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .filter(|s| s.metadata.namespace.as_deref() == Some(round.namespace.as_str()))
+        .find(|s| {
+            let status = s.status.as_ref();
+            status.and_then(|st| st.installed_csv.as_deref()) == Some(name)
+                || status.and_then(|st| st.current_csv.as_deref()) == Some(name)
+                || name
+                    .strip_prefix(s.spec.name.as_str())
+                    .is_some_and(|rest| rest.starts_with('.'))
+        })
+        .and_then(|s| s.spec.config.clone())
+}
+
+/// The Deployments to apply, by name, or why the strategy cannot be used.
+pub(super) fn build_deployments(
+    csv: &ClusterServiceVersion,
+    owner: &owned::Owner,
+    config: Option<&SubscriptionConfig>,
+    mounts: &BTreeMap<String, mount::Mount>,
+) -> (Vec<(String, Value)>, Option<String>) {
+    if csv.spec.install.strategy != "deployment" {
+        return (
+            vec![],
+            Some(format!(
+                "unsupported install strategy {:?} (only \"deployment\")",
+                csv.spec.install.strategy
+            )),
+        );
+    }
+    let Some(strategy) = &csv.spec.install.spec else {
+        return (vec![], Some("the deployment strategy has no spec".into()));
+    };
+    let mut built = Vec::new();
+    for spec in &strategy.deployments {
+        match deployment::build(spec, owner, config, mounts.get(&spec.name)) {
+            Ok(body) => built.push((spec.name.clone(), body)),
+            Err(problem) => return (vec![], Some(problem)),
+        }
+    }
+    (built, None)
+}
