@@ -38,7 +38,9 @@ fuzz_target!(|data: &[u8]| {
     std::fs::create_dir_all(dir.join("metadata")).unwrap();
     std::fs::create_dir_all(dir.join("manifests")).unwrap();
     let mut parts = data.split(|&b| b == b'\x00');
-    let text_parts: Vec<&[u8]> = (0..FILES.len()).map(|_| parts.next().unwrap_or(b"")).collect();
+    let text_parts: Vec<&[u8]> = (0..FILES.len())
+        .map(|_| parts.next().unwrap_or(b""))
+        .collect();
     for (file, part) in FILES.iter().zip(text_parts) {
         if !part.is_empty() {
             std::fs::write(dir.join(file), part).unwrap();

@@ -7,6 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use olm::catalog::model::fbc::Property;
 use olm::resolver::constraints::{Dependency, Facts, Gvk, dependencies};
+use olm::resolver::index::BundleProperties;
 use serde_json::{Value, json};
 
 fuzz_target!(|data: &[u8]| {
@@ -25,12 +26,20 @@ fuzz_target!(|data: &[u8]| {
 fn check(text: &str) {
     let value: Value = serde_json::from_str(text)
         .unwrap_or_else(|_| json!({"cel": {"rule": text}, "failureMessage": "fuzz"}));
-    let properties = vec![
-        Property::new("olm.package", json!({"packageName": "etcd", "version": "0.9.2"})),
-        Property::new("olm.gvk", json!({"group": "etcd.database.coreos.com", "version": "v1beta2", "kind": "EtcdCluster"})),
+    let properties = [
+        Property::new(
+            "olm.package",
+            json!({"packageName": "etcd", "version": "0.9.2"}),
+        ),
+        Property::new(
+            "olm.gvk",
+            json!({"group": "etcd.database.coreos.com", "version": "v1beta2", "kind": "EtcdCluster"}),
+        ),
         Property::new("olm.label", json!({"label": "a"})),
         Property::new("olm.maxOpenShiftVersion", json!("4.12")),
     ];
+    // As the resolver's index keeps them: packed as JSON text, decoded when a rule reads them.
+    let properties = BundleProperties::packed(properties.iter());
     let gvks = vec![Gvk {
         group: "etcd.database.coreos.com".into(),
         version: "v1beta2".into(),

@@ -10,7 +10,14 @@ use olm::catalog::model::fbc::{Bundle, PROP_PACKAGE, Property};
 use olm::catalog::model::semver_range::{VersionRange, parse_version};
 use olm::catalog::template::semver::{parse, render};
 
-const PROBES: [&str; 6] = ["0.0.0", "1.0.0", "1.2.3-alpha.1", "2.0.0+build", "999999.0.0", "0.1.0-0"];
+const PROBES: [&str; 6] = [
+    "0.0.0",
+    "1.0.0",
+    "1.2.3-alpha.1",
+    "2.0.0+build",
+    "999999.0.0",
+    "0.1.0-0",
+];
 
 fn bundle_for(image: &str) -> Result<Bundle, String> {
     let tag = image.rsplit(':').next().unwrap_or_default();
