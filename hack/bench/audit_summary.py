@@ -3,9 +3,7 @@
 verb, resource, subresource and scope, with their count, total and p50/p90 server latency
 and response codes, busiest first; then that client's requests per minute by verb.
 
-Reads an audit log as the benches keep it (`--keep-logs`: `<workdir>/<side>/audit.log`;
-`hack/cluster/up` with OLM_AUDIT=1 writes one). The client is picked by its user agent:
-OLM's (kube-rs sends none) by default, or any prefix with --agent.
+See hack/bench/README.md (audit_summary.py).
 
 Usage: hack/bench/audit_summary.py AUDIT_LOG [--agent PREFIX] [--top N]
 """

@@ -1,26 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark: many installs at once, `olm run` side by side with upstream OLM v0.46.0.
 
-Two shapes, each side on its own control plane as install.py starts it (audit on, its own
-ports; the shared test cluster is never touched), OLM started as install.py starts it, and one
-global CatalogSource (grpc, spec.address) in the catalog namespace `olm`:
-
-- --namespaces N[,N...] (1,10,100): N fresh namespaces, each with an OwnNamespace
-  OperatorGroup, are created and ready (status.namespaces) and OLM quiet for 2 s; then one
-  `kubectl create` of N Subscriptions (reverse-words, channel stable, one per namespace).
-- --per-namespace M[,M...] (20): one fresh namespace with its OperatorGroup and M
-  Subscriptions at once, to M distinct packages: copies of reverse-words made for this run
-  (package, CSV, Deployment and ServiceAccount names `rwK…`, CRD group `rwK.linuxera.org`),
-  so that the M operators can live side by side.
-
-The clock runs from the API server receiving the first of those Subscription creates (audit
-log) to the last CSV (copies excluded) reaching Succeeded on a cluster-wide watch (event-driven,
-no polling). Measured per round: that time; OLM's API requests and writes in that window (audit
-log; all clients but the control plane's, kubectl's and this script's), and per install; the
-peak of the OLM processes' summed VmRSS (sampled every 0.2 s during the round; upstream: olm +
-catalog, ours: olm run). Rounds run one after the other on the same control plane, their
-namespaces kept, so later rounds run with earlier operators installed (as a busy cluster
-would). Prints each round's figures per side and upstream/ours.
+N namespaces × 1 Subscription, and one namespace × M Subscriptions to renamed copies of
+reverse-words, each side on its own audited control plane: time to the last CSV Succeeded,
+OLM's requests and writes per install, peak RSS. Method: hack/bench/README.md.
 
 Usage: hack/bench/bulk.py [--side both|ours|upstream] [--namespaces 1,10,100] [--per-namespace 20]
            [--timeout 600] [--nodes 3] [--json] [--keep-logs]
@@ -31,8 +14,9 @@ from pathlib import Path
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import install as ib  # noqa: E402
+import install as ib  # noqa: E402  (install.py's sides, audit counting and CSV watch)
 import yaml  # noqa: E402
+from common import REPO, Api, BenchError, interrupt_on_signals, log, rss_mib  # noqa: E402
 
 SOURCE = "bench"
 
@@ -93,7 +77,7 @@ class PeakRss(threading.Thread):
 
     def run(self):
         while not self.stop.wait(0.2):
-            self.peak = max(self.peak, sum(ib.rss_mib(p) or 0 for p in self.pids))
+            self.peak = max(self.peak, sum(rss_mib(p) or 0 for p in self.pids))
 
 
 def csv_name(package):
@@ -125,7 +109,7 @@ class Bulk:
     def run(self):
         s = self.side
         s.cluster.up(nodes=self.args.nodes)
-        s.api = ib.Api(s.cluster.kubeconfig, s.workdir)
+        s.api = Api(s.cluster.kubeconfig, s.workdir)
         s.audit = ib.Audit(s.cluster.audit_log)
         s.cluster.kubectl("create", "namespace", ib.GLOBAL_NS)
         s.start()
@@ -139,7 +123,7 @@ class Bulk:
         self.watch = Watch(s.api)
         self.watch.start()
         if not self.watch.ready.wait(30) or self.watch.error:
-            raise ib.BenchError(f"watch on CSVs failed: {self.watch.error}")
+            raise BenchError(f"watch on CSVs failed: {self.watch.error}")
         rounds = []
         try:
             for n in self.args.namespaces:
@@ -184,7 +168,7 @@ class Bulk:
         with self.watch.changed:
             while not expected <= self.watch.succeeded_at.keys():
                 if self.watch.error:
-                    raise ib.BenchError(f"watch on CSVs failed: {self.watch.error}")
+                    raise BenchError(f"watch on CSVs failed: {self.watch.error}")
                 if time.time() > deadline:
                     break
                 self.watch.changed.wait(1.0)
@@ -198,18 +182,18 @@ class Bulk:
             plans_done = s.api.poll(f"{s.name}: every InstallPlan of {label} Complete",
                                     max(deadline - time.time(), 1),
                                     lambda: plans_installed_at(s.api, wanted), 1.0)
-        except ib.BenchError:
+        except BenchError:
             plans_done = None
         sampler.stop.set()
         sampler.join()
         if not done:
-            raise ib.BenchError(f"{s.label}, {label}: no install reached Succeeded in {self.args.timeout:g} s")
+            raise BenchError(f"{s.label}, {label}: no install reached Succeeded in {self.args.timeout:g} s")
         last = max(done.values())
         s.audit.catch_up(last, s.poke)
         creates = [r[0] for r in s.audit.requests.values()
                    if r[1] == "create" and r[3] == "subscriptions" and r[4] in wanted and r[2].startswith("kubectl")]
         if not creates:
-            raise ib.BenchError(f"{label}: the Subscription creates are not in the audit log")
+            raise BenchError(f"{label}: the Subscription creates are not in the audit log")
         start = min(creates)
         window = ib.summarize(s.audit.window(start, last))
         result = {"round": label, "installs": len(expected), "succeeded": len(done), "seconds": last - start,
@@ -217,7 +201,7 @@ class Bulk:
                   "plans_complete": plans_done - start if plans_done else None, "requests": window["requests"],
                   "writes": window["writes"], "by_agent_verb": window["by_agent_verb"], "peak_rss_mib": sampler.peak,
                   "not_succeeded": {f"{ns}/{n}": p for (ns, n), p in sorted(phases.items())}}
-        ib.log(f"{s.name} {label}: {len(done)}/{len(expected)} Succeeded, last {result['seconds']:.2f} s after the first "
+        log(f"{s.name} {label}: {len(done)}/{len(expected)} Succeeded, last {result['seconds']:.2f} s after the first "
                f"create; {window['requests']} requests, {window['writes']} writes; peak RSS {sampler.peak:.0f} MiB; "
                + (f"every InstallPlan Complete {result['plans_complete']:.2f} s after the first create"
                   if plans_done else "not every InstallPlan Complete in time"))
@@ -259,17 +243,17 @@ def main():
     ap.add_argument("--per-namespace", default="20", help="rounds of 1 namespace × M Subscriptions ('' for none)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds a round may take (default 600)")
     ap.add_argument("--nodes", type=int, default=3, help="kwok nodes (default 3)")
-    ap.add_argument("--olm", default=str(ib.REPO / "target/release/olm"), help="our binary (default target/release/olm)")
+    ap.add_argument("--olm", default=str(REPO / "target/release/olm"), help="our binary (default target/release/olm)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep-logs", action="store_true")
     args = ap.parse_args()
     args.namespaces = [int(n) for n in args.namespaces.split(",") if n]
     args.per_namespace = [int(m) for m in args.per_namespace.split(",") if m]
 
-    ib.interrupt_on_signals()
+    interrupt_on_signals()
     workdir = Path(tempfile.mkdtemp(prefix="olm-bench-bulk-"))
     catalog = workdir / "catalog"
-    packages = renamed_copies(ib.REPO / "catalog", catalog, max(args.per_namespace, default=0))
+    packages = renamed_copies(REPO / "catalog", catalog, max(args.per_namespace, default=0))
     kinds = {"upstream": ib.Upstream, "ours": ib.Ours}
     names = ["ours", "upstream"] if args.side == "both" else [args.side]
 

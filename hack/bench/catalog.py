@@ -1,44 +1,16 @@
 #!/usr/bin/env python3
-"""Benchmark: render + validate of the community-operators testdata, `olm` against upstream
-`opm`, side by side in one run. Prints median wall time and peak RSS per step and size, and
-the ratio opm/olm. Sizes grow by taking more bundles (render) and by replicating the
-catalog under new package names (validate), to show how cost grows with catalog size.
-
-With --catalog DIR (a catalog repository with an `operators/<package>/<bundle>/` tree, e.g. a
-checkout of the public community catalog), measures instead, once each: rendering all its
-bundle directories, and validating the FBC of its packages (those `olm catalog render`
-renders, as one catalog); a tool that refuses the catalog is still timed.
+"""Benchmark: render + validate of the community-operators testdata (or --catalog DIR, a
+catalog repository), `olm` against upstream `opm` side by side in one run: median wall time,
+peak RSS and the ratios opm/olm. Method: hack/bench/README.md.
 
 Usage: hack/bench/catalog.py [--runs N] [--catalog DIR]   (needs target/release/olm and hack/opm/build)
 """
-import argparse, json, os, re, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, os, shutil, statistics, subprocess, sys, tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("OLM_SHARED_DIR", REPO.parent / "shared"))
-TESTDATA = SHARED / "testdata/community-operators/operators"
-
-
-GNU_TIME = "/usr/bin/time"
-
-
-def measure(cmd, stdout_path=None, check=True):
-    """Runs cmd; returns (seconds, peak RSS in MiB) of that command alone. GNU time reports
-    the RSS, because a forked child's maxrss would also count this Python process's pages."""
-    if not os.access(GNU_TIME, os.X_OK):
-        sys.exit("needs GNU time: apt-get install time")
-    out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
-    env = {k: v for k, v in os.environ.items() if k != "OLM_CACHE_DIR"}
-    start = time.perf_counter()
-    proc = subprocess.run([GNU_TIME, "-f", "maxrss=%M", *map(str, cmd)], stdout=out, stderr=subprocess.PIPE, env=env)
-    elapsed = time.perf_counter() - start
-    if stdout_path:
-        out.close()
-    stderr = proc.stderr.decode()
-    if proc.returncode != 0 and check:
-        sys.exit(f"{' '.join(map(str, cmd[:3]))} … failed: {stderr[-2000:]}")
-    rss_kib = int(re.findall(r"maxrss=(\d+)", stderr)[-1])
-    return elapsed, rss_kib / 1024
+sys.dont_write_bytecode = True  # no __pycache__ written next to the scripts
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import REPO, TESTDATA, measure, opm_path, replicated_catalog, testdata_packages  # noqa: E402
 
 
 def median_of(runs, cmd, stdout_path=None):
@@ -54,41 +26,6 @@ def bundle_dirs(root=TESTDATA):
     return dirs
 
 
-def replicated_catalog(base_file, copies, dest):
-    """The catalog `copies` times, each copy's packages renamed, as one FBC directory."""
-    text = base_file.read_text()
-    blobs = [json.loads(b) for b in split_json_stream(text)]
-    names = sorted({b.get("package") or b["name"] for b in blobs if b["schema"] in ("olm.package", "olm.channel", "olm.bundle")})
-    dest.mkdir(parents=True, exist_ok=True)
-    with open(dest / "catalog.json", "w") as f:
-        for i in range(copies):
-            rename = {n: f"{n}-c{i}" for n in names}
-            for b in blobs:
-                b = json.loads(json.dumps(b))
-                if b["schema"] == "olm.package":
-                    b["name"] = rename[b["name"]]
-                elif "package" in b:
-                    b["package"] = rename.get(b["package"], b["package"])
-                if b["schema"] == "olm.bundle":
-                    for p in b.get("properties", []):
-                        if p["type"] == "olm.package":
-                            p["value"]["packageName"] = rename.get(p["value"]["packageName"], p["value"]["packageName"])
-                f.write(json.dumps(b) + "\n")
-    return len([b for b in blobs if b["schema"] == "olm.bundle"]) * copies
-
-
-def split_json_stream(text):
-    decoder, i, out = json.JSONDecoder(), 0, []
-    while True:
-        while i < len(text) and text[i].isspace():
-            i += 1
-        if i >= len(text):
-            return out
-        obj, end = decoder.raw_decode(text, i)
-        out.append(json.dumps(obj))
-        i = end
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -97,7 +34,7 @@ def main():
     olm = REPO / "target/release/olm"
     if not olm.exists():
         sys.exit("build it first: cargo build --release --bin olm")
-    opm = subprocess.run([REPO / "hack/opm/build"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    opm = opm_path()
     work = Path(tempfile.mkdtemp(prefix="olm-bench-"))
     rows = []
     try:
@@ -117,8 +54,7 @@ def main():
         # The whole testdata as one catalog (packages with channels), rendered by olm.
         base = work / "base"
         base.mkdir()
-        packages = [str(p) for p in sorted(TESTDATA.iterdir()) if p.is_dir() and p.name != "kuadrant-operator"]
-        measure([olm, "catalog", "render", *packages], base / "catalog.json")
+        measure([olm, "catalog", "render", *testdata_packages()], base / "catalog.json")
         for copies in (1, 4, 16):
             cat = work / f"x{copies}"
             n = replicated_catalog(base / "catalog.json", copies, cat)

@@ -3,58 +3,8 @@
 (no Subscription, no catalog), on a control plane of its own; part 3 also side by side with
 upstream OLM v0.46.0's olm operator.
 
-Every part runs on a fresh control plane started here (hack/cluster/up with OLM_AUDIT=1 on
-ports 29443/26790/26800 and state in target/cluster-csvbench; the shared test cluster at
-target/cluster is never touched) and removed after it (`hack/cluster/down --clean`, also on
-failure or Ctrl-C), with `olm crds` created and one `olm run --leader-elect=false`.
-
-Part 1, applied → Succeeded (--runs, 10): the reverse-words 0.3.0 CRD is created once; each
-run gets a fresh namespace with an OwnNamespace OperatorGroup, waits for its
-status.namespaces and for OLM to be quiet (no request for 2 s), then `kubectl apply` of the
-bundle's CSV. The time runs from the API server receiving the CSV's create (audit log) to the
-phase Succeeded arriving on a watch of that namespace's CSVs (event-driven, no polling); the
-time from launching kubectl is shown too. The namespaces are kept: they are the first
-operators of part 2 (so run k runs with k-1 operators installed).
-
-Part 2, idle (--operators 20, --idle 60): more namespaces like part 1's, installed at once,
-until --operators CSVs are Succeeded; then --settle s (15) counted apart and an --idle window
-in which OLM's requests are counted from the audit log (writes must be 0), as is the change of
-`olm_status_writes_total` and `olm_reconciles_total` on /metrics, and RSS (VmRSS) of olm run.
-With --startup S, olm run is then restarted on the cluster with those operators installed and
-its requests in its first S s are counted from the audit log by verb and resource (the lists
-and watches it starts with), as is its RSS at the end of them.
-
-Part 3, AllNamespaces at scale (--csvs 100, --namespaces 200, --copies both): --csvs
-namespaces each with an AllNamespaces OperatorGroup (no targetNamespaces) and a CSV
-`bench-N.v0.1.0` (reverse-words 0.3.0 with AllNamespaces supported, no replaces, owning its
-own CRD `reversewordsapps.benchN.linuxera.org` unless --shared-crd), plus plain namespaces up
-to --namespaces in all. CRDs exist before olm run starts, namespaces and OperatorGroups are
-created after it (--groups-before-olm: before it) and ready (status.namespaces) before the
-clock starts at the API server receiving the first CSV create (one `kubectl apply` of all of
-them) and reports when all CSVs were Succeeded (watch) and when OLM converged: its last write
-before --quiet s (5) with no write from it. Objects OLM created are the audit log's OLM
-requests answered 201 (a create or an apply that created), per resource; copies are also
-counted by listing. Run once with copied CSVs and once with --disable-copied-csvs, each on its
-own control plane. All CSVs Succeeded and OLM's last write must come within --scale-timeout s
-(900) of launching kubectl; otherwise the part reports "not converged" with what it reached
-(CSVs Succeeded, copies listed, requests, RSS until then).
-
-Part 3 with --side upstream|both (default ours): the same part on its own control plane with
-upstream OLM v0.46.0's olm operator instead of olm run, as install.py starts it (the binary of
-hack/upstream-olm/build as a local process, `--namespace olm`, upstream's CRDs from its
-module), plus the OLMConfig `cluster` its chart makes (copies off: its
-spec.features.disableCopiedCSVs, upstream's switch for --disable-copied-csvs), made before
-it starts. Its catalog operator is not started: no Subscription, InstallPlan or
-CatalogSource is used and the olm operator waits for nothing of it. Neither side makes a
-hand-applied CSV's RBAC (InstallPlans do; without it the CSV stays Pending), so on both
-sides each CSV's ServiceAccount, Role and RoleBinding are made by the bench before the
-clock, labelled as OLM's (olm.managed, olm.owner*) as a plan would; each side then lifts
-them to ClusterRoles for AllNamespaces itself. Requests and writes
-are counted from the audit log as for ours (every client but the control plane's, kubectl
-and olm-bench), RSS is the olm process's VmRSS and VmHWM, copies are listed; the
-olm_*_total metrics are ours only. With both, ours runs first, then upstream, each mode in
-turn, and the tables show them side by side with upstream/ours. Upstream not converging is
-reported as such; ours not converging fails the run (exit 1) after the report.
+Part 1: applied → Succeeded; part 2: idle with --operators installed (and --startup); part 3:
+AllNamespaces CSVs at scale, copied CSVs on and off. Method and figures: hack/bench/README.md.
 
 Usage: hack/bench/csv.py [--parts 1,2,3] [--runs 10] [--operators 20] [--idle 60] [--startup 20]
            [--csvs 100] [--namespaces 200] [--copies both|on|off] [--side ours|upstream|both]
@@ -62,22 +12,24 @@ Usage: hack/bench/csv.py [--parts 1,2,3] [--runs 10] [--operators 20] [--idle 60
        (needs `cargo build --release --bin olm`, or --olm PATH to a built one; for the
         upstream side hack/upstream-olm/build; --side upstream needs --parts 3)
 """
-import argparse, collections, copy, json, os, re, shutil, signal, socket, statistics, subprocess
+import argparse, collections, copy, json, os, re, shutil, socket, statistics, subprocess
 import sys, tempfile, threading, time, urllib.request
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ written next to the scripts
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import install as ib  # noqa: E402  (the install benchmark's helpers: cluster, audit, processes, API client)
-from install import BenchError, log, rss_mib  # noqa: E402
+import install as ib  # noqa: E402  (install.py's audit counting, CSV watch and upstream side)
+from common import (  # noqa: E402
+    BENCH_UA, REPO, UPSTREAM_VERSION, Api, BenchError, Cluster, Processes, free_port, ignore_signals,
+    interrupt_on_signals, log, port_busy, rss_mib, stop, upstream_olm_paths, wait_ready,
+)
 
-REPO = ib.REPO
 BUNDLE = REPO / "bundles/reverse-words/0.3.0/manifests"
 CSV_FILE = BUNDLE / "reverse-words.v0.3.0.clusterserviceversion.yaml"
 CRD_FILE = BUNDLE / "apps.linuxera.org_reversewordsapps.yaml"
 GLOBAL_NS = "olm"
 CSV_PATH = "/apis/operators.coreos.com/v1alpha1"
 BENCHES = []  # every Bench made, torn down again (idempotent) when main() ends
-ib.CLUSTERS["csvbench"] = (REPO / "target/cluster-csvbench", 29443, 26790, 26800)
 OBJECT_KINDS = ("clusterserviceversions", "deployments", "serviceaccounts", "roles", "rolebindings",
                 "clusterroles", "clusterrolebindings")
 LIST_PATHS = {
@@ -94,16 +46,6 @@ LIST_PATHS = {
 def yaml_load(path):
     import yaml  # noqa: PLC0415
     return yaml.safe_load(Path(path).read_text())
-
-
-def proc_status(pid, key):
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024
-    except FileNotFoundError:
-        pass
-    return None
 
 
 def metrics(port):
@@ -137,8 +79,8 @@ class Bench:
         self.args, self.label, self.olm_flags, self.nodes = args, label, list(olm_flags), nodes
         self.workdir = workdir / label
         self.workdir.mkdir()
-        self.procs = ib.Processes(self.workdir)
-        self.cluster = ib.Cluster("csvbench")
+        self.procs = Processes(self.workdir)
+        self.cluster = Cluster("csvbench")
         self.olm = None
         self.olm_started = None
         self.admin = None
@@ -154,7 +96,7 @@ class Bench:
     def start_cluster(self):
         # The previous part's control plane may still be exiting after `down --clean`.
         deadline = time.time() + 60
-        while any(ib.port_busy(p) for p in (self.cluster.api_port, self.cluster.etcd_port, self.cluster.peer_port)) \
+        while any(port_busy(p) for p in self.cluster.ports()) \
                 and time.time() < deadline:
             time.sleep(0.5)
         self.cluster.up()
@@ -165,7 +107,7 @@ class Bench:
                 "labels": {"type": "kwok", "kubernetes.io/hostname": node, "kubernetes.io/os": "linux",
                            "kubernetes.io/arch": "amd64", "node-role.kubernetes.io/agent": ""}},
                 "spec": {"providerID": f"kwok://{node}"}}])
-        self.api = ib.Api(self.cluster.kubeconfig, self.workdir)
+        self.api = Api(self.cluster.kubeconfig, self.workdir)
         self.audit = ib.Audit(self.cluster.audit_log)
         self.k("create", "namespace", GLOBAL_NS)
         self.install_crds()
@@ -176,44 +118,25 @@ class Bench:
         self.k("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
 
     def start_olm(self, name="olm-run"):
-        self.admin = ib.free_port()
+        self.admin = free_port()
         env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig))
         env.setdefault("RUST_LOG", "info")
         self.olm_started = time.time()
         self.olm = self.procs.spawn(name, [self.args.olm, "run", "--leader-elect=false", "--packages-address", "off",
                                            "--admin-address", f"127.0.0.1:{self.admin}", *self.olm_flags],
                                     env=env, cwd=self.workdir)
-        ib.wait_port(self.procs, self.olm, self.admin, 60)
-        deadline = time.time() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            self.procs.check(self.olm)
-            if time.time() > deadline:
-                raise BenchError(f"olm run is not ready after 60 s; log: {self.workdir / 'olm-run.log'}")
-            time.sleep(0.1)
+        wait_ready(self.olm, self.admin, 60)
         log(f"{self.label}: olm run ready (pid {self.olm.pid}, admin :{self.admin}, flags {self.olm_flags or 'none'})")
 
     def stop_olm(self):
         """SIGTERM to olm run (its own process group), SIGKILL after 10 s."""
-        try:
-            os.killpg(self.olm.pid, signal.SIGTERM)
-            self.olm.wait(10)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(self.olm.pid, signal.SIGKILL)
-            self.olm.wait()
+        stop(self.olm, 10)
 
     def metrics(self):
         return metrics(self.admin)
 
     def rss(self):
-        return {"rss_mib": proc_status(self.olm.pid, "VmRSS"), "peak_rss_mib": proc_status(self.olm.pid, "VmHWM")}
+        return {"rss_mib": rss_mib(self.olm.pid), "peak_rss_mib": rss_mib(self.olm.pid, "VmHWM")}
 
     def check_alive(self):
         self.procs.check(self.olm)
@@ -270,7 +193,7 @@ class UpstreamBench(Bench):
     waits for nothing of it."""
 
     side = "upstream"
-    what = f"upstream olm {ib.UPSTREAM_VERSION}"
+    what = f"upstream olm {UPSTREAM_VERSION}"
     log_name = "olm.log"
 
     def __init__(self, args, workdir, label, paths, copies, nodes=1):
@@ -323,7 +246,7 @@ def count_objects(api):
             c = api.conn(timeout=120)
             try:
                 c.request("GET", f"{path}?limit=5000" + (f"&continue={cont}" if cont else ""), headers={
-                    "User-Agent": ib.BENCH_UA,
+                    "User-Agent": BENCH_UA,
                     "Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"})
                 r = c.getresponse()
                 body = json.loads(r.read())
@@ -367,7 +290,7 @@ class SourceCsvWatch(threading.Thread):
             while not self.stop:
                 c = self.api.conn(timeout=10)
                 c.request("GET", f"{base}&watch=1&timeoutSeconds=1800&resourceVersion={rv}",
-                          headers={"User-Agent": ib.BENCH_UA, "Accept": "application/json"})
+                          headers={"User-Agent": BENCH_UA, "Accept": "application/json"})
                 r = c.getresponse()
                 if r.status != 200:
                     raise BenchError(f"watch CSVs: {r.status}")
@@ -812,7 +735,7 @@ def report(res, args):
     if (res.get("args") or {}).get("side", "ours") != "upstream":
         print(f"\nolm run: {res.get('olm_binary')}")
     if res.get("upstream_olm"):
-        print(f"{'' if res.get('all_namespaces') else chr(10)}upstream olm {ib.UPSTREAM_VERSION}: {res['upstream_olm']}")
+        print(f"{'' if res.get('all_namespaces') else chr(10)}upstream olm {UPSTREAM_VERSION}: {res['upstream_olm']}")
     p1 = (res.get("own") or {}).get("part1")
     if p1:
         print(f"\n1. CSV applied → Succeeded (reverse-words 0.3.0, OwnNamespace, {len(p1['runs'])} runs)")
@@ -911,10 +834,10 @@ def report_part_3(res, args):
     sides = [s for s in ("upstream", "ours") if by_side[s]]
     if not sides:
         return
-    names = {"upstream": f"upstream {ib.UPSTREAM_VERSION}", "ours": "olm-rs"}
+    names = {"upstream": f"upstream {UPSTREAM_VERSION}", "ours": "olm-rs"}
     modes = [m for m in ("on", "off") if any(m in by_side[s] for s in sides)]
     any3 = next(by_side[s][m] for s in sides for m in modes if m in by_side[s])
-    only = {"upstream": f": upstream OLM {ib.UPSTREAM_VERSION} (olm operator)", "ours": ": olm run"}
+    only = {"upstream": f": upstream OLM {UPSTREAM_VERSION} (olm operator)", "ours": ": olm run"}
     print(f"\n3. {any3['csvs']} CSVs in AllNamespaces mode, {any3['namespaces']} namespaces in the cluster"
           f" ({'one shared CRD' if any3['shared_crd'] else 'one CRD each'})" + ("" if len(sides) == 2 else only[sides[0]]))
 
@@ -1010,13 +933,13 @@ def main():
     upstream = None
     if "upstream" in sides and 3 in parts:
         try:
-            upstream = ib.upstream_olm_paths()
+            upstream = upstream_olm_paths()
         except BenchError as e:
             ap.error(str(e))
     if not shutil.which("kubectl"):
         ap.error("kubectl is not on PATH")
 
-    ib.interrupt_on_signals()
+    interrupt_on_signals()
 
     workdir = Path(tempfile.mkdtemp(prefix="olm-bench-csv-"))
     results = {"olm_binary": args.olm, "args": vars(args)}
@@ -1036,8 +959,7 @@ def main():
     except KeyboardInterrupt:
         failure, keep = "interrupted", True
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut teardown short
+        ignore_signals()
         for bench in BENCHES:
             bench.teardown()
         if keep:

@@ -1,14 +1,7 @@
 #!/usr/bin/env python3
-"""Benchmark: `olm run` against hostile catalogs (issue 14 §3/§4). Runs the hostile-catalog
-cluster tests (tests/cluster/hostile_catalogs.rs: a registry server that answers slowly, never
-answers a load, never answers at all, cuts ListBundles half-way, sends a 100 MB bundle or a
-million bundles; ConfigMap catalogs of 1 MiB of garbage; 100 CatalogSources of which 50 are
-broken, and the same 50 healthy ones alone as a baseline), one at a time so that each `olm run` has the machine to itself, and prints the figures
-they record: the peak RSS (VmHWM) of `olm run` in each case, the slowest `/readyz` answer, and
-the time for healthy CatalogSources to pick up new content while 50 broken ones are present.
-
-Each test also asserts its bounds (peak RSS, /readyz within 1 s), so a run that prints figures
-has passed them.
+"""Benchmark: `olm run` against hostile catalogs. Runs tests/cluster/hostile_catalogs.rs one
+test at a time and prints the figures they record: peak RSS per case, the slowest /readyz, and
+update times of healthy CatalogSources beside broken ones. Method: hack/bench/README.md.
 
 Usage: hack/bench/hostile.py [--release] [--json] [FILTER]
        (needs the control plane from hack/cluster/up; FILTER narrows the tests, default all)
@@ -16,7 +9,9 @@ Usage: hack/bench/hostile.py [--release] [--json] [FILTER]
 import argparse, json, os, subprocess, sys, tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+sys.dont_write_bytecode = True  # no __pycache__ written next to the scripts
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import KUBECONFIG, REPO  # noqa: E402
 
 
 def main():
@@ -26,11 +21,10 @@ def main():
     ap.add_argument("filter", nargs="?", default="hostile_catalogs::")
     args = ap.parse_args()
 
-    kubeconfig = os.environ.get("KUBECONFIG", str(REPO / "target/cluster/kubeconfig"))
-    if not Path(kubeconfig).exists():
-        sys.exit(f"no control plane ({kubeconfig}); start one with hack/cluster/up")
+    if not Path(KUBECONFIG).exists():
+        sys.exit(f"no control plane ({KUBECONFIG}); start one with hack/cluster/up")
     with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as figures:
-        env = dict(os.environ, KUBECONFIG=kubeconfig, OLM_HOSTILE_FIGURES=figures.name)
+        env = dict(os.environ, KUBECONFIG=KUBECONFIG, OLM_HOSTILE_FIGURES=figures.name)
         cmd = ["cargo", "test", "--features", "cluster-tests", "--test", "cluster"]
         if args.release:
             cmd.append("--release")

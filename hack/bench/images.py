@@ -1,26 +1,18 @@
 #!/usr/bin/env python3
-"""Benchmark: catalog images with no container engine. Prints, for `olm` (release build):
-- build + push time and peak RSS of our whole catalog (`olm catalog publish`: every bundle of
-  bundles/ as an image, then the catalog image) and of the community-operators testdata as one
-  catalog image (`olm catalog build --push`), cold (empty registry) and again (unchanged: no
-  blob uploaded), against Debian's docker-registry on loopback;
-- pull + load time of that testdata catalog image in `olm run` (CatalogSource spec.image → its
-  snapshot in use; cold cache, then a restart with the cache kept) and the RSS of `olm run`
-  holding it, with and without (idle) the catalog.
-
-There is no upstream peer for build + push here: opm builds catalog and bundle images only
-through docker/podman/buildah (`opm index add`, `opm alpha bundle build`; `opm generate
-dockerfile` only writes a Dockerfile), and no container engine runs on this machine.
+"""Benchmark: catalog images with no container engine (so no upstream peer): build + push of our
+catalog and of the testdata as one catalog image, then pull + load of it in `olm run`, with
+times and RSS. Method: hack/bench/README.md.
 
 Usage: hack/bench/images.py   (needs target/release/olm or OLM_BIN=..., GNU time, hack/cluster/up running)
 """
-import json, os, shutil, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ written next to the scripts
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from catalog import REPO, TESTDATA, measure  # noqa: E402
-from run import ENV, get, kubectl, rss_mib, wait_port  # noqa: E402
-from serve import free_port  # noqa: E402
+from common import (  # noqa: E402
+    ENV, REPO, admin_get, exit_on_error, free_port, kubectl, measure, render_testdata, rss_mib, wait_port,
+)
 
 
 def start_registry(work):
@@ -31,7 +23,7 @@ def start_registry(work):
     config.write_text(f"version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {work / 'storage'}}}}}\n"
                       f"http: {{addr: 127.0.0.1:{port}}}\n")
     proc = subprocess.Popen([binary, "serve", config], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port, proc)
+    wait_port(proc, port)
     return proc, f"127.0.0.1:{port}"
 
 
@@ -42,7 +34,7 @@ def du_mib(path):
 def snapshot_in_use(admin, name, start, timeout=600):
     while True:
         try:
-            if any(s["name"] == name for s in json.loads(get(admin, "/debug/catalogs"))):
+            if any(s["name"] == name for s in json.loads(admin_get(admin, "/debug/catalogs"))):
                 return time.time() - start
         except OSError:
             pass
@@ -52,6 +44,7 @@ def snapshot_in_use(admin, name, start, timeout=600):
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     olm = Path(os.environ.get("OLM_BIN", REPO / "target/release/olm"))
     if not olm.exists():
         sys.exit("build it first: cargo build --release --bin olm (or OLM_BIN=target/debug/olm)")
@@ -72,10 +65,7 @@ def main():
             print(f"our catalog, {bundles} bundle images + catalog image, {label}: {secs:.2f} s, peak RSS {rss:.1f} MiB")
 
         fbc = work / "testdata"
-        fbc.mkdir()
-        packages = [str(p) for p in sorted(TESTDATA.iterdir()) if p.is_dir() and p.name != "kuadrant-operator"]  # opm refuses it too
-        with open(fbc / "catalog.json", "wb") as f:
-            subprocess.run([olm, "catalog", "render", *packages], stdout=f, check=True)
+        packages = render_testdata(olm, fbc)
         size = du_mib(fbc)
         image = f"{host}/testdata/catalog:latest"
         for label in ("cold", "unchanged"):
@@ -91,7 +81,7 @@ def main():
                                     "--admin-address", f"127.0.0.1:{admin}", "--catalog-check-interval", "2s",
                                     "--image-cache-dir", cache], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             procs.append(run)
-            wait_port(admin, run)
+            wait_port(run, admin)
             time.sleep(1)
             idle = rss_mib(run.pid)
             start = time.time()
@@ -114,4 +104,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_error(main)

@@ -3,70 +3,9 @@
 with upstream OLM v0.46.0, and what became of each install on each side.
 
 CATALOG_REPO is a checkout of redhat-openshift-ecosystem/community-operators-prod (layout
-operators/<package>/<version>/{manifests,metadata} and operators/<package>/ci.yaml), or a part
-of it such as the testdata in shared/testdata/community-operators.
-
-The catalog: each package folder is rendered on its own (`olm catalog render`, bundle images
-named by a template, the objects inline) and validated on its own (`olm catalog validate`);
-the packages that do both make one FBC directory (one folder per package), the others are
-listed with the reason. That directory is also checked with `opm validate`; packages opm
-refuses are left out of upstream's copy (reported, and their Subscriptions there fail to
-resolve). Served as install.py serves catalog/: `olm catalog serve DIR` for us, `opm serve`
-of a copy without the bundles' `image` for upstream (which then installs from the inline
-objects instead of waiting for an unpack Job that kwok cannot run); one grpc CatalogSource
-(spec.address) in the global catalog namespace `olm`.
-
-Each side runs on its own control plane as in install.py (hack/cluster/up with OLM_AUDIT=1,
-its own ports and state directory under target/, --nodes kwok nodes so that every operator's
-pods fit; the shared test cluster at target/cluster is never touched), with OLM started as
-install.py starts it, and the monitoring CRDs (every CRD of prometheus-operator's
-example/prometheus-operator-crd, from the Go module, cached in ~/.cache/olm-rs) applied
-server-side first. One side at a time.
-
-Copied CSVs are off on both sides unless --copied-csvs on (upstream: the OLMConfig `cluster`
-with spec.features.disableCopiedCSVs; ours: --disable-copied-csvs, given as
-OLM_DISABLE_COPIED_CSVS since install.py's command line is kept): most community operators
-support AllNamespaces, and a full copy of each of their CSVs in each of the ~350 namespaces is
-about 100,000 CSVs of tens of KiB, more than etcd's 4 GiB quota on this control plane; they do
-not change any install's outcome.
-
-Per package: a namespace (the package's name) with an OperatorGroup fitting the install modes
-of its newest bundle (the head of its default channel): AllNamespaces → no targetNamespaces;
-else OwnNamespace → [namespace]; else SingleNamespace → one other namespace created for it;
-else MultiNamespace → two others. All namespaces and groups are created, the groups must have
-status.namespaces, the CatalogSource must be READY and OLM quiet for 2 s; then every
-Subscription (default channel, Automatic) is created by one `kubectl create` and the clock
-starts at the API server receiving the first of those creates (audit log).
-
-Outcomes, followed by watches on Subscriptions and on CSVs (copies excluded) of every
-namespace, event-driven: per package, its Subscription's current CSV in the namespace decides
-(Succeeded; Failed with the CSV's reason; any other phase is "stuck" with phase, reason and
-message); with no CSV, the Subscription's conditions (ResolutionFailed, InstallPlanFailed,
-BundleUnpackFailed: final) or else its state, and the InstallPlan's phase and message. A run
-ends when every package is final and none changed for --confirm s (15), or when nothing
-changed for --quiet s (180), or at --timeout s (600) after the first create. Time to settled:
-from the first create to the last package reaching its final outcome (or, when some never
-did, to the last change seen). Pods never really run (kwok marks them Ready), so an operator's
-Deployments become Available whenever they are scheduled.
-
-Measured per side: that time; the peak RSS of the OLM processes (VmHWM of each, upstream olm +
-catalog, ours olm run; and the peak of their summed VmRSS sampled every few seconds); the
-catalog server's peak RSS apart; API requests by OLM from the audit log (all clients but the
-control plane's, kubectl's and this script's), from the first create until settled, and in
-the whole run (start-up included).
-
-OLM_BENCH_AS_DEPLOYED=1 runs our side as deploy/ runs it in a cluster: deploy/'s namespace
-and RBAC applied, and `olm run` acting as system:serviceaccount:olm:olm-operator (impersonated),
-so the run shows that deploy/rbac.yaml's rules (no wildcard) suffice for every install.
-
-Packages whose newest bundle has a fail-closed admission webhook on every Pod
-(eginnovations-operator, marin3r) are not subscribed unless --webhooks-on-pods on: kwok runs no
-webhook server, so once such an operator is installed no Pod can be created anywhere, on either
-side, and every install after it times out (found on the whole catalog).
-
-Prints a table package | ours | upstream, the counts per outcome per side, the figures, and
-the packages whose outcome differs between the sides (category first, then same category
-with another reason), and those that failed on both sides grouped by reason.
+operators/<package>/<version>/{manifests,metadata}), or a part of it such as the testdata in
+shared/testdata/community-operators. Prints each package's outcome per side, the counts, the
+differences, time to settled, peak RSS and requests. Method: hack/bench/README.md.
 
 Usage: hack/bench/install-catalog.py CATALOG_REPO [--side both|ours|upstream] [--packages a,b]
            [--subscribe a,b] [--timeout 600] [--quiet 180] [--confirm 15] [--nodes 10] [--copied-csvs off|on]
@@ -76,58 +15,25 @@ Usage: hack/bench/install-catalog.py CATALOG_REPO [--side both|ours|upstream] [-
        (needs hack/upstream-olm/build, hack/opm/build, `cargo build --release --bin olm` and go
         for the monitoring CRDs; the control planes are started and removed here)
 """
-import argparse, base64, collections, concurrent.futures, hashlib, json, os, re, shutil, signal, socket, ssl
+import argparse, base64, collections, concurrent.futures, hashlib, json, os, re, shutil, socket
 import subprocess, sys, tempfile, threading, time
 from pathlib import Path
 
-sys.dont_write_bytecode = True  # no __pycache__ written next to install.py
+sys.dont_write_bytecode = True  # no __pycache__ written next to the scripts
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import install as ib  # noqa: E402  (the side-by-side machinery: clusters, processes, sides)
-from install import REPO, BenchError, log  # noqa: E402
+import install as ib  # noqa: E402  (install.py's sides and audit conventions)
+from common import (  # noqa: E402
+    BENCH_UA, CACHE, REPO, Api, BenchError, Cluster, ignore_signals, interrupt_on_signals, log, opm_path, proc_started,
+    proc_status, server_env,
+)
 
 GLOBAL_NS = ib.GLOBAL_NS
 CATALOG_NAME = "community"
 IMAGE_TEMPLATE = "quay.io/community-operator-pipeline-prod/{{.Package}}:{{.Version}}"
 PROM_MODULE = "github.com/prometheus-operator/prometheus-operator"
 PROM_VERSION = "v0.85.0"
-CACHE = Path(os.environ.get("OLM_RS_CACHE_DIR", Path.home() / ".cache/olm-rs"))
-# Control planes of their own (not install.py's), so that both benchmarks can be kept apart;
-# ports below the ephemeral range (32768+), where an outgoing connection may hold one.
-ib.CLUSTERS["catalog-upstream"] = (REPO / "target/cluster-catalog-upstream", 30443, 31790, 31800)
-ib.CLUSTERS["catalog-ours"] = (REPO / "target/cluster-catalog-ours", 30543, 31890, 31900)
 FINAL_CONDITIONS = ("ResolutionFailed", "InstallPlanFailed", "BundleUnpackFailed")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-# A large catalog takes opm serve (and olm catalog serve) longer than install.py's 120 s to
-# start listening: the sides' start() wait for their server with this one.
-_wait_port = ib.wait_port
-
-
-def _patient_wait_port(procs, proc, port, timeout=120):
-    return _wait_port(procs, proc, port, max(timeout, 1800))
-
-
-ib.wait_port = _patient_wait_port
-
-
-def vm_kib(pid, field):
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError):
-        pass
-    return None
-
-
-def proc_started(pid):
-    """A process's start as a Unix time, from /proc (clock ticks after boot)."""
-    try:
-        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-        btime = next(int(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("btime"))
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-    return btime + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def short(text, n):
@@ -233,7 +139,7 @@ def render_one(olm, pkg_dir, out_dir):
     out = out_dir / "catalog.json"
     with open(out, "wb") as f:
         r = subprocess.run([olm, "catalog", "render", "--image-template", IMAGE_TEMPLATE, pkg_dir],
-                           stdout=f, stderr=subprocess.PIPE, text=True, env=ib.without("OLM_CACHE_DIR"))
+                           stdout=f, stderr=subprocess.PIPE, text=True, env=server_env())
     if r.returncode != 0:
         return f"render: {tail_error(r.stderr)}", None
     v = subprocess.run([olm, "catalog", "validate", out_dir], capture_output=True, text=True)
@@ -307,12 +213,12 @@ def prepare_catalog(args, work, olm, opm):
     # opm must accept what upstream serves: packages it refuses are left out of upstream's copy.
     opm_refused = {}
     log("checking the catalog with opm validate")
-    v = subprocess.run([opm, "validate", work / "catalog"], capture_output=True, text=True, env=ib.without("OLM_CACHE_DIR"))
+    v = subprocess.run([opm, "validate", work / "catalog"], capture_output=True, text=True, env=server_env())
     if v.returncode != 0:
         log("opm validate refuses the catalog; checking each package")
         for p in sorted(plans):
             pv = subprocess.run([opm, "validate", work / "catalog" / p], capture_output=True, text=True,
-                                env=ib.without("OLM_CACHE_DIR"))
+                                env=server_env())
             if pv.returncode != 0:
                 opm_refused[p] = tail_error(pv.stdout + pv.stderr)
         if not opm_refused:
@@ -356,25 +262,6 @@ def monitoring_crds():
 # ---------------------------------------------------------------------------- API access
 
 
-class Api(ib.Api):
-    """install.py's client, with the kubeconfig read through kubectl (no PyYAML)."""
-
-    def __init__(self, kubeconfig, workdir):  # noqa: PLW0231  (the same fields, set here)
-        out = subprocess.run(["kubectl", "config", "view", "--raw", "-o", "json", "--kubeconfig", str(kubeconfig)],
-                             capture_output=True, text=True, check=True)
-        cfg = json.loads(out.stdout)
-        cluster, user = cfg["clusters"][0]["cluster"], cfg["users"][0]["user"]
-        self.host, self.port = cluster["server"].removeprefix("https://").rsplit(":", 1)
-        files = {}
-        for key in ("certificate-authority-data", "client-certificate-data", "client-key-data"):
-            path = workdir / key
-            path.write_bytes(base64.b64decode(cluster.get(key) or user.get(key)))
-            path.chmod(0o600)
-            files[key] = path
-        self.ctx = ssl.create_default_context(cafile=str(files["certificate-authority-data"]))
-        self.ctx.load_cert_chain(str(files["client-certificate-data"]), str(files["client-key-data"]))
-
-
 class Watch(threading.Thread):
     """A cluster-wide list+watch of one resource, kept going (re-watch from the last
     resourceVersion, re-list on 410); every object seen goes to on_event(type, obj, time)."""
@@ -401,7 +288,7 @@ class Watch(threading.Thread):
                 c = self.api.conn(timeout=30)
                 c.request("GET", f"{self.path}?watch=1&allowWatchBookmarks=true&timeoutSeconds=240"
                           f"&resourceVersion={rv}&{self.query}",
-                          headers={"User-Agent": ib.BENCH_UA, "Accept": "application/json"})
+                          headers={"User-Agent": BENCH_UA, "Accept": "application/json"})
                 r = c.getresponse()
                 if r.status == 410:
                     rv = None
@@ -618,12 +505,15 @@ class CatalogSide:
     """Mixed in before install.Upstream / install.Ours: their prepare() and start() (CRDs,
     catalog server, OLM processes), with this run() instead of the single install."""
 
+    # A large catalog takes opm serve (and olm catalog serve) longer than install.py's 120 s
+    # to start listening.
+    server_timeout = 1800
+
     def __init__(self, args, workdir, catalog, plans):
         super().__init__(args, workdir)
         self.catalog = catalog
         self.plans = plans
-        self.cluster = ib.Cluster(f"catalog-{self.name}")
-        self.cluster.side = self.name
+        self.cluster = Cluster(f"catalog-{self.name}", side=self.name)
 
     def hwm(self):
         self.sample_rss()
@@ -633,10 +523,10 @@ class CatalogSide:
     def sample_rss(self):
         """Peak RSS: each process's VmHWM (kept while it lives) and the peak of the OLM
         processes' summed VmRSS."""
-        total = sum((vm_kib(pid, "VmRSS") or 0) for pid in self.olm_pids.values()) / 1024
+        total = sum(proc_status(pid).get("VmRSS", 0) for pid in self.olm_pids.values()) / 1024
         self.peak_rss_sum = max(self.peak_rss_sum, total)
         for k, pid in [*self.olm_pids.items(), ("catalog server", self.server_pid)]:
-            hwm = vm_kib(pid, "VmHWM") if pid else None
+            hwm = proc_status(pid).get("VmHWM") if pid else None
             if hwm:
                 self.peak_hwm[k] = max(self.peak_hwm.get(k, 0), hwm)
 
@@ -1018,7 +908,7 @@ def main():
     if not args.catalog_repo:
         ap.error("CATALOG_REPO is required")
 
-    ib.interrupt_on_signals()
+    interrupt_on_signals()
 
     if args.workdir:
         work = Path(args.workdir).resolve()
@@ -1033,7 +923,7 @@ def main():
     try:
         if not os.access(olm, os.X_OK):
             raise BenchError(f"no {olm}: run cargo build --release --bin olm")
-        opm = ib.opm_path()
+        opm = opm_path()
         monitoring_crds()
         catalog = prepare_catalog(args, work, olm, opm)
         results["catalog"] = {"repo": str(Path(args.catalog_repo).resolve()), **{k: v for k, v in catalog.items() if k != "key"}}
@@ -1067,8 +957,7 @@ def main():
     except KeyboardInterrupt:
         failure, keep = "interrupted", True
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
+        ignore_signals()
         for side in sides:
             side.teardown()
         if keep:

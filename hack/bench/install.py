@@ -1,258 +1,38 @@
 #!/usr/bin/env python3
 """Benchmark: installing an operator through a Subscription, `olm run` side by side with
-upstream OLM v0.46.0 (its `olm` and `catalog` operators built from the Go module by
-hack/upstream-olm/build, run as local processes).
+upstream OLM v0.46.0, each on its own audited control plane: install time, API requests and
+writes, RSS, and what OLM does once idle. Method: hack/bench/README.md.
 
-Each side gets its own control plane (hack/cluster/up with OLM_AUDIT=1, on its own ports and
-state directory, so the two CRD sets never meet and the shared test cluster at
-target/cluster is never touched), its own CRDs (upstream's deploy/chart/crds, or `olm crds`),
-and the same catalog/ served at an address: `opm serve` of a copy without the bundles'
-`image` for upstream (upstream uses a bundle's inline objects only when it has no image,
-otherwise it waits for an unpack Job that kwok cannot run), `olm catalog serve catalog/` for us.
-
-Each run, in a fresh namespace: a CatalogSource (grpc, spec.address) and an OperatorGroup
-(OwnNamespace) are created and must be ready (CatalogSource READY, OperatorGroup
-status.namespaces), and OLM must have made no request for 2 s, before the clock starts;
-then `kubectl apply` of a Subscription to reverse-words, channel stable, until the CSV
-reaches phase Succeeded, observed by a watch on the CSVs of that namespace (event-driven:
-the time is when the watch event arrives; no polling). The install time runs from the API
-server receiving the Subscription's create (its audit log timestamp, in microseconds) and, as
-a second figure, from launching `kubectl apply`. Between runs the namespace is deleted (and
-awaited); after the last run the side stays up with the operator installed: --settle seconds
-(15) in which the install's tail of requests is counted apart, then the --idle window (60 s).
-
-API requests are counted from the API server's audit log, per client user agent, leaving out
-the control plane's own clients (kubectl, kube-controller-manager, kube-scheduler,
-kube-apiserver, kwok) and this script's (olm-bench): during each install (create received →
-Succeeded seen; median over runs), in the settle window and in the idle window. Writes are
-create, update, patch, delete and deletecollection, whatever their response (upstream's
-retries that fail with 409 count). RSS is VmRSS from /proc/PID/status of each OLM process
-(upstream: olm + catalog; ours: olm run), after the last install and after the idle window;
-the catalog servers' RSS is shown apart.
+Also the side-by-side machinery bulk.py, csv.py, install-catalog.py and rest.py build on: the
+sides (Upstream, Ours, run_sides), the audit log's request counting and the CSV watch.
 
 Usage: hack/bench/install.py [--runs 10] [--side both|upstream|ours] [--idle 60] [--settle 15] [--json] [--timeline]
        (needs hack/upstream-olm/build, hack/opm/build and, for our side,
         `cargo build --release --bin olm`; the control planes are started and removed here)
 """
-import argparse, base64, collections, datetime, http.client, json, os, shutil, signal, socket, ssl
-import statistics, subprocess, sys, tempfile, threading, time, urllib.request
+import argparse, collections, datetime, json, os, shutil, socket, statistics, subprocess, sys, tempfile
+import threading, time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-UPSTREAM_VERSION = "v0.46.0"
-UPSTREAM_MODULE = "github.com/operator-framework/operator-lifecycle-manager"
+sys.dont_write_bytecode = True  # no __pycache__ written next to the scripts
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (  # noqa: E402
+    BENCH_UA, REPO, UPSTREAM_VERSION, Api, BenchError, Cluster, Processes, free_port, ignore_signals,
+    interrupt_on_signals, log, opm_path, rss_mib, server_env, upstream_olm_paths, wait_port, wait_ready,
+)
+
 PACKAGE, CHANNEL = "reverse-words", "stable"
 GLOBAL_NS = "olm"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
-# Clients that are not OLM: the control plane's own, kubectl and this script.
-NOT_OLM = ("kubectl", "kube-controller-manager", "kube-scheduler", "kube-apiserver", "kwok", "olm-bench")
-BENCH_UA = "olm-bench"
-
-# Each side's own control plane: (state directory, API server port, etcd client, etcd peer).
-CLUSTERS = {
-    "upstream": (REPO / "target/cluster-upstream", 27443, 24790, 24800),
-    "ours": (REPO / "target/cluster-bench", 28443, 25790, 25800),
-}
-
-
-def log(msg):
-    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-class BenchError(Exception):
-    pass
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_busy(port):
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def rss_mib(pid):
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except FileNotFoundError:
-        pass
-    return None
+# Clients that are not OLM: the control plane's own, kubectl and the benches' (olm-bench).
+NOT_OLM = ("kubectl", "kube-controller-manager", "kube-scheduler", "kube-apiserver", "kwok", BENCH_UA)
 
 
 def parse_ts(text):
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-# ---------------------------------------------------------------------------- processes
-
-
-class Processes:
-    """Everything this script starts, stopped (by pid) in reverse order on teardown."""
-
-    def __init__(self, logdir):
-        self.logdir = logdir
-        self.procs = []
-
-    def spawn(self, name, cmd, env=None, cwd=None):
-        logfile = open(self.logdir / f"{name}.log", "wb")
-        proc = subprocess.Popen([str(c) for c in cmd], stdout=logfile, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True)
-        logfile.close()
-        proc.bench_name = name
-        self.procs.append(proc)
-        return proc
-
-    def check(self, proc):
-        if proc.poll() is not None:
-            raise BenchError(f"{proc.bench_name} exited with {proc.returncode}; last log lines:\n"
-                             + self.tail(proc.bench_name))
-
-    def tail(self, name, lines=20):
-        try:
-            return "\n".join((self.logdir / f"{name}.log").read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return ""
-
-    def stop_all(self):
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)  # its own session: the pid is the group
-                except ProcessLookupError:
-                    pass
-        deadline = time.time() + 10
-        for proc in reversed(self.procs):
-            try:
-                proc.wait(max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait()
-        self.procs = []
-
-
-def wait_port(procs, proc, port, timeout=120):
-    deadline = time.time() + timeout
-    while not port_busy(port):
-        procs.check(proc)
-        if time.time() > deadline:
-            raise BenchError(f"{proc.bench_name} is not listening on {port} after {timeout}s")
-        time.sleep(0.05)
-
-
-# ---------------------------------------------------------------------------- cluster
-
-
-class Cluster:
-    """One hack/cluster instance with audit on, on its own ports and state directory."""
-
-    def __init__(self, side):
-        self.dir, self.api_port, self.etcd_port, self.peer_port = CLUSTERS[side]
-        self.side = side
-        self.env = dict(os.environ, OLM_CLUSTER_DIR=str(self.dir), OLM_APISERVER_PORT=str(self.api_port),
-                        OLM_ETCD_CLIENT_PORT=str(self.etcd_port), OLM_ETCD_PEER_PORT=str(self.peer_port),
-                        OLM_AUDIT="1")
-        self.kubeconfig = self.dir / "kubeconfig"
-        self.audit_log = self.dir / "logs/audit.log"
-        self.started = False
-
-    def up(self, nodes=1):
-        for port in (self.api_port, self.etcd_port, self.peer_port):
-            if port_busy(port):
-                raise BenchError(
-                    f"port {port} is in use: another benchmark running, or a stale {self.side} control plane "
-                    f"(stop it with: OLM_CLUSTER_DIR={self.dir} OLM_APISERVER_PORT={self.api_port} "
-                    f"OLM_ETCD_CLIENT_PORT={self.etcd_port} OLM_ETCD_PEER_PORT={self.peer_port} "
-                    f"hack/cluster/down --clean)")
-        self.started = True  # from here on, teardown runs `down --clean` on this directory
-        # Clean state: a previous, interrupted run may have left its directory behind.
-        subprocess.run([REPO / "hack/cluster/down", "--clean"], env=self.env, cwd=REPO,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        log(f"{self.side}: starting a control plane in {self.dir.relative_to(REPO)} (API server :{self.api_port}, audit on)")
-        out = subprocess.run([REPO / "hack/cluster/up", "--nodes", str(nodes)], env=self.env, cwd=REPO,
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            raise BenchError(f"hack/cluster/up failed:\n{out.stderr[-3000:]}")
-        if not self.audit_log.exists():
-            raise BenchError(f"no audit log at {self.audit_log}: does hack/cluster/up support OLM_AUDIT=1?")
-
-    def down(self):
-        if not self.started:
-            return
-        log(f"{self.side}: removing the control plane in {self.dir.relative_to(REPO)}")
-        subprocess.run([REPO / "hack/cluster/down", "--clean"], env=self.env, cwd=REPO,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.started = False
-
-    def kubectl(self, *args, stdin=None, check=True):
-        out = subprocess.run(["kubectl", "--kubeconfig", str(self.kubeconfig), *map(str, args)],
-                             input=stdin, capture_output=True, text=True)
-        if check and out.returncode != 0:
-            raise BenchError(f"kubectl {' '.join(map(str, args[:3]))} failed: {out.stderr.strip()[-2000:]}")
-        return out.stdout
-
-
-class Api:
-    """A minimal API client (the cluster's admin certificate, user agent olm-bench): GETs
-    and watches without kubectl's start-up cost, and without counting as OLM."""
-
-    def __init__(self, kubeconfig, workdir):
-        import yaml  # noqa: PLC0415  (PyYAML; only for the kubeconfig)
-        cfg = yaml.safe_load(Path(kubeconfig).read_text())
-        cluster = cfg["clusters"][0]["cluster"]
-        user = cfg["users"][0]["user"]
-        server = cluster["server"]
-        self.host, self.port = server.removeprefix("https://").rsplit(":", 1)
-        files = {}
-        for key in ("certificate-authority-data", "client-certificate-data", "client-key-data"):
-            data = cluster.get(key) or user.get(key)
-            path = workdir / key
-            path.write_bytes(base64.b64decode(data))
-            path.chmod(0o600)
-            files[key] = path
-        self.ctx = ssl.create_default_context(cafile=str(files["certificate-authority-data"]))
-        self.ctx.load_cert_chain(str(files["client-certificate-data"]), str(files["client-key-data"]))
-
-    def conn(self, timeout=30):
-        return http.client.HTTPSConnection(self.host, int(self.port), context=self.ctx, timeout=timeout)
-
-    def get(self, path, retry_for=30):
-        """GET as JSON; None on 404. A 429 (the API server's watch cache still initialising
-        a new resource) is retried for up to retry_for seconds."""
-        deadline = time.time() + retry_for
-        while True:
-            c = self.conn()
-            try:
-                c.request("GET", path, headers={"User-Agent": BENCH_UA, "Accept": "application/json"})
-                r = c.getresponse()
-                body = r.read()
-            finally:
-                c.close()
-            if r.status == 404:
-                return None
-            if r.status == 429 and time.time() < deadline:
-                time.sleep(0.2)
-                continue
-            if r.status != 200:
-                raise BenchError(f"GET {path}: {r.status} {body[:500]!r}")
-            return json.loads(body)
-
-    def poll(self, what, timeout, fn, interval=0.1):
-        deadline = time.time() + timeout
-        while True:
-            value = fn()
-            if value:
-                return value
-            if time.time() > deadline:
-                raise BenchError(f"{what} not within {timeout}s")
-            time.sleep(interval)
+# ---------------------------------------------------------------------------- watch
 
 
 class CsvWatch(threading.Thread):
@@ -447,6 +227,7 @@ class Side:
     name = ""
     label = ""
     catalog = REPO / "catalog"  # the FBC served to both sides
+    server_timeout = 120  # seconds the catalog server may take to listen
 
     def __init__(self, args, workdir):
         self.args = args
@@ -615,8 +396,8 @@ class Upstream(Side):
         self.notes.append(f"served with opm serve: a copy of {self.catalog.name}/ without the {removed} bundles' image")
         port = free_port()
         server = self.procs.spawn("opm-serve", [self.opm, "serve", catalog, "--port", port, "--pprof-addr", "",
-                                                "-t", "/dev/null"], env=without("OLM_CACHE_DIR"))
-        wait_port(self.procs, server, port)
+                                                "-t", "/dev/null"], env=server_env())
+        wait_port(server, port, self.server_timeout)
         self.server_pid, self.address = server.pid, f"127.0.0.1:{port}"
         self.start_operators()
 
@@ -663,25 +444,13 @@ class Ours(Side):
         port = free_port()
         server = self.procs.spawn("olm-catalog-serve", [self.bin, "catalog", "serve", self.catalog,
                                                         "--address", "127.0.0.1", "--port", port])
-        wait_port(self.procs, server, port)
+        wait_port(server, port, self.server_timeout)
         self.server_pid, self.address = server.pid, f"127.0.0.1:{port}"
         admin = free_port()
         env = dict(os.environ, KUBECONFIG=str(self.as_deployed() or self.cluster.kubeconfig))
         olm = self.procs.spawn("olm-run", [self.bin, "run", "--leader-elect=false", "--packages-address", "off",
                                            "--admin-address", f"127.0.0.1:{admin}"], env=env, cwd=self.workdir)
-        wait_port(self.procs, olm, admin, 60)
-        deadline = time.time() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{admin}/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            self.procs.check(olm)
-            if time.time() > deadline:
-                raise BenchError(f"olm run is not ready after 60 s; log: {self.workdir / 'olm-run.log'}")
-            time.sleep(0.1)
+        wait_ready(olm, admin, 60)
         self.olm_pids = {"olm run": olm.pid}
 
     def as_deployed(self):
@@ -706,41 +475,6 @@ class Ours(Side):
         crds = subprocess.run([self.bin, "crds"], capture_output=True, text=True, check=True).stdout
         k("create", "-f", "-", stdin=crds)
         k("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-
-
-def upstream_olm_paths():
-    """(bin directory, CRD directory) of upstream OLM as hack/upstream-olm/build leaves them:
-    its `olm` and `catalog` binaries, and deploy/chart/crds of the module it downloaded."""
-    out = subprocess.run([REPO / "hack/upstream-olm/build", "--print-path"], capture_output=True, text=True)
-    bin_dir = Path(out.stdout.strip().splitlines()[-1])
-    if out.returncode != 0:
-        raise BenchError(f"upstream OLM is not built: run hack/upstream-olm/build (→ {bin_dir})")
-    gomodcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()
-    crds = Path(gomodcache) / f"{UPSTREAM_MODULE}@{UPSTREAM_VERSION}/deploy/chart/crds"
-    if not crds.is_dir():
-        raise BenchError(f"no upstream CRDs at {crds} (hack/upstream-olm/build downloads the module)")
-    return bin_dir, crds
-
-
-def interrupt_on_signals():
-    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt, so a bench tears its control
-    planes and processes down however it is stopped (SIGINT even when started ignoring it)."""
-    def on_signal(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
-
-
-def opm_path():
-    out = subprocess.run([REPO / "hack/opm/build", "--print-path"], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise BenchError("opm is not built: run hack/opm/build")
-    return out.stdout.strip().splitlines()[-1]
-
-
-def without(*names):
-    return {k: v for k, v in os.environ.items() if k not in names}
 
 
 # ---------------------------------------------------------------------------- report
@@ -866,8 +600,7 @@ def run_sides(make_sides, run_one, workdir, keep_logs):
     except KeyboardInterrupt:
         failure, keep = "interrupted", True
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second Ctrl-C must not cut teardown short
-            signal.signal(sig, signal.SIG_IGN)
+        ignore_signals()
         for side in sides:
             side.teardown()  # idempotent: anything a failure or signal left running
         if keep:

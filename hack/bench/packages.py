@@ -1,56 +1,25 @@
 #!/usr/bin/env python3
-"""Benchmark: the packagemanifests API. `olm run --packages-address` (ours) and upstream's
-package-server v0.46.0 (hack/upstream-olm/build), each registered in turn as the APIService
-on the running control plane, serving the same catalogs: our catalog/, the community-operators
-testdata, and that testdata replicated to about 10,000 bundles. Through the kube-apiserver
-(as kubectl reaches them) it prints, per catalog and side: `get packagemanifests -A` latency
-(median of --runs) as JSON, as the Table `kubectl get` asks for (limit=500), and of the
-`kubectl get packagemanifests -A` command itself (its own start-up included), a single `get`
-(median), the serving process's RSS, and the time from a
-catalog change (a new CatalogSource display name) to the watch event (ours only: upstream
-implements no watch). Then the ratios upstream/ours.
-
-Each server is also timed alone, asked directly over HTTPS as the kube-apiserver asks it (its
-front-proxy client certificate, X-Remote-User/Group, one kept-alive connection): the list -A
-as JSON and as a Table, and a get. That is the part of each figure a server decides; the rest
-(the kube-apiserver's proxying, kubectl's own start-up) is the same for both. Memory: the
-serving process's RSS and its anonymous part (RSS less the mapped binary and libraries), and,
-for ours, what the API costs `olm run`: its RSS with `--packages-address` less its RSS
-without, with the same catalog loaded (upstream's package-server is all API).
-
-With --community DIR (an FBC directory such as install-catalog.py renders from the public
-community catalog, its bundles naming their images), the set `community` serves that catalog as
-one CatalogSource (issue 29's target: `olm run` under 40 MiB at rest with the API on).
+"""Benchmark: the packagemanifests API, `olm run --packages-address` (ours) against upstream's
+package-server v0.46.0, each registered in turn on the running control plane: list and get
+latency through the kube-apiserver and asked directly, RSS, what the API costs `olm run`, and
+change → watch event. Method: hack/bench/README.md.
 
 Usage: hack/bench/packages.py [--side ours|upstream|both] [--runs 20] [--sets ours,testdata,large]
            [--community DIR]
        (needs the control plane from hack/cluster/up, an `olm` build: target/release/olm, else
        target/debug/olm; upstream: hack/upstream-olm/build)
 """
-import argparse, base64, http.client, json, os, shutil, ssl, statistics, subprocess, sys, tempfile, time, urllib.request
+import argparse, http.client, json, os, shutil, ssl, statistics, subprocess, sys, tempfile, time, urllib.request
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ written next to the scripts
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from catalog import REPO, TESTDATA, replicated_catalog, split_json_stream  # noqa: E402
-from run import kubectl, metric, rss_mib, wait_port  # noqa: E402
-from serve import free_port  # noqa: E402
+from common import (  # noqa: E402
+    ENV, KUBECONFIG, REPO, credentials, exit_on_error, free_port, kubectl, metric, replicated_catalog,
+    rss_mib, split_json_stream, stop, testdata_packages, wait_port,
+)
 
-KUBECONFIG = os.environ.get("KUBECONFIG", str(REPO / "target/cluster/kubeconfig"))
-ENV = dict(os.environ, KUBECONFIG=KUBECONFIG)
 API = "/apis/packages.operators.coreos.com/v1"
-
-
-def api_client(work):
-    """An SSL context and base URL from the kubeconfig (client certificate credentials)."""
-    cfg = json.loads(subprocess.run(["kubectl", "config", "view", "--raw", "-o", "json"], env=ENV,
-                                    capture_output=True, text=True, check=True).stdout)
-    cluster, user = cfg["clusters"][0]["cluster"], cfg["users"][0]["user"]
-    for name, key in (("ca.crt", cluster["certificate-authority-data"]), ("c.crt", user["client-certificate-data"]),
-                      ("c.key", user["client-key-data"])):
-        (work / name).write_bytes(base64.b64decode(key))
-    ctx = ssl.create_default_context(cafile=str(work / "ca.crt"))
-    ctx.load_cert_chain(str(work / "c.crt"), str(work / "c.key"))
-    return ctx, cluster["server"]
 
 
 # What `kubectl get` asks for: a server-side printed Table, in pages of 500.
@@ -123,7 +92,7 @@ def rss_without_api(olm, ns, procs):
                           "--global-catalog-namespace", ns, "--admin-address", f"127.0.0.1:{admin}"],
                          env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     procs.append(p)
-    wait_port(admin, p, timeout=600)
+    wait_port(p, admin, 600)
     series = f'olm_catalog_bundles{{namespace="{ns}",name="bench"}}'
     deadline = time.time() + 600
     while metric(admin, series) <= 0:
@@ -132,7 +101,7 @@ def rss_without_api(olm, ns, procs):
         time.sleep(0.2)
     time.sleep(1)  # the load's buffers handed back (release_free_memory) before reading RSS
     rss = rss_mib(p.pid)
-    stop(p)
+    stop(p, 20)
     return rss
 
 
@@ -162,7 +131,7 @@ def wait_listed(ctx, base, ns, count, timeout=600):
 
 def register_upstream(port, kubectl=kubectl):
     """Upstream serves a self-signed certificate: its APIService skips verification.
-    `kubectl(*args, stdin=None)` runs kubectl on the cluster meant (default: run.py's)."""
+    `kubectl(*args, stdin=None)` runs kubectl on the cluster meant (default: the shared one)."""
     kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "upstream-packages", "namespace": "default"},
          "spec": {"type": "ExternalName", "externalName": "localhost", "ports": [{"port": port}]}},
@@ -192,18 +161,10 @@ def start_side(side, olm, ns, procs, port):
         p = subprocess.Popen([str(REPO / "hack/upstream-olm/package-server"), str(port), ns],
                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     procs.append(p)
-    wait_port(port, p, timeout=600)
+    wait_port(p, port, 600)
     if side == "upstream":
         register_upstream(port)
     return p
-
-
-def stop(p):
-    p.terminate()
-    try:
-        p.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        p.kill()
 
 
 def watch_latency(ctx, base, ns, name):
@@ -277,7 +238,7 @@ def main():
     if "upstream" in sides:
         subprocess.run([REPO / "hack/upstream-olm/build", "package-server"], capture_output=True, check=True)
     work = Path(tempfile.mkdtemp(prefix="olm-bench-packages-"))
-    ctx, base = api_client(work)
+    base, ctx = credentials(KUBECONFIG, work)
     procs, results = [], []
     try:
         sets = {}
@@ -286,7 +247,7 @@ def main():
         if "testdata" in args.sets or "large" in args.sets:
             base_dir = work / "testdata"
             base_dir.mkdir()
-            packages = [str(p) for p in sorted(TESTDATA.iterdir()) if p.is_dir() and p.name != "kuadrant-operator"]
+            packages = testdata_packages()
             # Rendered as a catalog image's bundles are: each names its bundle image, so
             # ListBundles leaves the manifests on the server (as in every public catalog).
             with open(base_dir / "catalog.json", "wb") as f:
@@ -309,7 +270,7 @@ def main():
             srv = subprocess.Popen([serve_olm, "catalog", "serve", str(catalog_dir), "--address", "127.0.0.1", "--port", str(grpc)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             procs.append(srv)
-            wait_port(grpc, srv, timeout=600)
+            wait_port(srv, grpc, 600)
             kubectl("apply", "-f", "-", stdin=json.dumps({
                 "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
                 "metadata": {"name": "bench", "namespace": ns},
@@ -352,7 +313,7 @@ def main():
                 print(f"{set_name:9} {side:8} {loaded:5} packages  start→listed {load_s:6.1f} s  list -A {row['list_ms']:8.1f} ms  "
                       f"table -A {row['table_ms']:7.1f} ms  kubectl get -A {row['kubectl_ms']:7.1f} ms  "
                       f"get {row['get_ms']:6.1f} ms  RSS {row['rss_mib']:7.1f} MiB  change→watch event {watch_text}", flush=True)
-                stop(p)
+                stop(p, 20)
                 # The whole of upstream's process is the API; ours is olm run's RSS with it
                 # less without it.
                 row["api_mib"] = (row["rss_mib"] - rss_without_api(olm, ns, procs)
@@ -377,4 +338,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_error(main)

@@ -1,49 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark: OLM at rest holding the public community catalog as one CatalogSource with the
-packagemanifests API on, our `olm-operator` beside upstream OLM v0.46.0 (its olm and catalog
-operators and its package-server, built by hack/upstream-olm/build, run as local processes), in
-one run. The issue's target: our controllers under 40 MiB RSS at rest.
-
-The catalog: the operators/ folder of redhat-openshift-ecosystem/community-operators-prod at
-the HEAD of a git directory (--repo, else $OLM_COMMUNITY_REPO, else the mirror under
-/work/.mirror; a bare repository will do: it is read with `git archive`).
-Each package is rendered and validated on its own as install-catalog.py does (its functions:
-`olm catalog render` with bundle images named by a template, `olm catalog validate`, then
-`opm validate` of the whole); the packages that pass make one FBC directory (at commit
-699495f: 308 of 333 packages, 5,895 bundles, about 1.4 GB of JSON). The package folders and
-the FBC are kept in ~/.cache/olm-rs/community-catalog/<commit>/ (OLM_RS_CACHE_DIR moves it),
-keyed by the commit and the packages chosen, so a later run renders nothing (--rerender
-renders again). --packages N takes the first N package folders by name (or a comma-separated
-list), for a quick run.
-
-Each side runs on its own control plane as install.py starts them (hack/cluster/up with
-OLM_AUDIT=1, its own ports and state directory under target/; the shared test cluster at
-target/cluster is never touched), ours then upstream, each removed before the next starts
-(and on failure or Ctrl-C). The namespace `memcheck` is each side's global catalog namespace, where
-the CatalogSource (grpc, spec.address) is created before the controllers start, and the only
-one our controllers watch; upstream's watch every namespace (its olm operator panics at start
-when --watchedNamespaces leaves any out, and its catalog operator has no such flag), which
-here are only the control plane's own.
-- ours: `olm-registry FBC --cache-dir` serving the catalog, and the controllers as the
-  deployment ships them, `target/operator/olm-operator` (`cargo build --profile operator
-  --bin olm-operator`), with --leader-elect=false --watch-namespace memcheck
-  --global-catalog-namespace memcheck --packages-address 127.0.0.1:PORT (it registers the
-  APIService itself);
-- upstream: `opm serve FBC --cache-dir` (without the packages opm validate refuses, if any),
-  its olm and catalog operators as install.py starts them (--namespace memcheck), and its
-  package-server as packages.py starts it (hack/upstream-olm/package-server, global namespace
-  memcheck), registered as the APIService as packages.py registers it.
-Each server's index cache is kept with the FBC; when missing (or made by another build of the
-server) it is built first with --cache-only, timed with its peak RSS: the cold figures. With
---server-cache off both servers start without one and parse the FBC instead.
-
-Measured per side: the catalog server's start (spawn → first api.Registry/ListPackages
-answer); the time from starting the controllers to `kubectl get packagemanifests -A` listing
-every package of the catalog (polled every 2 s; upstream's includes the package-server's
-start script, a few kubectl calls); then, after --rest seconds (45) at rest, VmRSS, RssAnon
-and RssFile from /proc/PID/status of each controller process (upstream: olm, catalog and
-package-server, and their sum; ours: olm-operator) and of the catalog server, and the CPU
-time each used. Prints a table with the ratios upstream/ours.
+packagemanifests API on, our `olm-operator` beside upstream OLM v0.46.0 (olm, catalog and
+package-server), in one run: the catalog server's start, time until every package is listed,
+then memory and CPU of each process at rest. The target: our controllers under 40 MiB RSS.
+Method: hack/bench/README.md.
 
 Usage: hack/bench/rest.py [--side both|ours|upstream] [--packages N|a,b] [--rest 45]
            [--server-cache on|off] [--rerender] [--repo GIT_DIR] [--json] [--keep-logs]
@@ -59,9 +19,12 @@ from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ written next to the scripts imported
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import install as ib  # noqa: E402  (clusters, processes, upstream's operators, teardown)
-from install import REPO, BenchError, log  # noqa: E402
-ic = importlib.import_module("install-catalog")  # noqa: E402  (rendering the catalog; patient wait_port)
+import install as ib  # noqa: E402  (install.py's sides: upstream's operators and ours, teardown)
+from common import (  # noqa: E402
+    REPO, UPSTREAM_VERSION, BenchError, Cluster, cpu_seconds, free_port, interrupt_on_signals, log, opm_path,
+    proc_status, server_env, wait_port,
+)
+ic = importlib.import_module("install-catalog")  # noqa: E402  (rendering the catalog)
 import packages as pk  # noqa: E402  (the upstream APIService)
 from serve import grpc_first_answer  # noqa: E402
 
@@ -69,25 +32,14 @@ NS = "memcheck"
 CATALOG_NAME = "community"
 DEFAULT_REPO = Path(os.environ.get("OLM_COMMUNITY_REPO",
                                    "/work/.mirror/redhat-openshift-ecosystem+community-operators-prod/repo"))
-# Control planes of their own, below the ephemeral port range (32768+).
-ib.CLUSTERS["rest-upstream"] = (REPO / "target/cluster-rest-upstream", 30643, 31990, 32000)
-ib.CLUSTERS["rest-ours"] = (REPO / "target/cluster-rest-ours", 30743, 32090, 32100)
 MEMORY_FIELDS = ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmHWM")
 
 
 def memory(pid):
-    """The /proc/PID/status memory fields, in MiB, and the process's name."""
-    out = {"comm": Path(f"/proc/{pid}/comm").read_text().strip()}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in MEMORY_FIELDS:
-            out[key] = int(value.split()[0]) / 1024
-    return out
-
-
-def cpu_seconds(pid):
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """The MEMORY_FIELDS of /proc/PID/status, in MiB, and the process's name."""
+    status = proc_status(pid)
+    return {"comm": Path(f"/proc/{pid}/comm").read_text().strip(),
+            **{field: status[field] / 1024 for field in MEMORY_FIELDS if field in status}}
 
 
 def binary_stamp(path):
@@ -190,11 +142,11 @@ class RestSide:
     teardown), with this run() instead of the install."""
 
     server_name = ""  # the catalog server, as its log and cache are named
+    server_timeout = 1800  # the package-server's start (the catalog server is waited for apart)
 
     def __init__(self, args, workdir):
         super().__init__(args, workdir)
-        self.cluster = ib.Cluster(f"rest-{self.name}")
-        self.cluster.side = self.name
+        self.cluster = Cluster(f"rest-{self.name}", side=self.name)
         self.catalog_info = None
         self.prepared = False
 
@@ -260,10 +212,10 @@ class RestSide:
                     out["cache"] = "cache built here (cold)"
                     out["cold"] = self.build_cache(cache)
                     marker.write_text(json.dumps(stamp))
-            port = ib.free_port()
+            port = free_port()
             argv = self.server_argv(port) + (["--cache-dir", cache] if cache is not None else [])
             started = time.time()
-            proc = self.procs.spawn(self.server_name, argv, env=ib.without("OLM_CACHE_DIR"))
+            proc = self.procs.spawn(self.server_name, argv, env=server_env())
             try:
                 while not answers(port):
                     self.procs.check(proc)
@@ -291,8 +243,8 @@ class RestSide:
         log(f"{self.name}: building {self.server_name}'s index cache of the catalog (--cache-only; cold)")
         started = time.time()
         proc = self.procs.spawn(f"{self.server_name}-cache-only",
-                                self.server_argv(ib.free_port()) + ["--cache-dir", cache, "--cache-only"],
-                                env=ib.without("OLM_CACHE_DIR"))
+                                self.server_argv(free_port()) + ["--cache-dir", cache, "--cache-only"],
+                                env=server_env())
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         self.procs.procs.remove(proc)  # ended, as it should: not one to check or stop
@@ -354,7 +306,7 @@ class OursRest(RestSide, ib.Ours):
         env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig))
         operator = self.procs.spawn("olm-operator", [
             self.operator, "--leader-elect=false", "--watch-namespace", NS, "--global-catalog-namespace", NS,
-            "--packages-address", f"127.0.0.1:{ib.free_port()}", "--admin-address", f"127.0.0.1:{ib.free_port()}"],
+            "--packages-address", f"127.0.0.1:{free_port()}", "--admin-address", f"127.0.0.1:{free_port()}"],
             env=env, cwd=self.workdir)
         self.olm_pids = {"olm-operator": operator.pid}
 
@@ -373,11 +325,11 @@ class UpstreamRest(RestSide, ib.Upstream):
 
     def start_controllers(self):
         # The package-server first: its script's kubectl calls overlap the operators' start.
-        port = ib.free_port()
+        port = free_port()
         server = self.procs.spawn("package-server", [REPO / "hack/upstream-olm/package-server", port, NS],
                                   env=dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig)), cwd=self.workdir)
         self.start_operators(NS)
-        ib.wait_port(self.procs, server, port)
+        wait_port(server, port, self.server_timeout)
         pk.register_upstream(port, kubectl=self.cluster.kubectl)
         self.olm_pids["package-server"] = server.pid
 
@@ -431,7 +383,7 @@ def report(results):
         rows += [("catalog cache build (cold), time", lambda s: (s["server"].get("cold") or {}).get("seconds"), secs, True),
                  ("catalog cache build (cold), peak RSS",
                   lambda s: (s["server"].get("cold") or {}).get("peak_mib"), mib, True)]
-    header = ["", *(f"upstream {ib.UPSTREAM_VERSION}" if s == "upstream" else "olm-rs" for s in sides)]
+    header = ["", *(f"upstream {UPSTREAM_VERSION}" if s == "upstream" else "olm-rs" for s in sides)]
     if both:
         header.append("upstream/ours")
     table = [header]
@@ -492,7 +444,7 @@ def main():
     if args.packages and args.packages.isdigit() and int(args.packages) < 1:
         ap.error("--packages must be at least 1")
 
-    ib.interrupt_on_signals()
+    interrupt_on_signals()
 
     workdir = Path(tempfile.mkdtemp(prefix="olm-bench-rest-"))
     kinds = {"upstream": UpstreamRest, "ours": OursRest}
@@ -506,7 +458,7 @@ def main():
         olm = Path(args.olm).resolve()
         if not os.access(olm, os.X_OK):
             raise BenchError(f"no {olm}: run cargo build --release --bin olm")
-        info = community_catalog(args, olm, ib.opm_path())
+        info = community_catalog(args, olm, opm_path())
         results["catalog"] = {k: v for k, v in info.items() if not k.endswith("names")}
         for side in sides:
             side.catalog_info = info

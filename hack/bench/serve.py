@@ -1,37 +1,21 @@
 #!/usr/bin/env python3
-"""Benchmark: `olm catalog serve` against upstream `opm serve`, side by side in one run, on the
-community-operators testdata rendered to FBC (and, to show growth, that catalog replicated
-under new package names). For each server: time from spawn to the first answer of
-api.Registry/ListPackages, RSS once it answers (and 2 s later, after any settling), RSS after
-queries (a whole api.Registry/ListBundles, then api.Registry/GetBundle of a sample of
-bundles, manifests included), and the peak RSS. Prints medians and the opm/olm ratios.
-
-The gRPC call is made with a minimal HTTP/2 client below (prior-knowledge h2c, literal HPACK
-headers), so the script needs nothing but Python 3.
-
-With --catalog DIR, serves that file-based catalog directory instead (e.g. the packages of
-the public community catalog that validate, as hack/parity leaves them in its cache); a
-server that refuses the catalog is reported as such.
-
-The tools `reg-cache` and `opm-cache` are restarts with an index cache (`--cache-dir`, built
-once beforehand with `--cache-only` and not timed): olm-registry against `opm serve`, each
-with its own cache of the same catalog.
+"""Benchmark: `olm catalog serve` and `olm-registry` against upstream `opm serve`, side by
+side in one run, on the community-operators testdata rendered to FBC (replicated to show
+growth) or --catalog DIR: start time, RSS at start, after queries and at peak, and the ratios
+opm/ours. Method: hack/bench/README.md.
 
 Usage: hack/bench/serve.py [--runs N] [--copies 1,4,16] [--catalog DIR]
            [--tools olm,olm-registry,opm,reg-cache,opm-cache]
-       (needs target/release/olm — `cargo build --release --bin olm` — and hack/opm/build)
+       (needs target/release/olm and olm-registry, and hack/opm/build)
 """
-import argparse, json, os, shutil, socket, statistics, struct, subprocess, sys, tempfile, time
+import argparse, json, shutil, socket, statistics, struct, subprocess, sys, tempfile, time
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ written next to the scripts
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from catalog import REPO, TESTDATA, replicated_catalog  # noqa: E402
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from common import (  # noqa: E402
+    REPO, free_port, opm_path, render_testdata, replicated_catalog, rss_mib, server_env, stop,
+)
 
 
 def frame(kind, flags, stream, payload=b""):
@@ -181,17 +165,9 @@ def query(port, bundles):
             raise RuntimeError(f"GetBundle {b} failed")
 
 
-def rss_mib(pid, field="VmRSS"):
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def run_server(cmd, port, bundles):
-    env = {k: v for k, v in os.environ.items() if k != "OLM_CACHE_DIR"}
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=server_env())
     try:
         while not grpc_first_answer(port):
             if proc.poll() is not None:
@@ -211,12 +187,7 @@ def run_server(cmd, port, bundles):
         peak = rss_mib(proc.pid, "VmHWM")
         return ready, rss_ready, rss_settled, rss_queried, peak
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 10)
         proc.stderr.close()
 
 
@@ -233,7 +204,7 @@ def main():
     registry = REPO / "target/release/olm-registry"
     if not olm.exists() or not registry.exists():
         sys.exit("build it first: cargo build --release --bin olm --bin olm-registry")
-    opm = subprocess.run([REPO / "hack/opm/path"], capture_output=True, text=True, check=True).stdout.strip()
+    opm = opm_path()
     work = Path(tempfile.mkdtemp(prefix="olm-bench-serve-"))
     rows = []
     try:
@@ -241,10 +212,7 @@ def main():
             catalogs = [(args.catalog, None)]
         else:
             base = work / "base"
-            base.mkdir()
-            packages = [str(p) for p in sorted(TESTDATA.iterdir()) if p.is_dir() and p.name != "kuadrant-operator"]
-            with open(base / "catalog.json", "wb") as f:
-                subprocess.run([olm, "catalog", "render", *packages], stdout=f, check=True)
+            render_testdata(olm, base)
             catalogs = []
             for copies in (int(c) for c in args.copies.split(",")):
                 cat = work / f"x{copies}"
@@ -269,7 +237,7 @@ def main():
                 if tool.endswith("-cache") and tool in tools:
                     # Built once, untimed (an image build does this step).
                     subprocess.run(command(free_port()) + ["--cache-only"], check=True, capture_output=True,
-                                   env={k: v for k, v in os.environ.items() if k != "OLM_CACHE_DIR"})
+                                   env=server_env())
                 for _ in range(args.runs if tool in tools else 0):
                     port = free_port()
                     result = run_server(command(port), port, bundles)

@@ -1,16 +1,25 @@
 //! The one harness every cluster test uses: a client for the control plane started by
 //! `hack/cluster/up`, the OLM CRDs installed once, a namespace per test that is deleted when
-//! the test ends (even when it panics), and `kubectl` run the way a user runs it.
+//! the test ends (even when it panics) and reads its objects as the crate's API types, and
+//! `kubectl` run the way a user runs it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, PostParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::runtime::wait::{Condition, conditions};
+use kube::{Client, Config, Resource};
+use olm::api::{
+    ClusterServiceVersion, CsvPhase, InstallPlan, InstallPlanCondition, Step, Subscription,
+    SubscriptionCondition, SubscriptionState,
+};
+use serde::de::DeserializeOwned;
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -142,9 +151,11 @@ pub const OLM_CRDS: [&str; 5] = [
     "subscriptions.operators.coreos.com",
 ];
 
-/// A namespace owned by one test; deleted (without waiting) when dropped.
+/// A namespace owned by one test; deleted (without waiting) when dropped. It reads the
+/// objects in it typed (see "Typed reads" below).
 pub struct TestNamespace {
     pub name: String,
+    client: Client,
 }
 
 impl TestNamespace {
@@ -170,7 +181,10 @@ impl TestNamespace {
             .create(&PostParams::default(), &ns)
             .await
             .unwrap_or_else(|e| panic!("creating test namespace {name}: {e}"));
-        TestNamespace { name }
+        TestNamespace {
+            name,
+            client: client.clone(),
+        }
     }
 }
 
@@ -206,6 +220,193 @@ where
             "timed out after {timeout:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+// ---- Typed reads: the crate's API types (`olm::api`, k8s-openapi) through kube's `Api<T>`.
+
+/// A namespaced kind the tests read typed.
+pub trait Namespaced:
+    Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> Namespaced for K where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+{
+}
+
+impl TestNamespace {
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn api<K: Namespaced>(&self) -> Api<K> {
+        Api::namespaced(self.client.clone(), &self.name)
+    }
+
+    /// One object of this namespace; None while it does not exist.
+    pub async fn get_opt<K: Namespaced>(&self, name: &str) -> Option<K> {
+        self.api::<K>()
+            .get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading {} {}/{name}: {e}", K::kind(&()), self.name))
+    }
+
+    /// One object of this namespace; panics naming it when it does not exist.
+    pub async fn get<K: Namespaced>(&self, name: &str) -> K {
+        self.get_opt(name)
+            .await
+            .unwrap_or_else(|| panic!("no {} {}/{name}", K::kind(&()), self.name))
+    }
+
+    /// Every object of a kind in this namespace.
+    pub async fn list<K: Namespaced>(&self) -> Vec<K> {
+        self.api::<K>()
+            .list(&ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("listing {} in {}: {e}", K::plural(&()), self.name))
+            .items
+    }
+
+    pub async fn csv(&self, name: &str) -> ClusterServiceVersion {
+        self.get(name).await
+    }
+
+    pub async fn csvs(&self) -> Vec<ClusterServiceVersion> {
+        self.list().await
+    }
+
+    pub async fn subscription(&self, name: &str) -> Subscription {
+        self.get(name).await
+    }
+
+    pub async fn install_plan(&self, name: &str) -> InstallPlan {
+        self.get(name).await
+    }
+
+    /// The namespace's InstallPlans, oldest first (by `spec.generation`).
+    pub async fn install_plans(&self) -> Vec<InstallPlan> {
+        let mut plans: Vec<InstallPlan> = self.list().await;
+        plans.sort_by_key(|p| p.spec.generation);
+        plans
+    }
+}
+
+/// A CRD by name; None while it does not exist.
+pub async fn crd(client: &Client, name: &str) -> Option<CustomResourceDefinition> {
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .get_opt(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading CRD {name}: {e}"))
+}
+
+/// Whether the CRD exists with its Established condition True.
+pub async fn crd_established(client: &Client, name: &str) -> bool {
+    conditions::is_crd_established().matches_object(crd(client, name).await.as_ref())
+}
+
+/// Waits (a minute at most) until the CRD is Established.
+pub async fn wait_crd_established(client: &Client, name: &str) {
+    eventually(
+        &format!("CRD {name} Established"),
+        Duration::from_secs(60),
+        || async { crd_established(client, name).await.then_some(()) },
+    )
+    .await;
+}
+
+/// A Subscription's status as tests read it: what is unset reads as empty.
+pub trait SubscriptionReads {
+    fn installed_csv(&self) -> &str;
+    fn current_csv(&self) -> &str;
+    fn state(&self) -> SubscriptionState;
+    /// `status.installPlanRef.name`.
+    fn plan_name(&self) -> Option<&str>;
+    fn condition(&self, type_: &str) -> Option<&SubscriptionCondition>;
+}
+
+impl SubscriptionReads for Subscription {
+    fn installed_csv(&self) -> &str {
+        let status = self.status.as_ref();
+        status
+            .and_then(|s| s.installed_csv.as_deref())
+            .unwrap_or_default()
+    }
+
+    fn current_csv(&self) -> &str {
+        let status = self.status.as_ref();
+        status
+            .and_then(|s| s.current_csv.as_deref())
+            .unwrap_or_default()
+    }
+
+    fn state(&self) -> SubscriptionState {
+        let status = self.status.as_ref();
+        status.and_then(|s| s.state).unwrap_or_default()
+    }
+
+    fn plan_name(&self) -> Option<&str> {
+        let reference = self.status.as_ref()?.install_plan_ref.as_ref()?;
+        reference.name.as_deref()
+    }
+
+    fn condition(&self, type_: &str) -> Option<&SubscriptionCondition> {
+        let status = self.status.as_ref()?;
+        status.conditions.iter().find(|c| c.type_ == type_)
+    }
+}
+
+/// An InstallPlan's status as tests read it (`InstallPlan::phase` is the crate's own).
+pub trait InstallPlanReads {
+    /// `status.message`, empty when unset.
+    fn message(&self) -> &str;
+    fn condition(&self, type_: &str) -> Option<&InstallPlanCondition>;
+    /// `status.plan`, empty when unset.
+    fn steps(&self) -> &[Step];
+    /// The kinds of the steps, in order.
+    fn step_kinds(&self) -> Vec<&str>;
+}
+
+impl InstallPlanReads for InstallPlan {
+    fn message(&self) -> &str {
+        let status = self.status.as_ref();
+        status
+            .and_then(|s| s.message.as_deref())
+            .unwrap_or_default()
+    }
+
+    fn condition(&self, type_: &str) -> Option<&InstallPlanCondition> {
+        let status = self.status.as_ref()?;
+        let mut conditions = status.conditions.iter();
+        conditions.find(|c| c.type_.as_deref() == Some(type_))
+    }
+
+    fn steps(&self) -> &[Step] {
+        self.status.as_ref().map_or(&[], |s| &s.plan)
+    }
+
+    fn step_kinds(&self) -> Vec<&str> {
+        let steps = self.steps().iter();
+        steps.map(|step| step.resource.kind.as_str()).collect()
+    }
+}
+
+/// A CSV's status as tests read it.
+pub trait CsvReads {
+    fn phase(&self) -> CsvPhase;
+}
+
+impl CsvReads for ClusterServiceVersion {
+    fn phase(&self) -> CsvPhase {
+        let status = self.status.as_ref();
+        status.and_then(|s| s.phase).unwrap_or_default()
     }
 }
 
