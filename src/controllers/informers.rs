@@ -20,9 +20,11 @@ use std::sync::{Arc, Mutex, Weak};
 
 use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::Api;
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::reflector::{self, Lookup, Store};
@@ -33,9 +35,10 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use super::kit::api_in;
+use super::ownership::OWNER_KIND_LABEL;
 use crate::api::{
-    COPIED_FROM_LABEL, CatalogSource, ClusterServiceVersion, InstallPlan, Operator, OperatorGroup,
-    Subscription,
+    COPIED_FROM_LABEL, CatalogSource, ClusterServiceVersion, InstallPlan, Operator,
+    OperatorCondition, OperatorGroup, Subscription,
 };
 
 /// One change an informer passes on.
@@ -225,6 +228,11 @@ pub struct Informers {
     pub subscriptions: Informer<DeserializeGuard<Subscription>>,
     pub install_plans: Informer<DeserializeGuard<InstallPlan>>,
     pub catalog_sources: Informer<DeserializeGuard<CatalogSource>>,
+    pub operator_conditions: Informer<DeserializeGuard<OperatorCondition>>,
+    /// The Deployments and ServiceAccounts OLM made for CSVs (labelled as a CSV's): the CSV
+    /// controller's, by its owner labels.
+    pub owned_deployments: Informer<Deployment>,
+    pub owned_service_accounts: Informer<PartialObjectMeta<ServiceAccount>>,
     pub cluster: Arc<ClusterInformers>,
 }
 
@@ -232,6 +240,8 @@ pub struct ClusterInformers {
     pub namespaces: Informer<PartialObjectMeta<Namespace>>,
     pub crds: Informer<PartialObjectMeta<CustomResourceDefinition>>,
     pub operators: Informer<DeserializeGuard<Operator>>,
+    /// The APIServices OLM made for CSVs (labelled as a CSV's), metadata only.
+    pub owned_api_services: Informer<PartialObjectMeta<APIService>>,
     /// RBAC, for what a CSV's accounts already hold (its requirements) and the Roles a CSV
     /// spreads to its targets.
     pub rbac: RbacInformers,
@@ -286,6 +296,11 @@ impl ClusterInformers {
                 config(),
             ),
             operators: Informer::new("Operator", Api::all(client.clone()), config()),
+            owned_api_services: Informer::new(
+                "APIService",
+                Api::all(client.clone()),
+                config().labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion")),
+            ),
             rbac: RbacInformers::new(client),
             scopes: Mutex::default(),
         }
@@ -313,6 +328,7 @@ impl ClusterInformers {
 impl Informers {
     pub fn new(client: &Client, scope: Option<&str>, cluster: Arc<ClusterInformers>) -> Self {
         let config = || watcher::Config::default().any_semantic();
+        let owned = || config().labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion"));
         Informers {
             // Copied CSVs are read by the copier alone, from a metadata watch of its own.
             csvs: Informer::new(
@@ -324,6 +340,13 @@ impl Informers {
             subscriptions: Informer::new("Subscription", api_in(client, scope), config()),
             install_plans: Informer::new("InstallPlan", api_in(client, scope), config()),
             catalog_sources: Informer::new("CatalogSource", api_in(client, scope), config()),
+            operator_conditions: Informer::new(
+                "OperatorCondition",
+                api_in(client, scope),
+                config(),
+            ),
+            owned_deployments: Informer::new("Deployment", api_in(client, scope), owned()),
+            owned_service_accounts: Informer::new("ServiceAccount", api_in(client, scope), owned()),
             cluster,
         }
     }

@@ -19,6 +19,7 @@ use crate::controllers::context::Context;
 use crate::controllers::kit::PanicError;
 use crate::controllers::kit::{self, KitState, ObjectKey, ReconcileError};
 
+use super::index::CsvIndex;
 use super::names;
 use super::rbac_cache::RbacStores;
 use super::requirements::{self, CrdReadAt};
@@ -53,6 +54,8 @@ pub struct CsvContext {
     pub shared: Arc<Context>,
     pub(super) kit: KitState<ObjectKey>,
     pub(super) csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
+    /// The CSVs by namespace and CRD, for the mappers and the copier.
+    pub(super) index: Arc<CsvIndex>,
     pub(super) groups: Store<DeserializeGuard<OperatorGroup>>,
     pub(super) deployments: Store<Deployment>,
     /// The ServiceAccounts OLM made for CSVs (labelled as a CSV's). A round asks each of its
@@ -130,4 +133,4 @@ pub(super) fn csv_api(round: &Round) -> Api<ClusterServiceVersion> {
     Api::namespaced(round.client(), &round.namespace)
 }
 
-pub(super) type CsvRef = ObjectRef<DeserializeGuard<ClusterServiceVersion>>;
+pub(super) use super::index::CsvRef;

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use super::context::{CsvContext, CsvRef, Error, FIELD_MANAGER, Round};
 use super::copies;
 use super::gather::group_of;
+use super::index::CsvIndex;
 use super::names::CsvNames;
 use super::phase::GroupState;
 use crate::api::{ClusterServiceVersion, OperatorGroup};
@@ -149,6 +150,7 @@ pub(super) fn all_namespaces_sources(
     namespace_changes: impl Stream<Item = Arc<PartialObjectMeta<Namespace>>> + Send + 'static,
     groups: Store<DeserializeGuard<OperatorGroup>>,
     csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
+    index: Arc<CsvIndex>,
 ) -> impl Stream<Item = CsvRef> + Send + 'static {
     namespace_changes.flat_map(move |_namespace| {
         let global: HashSet<String> = groups
@@ -162,12 +164,10 @@ pub(super) fn all_namespaces_sources(
             })
             .filter_map(|g| g.metadata.namespace.clone())
             .collect();
-        futures::stream::iter(super::csvs_where(&csvs, |csv| {
-            csv.metadata
-                .namespace
-                .as_ref()
-                .is_some_and(|ns| global.contains(ns))
-        }))
+        let sources = global
+            .iter()
+            .flat_map(|ns| index.in_namespace(&csvs, Some(ns), |_| true));
+        futures::stream::iter(sources.collect::<Vec<_>>())
     })
 }
 

@@ -18,6 +18,7 @@ pub mod copies;
 pub mod deployment;
 mod found;
 mod gather;
+mod index;
 mod install;
 mod mount;
 mod names;
@@ -37,29 +38,25 @@ pub use context::{CONTROLLER, FIELD_MANAGER, FINALIZER};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::Api;
-use kube::core::{DeserializeGuard, PartialObjectMeta};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
-use kube::{Resource, ResourceExt};
 use tokio::sync::{OnceCell, mpsc};
 
 use super::context::Context;
 use super::kit::{self, KitState, ObjectKey, Reconciler};
-use super::ownership::OWNER_KIND_LABEL;
 use crate::api::{ClusterServiceVersion, CsvPhase};
 use crate::controllers::host::Shutdown;
 use cleanup::{cleanup, delete_replaced, ensure_finalizer};
+use context::CsvRef;
 use context::{CsvContext, Error, Round, key, now};
+use futures::StreamExt;
 use gather::{drifted, gather};
+use index::CsvIndex;
 use install::install;
 use phase::GroupState;
 use rbac_cache::spread_missing;
 use status::write_status;
-use triggers::{CrdTriggers, CrdWake, csvs_where, owner_csv, rbac_watch, watch_owned};
+use triggers::{Wakes, rbac_watch};
 
 impl Reconciler for CsvContext {
     /// Failed, with the reason in `status.reason`/`message` as for any CSV that cannot install.
@@ -173,32 +170,64 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
 }
 
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
+    let (ctx, wakes, copy_requests) = start(&shared);
+    let pruner = tokio::spawn(copier::prune_orphans(Arc::clone(&ctx)));
+    let api_service_pruner = tokio::spawn(orphans::prune_api_services(Arc::clone(&ctx)));
+    let copier = tokio::spawn(copier::run(
+        Arc::clone(&ctx),
+        copy_requests,
+        shutdown.clone(),
+    ));
+    let controller = triggers::controller(&shared, &ctx, wakes);
+    kit::run(controller, ctx, shutdown).await;
+    let _ = copier.await;
+    pruner.abort();
+    api_service_pruner.abort();
+}
+
+/// The context of the controller's rounds, what wakes them, and the copier's queue: the
+/// phase machine's rounds, changes to copies, namespaces that come or go (they change the
+/// copies of AllNamespaces operators).
+fn start(
+    shared: &Arc<Context>,
+) -> (
+    Arc<CsvContext>,
+    Wakes,
+    impl futures::Stream<Item = CsvRef> + Send + 'static,
+) {
     let informers = &shared.informers;
     let (groups, group_changes) = informers.operator_groups.subscribe_touched();
-    let (deployments, deployment_changes) = watch_owned::<Deployment>(kit::scoped_api(&shared));
-    let (service_accounts, account_changes) =
-        watch_owned::<PartialObjectMeta<ServiceAccount>>(kit::scoped_api(&shared));
+    let (deployments, deployment_changes) = informers.owned_deployments.subscribe_touched();
+    let (service_accounts, account_changes) = informers.owned_service_accounts.subscribe_touched();
     let (namespaces, namespace_changes) = informers.cluster.namespaces.subscribe_touched();
     let (csv_names, changed_copies) = copier::watch_csv_names(shared.client.clone());
     let (subscriptions, subscription_changes) = informers.subscriptions.subscribe_touched();
     let (crd_meta, crd_changes) = informers.cluster.crds.subscribe_touched();
     // The shared CSV informer leaves copies out (the copier watches every CSV's name above).
     let (csvs, csv_changes) = informers.csvs.subscribe_touched();
-    // A replaced CSV moves on when its replacement's phase does. Its round must read the
-    // replacement from the cache, so the cache's own change triggers it: a wake-up sent
-    // right after the replacement's status write could find the cache a step behind, and
-    // leave the old CSV Replacing until something else moved.
-    let (_, replacement_changes) = informers.csvs.subscribe_touched();
-    // A CSV waiting for the CSV that provides a CRD it requires goes on when that one moves.
-    let (_, provider_changes) = informers.csvs.subscribe_touched();
+    let index = Arc::new(CsvIndex::default());
+    tokio::spawn(Arc::clone(&index).follow(informers.csvs.subscribe().1));
     let (rbac, rbac_wakes) = rbac_watch(&informers.cluster.rbac);
     let (related_tx, related_rx) = mpsc::unbounded_channel();
     let (copy_tx, copy_rx) = mpsc::unbounded_channel();
+    let copy_requests = futures::stream::select(
+        tokio_stream::wrappers::UnboundedReceiverStream::new(copy_rx),
+        futures::stream::select(
+            changed_copies,
+            copier::all_namespaces_sources(
+                namespace_changes,
+                groups.clone(),
+                csvs.clone(),
+                Arc::clone(&index),
+            ),
+        ),
+    );
     let ctx = Arc::new(CsvContext {
-        shared: Arc::clone(&shared),
+        shared: Arc::clone(shared),
         kit: KitState::default(),
-        csvs: csvs.clone(),
-        groups: groups.clone(),
+        csvs,
+        index,
+        groups,
         deployments,
         service_accounts,
         namespaces,
@@ -212,135 +241,19 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         related: related_tx,
         copy_requests: copy_tx,
     });
-    let pruner = tokio::spawn(copier::prune_orphans(Arc::clone(&ctx)));
-    let api_service_pruner = tokio::spawn(orphans::prune_api_services(Arc::clone(&ctx)));
-
-    // The copier's queue: the phase machine's rounds, changes to copies, namespaces that
-    // come or go (they change the copies of AllNamespaces operators).
-    let copy_requests = futures::stream::select(
-        tokio_stream::wrappers::UnboundedReceiverStream::new(copy_rx),
-        futures::stream::select(
-            changed_copies,
-            copier::all_namespaces_sources(namespace_changes, groups, csvs.clone()),
-        ),
-    );
-    let copier = tokio::spawn(copier::run(
-        Arc::clone(&ctx),
-        copy_requests,
-        shutdown.clone(),
-    ));
-
-    let crd_triggers = CrdTriggers {
-        ctx: Arc::clone(&ctx),
-        generations: std::sync::Mutex::default(),
+    // A replaced CSV moves on when its replacement's phase does, and a CSV waiting for the
+    // CSV that provides a CRD it requires when that one moves: each its own subscription.
+    let wakes = Wakes {
+        csvs: csv_changes.boxed(),
+        replacements: informers.csvs.subscribe_touched().1.boxed(),
+        providers: informers.csvs.subscribe_touched().1.boxed(),
+        groups: group_changes.boxed(),
+        deployments: deployment_changes.boxed(),
+        accounts: account_changes.boxed(),
+        subscriptions: subscription_changes.boxed(),
+        crds: crd_changes.boxed(),
+        rbac: rbac_wakes.boxed(),
+        related: tokio_stream::wrappers::UnboundedReceiverStream::new(related_rx).boxed(),
     };
-    let (for_groups, for_crds, for_subs, for_replaced, for_conditions, for_dependents) = (
-        csvs.clone(),
-        csvs.clone(),
-        csvs.clone(),
-        csvs.clone(),
-        csvs.clone(),
-        csvs.clone(),
-    );
-    let controller = Controller::for_shared_stream(csv_changes, csvs)
-        .watches_shared_stream(group_changes, move |group| {
-            let ns = group.meta().namespace.clone();
-            csvs_where(&for_groups, |csv| csv.metadata.namespace == ns)
-        })
-        .watches_stream(deployment_changes, |deployment: Deployment| {
-            owner_csv(deployment.labels())
-        })
-        .reconcile_on(rbac_wakes)
-        // An account of the CSV's that goes (or comes back) is a requirement that changed.
-        .watches_stream(
-            account_changes,
-            |account: PartialObjectMeta<ServiceAccount>| owner_csv(account.labels()),
-        )
-        .watches_shared_stream(replacement_changes, move |csv| {
-            let csv = csv.0.as_ref().ok()?;
-            let replaces = csv.spec.replaces.as_deref().filter(|r| !r.is_empty())?;
-            let old = ObjectRef::new(replaces).within(csv.metadata.namespace.as_deref()?);
-            // Only a CSV that is there: the first of a chain replaces one long gone.
-            for_replaced.get(&old).map(|_| old)
-        })
-        .watches_shared_stream(provider_changes, move |provider| {
-            let Ok(provider) = provider.0.as_ref() else {
-                return Vec::new();
-            };
-            let owned: Vec<&str> = provider
-                .spec
-                .customresourcedefinitions
-                .iter()
-                .flat_map(|c| c.owned.iter().map(|d| d.name.as_str()))
-                .collect();
-            if owned.is_empty() {
-                return Vec::new();
-            }
-            let ns = provider.metadata.namespace.clone();
-            csvs_where(&for_dependents, |csv| {
-                csv.metadata.namespace == ns
-                    && phase::never_installed(csv.status.as_ref())
-                    && csv
-                        .spec
-                        .customresourcedefinitions
-                        .as_ref()
-                        .is_some_and(|c| {
-                            c.required.iter().any(|d| owned.contains(&d.name.as_str()))
-                        })
-            })
-        })
-        // An owned APIService that becomes Available (or stops being) moves its CSV.
-        .watches(
-            Api::<
-                PartialObjectMeta<
-                    k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
-                >,
-            >::all(shared.client.clone()),
-            watcher::Config::default()
-                .labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion"))
-                .any_semantic(),
-            |service| owner_csv(service.labels()),
-        )
-        // An OperatorCondition that changes may release the CSV that replaces its own.
-        .watches(
-            kit::scoped_api::<DeserializeGuard<crate::api::OperatorCondition>>(&shared),
-            watcher::Config::default().any_semantic(),
-            move |condition| {
-                let (name, ns) = (condition.name_any(), condition.namespace());
-                csvs_where(&for_conditions, |csv| {
-                    csv.metadata.namespace == ns && csv.spec.replaces.as_deref() == Some(&name)
-                })
-            },
-        )
-        .watches_shared_stream(subscription_changes, move |sub| {
-            let ns = sub.meta().namespace.clone();
-            csvs_where(&for_subs, |csv| csv.metadata.namespace == ns)
-        })
-        .watches_shared_stream(crd_changes, move |crd| {
-            let name = crd.name_any();
-            let wake = crd_triggers.wake(&crd);
-            csvs_where(&for_crds, |csv| {
-                let woken = match wake {
-                    CrdWake::Everyone => true,
-                    CrdWake::Unsettled => csv
-                        .status
-                        .as_ref()
-                        .is_none_or(|s| s.phase != Some(CsvPhase::Succeeded)),
-                    CrdWake::No => false,
-                };
-                woken
-                    && csv
-                        .spec
-                        .customresourcedefinitions
-                        .as_ref()
-                        .is_some_and(|c| c.owned.iter().chain(&c.required).any(|d| d.name == name))
-            })
-        })
-        .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(
-            related_rx,
-        ));
-    kit::run(controller, ctx, shutdown).await;
-    let _ = copier.await;
-    pruner.abort();
-    api_service_pruner.abort();
+    (ctx, wakes, copy_requests)
 }

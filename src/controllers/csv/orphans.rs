@@ -10,29 +10,27 @@ use futures::StreamExt;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, watcher};
 
 use super::context::CsvContext;
 use crate::api::ClusterServiceVersion;
-use crate::controllers::ownership::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
+use crate::controllers::informers::Change;
+use crate::controllers::ownership::{OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 
 /// Runs until the watch ends (the controller aborts it on shutdown).
 pub(super) async fn prune_api_services(ctx: Arc<CsvContext>) {
     if !crate::controllers::kit::cache_ready::listed(&ctx.csvs).await {
         return;
     }
-    let api: Api<PartialObjectMeta<APIService>> = Api::all(ctx.shared.client.clone());
-    let config = watcher::Config::default()
-        .labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion"))
-        .any_semantic();
-    let mut services = watcher(api, config)
-        .default_backoff()
-        .applied_objects()
-        .boxed();
+    let informer = &ctx.shared.informers.cluster.owned_api_services;
+    let applied = informer.subscribe().1.filter_map(|change| async move {
+        match change {
+            Change::Applied(service) => Some(service),
+            Change::Deleted(_) => None,
+        }
+    });
+    let mut services = std::pin::pin!(applied);
     while let Some(service) = services.next().await {
-        let Ok(service) = service else { continue };
         let labels = service.labels();
         let (Some(csv), Some(namespace)) =
             (labels.get(OWNER_LABEL), labels.get(OWNER_NAMESPACE_LABEL))

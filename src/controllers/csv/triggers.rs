@@ -5,27 +5,162 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::Api;
 use kube::core::{DeserializeGuard, PartialObjectMeta};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
-use crate::api::ClusterServiceVersion;
-use crate::controllers::ownership::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
+use futures::stream::BoxStream;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::runtime::controller::Controller;
+
+use crate::api::{ClusterServiceVersion, CsvPhase, OperatorCondition, OperatorGroup, Subscription};
+use crate::controllers::context::Context;
+use crate::controllers::ownership::{OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 
 use super::context::{CsvContext, CsvRef};
+use super::index::Guarded;
+use super::phase;
 use super::rbac_cache::RbacStores;
 
-pub(super) fn csvs_where(
-    csvs: &Store<DeserializeGuard<ClusterServiceVersion>>,
-    keep: impl Fn(&ClusterServiceVersion) -> bool,
-) -> Vec<CsvRef> {
-    csvs.state()
+/// The change streams that wake a CSV's round (see [`controller`]).
+pub(super) struct Wakes {
+    pub(super) csvs: BoxStream<'static, Arc<Guarded>>,
+    /// The CSV cache's own changes: a replaced CSV's round must read its replacement from
+    /// the cache, and a wake-up sent right after the replacement's status write could find
+    /// the cache a step behind and leave the old CSV Replacing.
+    pub(super) replacements: BoxStream<'static, Arc<Guarded>>,
+    pub(super) providers: BoxStream<'static, Arc<Guarded>>,
+    pub(super) groups: BoxStream<'static, Arc<DeserializeGuard<OperatorGroup>>>,
+    pub(super) deployments: BoxStream<'static, Arc<Deployment>>,
+    pub(super) accounts: BoxStream<'static, Arc<PartialObjectMeta<ServiceAccount>>>,
+    pub(super) subscriptions: BoxStream<'static, Arc<DeserializeGuard<Subscription>>>,
+    pub(super) crds: BoxStream<'static, Arc<PartialObjectMeta<CustomResourceDefinition>>>,
+    pub(super) rbac: BoxStream<'static, CsvRef>,
+    /// CSVs to look at again because a related one (replaced or replacing) moved.
+    pub(super) related: BoxStream<'static, CsvRef>,
+}
+
+/// The controller of CSVs, woken by what each round reads: the group and Subscriptions of
+/// its namespace, what it made (Deployments, accounts, RBAC, APIServices), the CSVs it
+/// replaces or depends on, the OperatorCondition of the CSV it replaces, and its CRDs.
+pub(super) fn controller(
+    shared: &Context,
+    ctx: &Arc<CsvContext>,
+    wakes: Wakes,
+) -> Controller<Guarded> {
+    let (in_group, in_sub, for_conditions) = (Arc::clone(ctx), Arc::clone(ctx), Arc::clone(ctx));
+    let api_services = shared
+        .informers
+        .cluster
+        .owned_api_services
+        .subscribe_touched()
+        .1;
+    let controller = Controller::for_shared_stream(wakes.csvs, ctx.csvs.clone())
+        .watches_shared_stream(wakes.groups, move |group| {
+            in_group
+                .index
+                .in_namespace(&in_group.csvs, group.meta().namespace.as_deref(), |_| true)
+        })
+        .watches_shared_stream(wakes.subscriptions, move |sub| {
+            in_sub
+                .index
+                .in_namespace(&in_sub.csvs, sub.meta().namespace.as_deref(), |_| true)
+        })
+        .watches_shared_stream(wakes.deployments, |d| owner_csv(d.labels()))
+        // An account of the CSV's that goes (or comes back) is a requirement that changed.
+        .watches_shared_stream(wakes.accounts, |a| owner_csv(a.labels()))
+        .reconcile_on(wakes.rbac)
+        // An owned APIService that becomes Available (or stops being) moves its CSV.
+        .watches_shared_stream(api_services, |service| owner_csv(service.labels()))
+        // An OperatorCondition that changes may release the CSV that replaces its own.
+        .watches_shared_stream(conditions(shared), move |condition| {
+            let name = condition.name_any();
+            let (index, csvs) = (&for_conditions.index, &for_conditions.csvs);
+            index.in_namespace(csvs, condition.namespace().as_deref(), |csv| {
+                csv.spec.replaces.as_deref() == Some(&name)
+            })
+        })
+        .reconcile_on(wakes.related);
+    watch_csvs(
+        controller,
+        ctx,
+        wakes.replacements,
+        wakes.providers,
+        wakes.crds,
+    )
+}
+
+/// The wakes from other CSVs and from CRDs.
+fn watch_csvs(
+    controller: Controller<Guarded>,
+    ctx: &Arc<CsvContext>,
+    replacements: BoxStream<'static, Arc<Guarded>>,
+    providers: BoxStream<'static, Arc<Guarded>>,
+    crds: BoxStream<'static, Arc<PartialObjectMeta<CustomResourceDefinition>>>,
+) -> Controller<Guarded> {
+    let (for_replaced, for_dependents) = (ctx.csvs.clone(), Arc::clone(ctx));
+    let crd_triggers = CrdTriggers {
+        ctx: Arc::clone(ctx),
+        generations: std::sync::Mutex::default(),
+    };
+    controller
+        .watches_shared_stream(replacements, move |csv| {
+            let csv = csv.0.as_ref().ok()?;
+            let replaces = csv.spec.replaces.as_deref().filter(|r| !r.is_empty())?;
+            let old = ObjectRef::new(replaces).within(csv.metadata.namespace.as_deref()?);
+            // Only a CSV that is there: the first of a chain replaces one long gone.
+            for_replaced.get(&old).map(|_| old)
+        })
+        // A CSV waiting for the CSV that provides a CRD it requires goes on when that one moves.
+        .watches_shared_stream(providers, move |provider| {
+            let Ok(provider) = provider.0.as_ref() else {
+                return Vec::new();
+            };
+            let ctx = &for_dependents;
+            let namespace = provider.metadata.namespace.as_deref();
+            ctx.index
+                .in_namespace(&ctx.csvs, namespace, |csv| depends_on(csv, provider))
+        })
+        .watches_shared_stream(crds, move |crd| {
+            let wake = crd_triggers.wake(&crd);
+            let ctx = &crd_triggers.ctx;
+            ctx.index
+                .with_crd(&ctx.csvs, &crd.name_any(), |csv| match wake {
+                    CrdWake::Everyone => true,
+                    CrdWake::Unsettled => csv
+                        .status
+                        .as_ref()
+                        .is_none_or(|s| s.phase != Some(CsvPhase::Succeeded)),
+                    CrdWake::No => false,
+                })
+        })
+}
+
+/// Whether `csv`, never installed, requires a CRD that `provider` owns.
+fn depends_on(csv: &ClusterServiceVersion, provider: &ClusterServiceVersion) -> bool {
+    let owned = provider
+        .spec
+        .customresourcedefinitions
         .iter()
-        .filter(|g| g.0.as_ref().is_ok_and(&keep))
-        .map(|g| ObjectRef::from_obj(g.as_ref()))
-        .collect()
+        .flat_map(|c| &c.owned);
+    let required = csv
+        .spec
+        .customresourcedefinitions
+        .iter()
+        .flat_map(|c| &c.required);
+    let required: Vec<&str> = required.map(|d| d.name.as_str()).collect();
+    phase::never_installed(csv.status.as_ref())
+        && owned
+            .into_iter()
+            .any(|d| required.contains(&d.name.as_str()))
+}
+
+/// The OperatorConditions of the controller's scope, as the shared informer hands them on.
+fn conditions(
+    shared: &Context,
+) -> impl futures::Stream<Item = Arc<DeserializeGuard<OperatorCondition>>> + Send + 'static {
+    shared.informers.operator_conditions.subscribe_touched().1
 }
 
 /// The shared RBAC caches, and the CSVs their changes wake: RBAC labelled as a CSV's (its
@@ -133,34 +268,6 @@ pub(super) fn owner_csv(
         (Some(name), Some(ns)) => vec![ObjectRef::new(name).within(ns)],
         _ => vec![],
     }
-}
-
-/// The objects of kind `K` that OLM made for CSVs (labelled as a CSV's), without their
-/// managed fields (a Deployment's are a few KiB, and only this controller reads them).
-pub(super) fn watch_owned<K>(
-    api: Api<K>,
-) -> (
-    Store<K>,
-    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-)
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let (store, writer) = reflector::store();
-    let config = watcher::Config::default()
-        .any_semantic()
-        .labels(&format!("{OWNER_KIND_LABEL}=ClusterServiceVersion"));
-    let objects = watcher(api, config).modify(|o: &mut K| o.meta_mut().managed_fields = None);
-    let changes = reflector::reflector(writer, objects)
-        .default_backoff()
-        .touched_objects();
-    (store, changes)
 }
 
 #[cfg(test)]

@@ -8,10 +8,7 @@ use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::Api;
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
 
 use super::context::Context;
 use super::host::Shutdown;
@@ -123,11 +120,8 @@ pub fn observed(
 }
 
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
-    let api: Api<DeserializeGuard<OperatorCondition>> = match &shared.settings.watch_namespace {
-        Some(namespace) => Api::namespaced(shared.client.clone(), namespace),
-        None => Api::all(shared.client.clone()),
-    };
-    let controller = Controller::new(api, watcher::Config::default().any_semantic());
+    let (conditions, changes) = shared.informers.operator_conditions.subscribe_touched();
+    let controller = Controller::for_shared_stream(changes, conditions);
     let ctx = Arc::new(OperatorConditionContext {
         shared,
         kit: KitState::default(),

@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -22,8 +21,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -69,7 +67,7 @@ pub struct OperatorGroupContext {
     groups: Store<DeserializeGuard<OperatorGroup>>,
     namespaces: Store<PartialObjectMeta<Namespace>>,
     csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
-    cluster_roles: Store<PartialObjectMeta<ClusterRole>>,
+    cluster_roles: Store<ClusterRole>,
     /// The resourceVersion each role write returned: a round that finds the cache behind
     /// its own write does not write the role again (many rounds run while a write is on
     /// its way back through the watch).
@@ -446,22 +444,11 @@ fn groups_in(
 }
 
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
-    let client = shared.client.clone();
     let (namespaces, namespace_changes) = shared.informers.cluster.namespaces.subscribe_touched();
     let (csvs, csv_changes) = shared.informers.csvs.subscribe_touched();
-    let (cluster_roles, role_writer) = reflector::store();
-    let role_watch = reflector::reflector(
-        role_writer,
-        watcher(
-            Api::<PartialObjectMeta<ClusterRole>>::all(client.clone()),
-            watcher::Config::default()
-                .labels(&format!("{}=true", super::ownership::MANAGED_LABEL))
-                .any_semantic(),
-        ),
-    )
-    .default_backoff()
-    .touched_objects()
-    .for_each(|_| async {});
+    // The shared ClusterRole cache (the CSV controller reads it too); its changes are not
+    // this controller's triggers.
+    let (cluster_roles, _) = shared.informers.cluster.rbac.cluster_roles.subscribe();
 
     let (groups, group_changes) = shared.informers.operator_groups.subscribe_touched();
     let controller = Controller::for_shared_stream(group_changes, groups.clone());
@@ -474,7 +461,6 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         cluster_roles,
         role_writes: OwnWrites::default(),
     });
-    let role_task = tokio::spawn(role_watch);
     let pruner = tokio::spawn(prune_group_roles(Arc::clone(&ctx)));
     let for_namespaces = groups.clone();
     let for_csvs = groups.clone();
@@ -487,7 +473,6 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         });
     kit::run(controller, ctx, shutdown).await;
     pruner.abort();
-    role_task.abort();
 }
 
 /// Deletes the ClusterRoles of groups that no longer exist (a group has no finalizer, so a
