@@ -3,8 +3,8 @@
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::Api;
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::controllers::kit::ConditionStatus;
@@ -75,8 +75,30 @@ pub(super) async fn crd_state(
 
 pub(super) async fn gather_requirements(round: &Round<'_>) -> Result<requirements::Found, Error> {
     let csv = round.csv;
-    let crds: Api<CustomResourceDefinition> = Api::all(round.client());
     let mut found = requirements::Found::default();
+    found_crds(round, &mut found).await?;
+    found.native = native_apis(round).await;
+    if csv.spec.min_kube_version.is_some() {
+        let version = round
+            .ctx
+            .server_version
+            .get_or_try_init(|| async {
+                let info = round.client().apiserver_version().await;
+                info.map(|info| info.git_version)
+            })
+            .await
+            .map_err(round.fail("read_server_version"))?;
+        found.server_version = Some(version.clone());
+    }
+    found.required_api_services = required_api_services(round).await?;
+    found.service_accounts = accounts(round).await?;
+    Ok(found)
+}
+
+/// The CRDs the CSV owns and requires, and the CSVs that will provide the required ones.
+async fn found_crds(round: &Round<'_>, found: &mut requirements::Found) -> Result<(), Error> {
+    let csv = round.csv;
+    let crds: Api<CustomResourceDefinition> = Api::all(round.client());
     let descriptions = csv
         .spec
         .customresourcedefinitions
@@ -90,8 +112,7 @@ pub(super) async fn gather_requirements(round: &Round<'_>) -> Result<requirement
             out.push(crd_state(round, &crds, &description.name).await?);
         }
     }
-    let requires_crds = !descriptions.required.is_empty();
-    if requires_crds && phase::never_installed(csv.status.as_ref()) {
+    if !descriptions.required.is_empty() && phase::never_installed(csv.status.as_ref()) {
         let state = round.ctx.csvs.state();
         let others = state
             .iter()
@@ -102,72 +123,55 @@ pub(super) async fn gather_requirements(round: &Round<'_>) -> Result<requirement
             });
         found.providers_pending = requirements::providers_pending(csv, others);
     }
-    for gvk in &csv.spec.native_apis {
-        let group_version = if gvk.group.is_empty() {
-            gvk.version.clone()
-        } else {
-            format!("{}/{}", gvk.group, gvk.version)
-        };
+    Ok(())
+}
+
+/// Whether each of the CSV's native APIs is served (discovery; a failure reads as not).
+async fn native_apis(round: &Round<'_>) -> Vec<bool> {
+    let mut served = Vec::new();
+    for gvk in &round.csv.spec.native_apis {
         let resources = if gvk.group.is_empty() {
             round.client().list_core_api_resources(&gvk.version).await
         } else {
+            let group_version = format!("{}/{}", gvk.group, gvk.version);
             round
                 .client()
                 .list_api_group_resources(&group_version)
                 .await
         };
-        found.native.push(
-            resources
-                .map(|list| list.resources.iter().any(|r| r.kind == gvk.kind))
-                .unwrap_or(false),
-        );
+        let found = resources.map(|list| list.resources.iter().any(|r| r.kind == gvk.kind));
+        served.push(found.unwrap_or(false));
     }
-    if csv.spec.min_kube_version.is_some() {
-        let version = round
-            .ctx
-            .server_version
-            .get_or_try_init(|| async {
-                round
-                    .client()
-                    .apiserver_version()
-                    .await
-                    .map(|info| info.git_version)
-            })
+    served
+}
+
+/// The UID of each required APIService that is Available (None: absent or not Available).
+async fn required_api_services(round: &Round<'_>) -> Result<Vec<Option<String>>, Error> {
+    let definitions = round.csv.spec.apiservicedefinitions.as_ref();
+    let required = definitions.map(|d| d.required.clone()).unwrap_or_default();
+    let api: Api<APIService> = Api::all(round.client());
+    let mut found = Vec::new();
+    for description in required {
+        let name = format!("{}.{}", description.version, description.group);
+        let service = api
+            .get_opt(&name)
             .await
-            .map_err(round.fail("read_server_version"))?;
-        found.server_version = Some(version.clone());
+            .map_err(round.fail("read_api_service"))?;
+        found.push(service.and_then(|a| {
+            let conditions = a.status.as_ref().and_then(|s| s.conditions.as_ref());
+            let available = conditions.is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Available" && c.status == "True")
+            });
+            available.then(|| a.metadata.uid.clone().unwrap_or_default())
+        }));
     }
-    let required_api_services = csv
-        .spec
-        .apiservicedefinitions
-        .as_ref()
-        .map(|d| d.required.clone())
-        .unwrap_or_default();
-    if !required_api_services.is_empty() {
-        let api: Api<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService> =
-            Api::all(round.client());
-        for description in required_api_services {
-            let name = format!("{}.{}", description.version, description.group);
-            let found_service = api
-                .get_opt(&name)
-                .await
-                .map_err(round.fail("read_api_service"))?;
-            found
-                .required_api_services
-                .push(found_service.and_then(|a| {
-                    let available = a
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|c| {
-                            c.iter()
-                                .any(|c| c.type_ == "Available" && c.status == "True")
-                        });
-                    available.then(|| a.metadata.uid.clone().unwrap_or_default())
-                }));
-        }
-    }
-    let strategy = csv.spec.install.spec.clone().unwrap_or_default();
+    Ok(found)
+}
+
+/// Each account the strategy names: whether it exists and which of its rules it holds.
+async fn accounts(round: &Round<'_>) -> Result<Vec<requirements::AccountFound>, Error> {
+    let strategy = round.csv.spec.install.spec.clone().unwrap_or_default();
     let mut accounts: Vec<String> = strategy
         .permissions
         .iter()
@@ -176,35 +180,20 @@ pub(super) async fn gather_requirements(round: &Round<'_>) -> Result<requirement
         .collect();
     accounts.sort();
     accounts.dedup();
-    let sa_api: Api<ServiceAccount> = Api::namespaced(round.client(), &round.namespace);
     let stores = &round.ctx.rbac;
     let (roles, role_bindings) = (stores.roles.state(), stores.role_bindings.state());
-    let (cluster_roles, cluster_role_bindings) = (
-        stores.cluster_roles.state(),
-        stores.cluster_role_bindings.state(),
-    );
+    let cluster_roles = stores.cluster_roles.state();
+    let cluster_role_bindings = stores.cluster_role_bindings.state();
     let view = crate::controllers::authz::RbacView {
         roles: &roles,
         role_bindings: &role_bindings,
         cluster_roles: &cluster_roles,
         cluster_role_bindings: &cluster_role_bindings,
     };
+    let mut found = Vec::new();
     for sa in accounts {
-        let cached = round
-            .ctx
-            .service_accounts
-            .get(&ObjectRef::new(&sa).within(&round.namespace))
-            .map(|m| PartialObjectMeta::clone(&m));
-        let exists = sa == "default"
-            || match cached {
-                Some(_) => true,
-                None => sa_api
-                    .get_metadata_opt(&sa)
-                    .await
-                    .map_err(round.fail("read_service_account"))?
-                    .is_some(),
-            };
-        found.service_accounts.push(account_found(
+        let exists = account_exists(round, &sa).await?;
+        found.push(account_found(
             &view,
             &strategy,
             &round.namespace,
@@ -213,6 +202,21 @@ pub(super) async fn gather_requirements(round: &Round<'_>) -> Result<requirement
         ));
     }
     Ok(found)
+}
+
+/// Whether the account `sa` exists: `default` always does; the ones OLM made are in the
+/// shared cache; others are asked of the API server.
+async fn account_exists(round: &Round<'_>, sa: &str) -> Result<bool, Error> {
+    let cached = round
+        .ctx
+        .service_accounts
+        .get(&ObjectRef::new(sa).within(&round.namespace));
+    if sa == "default" || cached.is_some() {
+        return Ok(true);
+    }
+    let api: Api<ServiceAccount> = Api::namespaced(round.client(), &round.namespace);
+    let found = api.get_metadata_opt(sa).await;
+    Ok(found.map_err(round.fail("read_service_account"))?.is_some())
 }
 
 /// Which of the rules `strategy` declares for `sa` the account holds: namespaced rules in

@@ -50,18 +50,7 @@ pub(super) async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
         GroupState::Member { targets, .. } => targets.clone(),
         _ => vec![],
     };
-    let owner = owned::Owner {
-        csv: round.name.clone(),
-        namespace: round.namespace.clone(),
-        uid: csv.metadata.uid.clone().unwrap_or_default(),
-        annotations: pod_annotations(csv, group.as_ref(), &targets),
-        operator_labels: csv
-            .labels()
-            .iter()
-            .filter(|(key, _)| key.starts_with(OPERATOR_LABEL_PREFIX))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect(),
-    };
+    let owner = owner_of(csv, group.as_ref(), &targets);
     let config = subscription_config(round);
     let serving = serving::gather(
         &round.client(),
@@ -88,84 +77,22 @@ pub(super) async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
         .await
         .map_err(round.fail("read_webhooks"))?
     };
-    let found = gather_requirements(round).await?;
-    let judged = requirements::judge(csv, &found);
+    let judged = requirements::judge(csv, &gather_requirements(round).await?);
     let spread = ctx.rbac.spread(&owner, &targets, &serving_plan);
-    let related = |name: &str| {
-        ctx.csvs
-            .get(&ObjectRef::new(name).within(&round.namespace))
-            .and_then(|g| g.0.as_ref().ok().cloned())
-    };
-    let replaces = csv
-        .spec
-        .replaces
-        .as_deref()
-        .filter(|r| !r.is_empty() && *r != round.name)
-        .and_then(related)
-        .map(|old| Related {
-            name: old.name_any(),
-            phase: old.status.and_then(|s| s.phase).unwrap_or_default(),
-        });
-    let not_upgradeable = match (&replaces, csv.status.as_ref().and_then(|s| s.phase)) {
-        (Some(old), None | Some(CsvPhase::Pending | CsvPhase::None)) => {
-            let conditions: Api<crate::api::OperatorCondition> =
-                Api::namespaced(round.client(), &round.namespace);
-            conditions
-                .get_opt(&old.name)
-                .await
-                .map_err(round.fail("read_operator_condition"))?
-                .and_then(|condition| crate::api::upgradeable(&condition).err())
-        }
-        _ => None,
-    };
-    let replaced_by = ctx
-        .csvs
-        .state()
-        .iter()
-        .filter_map(|g| g.0.as_ref().ok())
-        .find(|other| {
-            other.metadata.namespace.as_deref() == Some(round.namespace.as_str())
-                && other.spec.replaces.as_deref() == Some(round.name.as_str())
-                && other.metadata.deletion_timestamp.is_none()
-        })
-        .map(|new| Related {
-            name: new.name_any(),
-            phase: new
-                .status
-                .as_ref()
-                .and_then(|s| s.phase)
-                .unwrap_or_default(),
-        });
-    let healths: Vec<Health> = built
-        .iter()
-        .map(|(name, body)| {
-            let found = ctx
-                .deployments
-                .get(&ObjectRef::new(name).within(&round.namespace));
-            deployment::health(
-                name,
-                found.as_deref(),
-                &round.name,
-                deployment::spec_hash(body),
-            )
-        })
-        .collect();
-    let mut health = if built.is_empty() && strategy_problem.is_none() {
-        Health::Ready
-    } else {
-        deployment::combined(healths)
-    };
+    let (replaces, replaced_by) = related(round);
     let serving_missing = shortfall.as_ref().map(|s| s.message().to_string());
-    if let (Health::Ready, Some(missing)) = (&health, &serving_missing) {
-        health = Health::NotReady(missing.clone());
-    }
     let observed = Observation {
         group: group_state,
-        health,
+        health: health(
+            round,
+            &built,
+            strategy_problem.is_some(),
+            serving_missing.as_ref(),
+        ),
         strategy_problem,
         webhook_problem: serving.problem.clone(),
         owner_conflict: serving.owner_conflict.clone(),
-        not_upgradeable,
+        not_upgradeable: not_upgradeable(round, replaces.as_ref()).await?,
         certs_due: serving.rotating(),
         certs_rotate_at: serving.rotate_at(),
         serving_missing,
@@ -189,6 +116,109 @@ pub(super) async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
             .map(str::to_string),
         spread,
     })
+}
+
+/// What every object made for the CSV carries of it.
+fn owner_of(
+    csv: &ClusterServiceVersion,
+    group: Option<&OperatorGroup>,
+    targets: &[String],
+) -> owned::Owner {
+    owned::Owner {
+        csv: csv.name_any(),
+        namespace: csv.namespace().unwrap_or_default(),
+        uid: csv.metadata.uid.clone().unwrap_or_default(),
+        annotations: pod_annotations(csv, group, targets),
+        operator_labels: csv
+            .labels()
+            .iter()
+            .filter(|(key, _)| key.starts_with(OPERATOR_LABEL_PREFIX))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+    }
+}
+
+/// The CSV this one replaces (when it is there) and the one replacing it, with their phases.
+fn related(round: &Round<'_>) -> (Option<Related>, Option<Related>) {
+    let related = |csv: &ClusterServiceVersion| Related {
+        name: csv.name_any(),
+        phase: csv
+            .status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or_default(),
+    };
+    let csvs = &round.ctx.csvs;
+    let replaces = round.csv.spec.replaces.as_deref();
+    let replaces = replaces
+        .filter(|r| !r.is_empty() && *r != round.name)
+        .and_then(|name| csvs.get(&ObjectRef::new(name).within(&round.namespace)))
+        .and_then(|g| g.0.as_ref().ok().map(related));
+    let candidates = round
+        .ctx
+        .index
+        .in_namespace(csvs, Some(&round.namespace), |other| {
+            other.spec.replaces.as_deref() == Some(round.name.as_str())
+                && other.metadata.deletion_timestamp.is_none()
+        });
+    let replaced_by = candidates
+        .first()
+        .and_then(|at| csvs.get(at))
+        .and_then(|g| g.0.as_ref().ok().map(related));
+    (replaces, replaced_by)
+}
+
+/// Why the CSV it replaces says it may not be upgraded yet (its OperatorCondition), for a
+/// CSV not yet past Pending.
+async fn not_upgradeable(
+    round: &Round<'_>,
+    replaces: Option<&Related>,
+) -> Result<Option<String>, Error> {
+    let phase = round.csv.status.as_ref().and_then(|s| s.phase);
+    let (Some(old), None | Some(CsvPhase::Pending | CsvPhase::None)) = (replaces, phase) else {
+        return Ok(None);
+    };
+    let conditions: Api<crate::api::OperatorCondition> =
+        Api::namespaced(round.client(), &round.namespace);
+    let condition = conditions
+        .get_opt(&old.name)
+        .await
+        .map_err(round.fail("read_operator_condition"))?;
+    Ok(condition.and_then(|condition| crate::api::upgradeable(&condition).err()))
+}
+
+/// How the strategy's Deployments stand, and the serving objects the cluster lacks.
+fn health(
+    round: &Round<'_>,
+    built: &[(String, Value)],
+    strategy_problem: bool,
+    serving_missing: Option<&String>,
+) -> Health {
+    if built.is_empty() && !strategy_problem {
+        return match serving_missing {
+            Some(missing) => Health::NotReady(missing.clone()),
+            None => Health::Ready,
+        };
+    }
+    let healths = built.iter().map(|(name, body)| {
+        let found = round
+            .ctx
+            .deployments
+            .get(&ObjectRef::new(name).within(&round.namespace));
+        deployment::health(
+            name,
+            found.as_deref(),
+            &round.name,
+            deployment::spec_hash(body),
+        )
+    });
+    match (
+        deployment::combined(healths.collect::<Vec<_>>()),
+        serving_missing,
+    ) {
+        (Health::Ready, Some(missing)) => Health::NotReady(missing.clone()),
+        (health, _) => health,
+    }
 }
 
 /// Whether a Deployment the strategy lists is missing, not ours, or not what we would make.

@@ -15,6 +15,7 @@ use crate::api::ClusterServiceVersion;
 use crate::controllers::ownership::owner_selector;
 
 use super::context::{FIELD_MANAGER, Round};
+use super::install_error::InstallError;
 use super::{owned, rbac, serving, webhooks};
 
 pub(super) fn resource_of(kind: &str) -> ApiResource {
@@ -59,9 +60,9 @@ pub(super) fn api_message(error: &kube::Error) -> String {
 }
 
 /// Applies the RBAC, then the Deployments, then (with `sweep`) deletes what this CSV made
-/// before and no longer lists. Each group's requests go out together: they do not depend on
-/// each other (a binding may name a Role that is still being written). `Err` carries the API
-/// server's message for the CSV.
+/// before and no longer lists. A scoped group's install is written as its account, every
+/// object of it (upstream's attenuated install strategy): the group's admin bounds what its
+/// operators get.
 pub(super) async fn install(
     round: &Round<'_>,
     rbac: &[owned::Planned],
@@ -69,34 +70,58 @@ pub(super) async fn install(
     serving: &serving::ServingPlan,
     scoped_account: Option<&str>,
     sweep: bool,
-) -> Result<(), String> {
-    // A scoped group's install is written as its account, every object of it (upstream's
-    // attenuated install strategy): the group's admin bounds what its operators get.
+) -> Result<(), InstallError> {
     let client = match scoped_account {
-        Some(account) => round
-            .ctx
-            .scoped
-            .acting_as(&round.namespace, account)
-            .await
-            .map_err(|e| e.to_string())?,
+        Some(account) => {
+            let scoped = &round.ctx.scoped;
+            scoped.acting_as(&round.namespace, account).await?
+        }
         None => round.client(),
     };
-    // Objects OLM made from the CSV are the CSV's: take fields over from anyone else.
+    apply_all(round, &client, rbac, deployments, serving).await?;
+    if !sweep {
+        return Ok(());
+    }
+    let mut desired: HashSet<Key> = rbac
+        .iter()
+        .chain(&serving.before)
+        .chain(&serving.after)
+        .map(|p| (p.kind.into(), p.namespace.clone(), p.name.clone()))
+        .collect();
+    desired.extend(deployments.iter().map(|(name, _)| {
+        let namespace = Some(round.namespace.clone());
+        ("Deployment".to_string(), namespace, name.clone())
+    }));
+    sweep_unlisted(round, &desired).await
+}
+
+/// An object by kind, namespace and name.
+type Key = (String, Option<String>, String);
+
+/// Each group's requests go out together: they do not depend on each other (a binding may
+/// name a Role that is still being written). Objects OLM made from the CSV are the CSV's:
+/// fields are taken over from anyone else.
+async fn apply_all(
+    round: &Round<'_>,
+    client: &kube::Client,
+    rbac: &[owned::Planned],
+    deployments: &[(String, Value)],
+    serving: &serving::ServingPlan,
+) -> Result<(), InstallError> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
     // The serving certificate, its Service and RBAC before the pods that mount it.
-    apply_planned(&client, &params, &serving.before).await?;
-    apply_planned(&client, &params, rbac).await?;
+    apply_planned(client, &params, &serving.before).await?;
+    apply_planned(client, &params, rbac).await?;
     futures::future::try_join_all(deployments.iter().map(|(name, body)| {
         let api = dynamic_api(client.clone(), "Deployment", Some(&round.namespace));
         let params = &params;
         async move {
-            api.patch(name, params, &Patch::Apply(body))
-                .await
-                .map_err(|e| format!("Deployment {name}: {}", api_message(&e)))
+            let written = api.patch(name, params, &Patch::Apply(body)).await;
+            written.map_err(|e| InstallError::write("Deployment", name, &e))
         }
     }))
     .await?;
-    apply_planned(&client, &params, &serving.after).await?;
+    apply_planned(client, &params, &serving.after).await?;
     futures::future::try_join_all(serving.conversions.iter().map(|(crd, conversion)| {
         let api = dynamic_api(client.clone(), "CustomResourceDefinition", None);
         let params = &params;
@@ -107,66 +132,35 @@ pub(super) async fn install(
             "spec": { "conversion": conversion },
         });
         async move {
-            api.patch(crd, params, &Patch::Apply(&body))
-                .await
-                .map_err(|e| format!("conversion webhook of CRD {crd}: {}", api_message(&e)))
+            let written = api.patch(crd, params, &Patch::Apply(&body)).await;
+            written.map_err(|e| InstallError::Conversion {
+                crd: crd.clone(),
+                message: api_message(&e),
+            })
         }
     }))
     .await?;
-    if !sweep {
-        return Ok(());
-    }
-    let mut desired: HashSet<(String, Option<String>, String)> = rbac
-        .iter()
-        .chain(&serving.before)
-        .chain(&serving.after)
-        .map(|p| (p.kind.into(), p.namespace.clone(), p.name.clone()))
-        .collect();
-    desired.extend(deployments.iter().map(|(name, _)| {
-        (
-            "Deployment".into(),
-            Some(round.namespace.clone()),
-            name.clone(),
-        )
-    }));
+    Ok(())
+}
 
-    // Garbage: what carries this CSV's owner labels but is no longer planned.
+/// Deletes the garbage: what carries this CSV's owner labels, was written by this
+/// controller, and is not `desired`. What this CSV made is OLM's to find and remove,
+/// whoever it was written as.
+async fn sweep_unlisted(round: &Round<'_>, desired: &HashSet<Key>) -> Result<(), InstallError> {
     let selector = owner_selector("ClusterServiceVersion", &round.name, &round.namespace);
-    let mut kinds = vec![
-        "Role",
-        "RoleBinding",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Deployment",
-    ];
-    // Only CSVs that serve webhooks or API services (now or before an update) made these.
-    if webhooks::serves_anything(round.csv)
-        || round
-            .csv
-            .status
-            .as_ref()
-            .is_some_and(|s| s.certs_last_updated.is_some())
-    {
-        kinds.extend([
-            "Service",
-            "Secret",
-            "ValidatingWebhookConfiguration",
-            "MutatingWebhookConfiguration",
-            "APIService",
-        ]);
-    }
-    // What this CSV made is OLM's to find and remove, whoever it was written as.
     let client = round.client();
-    let listed = futures::future::try_join_all(kinds.iter().map(|&kind| {
+    let listed = futures::future::try_join_all(swept_kinds(round).into_iter().map(|kind| {
         let scope =
             matches!(kind, "Deployment" | "Service" | "Secret").then_some(round.namespace.as_str());
         let api = dynamic_api(client.clone(), kind, scope);
         let params = ListParams::default().labels(&selector);
         async move {
-            api.list_metadata(&params)
-                .await
-                .map(|list| (kind, list.items))
-                .map_err(|e| format!("listing {kind}s: {}", api_message(&e)))
+            let list = api.list_metadata(&params).await;
+            let list = list.map_err(|e| InstallError::List {
+                kind,
+                message: api_message(&e),
+            });
+            list.map(|list| (kind, list.items))
         }
     }))
     .await?;
@@ -179,35 +173,66 @@ pub(super) async fn install(
             );
             // Only what this controller wrote: a user's object that carries the CSV's owner
             // labels (upstream's tests label their own Roles so) is not ours to delete.
-            let written_by_us = object
-                .metadata
-                .managed_fields
-                .iter()
-                .flatten()
+            let managers = object.metadata.managed_fields.iter().flatten();
+            let written_by_us = managers
+                .into_iter()
                 .any(|m| m.manager.as_deref() == Some(FIELD_MANAGER));
             if desired.contains(&key) || !written_by_us || adopted_grant(&object.metadata) {
                 continue;
             }
-            let api = dynamic_api(client.clone(), kind, object.metadata.namespace.as_deref());
-            match api
-                .delete(&object.name_any(), &DeleteParams::default())
-                .await
-            {
-                Ok(_) => {
-                    tracing::info!(kind, name = %object.name_any(), csv = %round.name, "deleted what the CSV no longer lists");
-                }
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(e) => {
-                    return Err(format!(
-                        "deleting {kind} {}: {}",
-                        object.name_any(),
-                        api_message(&e)
-                    ));
-                }
-            }
+            delete(round, &client, kind, &object.metadata).await?;
         }
     }
     Ok(())
+}
+
+/// The kinds a CSV's objects are of: Services, Secrets, webhook configurations and
+/// APIServices only for CSVs that serve webhooks or API services (now or before an update).
+fn swept_kinds(round: &Round<'_>) -> Vec<&'static str> {
+    let mut kinds = vec![
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+    ];
+    let served_before = round
+        .csv
+        .status
+        .as_ref()
+        .is_some_and(|s| s.certs_last_updated.is_some());
+    if webhooks::serves_anything(round.csv) || served_before {
+        kinds.extend([
+            "Service",
+            "Secret",
+            "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",
+            "APIService",
+        ]);
+    }
+    kinds
+}
+
+async fn delete(
+    round: &Round<'_>,
+    client: &kube::Client,
+    kind: &'static str,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Result<(), InstallError> {
+    let name = meta.name.clone().unwrap_or_default();
+    let api = dynamic_api(client.clone(), kind, meta.namespace.as_deref());
+    match api.delete(&name, &DeleteParams::default()).await {
+        Ok(_) => {
+            tracing::info!(kind, %name, csv = %round.name, "deleted what the CSV no longer lists");
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(InstallError::Delete {
+            kind,
+            name,
+            message: api_message(&e),
+        }),
+    }
 }
 
 /// RBAC of a CSV's permissions that this controller made when it still made it (before
@@ -229,13 +254,13 @@ pub(super) async fn apply_planned(
     client: &kube::Client,
     params: &PatchParams,
     planned: &[owned::Planned],
-) -> Result<(), String> {
+) -> Result<(), InstallError> {
     futures::future::try_join_all(planned.iter().map(|planned| {
         let api = dynamic_api(client.clone(), planned.kind, planned.namespace.as_deref());
         async move {
             api.patch(&planned.name, params, &Patch::Apply(&planned.body))
                 .await
-                .map_err(|e| format!("{} {}: {}", planned.kind, planned.name, api_message(&e)))
+                .map_err(|e| InstallError::write(planned.kind, &planned.name, &e))
         }
     }))
     .await

@@ -20,6 +20,7 @@ mod found;
 mod gather;
 mod index;
 mod install;
+mod install_error;
 mod mount;
 mod names;
 mod orphans;
@@ -143,7 +144,7 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
             if applied.is_ok() {
                 certs = gathered.serving.status_times();
             }
-            step = phase::after_install(step, applied);
+            step = phase::after_install(step, applied.as_ref().map(|_| ()));
         }
     }
     write_status(

@@ -5,6 +5,7 @@
 //! transition, so a steady CSV compares equal to its desired status and is never written
 //! (upstream's hot loop, PR #1974, came from timestamps that moved on every sync).
 
+use super::install_error::InstallError;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -529,12 +530,16 @@ impl Decision<'_> {
     }
 }
 
-/// The step after the strategy was applied (`Err`: the API server's message).
-pub fn after_install(step: Step, applied: Result<(), String>) -> Step {
+/// The step after the strategy was applied: a failed install fails the CSV with what
+/// failed, and is tried again later.
+pub fn after_install(step: Step, applied: Result<(), &InstallError>) -> Step {
+    let failed = |message: String| {
+        Step::to(CsvPhase::Failed, CsvReason::InstallComponentFailed, message)
+            .requeue(REINSTALL_AFTER)
+    };
     match applied {
         Ok(()) => step,
-        Err(message) => Step::to(CsvPhase::Failed, CsvReason::InstallComponentFailed, message)
-            .requeue(REINSTALL_AFTER),
+        Err(error) => failed(error.to_string()),
     }
 }
 
@@ -820,7 +825,12 @@ mod tests {
             (step.phase, step.reason),
             (Installing, CsvReason::InstallSucceeded)
         );
-        let failed = after_install(step, Err("Deployment.apps \"x\" is invalid".into()));
+        let error = InstallError::Write {
+            kind: "Deployment".into(),
+            name: "x".into(),
+            message: "Deployment.apps \"x\" is invalid".into(),
+        };
+        let failed = after_install(step, Err(&error));
         assert_eq!(
             (failed.phase, failed.reason),
             (Failed, CsvReason::InstallComponentFailed)

@@ -164,10 +164,33 @@ fn crd_status(
 }
 
 pub fn judge(csv: &ClusterServiceVersion, found: &Found) -> Judged {
-    let mut statuses = Vec::new();
-    let mut unmet = Vec::new();
-    let name = csv.metadata.name.clone().unwrap_or_default();
+    let mut judged = Judged {
+        statuses: Vec::new(),
+        unmet: Vec::new(),
+    };
+    kube_version(csv, found, &mut judged);
+    crds(csv, found, &mut judged);
+    for (crd, owner) in &found.providers_pending {
+        judged.unmet.push(format!(
+            "CRD {crd} is provided by ClusterServiceVersion {owner}, which has not Succeeded yet"
+        ));
+    }
+    native_apis(csv, found, &mut judged);
+    let strategy = csv.spec.install.spec.clone().unwrap_or_default();
+    let api_services = csv.spec.apiservicedefinitions.clone().unwrap_or_default();
+    owned_api_services(&api_services, &strategy, &mut judged);
+    required_api_services(&api_services, found, &mut judged);
+    for account in &found.service_accounts {
+        let (status, problems) = account_status(&strategy, account);
+        judged.statuses.push(status);
+        judged.unmet.extend(problems);
+    }
+    judged
+}
 
+/// The server's version against `minKubeVersion`.
+fn kube_version(csv: &ClusterServiceVersion, found: &Found, judged: &mut Judged) {
+    let name = csv.metadata.name.clone().unwrap_or_default();
     if let Some(min) = csv
         .spec
         .min_kube_version
@@ -181,8 +204,8 @@ pub fn judge(csv: &ClusterServiceVersion, found: &Found) -> Judged {
                     "CSV version requirement not met: minKubeVersion ({min}) > server version ({})",
                     found.server_version.clone().unwrap_or_default()
                 );
-                unmet.push(message.clone());
-                statuses.push(RequirementStatus {
+                judged.unmet.push(message.clone());
+                judged.statuses.push(RequirementStatus {
                     group: "operators.coreos.com".into(),
                     version: "v1alpha1".into(),
                     kind: "ClusterServiceVersion".into(),
@@ -193,11 +216,16 @@ pub fn judge(csv: &ClusterServiceVersion, found: &Found) -> Judged {
                     dependents: vec![],
                 });
             }
-            (None, _) => unmet.push(format!("minKubeVersion {min:?} is not a version")),
+            (None, _) => judged
+                .unmet
+                .push(format!("minKubeVersion {min:?} is not a version")),
             _ => {}
         }
     }
+}
 
+/// The CRDs the CSV owns and requires.
+fn crds(csv: &ClusterServiceVersion, found: &Found, judged: &mut Judged) {
     let crds = csv
         .spec
         .customresourcedefinitions
@@ -210,18 +238,15 @@ pub fn judge(csv: &ClusterServiceVersion, found: &Found) -> Judged {
         .chain(crds.required.iter().zip(found.required.iter()))
     {
         let (status, problem) = crd_status(&description.name, &description.version, state.as_ref());
-        statuses.push(status);
-        unmet.extend(problem);
+        judged.statuses.push(status);
+        judged.unmet.extend(problem);
     }
+}
 
-    for (crd, owner) in &found.providers_pending {
-        unmet.push(format!(
-            "CRD {crd} is provided by ClusterServiceVersion {owner}, which has not Succeeded yet"
-        ));
-    }
-
+/// The native APIs the CSV needs served.
+fn native_apis(csv: &ClusterServiceVersion, found: &Found, judged: &mut Judged) {
     for (gvk, present) in csv.spec.native_apis.iter().zip(found.native.iter()) {
-        statuses.push(RequirementStatus {
+        judged.statuses.push(RequirementStatus {
             group: gvk.group.clone(),
             version: gvk.version.clone(),
             kind: gvk.kind.clone(),
@@ -237,23 +262,27 @@ pub fn judge(csv: &ClusterServiceVersion, found: &Found) -> Judged {
             dependents: vec![],
         });
         if !present {
-            unmet.push(format!(
+            judged.unmet.push(format!(
                 "native API {}/{} {} not served",
                 gvk.group, gvk.version, gvk.kind
             ));
         }
     }
+}
 
-    let strategy = csv.spec.install.spec.clone().unwrap_or_default();
-    let api_services = csv.spec.apiservicedefinitions.clone().unwrap_or_default();
-    // Owned: served by a Deployment of the strategy (upstream's DeploymentFound).
+/// Owned APIServices: served by a Deployment of the strategy (upstream's DeploymentFound).
+fn owned_api_services(
+    api_services: &crate::api::ApiServiceDefinitions,
+    strategy: &crate::api::StrategyDetailsDeployment,
+    judged: &mut Judged,
+) {
     for description in &api_services.owned {
         let name = format!("{}.{}", description.version, description.group);
         let found = description
             .deployment_name
             .as_deref()
             .is_some_and(|d| strategy.deployments.iter().any(|s| s.name == d));
-        statuses.push(RequirementStatus {
+        judged.statuses.push(RequirementStatus {
             group: description.group.clone(),
             version: description.version.clone(),
             kind: description.kind.clone(),
@@ -269,20 +298,27 @@ pub fn judge(csv: &ClusterServiceVersion, found: &Found) -> Judged {
             dependents: vec![],
         });
         if !found {
-            unmet.push(format!(
+            judged.unmet.push(format!(
                 "owned APIService {name}: deployment {} is not in the install strategy",
                 description.deployment_name.as_deref().unwrap_or_default()
             ));
         }
     }
-    // Required: the APIService exists and is Available.
+}
+
+/// Required APIServices: each exists and is Available.
+fn required_api_services(
+    api_services: &crate::api::ApiServiceDefinitions,
+    found: &Found,
+    judged: &mut Judged,
+) {
     for (description, state) in api_services
         .required
         .iter()
         .zip(found.required_api_services.iter())
     {
         let name = format!("{}.{}", description.version, description.group);
-        statuses.push(RequirementStatus {
+        judged.statuses.push(RequirementStatus {
             group: "apiregistration.k8s.io".into(),
             version: "v1".into(),
             kind: "APIService".into(),
@@ -303,15 +339,11 @@ pub fn judge(csv: &ClusterServiceVersion, found: &Found) -> Judged {
             dependents: vec![],
         });
         if state.is_none() {
-            unmet.push(format!("APIService {name} not available"));
+            judged
+                .unmet
+                .push(format!("APIService {name} not available"));
         }
     }
-    for account in &found.service_accounts {
-        let (status, problems) = account_status(&strategy, account);
-        statuses.push(status);
-        unmet.extend(problems);
-    }
-    Judged { statuses, unmet }
 }
 
 /// Upstream's requirement status of one account (a dependent per rule), and what is unmet.

@@ -248,19 +248,7 @@ pub fn serving_objects(
         })
     };
     let subject = json!([{"kind": "ServiceAccount", "name": account, "namespace": namespace}]);
-    let ports: Vec<Value> = ports
-        .iter()
-        .map(|(port, target)| {
-            // Two webhooks on one port with different targets need two port names.
-            let name = match target {
-                Value::Number(n) if n.as_i64() == Some(i64::from(*port)) => port.to_string(),
-                Value::Number(n) => format!("{port}-{n}"),
-                Value::String(s) => format!("{port}-{s}"),
-                _ => port.to_string(),
-            };
-            json!({"name": name, "port": port, "targetPort": target})
-        })
-        .collect();
+    let ports = service_ports(ports);
     let mut secret_meta = metadata(&secret);
     secret_meta["annotations"] = json!({ CA_HASH_ANNOTATION: material.ca_hash() });
     vec![
@@ -303,6 +291,48 @@ pub fn serving_objects(
                 "subjects": subject,
             }),
         },
+    ]
+    .into_iter()
+    .chain(outside_bindings(&service, &labels, &subject))
+    .chain([Planned {
+            kind: "Service",
+            namespace: Some(namespace.clone()),
+            name: service.clone(),
+            body: json!({
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": metadata(&service),
+                "spec": {"selector": pod_selector, "ports": ports},
+            }),
+        }])
+    .collect()
+}
+
+/// The ports of a served Deployment's Service: two webhooks on one port with different
+/// targets need two port names.
+fn service_ports(ports: &[(i32, Value)]) -> Vec<Value> {
+    ports
+        .iter()
+        .map(|(port, target)| {
+            let name = match target {
+                Value::Number(n) if n.as_i64() == Some(i64::from(*port)) => port.to_string(),
+                Value::Number(n) => format!("{port}-{n}"),
+                Value::String(s) => format!("{port}-{s}"),
+                _ => port.to_string(),
+            };
+            json!({"name": name, "port": port, "targetPort": target})
+        })
+        .collect()
+}
+
+/// The two bindings of a served Deployment's account outside its namespace: to
+/// `system:auth-delegator`, and to the authentication reader in `kube-system`.
+fn outside_bindings(
+    service: &str,
+    labels: &BTreeMap<String, String>,
+    subject: &Value,
+) -> [Planned; 2] {
+    [
         Planned {
             kind: "ClusterRoleBinding",
             namespace: None,
@@ -330,17 +360,6 @@ pub fn serving_objects(
                 },
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "extension-apiserver-authentication-reader"},
                 "subjects": subject,
-            }),
-        },
-        Planned {
-            kind: "Service",
-            namespace: Some(namespace.clone()),
-            name: service.clone(),
-            body: json!({
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": metadata(&service),
-                "spec": {"selector": pod_selector, "ports": ports},
             }),
         },
     ]

@@ -54,7 +54,7 @@ pub enum StepError {
         bundle: String,
         catalog: String,
         #[source]
-        source: FetchError,
+        source: Box<FetchError>,
     },
     #[error(
         "api-server resource not found installing {kind} {name}: GroupVersionKind {group}/{version}, Kind={served_kind} not found on the cluster"

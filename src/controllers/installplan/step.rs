@@ -102,7 +102,7 @@ async fn object_of(
             name: r.name.clone(),
             bundle: bundle.name.clone(),
             catalog: catalog.clone(),
-            source,
+            source: Box::new(source),
         })?;
     plan_steps::pick(&objects, &r.kind, &r.name, &bundle.package, namespace).ok_or_else(|| {
         StepError::NotInBundle {
