@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
+use super::description::Icon;
 use super::icon::DefaultIcons;
 use super::listed::ListedJson;
-use super::manifest::{self, CatalogInfo, Icon, PackageManifest};
+use super::manifest::{self, CatalogInfo, PackageManifest};
 use crate::resolver::input::CatalogRef;
 use crate::snapshots::{CatalogSnapshot, CatalogSnapshots};
 
