@@ -18,11 +18,12 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use super::auth::{Attributes, Authorizer, RequestHeaderConfig};
 use super::listed::ListedJson;
+use super::listed::Visible;
 use super::manifest::{API_VERSION, KIND, PackageManifest};
 use super::openapi;
 use super::respond::{self, Format};
 use super::selector::{LabelSelector, name_from_field_selector};
-use super::store::{Event, EventType, Resume, Store, Visible};
+use super::store::{Event, EventType, Resume, Store};
 
 /// How often a watch that asked for bookmarks gets one.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(15);

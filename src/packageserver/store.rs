@@ -11,7 +11,7 @@ use tokio::sync::broadcast;
 
 use super::description::Icon;
 use super::icon::DefaultIcons;
-use super::listed::ListedJson;
+use super::listed::{ListedJson, Visible};
 use super::manifest::{self, CatalogInfo, PackageManifest};
 use crate::resolver::input::CatalogRef;
 use crate::snapshots::{CatalogSnapshot, CatalogSnapshots};
@@ -57,47 +57,6 @@ struct Served {
     /// SHA-256 of the manifest serialized without resourceVersion, and of its icon: equal
     /// means unchanged.
     fingerprint: [u8; 32],
-}
-
-/// A served manifest as one request sees it: shared, never copied, with the namespace it is
-/// shown in (a global catalog's packages appear in the namespace asked for).
-#[derive(Clone)]
-pub struct Visible {
-    /// Without channels, as [`Served::manifest`]; whole objects come from `listed`.
-    pub manifest: Arc<PackageManifest>,
-    pub listed: Arc<ListedJson>,
-    /// Set when shown in another namespace than the manifest's own.
-    shown_in: Option<Arc<str>>,
-}
-
-impl Visible {
-    /// A manifest as a request in namespace `shown` sees it.
-    pub fn new(
-        manifest: Arc<PackageManifest>,
-        listed: Arc<ListedJson>,
-        shown: &Arc<str>,
-    ) -> Visible {
-        let shown_in = (manifest.metadata.namespace != **shown).then(|| Arc::clone(shown));
-        Visible {
-            manifest,
-            listed,
-            shown_in,
-        }
-    }
-
-    pub fn namespace(&self) -> &str {
-        self.shown_in
-            .as_deref()
-            .unwrap_or(&self.manifest.metadata.namespace)
-    }
-
-    /// The manifest itself, copied into the shown namespace only when that differs.
-    pub fn in_namespace(&self) -> Arc<PackageManifest> {
-        match &self.shown_in {
-            None => Arc::clone(&self.manifest),
-            Some(ns) => Arc::new(self.manifest.in_namespace(ns)),
-        }
-    }
 }
 
 /// A manifest as built outside the lock, before it is given a resourceVersion: what is
@@ -384,10 +343,8 @@ impl Store {
                 .catalogs
                 .values()
                 .flat_map(|entry| entry.packages.values())
-                .map(|served| Visible {
-                    manifest: Arc::clone(&served.manifest),
-                    listed: Arc::clone(&served.listed),
-                    shown_in: None,
+                .map(|served| {
+                    Visible::own(Arc::clone(&served.manifest), Arc::clone(&served.listed))
                 })
                 .collect(),
             Some(ns) => {
