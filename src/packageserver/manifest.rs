@@ -15,7 +15,7 @@ use crate::snapshots::HeadText;
 use crate::snapshots::{LoadProjection, StreamingProjection};
 
 use crate::catalog::model::fbc::{
-    Bundle, DeclarativeConfig, PROP_BUNDLE_OBJECT, PROP_DEPRECATED, Property,
+    Bundle, Channel, DeclarativeConfig, PROP_BUNDLE_OBJECT, PROP_DEPRECATED, Package, Property,
 };
 
 /// A fetched channel head's [`HeadCsv`] (icon included) as JSON text, in place of its
@@ -295,19 +295,48 @@ pub fn for_each_manifest(
     info: &CatalogInfo,
     mut f: impl FnMut(PackageManifest),
 ) {
-    let deprecations = Deprecations::of(content);
-    let mut bundles: BTreeMap<(&str, &str), &Bundle> = BTreeMap::new();
-    for bundle in &content.bundles {
-        bundles.insert((bundle.package.as_str(), bundle.name.as_str()), bundle);
-    }
-    // Decoded when a manifest needs one: all at once would hold every description twice.
-    let kept: BTreeMap<(&str, &str), &HeadText> = heads
-        .iter()
-        .map(|((package, name), text)| ((package.as_str(), name.as_str()), &**text))
-        .collect();
+    let index = Index::of(content, heads);
     for package in &content.packages {
-        let mut channels: Vec<_> = content
-            .channels
+        if let Some(manifest) = index.manifest(&content.channels, package, info) {
+            f(manifest);
+        }
+    }
+}
+
+/// What building a catalog's manifests looks up: bundles, kept channel heads and
+/// deprecations, by name.
+struct Index<'a> {
+    deprecations: Deprecations<'a>,
+    bundles: BTreeMap<(&'a str, &'a str), &'a Bundle>,
+    /// Decoded when a manifest needs one: all at once would hold every description twice.
+    kept: BTreeMap<(&'a str, &'a str), &'a HeadText>,
+}
+
+impl<'a> Index<'a> {
+    fn of(content: &'a DeclarativeConfig, heads: &'a ChannelHeadTexts) -> Self {
+        let mut bundles = BTreeMap::new();
+        for bundle in &content.bundles {
+            bundles.insert((bundle.package.as_str(), bundle.name.as_str()), bundle);
+        }
+        let kept = heads
+            .iter()
+            .map(|((package, name), text)| ((package.as_str(), name.as_str()), &**text))
+            .collect();
+        Index {
+            deprecations: Deprecations::of(content),
+            bundles,
+            kept,
+        }
+    }
+
+    /// `package`'s manifest; none when no channel's head has a CSV.
+    fn manifest(
+        &self,
+        channels: &[Channel],
+        package: &Package,
+        info: &CatalogInfo,
+    ) -> Option<PackageManifest> {
+        let mut channels: Vec<_> = channels
             .iter()
             .filter(|c| c.package == package.name)
             .collect();
@@ -319,25 +348,40 @@ pub fn for_each_manifest(
             catalog_source_namespace: info.namespace.clone(),
             provider: AppLink::default(),
             package_name: package.name.clone(),
-            deprecation: deprecations.find(&package.name, "olm.package", ""),
+            deprecation: self.deprecations.find(&package.name, "olm.package", ""),
             channels: Vec::new(),
             default_channel: package.default_channel.clone(),
         };
+        let default_csv = self.add_channels(&mut status, &package.name, channels)?;
+        Some(PackageManifest {
+            api_version: API_VERSION,
+            kind: KIND,
+            metadata: Metadata {
+                name: package.name.clone(),
+                namespace: info.namespace.clone(),
+                resource_version: String::new(),
+                creation_timestamp: info.creation_timestamp.clone(),
+                labels: labels(info, &status.provider, &default_csv),
+            },
+            spec: Map::new(),
+            status,
+        })
+    }
+
+    /// Adds to `status` the channels whose head has a CSV, with the provider; returns the
+    /// default channel's head CSV (else the first channel's), none when no head has one. A
+    /// default channel without one gives way to the first channel.
+    fn add_channels(
+        &self,
+        status: &mut Status,
+        package: &str,
+        channels: Vec<&Channel>,
+    ) -> Option<HeadCsv> {
         let mut default_elided = false;
         let mut default_csv: Option<HeadCsv> = None;
         let mut provider_set = false;
         for channel in channels {
-            let head = UpgradeEdges::new(&channel.entries).head().ok();
-            let csv = head.and_then(|head| {
-                kept.get(&(package.name.as_str(), head))
-                    .and_then(|text| HeadCsv::from_text(&text.text()))
-                    .or_else(|| {
-                        bundles
-                            .get(&(package.name.as_str(), head))
-                            .and_then(|bundle| HeadCsv::of(bundle))
-                    })
-            });
-            let Some(csv) = csv else {
+            let Some(csv) = self.head_csv(package, channel) else {
                 default_elided |= channel.name == status.default_channel;
                 continue;
             };
@@ -353,55 +397,71 @@ pub fn for_each_manifest(
                 status.provider = desc.provider.clone();
                 provider_set = true;
             }
-            let mut entries: Vec<ChannelEntry> = channel
-                .entries
-                .iter()
-                .filter_map(|e| bundles.get(&(package.name.as_str(), e.name.as_str())))
-                .filter(|b| b.properties_of(PROP_DEPRECATED).next().is_none())
-                .map(|b| ChannelEntry {
-                    name: b.name.clone(),
-                    version: b.version().unwrap_or_default().to_string(),
-                    deprecation: deprecations.find(&package.name, "olm.bundle", &b.name),
-                })
-                .collect();
-            entries.sort_by_key(|e| std::cmp::Reverse(version_of(&e.version)));
             status.channels.push(PackageChannel {
                 name: channel.name.clone(),
                 current_csv: csv.name.clone(),
                 current_csv_desc: desc,
-                deprecation: deprecations.find(&package.name, "olm.channel", &channel.name),
-                entries,
+                deprecation: self
+                    .deprecations
+                    .find(package, "olm.channel", &channel.name),
+                entries: self.entries(package, channel),
             });
         }
-        let Some(default_csv) = default_csv else {
-            continue;
-        };
+        let default_csv = default_csv?;
         if default_elided {
             status.default_channel = status.channels[0].name.clone();
         }
-        let mut labels = info.labels.clone();
-        labels.insert("catalog".into(), info.name.clone());
-        labels.insert("catalog-namespace".into(), info.namespace.clone());
-        labels.insert("provider".into(), status.provider.name.clone());
-        labels.insert("provider-url".into(), status.provider.url.clone());
-        for (k, v) in &default_csv.labels {
-            labels.insert(k.clone(), v.clone());
-        }
-        set_default_os_arch_labels(&mut labels);
-        f(PackageManifest {
-            api_version: API_VERSION,
-            kind: KIND,
-            metadata: Metadata {
-                name: package.name.clone(),
-                namespace: info.namespace.clone(),
-                resource_version: String::new(),
-                creation_timestamp: info.creation_timestamp.clone(),
-                labels,
-            },
-            spec: Map::new(),
-            status,
-        });
+        Some(default_csv)
     }
+
+    /// The head's CSV as kept beside the snapshot, else from its bundle.
+    fn head_csv(&self, package: &str, channel: &Channel) -> Option<HeadCsv> {
+        let head = UpgradeEdges::new(&channel.entries).head().ok()?;
+        self.kept
+            .get(&(package, head))
+            .and_then(|text| HeadCsv::from_text(&text.text()))
+            .or_else(|| {
+                self.bundles
+                    .get(&(package, head))
+                    .and_then(|bundle| HeadCsv::of(bundle))
+            })
+    }
+
+    /// The channel's bundles that are not deprecated, newest first.
+    fn entries(&self, package: &str, channel: &Channel) -> Vec<ChannelEntry> {
+        let mut entries: Vec<ChannelEntry> = channel
+            .entries
+            .iter()
+            .filter_map(|e| self.bundles.get(&(package, e.name.as_str())))
+            .filter(|b| b.properties_of(PROP_DEPRECATED).next().is_none())
+            .map(|b| ChannelEntry {
+                name: b.name.clone(),
+                version: b.version().unwrap_or_default().to_string(),
+                deprecation: self.deprecations.find(package, "olm.bundle", &b.name),
+            })
+            .collect();
+        entries.sort_by_key(|e| std::cmp::Reverse(version_of(&e.version)));
+        entries
+    }
+}
+
+/// A manifest's labels: the CatalogSource's, the catalog and provider, then the default
+/// head CSV's, and the default OS and architecture.
+fn labels(
+    info: &CatalogInfo,
+    provider: &AppLink,
+    default_csv: &HeadCsv,
+) -> BTreeMap<String, String> {
+    let mut labels = info.labels.clone();
+    labels.insert("catalog".into(), info.name.clone());
+    labels.insert("catalog-namespace".into(), info.namespace.clone());
+    labels.insert("provider".into(), provider.name.clone());
+    labels.insert("provider-url".into(), provider.url.clone());
+    for (k, v) in &default_csv.labels {
+        labels.insert(k.clone(), v.clone());
+    }
+    set_default_os_arch_labels(&mut labels);
+    labels
 }
 
 /// linux/amd64 are supported unless the CSV says which OSes or architectures are.
