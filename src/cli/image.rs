@@ -14,6 +14,8 @@ use crate::oci::build::{ImageInput, build_into, bundle_image, catalog_image};
 use crate::oci::layout::Layout;
 use crate::oci::registry::{Options, PulledImage, Session, parse_reference};
 
+use super::fbc::{FbcFormat, write_fbc};
+
 /// Where and how to push.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RegistryArgs {
@@ -420,7 +422,7 @@ pub fn publish(args: PublishArgs) -> anyhow::Result<()> {
         let out = catalog_dir.path.join(name);
         std::fs::create_dir_all(&out)?;
         let mut text = Vec::new();
-        super::catalog::write_fbc(&config, super::catalog::FbcFormat::Json, &mut text)?;
+        write_fbc(&config, FbcFormat::Json, &mut text)?;
         std::fs::write(out.join("catalog.json"), text)?;
     }
     let build = BuildArgs {
