@@ -10,7 +10,8 @@ use crate::catalog::bundles::bundle::read_bundle;
 use crate::catalog::bundles::render::{RenderOptions, render_bundle, render_package_dir};
 use crate::catalog::checks::validate::validate;
 use crate::catalog::reading::load::load_path;
-use crate::oci::build::{ImageInput, build_into, bundle_image, catalog_image};
+use crate::oci::build::{build_into, bundle_image, catalog_image};
+use crate::oci::input::ImageInput;
 use crate::oci::layout::Layout;
 use crate::oci::registry::{Options, PulledImage, Session, parse_reference};
 
