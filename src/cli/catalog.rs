@@ -5,21 +5,16 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-use crate::catalog::DeclarativeConfig;
 use crate::catalog::bundles::bundle::{read_bundle, validate_bundle};
 use crate::catalog::bundles::render::{RenderOptions, render_package_dir, render_paths_each};
 use crate::catalog::checks::validate::validate;
 use crate::catalog::reading::load::{LoadOptions, load_path_with};
 use crate::catalog::template::semver as semver_template;
 
+use super::fbc::{FbcFormat, write_fbc};
+
 /// The image every bundle in this repo is published as (see bundles/README.md).
 pub const BUNDLE_IMAGE_TEMPLATE: &str = "quay.io/olm-rs/{{.Package}}-bundle:v{{.Version}}";
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FbcFormat {
-    Json,
-    Yaml,
-}
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReportFormat {
@@ -113,77 +108,13 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
             strict,
             registry,
         } => {
-            let stdout = std::io::stdout();
-            // Renders of whole repositories write hundreds of MB: in large writes, not 8 KiB ones.
-            let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
             let options = RenderOptions {
                 image_template,
                 strict,
             };
-            // Image references are pulled and rendered as opm does; directories and files
-            // are rendered in order, each as it is read (runs of bundle directories in
-            // parallel).
-            let mut rest = inputs.as_slice();
-            while let Some(first) = rest.first() {
-                if super::image::is_image_reference(first) {
-                    let text = first.to_string_lossy();
-                    let config = super::image::render_image(&text, &registry)?;
-                    write_fbc(&config, output, &mut out)?;
-                    rest = &rest[1..];
-                    continue;
-                }
-                let local = rest
-                    .iter()
-                    .take_while(|p| !super::image::is_image_reference(p))
-                    .count();
-                render_paths_each(&rest[..local], &options, |part| {
-                    write_fbc(&part, output, &mut out).map_err(|e| {
-                        crate::catalog::bundles::bundle::BundleError::Input {
-                            path: "<stdout>".into(),
-                            message: e.to_string(),
-                        }
-                    })
-                })?;
-                rest = &rest[local..];
-            }
-            out.flush()?;
-            Ok(())
+            render(&inputs, output, &options, &registry)
         }
-        CatalogCommand::Validate { dir, output } => {
-            let config = load_path_with(
-                &dir,
-                LoadOptions {
-                    drop_bundle_objects: true,
-                },
-            )?;
-            let problems = validate(&config);
-            for w in crate::catalog::checks::validate::warnings(&config) {
-                eprintln!("warning: {w}");
-            }
-            match output {
-                ReportFormat::Json => {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(
-                            &serde_json::json!({ "valid": problems.is_empty(), "problems": problems })
-                        )?
-                    );
-                }
-                ReportFormat::Text => {
-                    for p in &problems {
-                        println!("{p}");
-                    }
-                }
-            }
-            if !problems.is_empty() {
-                bail!(
-                    "{}: {} problem(s) found; the catalog is invalid",
-                    dir.display(),
-                    problems.len()
-                );
-            }
-            Ok(())
-        }
+        CatalogCommand::Validate { dir, output } => validate_catalog(&dir, output),
         CatalogCommand::Generate { bundles, out } => generate(&bundles, &out),
         CatalogCommand::Build(args) => super::image::catalog_build(args),
         CatalogCommand::Publish(args) => super::image::publish(args),
@@ -197,32 +128,110 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
             file,
             output,
             bundles,
-        }) => {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("reading {}", file.display()))?;
-            let template =
-                semver_template::parse(&text).with_context(|| format!("{}", file.display()))?;
-            let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
-            let options = RenderOptions::default();
-            let mut resolve = |image: &str| -> Result<crate::catalog::Bundle, String> {
-                let dir = resolve_image_to_dir(image, &base, &bundles).ok_or_else(|| {
-                    format!(
-                        "image {image:?} is neither a bundle directory nor a bundle under {}",
-                        bundles.display()
-                    )
-                })?;
-                let bundle_dir = read_bundle(&dir).map_err(|e| e.to_string())?;
-                let mut bundle =
-                    crate::catalog::bundles::render::render_bundle(&bundle_dir, &options)
-                        .map_err(|e| e.to_string())?;
-                bundle.image = image.to_string();
-                Ok(bundle)
-            };
-            let config = semver_template::render(&template, &mut resolve)
-                .with_context(|| format!("{}", file.display()))?;
-            write_fbc(&config, output, &mut std::io::stdout().lock())
+        }) => render_semver_template(&file, output, &bundles),
+    }
+}
+
+/// `olm catalog render`: image references are pulled and rendered as opm does; directories
+/// and files are rendered in order, each as it is read (runs of bundle directories in
+/// parallel).
+fn render(
+    inputs: &[PathBuf],
+    output: FbcFormat,
+    options: &RenderOptions,
+    registry: &super::image::RegistryArgs,
+) -> anyhow::Result<()> {
+    let stdout = std::io::stdout();
+    // Renders of whole repositories write hundreds of MB: in large writes, not 8 KiB ones.
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    let mut rest = inputs;
+    while let Some(first) = rest.first() {
+        if super::image::is_image_reference(first) {
+            let text = first.to_string_lossy();
+            let config = super::image::render_image(&text, registry)?;
+            write_fbc(&config, output, &mut out)?;
+            rest = &rest[1..];
+            continue;
+        }
+        let local = rest
+            .iter()
+            .take_while(|p| !super::image::is_image_reference(p))
+            .count();
+        render_paths_each(&rest[..local], options, |part| {
+            write_fbc(&part, output, &mut out).map_err(|e| {
+                crate::catalog::bundles::bundle::BundleError::Input {
+                    path: "<stdout>".into(),
+                    message: e.to_string(),
+                }
+            })
+        })?;
+        rest = &rest[local..];
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `olm catalog validate`: the problems as text or JSON, warnings on stderr; an error when
+/// there are any problems.
+fn validate_catalog(dir: &Path, output: ReportFormat) -> anyhow::Result<()> {
+    let config = load_path_with(
+        dir,
+        LoadOptions {
+            drop_bundle_objects: true,
+        },
+    )?;
+    let problems = validate(&config);
+    for w in crate::catalog::checks::validate::warnings(&config) {
+        eprintln!("warning: {w}");
+    }
+    match output {
+        ReportFormat::Json => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(
+                    &serde_json::json!({ "valid": problems.is_empty(), "problems": problems })
+                )?
+            );
+        }
+        ReportFormat::Text => {
+            for p in &problems {
+                println!("{p}");
+            }
         }
     }
+    if !problems.is_empty() {
+        bail!(
+            "{}: {} problem(s) found; the catalog is invalid",
+            dir.display(),
+            problems.len()
+        );
+    }
+    Ok(())
+}
+
+/// `olm catalog template semver`: each `image` rendered from its local bundle directory.
+fn render_semver_template(file: &Path, output: FbcFormat, bundles: &Path) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let template = semver_template::parse(&text).with_context(|| format!("{}", file.display()))?;
+    let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let options = RenderOptions::default();
+    let mut resolve = |image: &str| -> Result<crate::catalog::Bundle, String> {
+        let dir = resolve_image_to_dir(image, &base, bundles).ok_or_else(|| {
+            format!(
+                "image {image:?} is neither a bundle directory nor a bundle under {}",
+                bundles.display()
+            )
+        })?;
+        let bundle_dir = read_bundle(&dir).map_err(|e| e.to_string())?;
+        let mut bundle = crate::catalog::bundles::render::render_bundle(&bundle_dir, &options)
+            .map_err(|e| e.to_string())?;
+        bundle.image = image.to_string();
+        Ok(bundle)
+    };
+    let config = semver_template::render(&template, &mut resolve)
+        .with_context(|| format!("{}", file.display()))?;
+    write_fbc(&config, output, &mut std::io::stdout().lock())
 }
 
 /// A template's bundle `image` as a local directory: a path, or this repo's image scheme
@@ -270,29 +279,6 @@ pub fn run_bundle(command: BundleCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-/// Writes FBC as `opm render` does: a stream of JSON objects, or YAML documents.
-pub fn write_fbc(
-    config: &DeclarativeConfig,
-    format: FbcFormat,
-    out: &mut impl Write,
-) -> anyhow::Result<()> {
-    match format {
-        // Straight into the writer: a bundle's objects are most of the output.
-        FbcFormat::Json => {
-            for blob in config.blobs() {
-                serde_json::to_writer_pretty(&mut *out, &blob)?;
-                out.write_all(b"\n")?;
-            }
-        }
-        FbcFormat::Yaml => {
-            for blob in config.to_blobs() {
-                write!(out, "---\n{}", serde_yaml::to_string(&blob)?)?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// `catalog/<package>/catalog.yaml` for every package folder under `bundles`.

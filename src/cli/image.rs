@@ -10,9 +10,12 @@ use crate::catalog::bundles::bundle::read_bundle;
 use crate::catalog::bundles::render::{RenderOptions, render_bundle, render_package_dir};
 use crate::catalog::checks::validate::validate;
 use crate::catalog::reading::load::load_path;
-use crate::oci::build::{ImageInput, build_into, bundle_image, catalog_image};
+use crate::oci::build::{build_into, bundle_image, catalog_image};
+use crate::oci::input::ImageInput;
 use crate::oci::layout::Layout;
 use crate::oci::registry::{Options, PulledImage, Session, parse_reference};
+
+use super::fbc::{FbcFormat, write_fbc};
 
 /// Where and how to push.
 #[derive(clap::Args, Debug, Clone)]
@@ -420,7 +423,7 @@ pub fn publish(args: PublishArgs) -> anyhow::Result<()> {
         let out = catalog_dir.path.join(name);
         std::fs::create_dir_all(&out)?;
         let mut text = Vec::new();
-        super::catalog::write_fbc(&config, super::catalog::FbcFormat::Json, &mut text)?;
+        write_fbc(&config, FbcFormat::Json, &mut text)?;
         std::fs::write(out.join("catalog.json"), text)?;
     }
     let build = BuildArgs {

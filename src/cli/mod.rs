@@ -2,6 +2,7 @@
 
 mod catalog;
 mod crds;
+mod fbc;
 mod image;
 mod resolve;
 pub mod run;

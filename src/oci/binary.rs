@@ -12,7 +12,7 @@ use std::process::Command;
 
 use serde::Deserialize;
 
-use super::build::{BuildError, Content, FileEntry, ImageInput};
+use super::input::{BuildError, Content, FileEntry, ImageInput};
 
 /// `operators/images.yaml`.
 #[derive(Clone, Debug, Deserialize)]

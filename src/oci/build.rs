@@ -11,51 +11,9 @@ use flate2::write::GzEncoder;
 use serde::Serialize;
 use sha2::Digest;
 
-use super::layout::{Descriptor, Layout, LayoutError};
+use super::input::{BuildError, Content, FileEntry, ImageInput};
+use super::layout::{Descriptor, Layout};
 use super::{CATALOG_CONFIGS_DIR, LABEL_CATALOG_CONFIGS, MEDIA_OCI_CONFIG, MEDIA_OCI_LAYER_GZIP};
-
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    #[error("{path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path}: {message}")]
-    Input { path: PathBuf, message: String },
-    #[error("writing the image: {0}")]
-    Write(#[from] io::Error),
-    #[error(transparent)]
-    Layout(#[from] LayoutError),
-}
-
-/// Where a file's bytes come from.
-#[derive(Clone, Debug)]
-pub enum Content {
-    File(PathBuf),
-    Bytes(Vec<u8>),
-}
-
-#[derive(Clone, Debug)]
-pub struct FileEntry {
-    /// Relative path inside the image, `/`-separated (`configs/pkg/catalog.yaml`).
-    pub path: String,
-    pub content: Content,
-    pub executable: bool,
-}
-
-/// Everything an image is made of.
-#[derive(Clone, Debug, Default)]
-pub struct ImageInput {
-    pub files: Vec<FileEntry>,
-    pub labels: BTreeMap<String, String>,
-    pub entrypoint: Option<Vec<String>>,
-    /// `user[:group]` the image runs as (binary images run as non-root).
-    pub user: Option<String>,
-    /// Ports the program listens on (TCP), as documentation for readers of the config.
-    pub exposed_ports: Vec<u16>,
-}
 
 /// The image config, fields in a fixed order (serde writes struct fields as declared).
 #[derive(Serialize)]

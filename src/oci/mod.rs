@@ -1,13 +1,14 @@
 //! Container images for bundles and catalogs, with no container engine: reproducible image
-//! building into an OCI image layout ([`build`], [`layout`]), registry push and pull with
-//! `oci-client` ([`registry`], credentials in [`auth`]), and unpacking a pulled image's
-//! layers into a directory ([`unpack`]).
+//! building into an OCI image layout ([`build`] from an [`input`], [`layout`]), registry
+//! push and pull with `oci-client` ([`registry`], credentials in [`auth`]), and unpacking a
+//! pulled image's layers into a directory ([`unpack`]).
 
 pub mod auth;
 pub mod binary;
 pub mod build;
 pub mod bundle;
 pub mod catalog;
+pub mod input;
 pub mod layout;
 pub mod registry;
 pub mod unpack;

@@ -11,10 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::manifest::{ChannelHeadTexts, Icon, head_csv};
+use super::description::{Icon, describe, head_csv};
 use crate::catalog::model::fbc::{Bundle, Channel, DeclarativeConfig, Meta, Package};
 use crate::catalog::model::upgrade_edges::UpgradeEdges;
-use crate::snapshots::PackedOthers;
+use crate::snapshots::{ChannelHeadTexts, PackedOthers};
 
 /// The schema of the blobs that name a package's default icon in a snapshot: the blob is
 /// the name of the [`SCHEMA_ICON_DATA`] blob that holds it.
@@ -175,7 +175,7 @@ impl<'a> DefaultIcons<'a> {
         let has_csv = |p: &str, b: &str| bundle(p, b).and_then(head_csv).is_some();
         let head = icon_head(pkg, content.channels.iter(), has_csv)?;
         let csv = head_csv(bundle(package, head)?)?;
-        super::manifest::describe(&csv).icon.into_iter().next()
+        describe(&csv).icon.into_iter().next()
     }
 }
 

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use super::manifest::{ChannelHeadTexts, PackageManifest};
-use super::store::Visible;
 use crate::snapshots::HeadText;
 
 /// Stands in for the namespace while serializing; a control character never appears in a
@@ -249,6 +248,56 @@ pub fn object(manifest: &PackageManifest, listed: &ListedJson) -> serde_json::Va
         }
     }
     object
+}
+
+/// A served manifest as one request sees it: shared, never copied, with the namespace it is
+/// shown in (a global catalog's packages appear in the namespace asked for).
+#[derive(Clone)]
+pub struct Visible {
+    /// Without channels, as the store keeps it; whole objects come from `listed`.
+    pub manifest: Arc<PackageManifest>,
+    pub listed: Arc<ListedJson>,
+    /// Set when shown in another namespace than the manifest's own.
+    shown_in: Option<Arc<str>>,
+}
+
+impl Visible {
+    /// A manifest as a request in namespace `shown` sees it.
+    pub fn new(
+        manifest: Arc<PackageManifest>,
+        listed: Arc<ListedJson>,
+        shown: &Arc<str>,
+    ) -> Visible {
+        let shown_in = (manifest.metadata.namespace != **shown).then(|| Arc::clone(shown));
+        Visible {
+            manifest,
+            listed,
+            shown_in,
+        }
+    }
+
+    /// A manifest as seen in its own namespace (a list across all namespaces).
+    pub fn own(manifest: Arc<PackageManifest>, listed: Arc<ListedJson>) -> Visible {
+        Visible {
+            manifest,
+            listed,
+            shown_in: None,
+        }
+    }
+
+    pub fn namespace(&self) -> &str {
+        self.shown_in
+            .as_deref()
+            .unwrap_or(&self.manifest.metadata.namespace)
+    }
+
+    /// The manifest itself, copied into the shown namespace only when that differs.
+    pub fn in_namespace(&self) -> Arc<PackageManifest> {
+        match &self.shown_in {
+            None => Arc::clone(&self.manifest),
+            Some(ns) => Arc::new(self.manifest.in_namespace(ns)),
+        }
+    }
 }
 
 /// Bytes of one body chunk, about: under glibc's mmap threshold (128 KiB, see

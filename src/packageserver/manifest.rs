@@ -9,13 +9,13 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::catalog::bundles::csv::bundle_csv;
+use super::description::{AppLink, CsvDescription, describe, head_csv, str_at};
 pub use crate::snapshots::ChannelHeadTexts;
 use crate::snapshots::HeadText;
 use crate::snapshots::{LoadProjection, StreamingProjection};
 
 use crate::catalog::model::fbc::{
-    Bundle, DeclarativeConfig, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA, PROP_DEPRECATED, Property,
+    Bundle, Channel, DeclarativeConfig, PROP_BUNDLE_OBJECT, PROP_DEPRECATED, Package, Property,
 };
 
 /// A fetched channel head's [`HeadCsv`] (icon included) as JSON text, in place of its
@@ -229,15 +229,6 @@ pub struct Status {
     pub default_channel: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct AppLink {
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub name: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub url: String,
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Deprecation {
     pub message: String,
@@ -263,60 +254,6 @@ pub struct ChannelEntry {
     pub version: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deprecation: Option<Deprecation>,
-}
-
-/// Upstream's `CSVDescription`: the head CSV's catalog-facing fields, CRD and API service
-/// descriptions cut down to names and texts.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct CsvDescription {
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub display_name: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub icon: Vec<Icon>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub version: Option<Value>,
-    pub provider: AppLink,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub keywords: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub links: Vec<AppLink>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub maintainers: Vec<Maintainer>,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub maturity: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub description: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub install_modes: Vec<Value>,
-    pub customresourcedefinitions: Map<String, Value>,
-    pub apiservicedefinitions: Map<String, Value>,
-    #[serde(rename = "nativeApis", skip_serializing_if = "Vec::is_empty")]
-    pub native_apis: Vec<Value>,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub min_kube_version: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub related_images: Vec<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Maintainer {
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub name: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub email: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Icon {
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub base64data: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub mediatype: String,
 }
 
 impl PackageManifest {
@@ -358,19 +295,48 @@ pub fn for_each_manifest(
     info: &CatalogInfo,
     mut f: impl FnMut(PackageManifest),
 ) {
-    let deprecations = Deprecations::of(content);
-    let mut bundles: BTreeMap<(&str, &str), &Bundle> = BTreeMap::new();
-    for bundle in &content.bundles {
-        bundles.insert((bundle.package.as_str(), bundle.name.as_str()), bundle);
-    }
-    // Decoded when a manifest needs one: all at once would hold every description twice.
-    let kept: BTreeMap<(&str, &str), &HeadText> = heads
-        .iter()
-        .map(|((package, name), text)| ((package.as_str(), name.as_str()), &**text))
-        .collect();
+    let index = Index::of(content, heads);
     for package in &content.packages {
-        let mut channels: Vec<_> = content
-            .channels
+        if let Some(manifest) = index.manifest(&content.channels, package, info) {
+            f(manifest);
+        }
+    }
+}
+
+/// What building a catalog's manifests looks up: bundles, kept channel heads and
+/// deprecations, by name.
+struct Index<'a> {
+    deprecations: Deprecations<'a>,
+    bundles: BTreeMap<(&'a str, &'a str), &'a Bundle>,
+    /// Decoded when a manifest needs one: all at once would hold every description twice.
+    kept: BTreeMap<(&'a str, &'a str), &'a HeadText>,
+}
+
+impl<'a> Index<'a> {
+    fn of(content: &'a DeclarativeConfig, heads: &'a ChannelHeadTexts) -> Self {
+        let mut bundles = BTreeMap::new();
+        for bundle in &content.bundles {
+            bundles.insert((bundle.package.as_str(), bundle.name.as_str()), bundle);
+        }
+        let kept = heads
+            .iter()
+            .map(|((package, name), text)| ((package.as_str(), name.as_str()), &**text))
+            .collect();
+        Index {
+            deprecations: Deprecations::of(content),
+            bundles,
+            kept,
+        }
+    }
+
+    /// `package`'s manifest; none when no channel's head has a CSV.
+    fn manifest(
+        &self,
+        channels: &[Channel],
+        package: &Package,
+        info: &CatalogInfo,
+    ) -> Option<PackageManifest> {
+        let mut channels: Vec<_> = channels
             .iter()
             .filter(|c| c.package == package.name)
             .collect();
@@ -382,25 +348,40 @@ pub fn for_each_manifest(
             catalog_source_namespace: info.namespace.clone(),
             provider: AppLink::default(),
             package_name: package.name.clone(),
-            deprecation: deprecations.find(&package.name, "olm.package", ""),
+            deprecation: self.deprecations.find(&package.name, "olm.package", ""),
             channels: Vec::new(),
             default_channel: package.default_channel.clone(),
         };
+        let default_csv = self.add_channels(&mut status, &package.name, channels)?;
+        Some(PackageManifest {
+            api_version: API_VERSION,
+            kind: KIND,
+            metadata: Metadata {
+                name: package.name.clone(),
+                namespace: info.namespace.clone(),
+                resource_version: String::new(),
+                creation_timestamp: info.creation_timestamp.clone(),
+                labels: labels(info, &status.provider, &default_csv),
+            },
+            spec: Map::new(),
+            status,
+        })
+    }
+
+    /// Adds to `status` the channels whose head has a CSV, with the provider; returns the
+    /// default channel's head CSV (else the first channel's), none when no head has one. A
+    /// default channel without one gives way to the first channel.
+    fn add_channels(
+        &self,
+        status: &mut Status,
+        package: &str,
+        channels: Vec<&Channel>,
+    ) -> Option<HeadCsv> {
         let mut default_elided = false;
         let mut default_csv: Option<HeadCsv> = None;
         let mut provider_set = false;
         for channel in channels {
-            let head = UpgradeEdges::new(&channel.entries).head().ok();
-            let csv = head.and_then(|head| {
-                kept.get(&(package.name.as_str(), head))
-                    .and_then(|text| HeadCsv::from_text(&text.text()))
-                    .or_else(|| {
-                        bundles
-                            .get(&(package.name.as_str(), head))
-                            .and_then(|bundle| HeadCsv::of(bundle))
-                    })
-            });
-            let Some(csv) = csv else {
+            let Some(csv) = self.head_csv(package, channel) else {
                 default_elided |= channel.name == status.default_channel;
                 continue;
             };
@@ -416,55 +397,71 @@ pub fn for_each_manifest(
                 status.provider = desc.provider.clone();
                 provider_set = true;
             }
-            let mut entries: Vec<ChannelEntry> = channel
-                .entries
-                .iter()
-                .filter_map(|e| bundles.get(&(package.name.as_str(), e.name.as_str())))
-                .filter(|b| b.properties_of(PROP_DEPRECATED).next().is_none())
-                .map(|b| ChannelEntry {
-                    name: b.name.clone(),
-                    version: b.version().unwrap_or_default().to_string(),
-                    deprecation: deprecations.find(&package.name, "olm.bundle", &b.name),
-                })
-                .collect();
-            entries.sort_by_key(|e| std::cmp::Reverse(version_of(&e.version)));
             status.channels.push(PackageChannel {
                 name: channel.name.clone(),
                 current_csv: csv.name.clone(),
                 current_csv_desc: desc,
-                deprecation: deprecations.find(&package.name, "olm.channel", &channel.name),
-                entries,
+                deprecation: self
+                    .deprecations
+                    .find(package, "olm.channel", &channel.name),
+                entries: self.entries(package, channel),
             });
         }
-        let Some(default_csv) = default_csv else {
-            continue;
-        };
+        let default_csv = default_csv?;
         if default_elided {
             status.default_channel = status.channels[0].name.clone();
         }
-        let mut labels = info.labels.clone();
-        labels.insert("catalog".into(), info.name.clone());
-        labels.insert("catalog-namespace".into(), info.namespace.clone());
-        labels.insert("provider".into(), status.provider.name.clone());
-        labels.insert("provider-url".into(), status.provider.url.clone());
-        for (k, v) in &default_csv.labels {
-            labels.insert(k.clone(), v.clone());
-        }
-        set_default_os_arch_labels(&mut labels);
-        f(PackageManifest {
-            api_version: API_VERSION,
-            kind: KIND,
-            metadata: Metadata {
-                name: package.name.clone(),
-                namespace: info.namespace.clone(),
-                resource_version: String::new(),
-                creation_timestamp: info.creation_timestamp.clone(),
-                labels,
-            },
-            spec: Map::new(),
-            status,
-        });
+        Some(default_csv)
     }
+
+    /// The head's CSV as kept beside the snapshot, else from its bundle.
+    fn head_csv(&self, package: &str, channel: &Channel) -> Option<HeadCsv> {
+        let head = UpgradeEdges::new(&channel.entries).head().ok()?;
+        self.kept
+            .get(&(package, head))
+            .and_then(|text| HeadCsv::from_text(&text.text()))
+            .or_else(|| {
+                self.bundles
+                    .get(&(package, head))
+                    .and_then(|bundle| HeadCsv::of(bundle))
+            })
+    }
+
+    /// The channel's bundles that are not deprecated, newest first.
+    fn entries(&self, package: &str, channel: &Channel) -> Vec<ChannelEntry> {
+        let mut entries: Vec<ChannelEntry> = channel
+            .entries
+            .iter()
+            .filter_map(|e| self.bundles.get(&(package, e.name.as_str())))
+            .filter(|b| b.properties_of(PROP_DEPRECATED).next().is_none())
+            .map(|b| ChannelEntry {
+                name: b.name.clone(),
+                version: b.version().unwrap_or_default().to_string(),
+                deprecation: self.deprecations.find(package, "olm.bundle", &b.name),
+            })
+            .collect();
+        entries.sort_by_key(|e| std::cmp::Reverse(version_of(&e.version)));
+        entries
+    }
+}
+
+/// A manifest's labels: the CatalogSource's, the catalog and provider, then the default
+/// head CSV's, and the default OS and architecture.
+fn labels(
+    info: &CatalogInfo,
+    provider: &AppLink,
+    default_csv: &HeadCsv,
+) -> BTreeMap<String, String> {
+    let mut labels = info.labels.clone();
+    labels.insert("catalog".into(), info.name.clone());
+    labels.insert("catalog-namespace".into(), info.namespace.clone());
+    labels.insert("provider".into(), provider.name.clone());
+    labels.insert("provider-url".into(), provider.url.clone());
+    for (k, v) in &default_csv.labels {
+        labels.insert(k.clone(), v.clone());
+    }
+    set_default_os_arch_labels(&mut labels);
+    labels
 }
 
 /// linux/amd64 are supported unless the CSV says which OSes or architectures are.
@@ -475,175 +472,6 @@ fn set_default_os_arch_labels(labels: &mut BTreeMap<String, String>) {
     if !labels.keys().any(|k| k.starts_with(ARCH_LABEL_PREFIX)) {
         labels.insert(format!("{ARCH_LABEL_PREFIX}.amd64"), "supported".into());
     }
-}
-
-/// The CSV a registry server gives for a channel head: the bundle's CSV object, else one
-/// made from its `olm.csv.metadata` (as opm does for bundles stored without objects).
-pub(super) fn head_csv(bundle: &Bundle) -> Option<Value> {
-    if let Some(csv) = bundle_csv(bundle) {
-        return Some(csv);
-    }
-    let metadata = bundle.properties_of(PROP_CSV_METADATA).next()?;
-    let mut spec = metadata.as_object().cloned().unwrap_or_default();
-    let annotations = spec.remove("annotations").unwrap_or(Value::Null);
-    let labels = spec.remove("labels").unwrap_or(Value::Null);
-    Some(serde_json::json!({
-        "apiVersion": "operators.coreos.com/v1alpha1",
-        "kind": "ClusterServiceVersion",
-        "metadata": {"name": bundle.name, "annotations": annotations, "labels": labels},
-        "spec": spec,
-    }))
-}
-
-fn str_at(value: &Value, path: &[&str]) -> String {
-    let mut v = value;
-    for key in path {
-        v = &v[*key];
-    }
-    v.as_str().unwrap_or_default().to_string()
-}
-
-fn app_link(value: &Value) -> AppLink {
-    AppLink {
-        name: str_at(value, &["name"]),
-        url: str_at(value, &["url"]),
-    }
-}
-
-fn strings(value: &Value) -> Vec<String> {
-    value
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Keeps only the listed fields of each description (upstream's `descriptionsFor*`).
-fn cut_descriptions(section: &Value, keep: &[&str], always: &[&str]) -> Map<String, Value> {
-    let mut out = Map::new();
-    for list in ["owned", "required"] {
-        let Some(items) = section[list].as_array() else {
-            continue;
-        };
-        if items.is_empty() {
-            continue;
-        }
-        let cut: Vec<Value> = items
-            .iter()
-            .map(|item| {
-                let mut m = Map::new();
-                for key in keep {
-                    match item.get(*key) {
-                        Some(Value::String(s)) if !s.is_empty() || always.contains(key) => {
-                            m.insert((*key).into(), Value::String(s.clone()));
-                        }
-                        Some(v @ Value::Number(_)) => {
-                            m.insert((*key).into(), v.clone());
-                        }
-                        _ if always.contains(key) => {
-                            m.insert((*key).into(), Value::String(String::new()));
-                        }
-                        _ => {}
-                    }
-                }
-                Value::Object(m)
-            })
-            .collect();
-        out.insert(list.into(), Value::Array(cut));
-    }
-    out
-}
-
-/// Upstream's `CreateCSVDescription`.
-pub fn describe(csv: &Value) -> CsvDescription {
-    let spec = &csv["spec"];
-    let icon = spec["icon"]
-        .as_array()
-        .map(|icons| {
-            icons
-                .iter()
-                .map(|i| Icon {
-                    base64data: str_at(i, &["base64data"]),
-                    mediatype: str_at(i, &["mediatype"]),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let annotations = csv["metadata"]["annotations"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                .collect()
-        })
-        .unwrap_or_default();
-    let list = |key: &str| spec[key].as_array().cloned().unwrap_or_default();
-    CsvDescription {
-        display_name: str_at(spec, &["displayName"]),
-        icon,
-        version: spec.get("version").filter(|v| !v.is_null()).cloned(),
-        provider: app_link(&spec["provider"]),
-        annotations,
-        keywords: strings(&spec["keywords"]),
-        links: list("links").iter().map(app_link).collect(),
-        maintainers: list("maintainers")
-            .iter()
-            .map(|m| Maintainer {
-                name: str_at(m, &["name"]),
-                email: str_at(m, &["email"]),
-            })
-            .collect(),
-        maturity: str_at(spec, &["maturity"]),
-        description: str_at(spec, &["description"]),
-        install_modes: list("installModes"),
-        customresourcedefinitions: cut_descriptions(
-            &spec["customresourcedefinitions"],
-            &["name", "version", "kind", "displayName", "description"],
-            &["name", "version", "kind"],
-        ),
-        apiservicedefinitions: cut_descriptions(
-            &spec["apiservicedefinitions"],
-            &[
-                "name",
-                "group",
-                "version",
-                "kind",
-                "displayName",
-                "description",
-            ],
-            &["name", "group", "version", "kind"],
-        ),
-        native_apis: list("nativeAPIs"),
-        min_kube_version: str_at(spec, &["minKubeVersion"]),
-        related_images: related_images(spec),
-    }
-}
-
-/// The operator's container images (deployments' containers and init containers) and
-/// `spec.relatedImages`, each once, sorted (upstream's order is a Go map's: random).
-fn related_images(spec: &Value) -> Vec<String> {
-    let mut images = std::collections::BTreeSet::new();
-    if let Some(deployments) = spec["install"]["spec"]["deployments"].as_array() {
-        for d in deployments {
-            let pod = &d["spec"]["template"]["spec"];
-            for key in ["containers", "initContainers"] {
-                for c in pod[key].as_array().into_iter().flatten() {
-                    if let Some(image) = c["image"].as_str() {
-                        images.insert(image.to_string());
-                    }
-                }
-            }
-        }
-    }
-    for r in spec["relatedImages"].as_array().into_iter().flatten() {
-        if let Some(image) = r["image"].as_str() {
-            images.insert(image.to_string());
-        }
-    }
-    images.into_iter().collect()
 }
 
 /// A version for ordering entries; unparseable versions sort as 0.0.0, as upstream.

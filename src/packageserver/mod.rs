@@ -2,13 +2,15 @@
 //! served by `olm run` itself from the catalog snapshots it already holds: no second copy of
 //! any catalog and no extra process. Every replica serves it (it is read-only).
 //!
-//! - [`manifest`]: PackageManifests from a snapshot (pure), field for field as upstream.
+//! - [`manifest`]: PackageManifests from a snapshot (pure), field for field as upstream;
+//!   [`description`]: what they show of a CSV; [`icon`]: the icon subresource's icons.
 //! - [`store`]: the served manifests, their resourceVersions and watch events.
 //! - [`selector`], [`respond`], [`openapi`]: selectors, response shapes, discovery/OpenAPI.
 //! - [`auth`]: front-proxy identity and SubjectAccessReviews; [`tls`]: certificates.
 //! - [`server`]: the HTTPS routes; [`register`]: the Service/APIService registration.
 
 pub mod auth;
+pub mod description;
 pub mod icon;
 pub mod listed;
 pub mod manifest;

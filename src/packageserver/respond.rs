@@ -9,8 +9,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::listed;
+use super::listed::Visible;
 use super::manifest::{GROUP, Metadata, PackageManifest};
-use super::store::Visible;
 
 /// The representation a client asked for in `Accept`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

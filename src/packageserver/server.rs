@@ -18,11 +18,12 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use super::auth::{Attributes, Authorizer, RequestHeaderConfig};
 use super::listed::ListedJson;
+use super::listed::Visible;
 use super::manifest::{API_VERSION, KIND, PackageManifest};
 use super::openapi;
 use super::respond::{self, Format};
 use super::selector::{LabelSelector, name_from_field_selector};
-use super::store::{Event, EventType, Resume, Store, Visible};
+use super::store::{Event, EventType, Resume, Store};
 
 /// How often a watch that asked for bookmarks gets one.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(15);
@@ -327,44 +328,61 @@ enum Start {
     After(u64),
 }
 
-fn watch_response(
-    state: AppState,
-    namespace: Option<String>,
-    filter: Filter,
-    format: Format,
-    query: ListQuery,
-) -> Response {
-    let start = match query.resource_version.as_deref() {
-        _ if query.send_initial_events == Some(true) => Start::Everything,
-        None | Some("" | "0") => Start::Everything,
-        Some(rv) => match rv.parse::<u64>() {
-            Ok(rv) => Start::After(rv),
-            Err(_) => {
-                return respond::bad_request(format!("invalid resourceVersion {rv:?}"));
-            }
-        },
-    };
-    let (initial, mut receiver, mut last) = match start {
-        Start::Everything => {
-            let (revision, items, receiver) =
-                state.store.snapshot_and_subscribe(namespace.as_deref());
-            let events: Vec<Shown> = items
-                .iter()
-                .map(|v| (EventType::Added, v.in_namespace(), Arc::clone(&v.listed)))
-                .collect();
-            (events, receiver, revision)
+impl Start {
+    /// Where `query` starts, or the 400 for a resourceVersion that is not one.
+    fn of(query: &ListQuery) -> Result<Start, Box<Response>> {
+        match query.resource_version.as_deref() {
+            _ if query.send_initial_events == Some(true) => Ok(Start::Everything),
+            None | Some("" | "0") => Ok(Start::Everything),
+            Some(rv) => match rv.parse::<u64>() {
+                Ok(rv) => Ok(Start::After(rv)),
+                Err(_) => Err(Box::new(respond::bad_request(format!(
+                    "invalid resourceVersion {rv:?}"
+                )))),
+            },
         }
-        Start::After(rv) => match state.store.resume(rv) {
-            (Resume::Events(events), receiver) => {
-                let last = events.last().map_or(rv, |e| e.revision);
-                let events = events
-                    .into_iter()
-                    .filter_map(|e| visible(&state.store, namespace.as_deref(), &e))
+    }
+}
+
+/// A watch as it opens: the events it sends first, the receiver of those after, and the
+/// last revision the first ones cover.
+struct Opened {
+    initial: Vec<Shown>,
+    receiver: broadcast::Receiver<Event>,
+    last: u64,
+}
+
+impl Opened {
+    /// Opens a watch in `namespace` at `start`, or the 410 for a resourceVersion older than
+    /// the events kept.
+    fn at(store: &Store, namespace: Option<&str>, start: Start) -> Result<Opened, Box<Response>> {
+        match start {
+            Start::Everything => {
+                let (revision, items, receiver) = store.snapshot_and_subscribe(namespace);
+                let initial = items
+                    .iter()
+                    .map(|v| (EventType::Added, v.in_namespace(), Arc::clone(&v.listed)))
                     .collect();
-                (events, receiver, last)
+                Ok(Opened {
+                    initial,
+                    receiver,
+                    last: revision,
+                })
             }
-            (Resume::Expired { oldest }, _) => {
-                return respond::status(
+            Start::After(rv) => match store.resume(rv) {
+                (Resume::Events(events), receiver) => {
+                    let last = events.last().map_or(rv, |e| e.revision);
+                    let initial = events
+                        .into_iter()
+                        .filter_map(|e| visible(store, namespace, &e))
+                        .collect();
+                    Ok(Opened {
+                        initial,
+                        receiver,
+                        last,
+                    })
+                }
+                (Resume::Expired { oldest }, _) => Err(Box::new(respond::status(
                     StatusCode::GONE,
                     "Expired",
                     format!(
@@ -372,60 +390,43 @@ fn watch_response(
                         oldest.saturating_sub(1)
                     ),
                     None,
-                );
-            }
-        },
+                ))),
+            },
+        }
+    }
+}
+
+fn watch_response(
+    state: AppState,
+    namespace: Option<String>,
+    filter: Filter,
+    format: Format,
+    query: ListQuery,
+) -> Response {
+    let opened =
+        Start::of(&query).and_then(|start| Opened::at(&state.store, namespace.as_deref(), start));
+    let opened = match opened {
+        Ok(opened) => opened,
+        Err(response) => return *response,
     };
-    let bookmarks = query.allow_watch_bookmarks == Some(true);
-    let initial_end_bookmark = query.send_initial_events == Some(true);
-    let timeout = query
-        .timeout_seconds
-        .map(Duration::from_secs)
-        .unwrap_or(DEFAULT_WATCH_TIMEOUT);
+    let watch = Watch {
+        store: state.store,
+        namespace,
+        filter,
+        bookmarks: query.allow_watch_bookmarks == Some(true),
+        initial_end_bookmark: query.send_initial_events == Some(true),
+        timeout: query
+            .timeout_seconds
+            .map(Duration::from_secs)
+            .unwrap_or(DEFAULT_WATCH_TIMEOUT),
+    };
     let (tx, rx) = mpsc::channel::<Bytes>(64);
-    tokio::spawn(async move {
-        let mut writer = EventWriter {
-            format,
-            first: true,
-            tx,
-        };
-        for (type_, manifest, listed) in initial {
-            if filter.matches(&manifest) && !writer.send(type_.as_str(), &manifest, &listed).await {
-                return;
-            }
-        }
-        if initial_end_bookmark && !writer.bookmark(last, true).await {
-            return;
-        }
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
-        ticker.tick().await;
-        loop {
-            tokio::select! {
-                            _ = &mut deadline => return,
-                            _ = writer.tx.closed() => return,
-                            _ = ticker.tick(), if bookmarks => {
-                                if !writer.bookmark(last, false).await { return; }
-                            }
-                            event = receiver.recv() => match event {
-                                Ok(event) => {
-                                    if event.revision <= last { continue; }
-                                    last = event.revision;
-                                    if let Some((type_, manifest, listed)) = visible(&state.store, namespace.as_deref(), &event)
-                                        && filter.matches(&manifest)
-                                        && !writer.send(type_.as_str(), &manifest, &listed).await
-                                    {
-                                        return;
-                                    }
-                                }
-                                // Too slow a reader: end the watch; the client resumes or relists.
-                                Err(broadcast::error::RecvError::Lagged(_) |
-            broadcast::error::RecvError::Closed) => return,
-                            },
-                        }
-        }
-    });
+    let writer = EventWriter {
+        format,
+        first: true,
+        tx,
+    };
+    tokio::spawn(watch.run(opened, writer));
     let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
     }));
@@ -435,6 +436,68 @@ fn watch_response(
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+/// One watch's stream: what it shows and for how long.
+struct Watch {
+    store: Arc<Store>,
+    namespace: Option<String>,
+    filter: Filter,
+    bookmarks: bool,
+    initial_end_bookmark: bool,
+    timeout: Duration,
+}
+
+impl Watch {
+    /// Writes the opening events, then each new one, until the timeout, the client leaves
+    /// or the store's events outrun it.
+    async fn run(self, opened: Opened, mut writer: EventWriter) {
+        let Opened {
+            initial,
+            mut receiver,
+            mut last,
+        } = opened;
+        for shown in initial {
+            if !self.send(&mut writer, shown).await {
+                return;
+            }
+        }
+        if self.initial_end_bookmark && !writer.bookmark(last, true).await {
+            return;
+        }
+        let deadline = tokio::time::sleep(self.timeout);
+        tokio::pin!(deadline);
+        let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = writer.tx.closed() => return,
+                _ = ticker.tick(), if self.bookmarks => {
+                    if !writer.bookmark(last, false).await { return; }
+                }
+                event = receiver.recv() => match event {
+                    Ok(event) => {
+                        if event.revision <= last { continue; }
+                        last = event.revision;
+                        if let Some(shown) = visible(&self.store, self.namespace.as_deref(), &event)
+                            && !self.send(&mut writer, shown).await
+                        {
+                            return;
+                        }
+                    }
+                    // Too slow a reader: end the watch; the client resumes or relists.
+                    Err(broadcast::error::RecvError::Lagged(_) | broadcast::error::RecvError::Closed) => return,
+                },
+            }
+        }
+    }
+
+    /// Writes `shown` when the selectors match it; false once the client is gone.
+    async fn send(&self, writer: &mut EventWriter, shown: Shown) -> bool {
+        let (type_, manifest, listed) = shown;
+        !self.filter.matches(&manifest) || writer.send(type_.as_str(), &manifest, &listed).await
+    }
 }
 
 /// An event as a watch shows it: the manifest (without channels, in the namespace shown)

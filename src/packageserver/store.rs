@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
+use super::description::Icon;
 use super::icon::DefaultIcons;
-use super::listed::ListedJson;
-use super::manifest::{self, CatalogInfo, Icon, PackageManifest};
+use super::listed::{ListedJson, Visible};
+use super::manifest::{self, CatalogInfo, PackageManifest};
 use crate::resolver::input::CatalogRef;
 use crate::snapshots::{CatalogSnapshot, CatalogSnapshots};
 
@@ -56,47 +57,6 @@ struct Served {
     /// SHA-256 of the manifest serialized without resourceVersion, and of its icon: equal
     /// means unchanged.
     fingerprint: [u8; 32],
-}
-
-/// A served manifest as one request sees it: shared, never copied, with the namespace it is
-/// shown in (a global catalog's packages appear in the namespace asked for).
-#[derive(Clone)]
-pub struct Visible {
-    /// Without channels, as [`Served::manifest`]; whole objects come from `listed`.
-    pub manifest: Arc<PackageManifest>,
-    pub listed: Arc<ListedJson>,
-    /// Set when shown in another namespace than the manifest's own.
-    shown_in: Option<Arc<str>>,
-}
-
-impl Visible {
-    /// A manifest as a request in namespace `shown` sees it.
-    pub fn new(
-        manifest: Arc<PackageManifest>,
-        listed: Arc<ListedJson>,
-        shown: &Arc<str>,
-    ) -> Visible {
-        let shown_in = (manifest.metadata.namespace != **shown).then(|| Arc::clone(shown));
-        Visible {
-            manifest,
-            listed,
-            shown_in,
-        }
-    }
-
-    pub fn namespace(&self) -> &str {
-        self.shown_in
-            .as_deref()
-            .unwrap_or(&self.manifest.metadata.namespace)
-    }
-
-    /// The manifest itself, copied into the shown namespace only when that differs.
-    pub fn in_namespace(&self) -> Arc<PackageManifest> {
-        match &self.shown_in {
-            None => Arc::clone(&self.manifest),
-            Some(ns) => Arc::new(self.manifest.in_namespace(ns)),
-        }
-    }
 }
 
 /// A manifest as built outside the lock, before it is given a resourceVersion: what is
@@ -197,6 +157,42 @@ struct Rebuilt {
     snapshot: Option<Arc<CatalogSnapshot>>,
 }
 
+impl Rebuilt {
+    /// Builds the manifests of `snapshot`, `source`'s, one at a time.
+    fn build(&mut self, source: &CatalogRef, snapshot: Arc<CatalogSnapshot>) {
+        let content = &snapshot.catalog.content.unpack();
+        let heads = &snapshot.channel_heads;
+        let icons = DefaultIcons::of(content, heads);
+        // By name, the last of a name winning, as a map of the manifests would.
+        let mut prepared = BTreeMap::new();
+        manifest::for_each_manifest(content, heads, &self.info, |m| {
+            let icon = icons.get(&m.metadata.name);
+            prepared.insert(
+                m.metadata.name.clone(),
+                Prepared::of(m, icon.as_ref(), heads),
+            );
+        });
+        self.manifests = prepared.into_iter().collect();
+        tracing::debug!(catalog = %source, packages = self.manifests.len(), "built packagemanifests");
+        self.snapshot = Some(snapshot);
+    }
+}
+
+/// Takes each served catalog's priority from its snapshot, and the snapshot itself when its
+/// content is the one served.
+fn refresh_snapshots(state: &mut State, snapshots: &CatalogSnapshots) {
+    for (source, entry) in &mut state.catalogs {
+        if let Some(snapshot) = snapshots.get(source) {
+            entry.priority = snapshot.catalog.priority;
+            // A priority change replaces the snapshot (same content): hold the current
+            // one, not a copy the snapshots no longer keep.
+            if entry.digest == snapshot.digest {
+                entry.snapshot = Some(snapshot);
+            }
+        }
+    }
+}
+
 pub struct Store {
     state: Mutex<State>,
     events: broadcast::Sender<Event>,
@@ -237,119 +233,125 @@ impl Store {
         sources: &BTreeMap<CatalogRef, CatalogInfo>,
     ) -> usize {
         let digests = snapshots.digests();
+        let mut rebuilt = self.outdated(&digests, sources);
         // Rebuild outside the lock: it decodes CSVs.
-        let mut rebuilt: BTreeMap<CatalogRef, Rebuilt> = BTreeMap::new();
-        {
-            let state = self.lock();
-            for (source, digest) in &digests {
-                let Some(info) = sources.get(source) else {
-                    continue;
-                };
-                let current = state.catalogs.get(source);
-                if current.is_some_and(|c| &c.digest == digest && &c.info == info) {
-                    continue;
-                }
-                rebuilt.insert(
-                    source.clone(),
-                    Rebuilt {
-                        digest: digest.clone(),
-                        info: info.clone(),
-                        manifests: Vec::new(),
-                        snapshot: None,
-                    },
-                );
-            }
-        }
         for (source, rebuilt) in &mut rebuilt {
             if let Some(snapshot) = snapshots.get(source) {
-                let content = &snapshot.catalog.content.unpack();
-                let heads = &snapshot.channel_heads;
-                let icons = DefaultIcons::of(content, heads);
-                // By name, the last of a name winning, as a map of the manifests would.
-                let mut prepared = BTreeMap::new();
-                manifest::for_each_manifest(content, heads, &rebuilt.info, |m| {
-                    let icon = icons.get(&m.metadata.name);
-                    prepared.insert(
-                        m.metadata.name.clone(),
-                        Prepared::of(m, icon.as_ref(), heads),
-                    );
-                });
-                rebuilt.manifests = prepared.into_iter().collect();
-                tracing::debug!(catalog = %source, packages = rebuilt.manifests.len(), "built packagemanifests");
-                rebuilt.snapshot = Some(snapshot);
+                rebuilt.build(source, snapshot);
             }
         }
         let mut state = self.lock();
-        for (source, entry) in &mut state.catalogs {
-            if let Some(snapshot) = snapshots.get(source) {
-                entry.priority = snapshot.catalog.priority;
-                // A priority change replaces the snapshot (same content): hold the current
-                // one, not a copy the snapshots no longer keep.
-                if entry.digest == snapshot.digest {
-                    entry.snapshot = Some(snapshot);
-                }
-            }
+        refresh_snapshots(&mut state, snapshots);
+        self.remove_gone(&mut state, |source| {
+            digests.contains_key(source) && sources.contains_key(source)
+        });
+        let count = rebuilt.len();
+        for (source, rebuilt) in rebuilt {
+            self.replace(&mut state, source, rebuilt, snapshots);
         }
+        count
+    }
+
+    /// The catalogs whose content digest or shown CatalogSource fields changed, still to be
+    /// built; a catalog without its CatalogSource is not shown.
+    fn outdated(
+        &self,
+        digests: &BTreeMap<CatalogRef, String>,
+        sources: &BTreeMap<CatalogRef, CatalogInfo>,
+    ) -> BTreeMap<CatalogRef, Rebuilt> {
+        let state = self.lock();
+        let mut outdated = BTreeMap::new();
+        for (source, digest) in digests {
+            let Some(info) = sources.get(source) else {
+                continue;
+            };
+            let current = state.catalogs.get(source);
+            if current.is_some_and(|c| &c.digest == digest && &c.info == info) {
+                continue;
+            }
+            outdated.insert(
+                source.clone(),
+                Rebuilt {
+                    digest: digest.clone(),
+                    info: info.clone(),
+                    manifests: Vec::new(),
+                    snapshot: None,
+                },
+            );
+        }
+        outdated
+    }
+
+    /// Drops the catalogs `keep` says no, each package with a DELETED event.
+    fn remove_gone(&self, state: &mut State, keep: impl Fn(&CatalogRef) -> bool) {
         let gone: Vec<CatalogRef> = state
             .catalogs
             .keys()
-            .filter(|r| !digests.contains_key(*r) || !sources.contains_key(*r))
+            .filter(|r| !keep(r))
             .cloned()
             .collect();
         for source in gone {
             if let Some(entry) = state.catalogs.remove(&source) {
                 for served in entry.packages.into_values() {
-                    self.emit(&mut state, EventType::Deleted, &served);
+                    self.emit(state, EventType::Deleted, &served);
                 }
             }
         }
-        let count = rebuilt.len();
-        for (source, rebuilt) in rebuilt {
-            let Rebuilt {
+    }
+
+    /// Serves `rebuilt` as `source`'s manifests: a package whose fingerprint is unchanged
+    /// keeps what is served (and its resourceVersion); the others are ADDED or MODIFIED, and
+    /// packages no longer there DELETED.
+    fn replace(
+        &self,
+        state: &mut State,
+        source: CatalogRef,
+        rebuilt: Rebuilt,
+        snapshots: &CatalogSnapshots,
+    ) {
+        let Rebuilt {
+            digest,
+            info,
+            manifests,
+            snapshot,
+        } = rebuilt;
+        let mut old = state
+            .catalogs
+            .remove(&source)
+            .map(|e| e.packages)
+            .unwrap_or_default();
+        let mut packages = BTreeMap::new();
+        for (name, prepared) in manifests {
+            match old.remove(&name) {
+                Some(previous) if previous.fingerprint == prepared.fingerprint => {
+                    packages.insert(name, previous);
+                }
+                previous => {
+                    let type_ = if previous.is_some() {
+                        EventType::Modified
+                    } else {
+                        EventType::Added
+                    };
+                    let served = prepared.serve(state.revision + 1);
+                    self.emit(state, type_, &served);
+                    packages.insert(name, served);
+                }
+            }
+        }
+        for served in old.into_values() {
+            self.emit(state, EventType::Deleted, &served);
+        }
+        let priority = snapshots.get(&source).map_or(0, |s| s.catalog.priority);
+        state.catalogs.insert(
+            source,
+            CatalogEntry {
                 digest,
+                priority,
                 info,
-                manifests,
+                packages,
                 snapshot,
-            } = rebuilt;
-            let mut old = state
-                .catalogs
-                .remove(&source)
-                .map(|e| e.packages)
-                .unwrap_or_default();
-            let mut packages = BTreeMap::new();
-            for (name, prepared) in manifests {
-                match old.remove(&name) {
-                    Some(previous) if previous.fingerprint == prepared.fingerprint => {
-                        packages.insert(name, previous);
-                    }
-                    previous => {
-                        let type_ = if previous.is_some() {
-                            EventType::Modified
-                        } else {
-                            EventType::Added
-                        };
-                        let served = prepared.serve(state.revision + 1);
-                        self.emit(&mut state, type_, &served);
-                        packages.insert(name, served);
-                    }
-                }
-            }
-            for served in old.into_values() {
-                self.emit(&mut state, EventType::Deleted, &served);
-            }
-            let priority = snapshots.get(&source).map_or(0, |s| s.catalog.priority);
-            state.catalogs.insert(
-                source,
-                CatalogEntry {
-                    digest,
-                    priority,
-                    info,
-                    packages,
-                    snapshot,
-                },
-            );
-        }
-        count
+            },
+        );
     }
 
     fn emit(&self, state: &mut State, type_: EventType, served: &Served) {
@@ -383,10 +385,8 @@ impl Store {
                 .catalogs
                 .values()
                 .flat_map(|entry| entry.packages.values())
-                .map(|served| Visible {
-                    manifest: Arc::clone(&served.manifest),
-                    listed: Arc::clone(&served.listed),
-                    shown_in: None,
+                .map(|served| {
+                    Visible::own(Arc::clone(&served.manifest), Arc::clone(&served.listed))
                 })
                 .collect(),
             Some(ns) => {

@@ -19,6 +19,7 @@ use anyhow::{Context as _, bail};
 use kube::Client;
 use kube::api::{Api, ListParams};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::api::CatalogSource;
 use crate::controllers;
@@ -26,7 +27,7 @@ use crate::controllers::context::{Context, Settings};
 use crate::controllers::host;
 use crate::controllers::metrics::Metrics;
 use crate::snapshots::CatalogSnapshots;
-use leader::{LeaderElector, LeaseConfig};
+use leader::{LeaderElector, LeaderError, LeaseConfig};
 
 #[derive(Clone, Debug)]
 pub struct RunConfig {
@@ -44,33 +45,15 @@ pub struct RunConfig {
 }
 
 pub async fn run(config: RunConfig) -> anyhow::Result<()> {
-    let client = kube::Config::infer()
-        .await
-        .map_err(anyhow::Error::from)
-        .and_then(|config| Ok(warnings::client(config)?))
-        .context("connecting to the API server (KUBECONFIG or in-cluster config)")?;
+    let client = connect().await?;
     ensure_crds_installed(&client, config.watch_namespaces.first().map(String::as_str)).await?;
 
     let metrics = Arc::new(Metrics::default());
-    let snapshots = Arc::new(CatalogSnapshots::default());
-    // Serving packagemanifests: catalog loads keep the channel heads' CSVs they show.
-    if config.packages.is_some() {
-        snapshots.set_projection(Arc::new(
-            crate::packageserver::manifest::ChannelHeadProjection,
-        ));
-    }
+    let snapshots = catalog_snapshots(config.packages.is_some());
     let ready = Arc::new(AtomicBool::new(false));
     let (leading_tx, leading_rx) = watch::channel(false);
-    let (stop_tx, stop_rx) = watch::channel(false);
-    tokio::spawn(async move {
-        crate::signal::shutdown_signal().await;
-        tracing::info!("shutting down");
-        stop_tx.send_replace(true);
-    });
+    let stop_rx = stop_on_signal();
 
-    let listener = admin::bind(config.admin_address)
-        .await
-        .with_context(|| format!("binding the admin server to {}", config.admin_address))?;
     let admin_state = admin::AdminState {
         metrics: Arc::clone(&metrics),
         snapshots: Arc::clone(&snapshots),
@@ -78,30 +61,9 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
         leading: leading_rx.clone(),
         global_catalog_namespace: config.settings.global_catalog_namespace.clone(),
     };
-    // On a thread of its own: probes answer however busy the controllers keep the runtime.
-    admin::serve_on_own_thread(listener, admin_state.clone(), stop_rx.clone())
-        .context("starting the admin server thread")?;
-    if let Some(address) = config.secure_admin_address {
-        secure_admin::start(address, admin_state, client.clone(), stop_rx.clone()).await?;
-    }
+    start_admin(&config, admin_state, &client, &stop_rx).await?;
 
-    // The elector stops only after the controllers have, so the Lease is released last.
-    let (elector_stop_tx, elector_stop_rx) = watch::channel(false);
-    let elector = match config.leader_election.clone() {
-        Some(lease) => {
-            tracing::info!(lease = %format!("{}/{}", lease.namespace, lease.name), identity = %lease.identity, "waiting for leadership");
-            let elector = LeaderElector::new(client.clone(), lease);
-            Some(tokio::spawn(leader::run(
-                elector,
-                leading_tx.clone(),
-                elector_stop_rx,
-            )))
-        }
-        None => {
-            leading_tx.send_replace(true);
-            None
-        }
-    };
+    let election = Election::start(config.leader_election.clone(), &client, &leading_tx);
     tokio::spawn(report_leadership(Arc::clone(&metrics), leading_rx.clone()));
 
     let ctx = Arc::new(Context::new(
@@ -112,44 +74,18 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
         config.settings.clone(),
         leading_rx.clone(),
     ));
-    let scopes: Vec<Option<String>> = if config.watch_namespaces.is_empty() {
-        vec![None]
-    } else {
-        config.watch_namespaces.iter().cloned().map(Some).collect()
-    };
-    let scoped: Vec<Arc<Context>> = scopes
-        .into_iter()
-        .map(|scope| Arc::new(ctx.scoped_to(scope)))
-        .collect();
+    let scoped = scoped_contexts(&ctx, &config.watch_namespaces);
     // Every replica serves packagemanifests from its snapshots; no leadership needed.
-    let packages = config.packages.clone().map(|packages| {
-        tokio::spawn(crate::packageserver::run(
-            ctx.client.clone(),
-            Arc::clone(&ctx.snapshots),
-            scoped.iter().map(|c| Arc::clone(&c.informers)).collect(),
-            packages,
-            stop_rx.clone(),
-        ))
-    });
+    let packages = config
+        .packages
+        .clone()
+        .map(|packages| spawn_packages(&ctx, &scoped, packages, &stop_rx));
 
-    let mut hosted_controllers = Vec::new();
-    for scoped in scoped {
-        for controller in controllers::all() {
-            hosted_controllers.push((Arc::clone(&scoped), controller));
-        }
-    }
+    let hosted_controllers = hosted_controllers(scoped);
     ready.store(true, Ordering::Release);
     let hosted = host::run(hosted_controllers, leading_rx, stop_rx.clone()).await;
 
-    elector_stop_tx.send_replace(true);
-    let election = match elector {
-        // On loss the elector has already ended; on shutdown it releases the Lease now.
-        Some(handle) => handle
-            .await
-            .context("leader election task")?
-            .map_err(anyhow::Error::from),
-        None => Ok(()),
-    };
+    let election = election.stop().await;
     // The packages API stops with the same signal and removes a loopback registration.
     if let Some(packages) = packages {
         packages
@@ -159,6 +95,139 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
     }
     hosted?;
     election
+}
+
+async fn connect() -> anyhow::Result<Client> {
+    kube::Config::infer()
+        .await
+        .map_err(anyhow::Error::from)
+        .and_then(|config| Ok(warnings::client(config)?))
+        .context("connecting to the API server (KUBECONFIG or in-cluster config)")
+}
+
+fn catalog_snapshots(serve_packages: bool) -> Arc<CatalogSnapshots> {
+    let snapshots = Arc::new(CatalogSnapshots::default());
+    // Serving packagemanifests: catalog loads keep the channel heads' CSVs they show.
+    if serve_packages {
+        snapshots.set_projection(Arc::new(
+            crate::packageserver::manifest::ChannelHeadProjection,
+        ));
+    }
+    snapshots
+}
+
+/// A receiver that turns true on SIGTERM or SIGINT.
+fn stop_on_signal() -> watch::Receiver<bool> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        crate::signal::shutdown_signal().await;
+        tracing::info!("shutting down");
+        stop_tx.send_replace(true);
+    });
+    stop_rx
+}
+
+async fn start_admin(
+    config: &RunConfig,
+    admin_state: admin::AdminState,
+    client: &Client,
+    stop_rx: &watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let listener = admin::bind(config.admin_address)
+        .await
+        .with_context(|| format!("binding the admin server to {}", config.admin_address))?;
+    // On a thread of its own: probes answer however busy the controllers keep the runtime.
+    admin::serve_on_own_thread(listener, admin_state.clone(), stop_rx.clone())
+        .context("starting the admin server thread")?;
+    if let Some(address) = config.secure_admin_address {
+        secure_admin::start(address, admin_state, client.clone(), stop_rx.clone()).await?;
+    }
+    Ok(())
+}
+
+/// The election task, when there is one, and the switch that ends it. The elector stops only
+/// after the controllers have, so the Lease is released last.
+struct Election {
+    stop_tx: watch::Sender<bool>,
+    task: Option<JoinHandle<Result<(), LeaderError>>>,
+}
+
+impl Election {
+    /// Without a Lease this replica leads from the start.
+    fn start(
+        lease: Option<LeaseConfig>,
+        client: &Client,
+        leading_tx: &watch::Sender<bool>,
+    ) -> Self {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let task = match lease {
+            Some(lease) => {
+                tracing::info!(lease = %format!("{}/{}", lease.namespace, lease.name), identity = %lease.identity, "waiting for leadership");
+                let elector = LeaderElector::new(client.clone(), lease);
+                Some(tokio::spawn(leader::run(
+                    elector,
+                    leading_tx.clone(),
+                    stop_rx,
+                )))
+            }
+            None => {
+                leading_tx.send_replace(true);
+                None
+            }
+        };
+        Self { stop_tx, task }
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        self.stop_tx.send_replace(true);
+        match self.task {
+            // On loss the elector has already ended; on shutdown it releases the Lease now.
+            Some(handle) => handle
+                .await
+                .context("leader election task")?
+                .map_err(anyhow::Error::from),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One context per watched namespace, or one for the whole cluster.
+fn scoped_contexts(ctx: &Context, watch_namespaces: &[String]) -> Vec<Arc<Context>> {
+    let scopes: Vec<Option<String>> = if watch_namespaces.is_empty() {
+        vec![None]
+    } else {
+        watch_namespaces.iter().cloned().map(Some).collect()
+    };
+    scopes
+        .into_iter()
+        .map(|scope| Arc::new(ctx.scoped_to(scope)))
+        .collect()
+}
+
+fn spawn_packages(
+    ctx: &Context,
+    scoped: &[Arc<Context>],
+    packages: crate::packageserver::PackagesConfig,
+    stop_rx: &watch::Receiver<bool>,
+) -> JoinHandle<Result<(), crate::packageserver::PackagesError>> {
+    tokio::spawn(crate::packageserver::run(
+        ctx.client.clone(),
+        Arc::clone(&ctx.snapshots),
+        scoped.iter().map(|c| Arc::clone(&c.informers)).collect(),
+        packages,
+        stop_rx.clone(),
+    ))
+}
+
+/// Every controller once per scope.
+fn hosted_controllers(scoped: Vec<Arc<Context>>) -> Vec<(Arc<Context>, host::Controller)> {
+    let mut hosted = Vec::new();
+    for scoped in scoped {
+        for controller in controllers::all() {
+            hosted.push((Arc::clone(&scoped), controller));
+        }
+    }
+    hosted
 }
 
 /// One cheap list (limit 1) in the watched namespace, so that namespace-scoped RBAC is enough.

@@ -4,17 +4,20 @@
 //! digest changes nothing, so a steady poll writes nothing. Failures keep the last good
 //! snapshot.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use oci_client::Reference;
 use oci_client::secrets::RegistryAuth;
 
-use super::load::{Round, accept, poll_interval, read_streaming, retry_after_failure};
+use super::context::{CatalogSourceContext, LoadRecord};
+use super::load::{Loaded, Round, accept, next_check, poll_interval, read_streaming, stale};
 use super::status::Connection;
-use super::{CatalogSourceContext, LoadRecord};
 use crate::api::{CatalogSource, CatalogSourceReason, PullCause};
+use crate::controllers::context::Context;
 use crate::controllers::pull_secrets::{AuthFailure, registry_auth};
 use crate::oci::catalog::{origin, parse_origin};
-use crate::oci::registry::{Options, parse_reference, select_catalog};
+use crate::oci::registry::{Options, PulledImage, Session, parse_reference, select_catalog};
 use crate::resolver::input::CatalogRef;
 
 /// Why an image catalog could not be read: a reason for the condition, and a message that
@@ -32,34 +35,37 @@ pub async fn sync_image(
     let (poll, spec_problem) = poll_interval(source);
     let image = image.trim();
     let attempt = origin(image, "");
-    let last = cctx.state.last_load(source_ref);
-    let due = match &last {
-        None => true,
-        Some(record) => {
-            // The spec names another image.
-            !record.origin.starts_with(&attempt)
-                || poll.is_some_and(|p| record.at.elapsed() >= p)
-                || (record.failure.is_some() && record.at.elapsed() >= retry_after_failure(ctx))
-        }
-    };
+    let due = cctx.state.last_load(source_ref).is_none_or(|record| {
+        // The spec names another image.
+        !record.origin.starts_with(&attempt) || stale(&record, poll, ctx)
+    });
     if due {
         poll_once(source, source_ref, cctx, image).await;
     }
 
-    let mut requeue_after = check_every;
-    if let (Some(poll), Some(record)) = (poll, cctx.state.last_load(source_ref)) {
-        requeue_after = requeue_after.min(
-            poll.saturating_sub(record.at.elapsed())
-                .max(Duration::from_millis(100)),
-        );
-    }
+    let requeue_after = next_check(check_every, poll, cctx.state.last_load(source_ref));
     let serving = ctx
         .snapshots
         .get(source_ref)
         .and_then(|s| parse_origin(&s.origin).map(|(r, d)| (r.to_string(), d.to_string())))
         .filter(|(reference, _)| reference == image);
     let failure = cctx.state.last_load(source_ref).and_then(|r| r.failure);
-    let connection = match (serving, failure) {
+    Round {
+        connection: connection(image, serving, failure),
+        config_map: None,
+        spec_problem,
+        requeue_after: Some(requeue_after),
+    }
+}
+
+/// What the connection state says: the image served (`(reference, digest)`, if any) and
+/// the last check's failure.
+fn connection(
+    image: &str,
+    serving: Option<(String, String)>,
+    failure: Option<Failure>,
+) -> Connection {
+    match (serving, failure) {
         (Some((reference, digest)), None) => Connection::Ready {
             address: None,
             message: format!("image {reference} resolved to {digest}; served in-process"),
@@ -81,12 +87,6 @@ pub async fn sync_image(
             reason: CatalogSourceReason::NotPulled,
             message: format!("image {image} is not pulled yet"),
         },
-    };
-    Round {
-        connection,
-        config_map: None,
-        spec_problem,
-        requeue_after: Some(requeue_after),
     }
 }
 
@@ -98,48 +98,9 @@ async fn poll_once(
     image: &str,
 ) {
     let ctx = &cctx.shared;
-    let fail = |failure: Failure, origin: String| {
-        tracing::warn!(catalogsource = %source_ref, reason = failure.0.as_str(), message = %failure.1, "image catalog check failed");
-        cctx.state.record_load(
-            source_ref,
-            LoadRecord {
-                origin,
-                at: Instant::now(),
-                failure: Some(failure),
-            },
-        );
-    };
-    let reference = match parse_reference(image) {
-        Ok(reference) => reference,
-        Err(e) => {
-            return fail(
-                (PullCause::InvalidImage.into(), format!("spec.image: {e}")),
-                origin(image, ""),
-            );
-        }
-    };
-    let auth = match pull_auth(source, source_ref, cctx, reference.resolve_registry()).await {
-        Ok(auth) => auth,
-        Err((cause, message)) => {
-            return fail(
-                (cause.into(), format!("image {image}: {message}")),
-                origin(image, ""),
-            );
-        }
-    };
-    let options = Options {
-        insecure: ctx.settings.insecure_registries.clone(),
-        timeout: Some(ctx.settings.registry_timeout.max(Duration::from_secs(30))),
-    };
-    let session = cctx
-        .state
-        .image_session(source_ref, &reference, auth, &options);
-    let digest = match session.resolve_digest(&reference).await {
-        Ok(digest) => digest,
-        Err(e) => {
-            let message = format!("image {image}: {e}");
-            return fail((e.cause().into(), message), origin(image, ""));
-        }
+    let (reference, session, digest) = match resolve(source, source_ref, cctx, image).await {
+        Ok(resolved) => resolved,
+        Err(failure) => return record_failure(cctx, source_ref, failure, origin(image, "")),
     };
     let loaded_from = origin(image, &digest);
     let in_use = ctx
@@ -158,17 +119,75 @@ async fn poll_once(
         );
         return;
     }
-    let cache = ctx.settings.image_cache_dir.clone();
-    let pulled = match session
-        .pull(&reference, &cache, &select_catalog, Some(&digest))
-        .await
-    {
+    let pulled = session
+        .pull(
+            &reference,
+            &ctx.settings.image_cache_dir,
+            &select_catalog,
+            Some(&digest),
+        )
+        .await;
+    let pulled = match pulled {
         Ok(pulled) => pulled,
         Err(e) => {
             let message = format!("image {image}@{digest}: {e}");
-            return fail((e.cause().into(), message), loaded_from);
+            return record_failure(cctx, source_ref, (e.cause().into(), message), loaded_from);
         }
     };
+    let described = format!("image {image}@{digest}");
+    let loaded = read(&pulled, described, ctx).await;
+    tracing::info!(catalogsource = %source_ref, image, %digest, "image catalog pulled");
+    accept(source, source_ref, cctx, loaded_from, loaded, &[]).await;
+}
+
+/// The image's reference, a registry session with the pull credentials, and the digest
+/// its tag names now.
+async fn resolve(
+    source: &CatalogSource,
+    source_ref: &CatalogRef,
+    cctx: &CatalogSourceContext,
+    image: &str,
+) -> Result<(Reference, Arc<Session>, String), Failure> {
+    let settings = &cctx.shared.settings;
+    let reference = parse_reference(image)
+        .map_err(|e| (PullCause::InvalidImage.into(), format!("spec.image: {e}")))?;
+    let auth = pull_auth(source, source_ref, cctx, reference.resolve_registry())
+        .await
+        .map_err(|(cause, message)| (cause.into(), format!("image {image}: {message}")))?;
+    let options = Options {
+        insecure: settings.insecure_registries.clone(),
+        timeout: Some(settings.registry_timeout.max(Duration::from_secs(30))),
+    };
+    let session = cctx
+        .state
+        .image_session(source_ref, &reference, auth, &options);
+    let digest = session
+        .resolve_digest(&reference)
+        .await
+        .map_err(|e| (e.cause().into(), format!("image {image}: {e}")))?;
+    Ok((reference, session, digest))
+}
+
+/// Records a check that failed; the last good snapshot stays.
+fn record_failure(
+    cctx: &CatalogSourceContext,
+    source_ref: &CatalogRef,
+    failure: Failure,
+    origin: String,
+) {
+    tracing::warn!(catalogsource = %source_ref, reason = failure.0.as_str(), message = %failure.1, "image catalog check failed");
+    cctx.state.record_load(
+        source_ref,
+        LoadRecord {
+            origin,
+            at: Instant::now(),
+            failure: Some(failure),
+        },
+    );
+}
+
+/// Reads the catalog of a pulled image off the async threads, one blob at a time.
+async fn read(pulled: &PulledImage, described: String, ctx: &Context) -> Result<Loaded, Failure> {
     let configs = select_catalog(&pulled.labels)
         .ok()
         .flatten()
@@ -176,9 +195,8 @@ async fn poll_once(
     let dir = pulled
         .rootfs
         .join(configs.strip_prefix("/").unwrap_or(&configs));
-    let described = format!("image {image}@{digest}");
-    let projection = cctx.shared.snapshots.projection().cloned();
-    let loaded = tokio::task::spawn_blocking(move || {
+    let projection = ctx.snapshots.projection().cloned();
+    tokio::task::spawn_blocking(move || {
         read_streaming(&dir, projection.as_deref()).map_err(|e| {
             (
                 CatalogSourceReason::InvalidCatalog,
@@ -192,9 +210,7 @@ async fn poll_once(
             CatalogSourceReason::LoadFailed,
             format!("loading the catalog failed: {join}"),
         ))
-    });
-    tracing::info!(catalogsource = %source_ref, image, %digest, "image catalog pulled");
-    accept(source, source_ref, cctx, loaded_from, loaded, &[]).await;
+    })
 }
 
 /// Credentials from `spec.secrets` for the catalog image's registry.

@@ -1,26 +1,21 @@
-//! Reading a CatalogSource's content: when to read it, from where, and how a result becomes
-//! (or does not become) the snapshot in use.
+//! Reading a CatalogSource's content, whatever the source: when a read is due, and how a
+//! result becomes (or does not become) the snapshot in use. The sources themselves are
+//! [`super::grpc`], [`super::image`] and [`super::config_map`].
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
-use kube::runtime::reflector::ObjectRef;
 
-use super::status::{Connection, Content, ContentSummary, STATE_READY};
-use super::{CatalogSourceContext, Error, LoadRecord};
+use super::context::{CatalogSourceContext, LoadRecord};
+use super::status::{Connection, Content, ContentSummary};
 use crate::api::duration::{HumanDuration, parse_go_duration};
 use crate::api::{CatalogSource, CatalogSourceReason, ConfigMapResourceReference};
 use crate::catalog::checks::validate::{Rule, validate};
-use crate::catalog::configmap::from_configmap_data;
 use crate::catalog::content_digest;
 use crate::catalog::model::fbc::{DeclarativeConfig, PROP_BUNDLE_OBJECT};
 use crate::catalog::reading::load::LoadError;
 use crate::controllers::context::Context;
 use crate::controllers::metrics::CatalogLabels;
-use crate::registry::client::{LoadOptions, Manifests};
 use crate::resolver::input::{Catalog, CatalogRef};
 use crate::snapshots::{CatalogSnapshot, ChannelHeadTexts, LoadProjection, SnapshotCatalog};
 
@@ -63,326 +58,32 @@ pub(super) fn poll_interval(source: &CatalogSource) -> (Option<Duration>, Option
 }
 
 /// How long a failed load waits before the next try when nothing else changed.
-pub(super) fn retry_after_failure(ctx: &Context) -> Duration {
+fn retry_after_failure(ctx: &Context) -> Duration {
     ctx.settings.catalog_check_interval.saturating_mul(6)
 }
 
-pub async fn sync_grpc(
-    source: &CatalogSource,
-    source_ref: &CatalogRef,
-    cctx: &CatalogSourceContext,
-) -> Round {
-    let ctx = &cctx.shared;
-    let check_every = ctx.settings.catalog_check_interval;
-    let (poll, spec_problem) = poll_interval(source);
-    let invalid = |message: String| Round {
-        connection: Connection::InvalidSpec { message },
-        config_map: None,
-        spec_problem: spec_problem.clone(),
-        requeue_after: Some(check_every),
-    };
-    let address = match (source.spec.address.as_deref().map(str::trim), &source.spec.image) {
-        (Some(address), _) if !address.is_empty() => address.to_string(),
-        // No catalog pod: the image is pulled and served in-process.
-        (_, Some(image)) => return super::image::sync_image(source, source_ref, cctx, image).await,
-        _ => return invalid("spec.address (host:port of a registry server) is required when spec.sourceType is grpc".into()),
-    };
-    let client = match cctx
-        .state
-        .client(source_ref, &address, ctx.settings.registry_timeout)
-    {
-        Ok(client) => client,
-        Err(message) => return invalid(format!("spec.address {address:?}: {message}")),
-    };
-    if let Err(error) = client.check_health().await {
-        return Round {
-            connection: Connection::Failed {
-                address: Some(address),
-                reason: CatalogSourceReason::ConnectionFailed,
-                message: error.to_string(),
-            },
-            config_map: None,
-            spec_problem,
-            requeue_after: Some(check_every),
-        };
-    }
+/// Whether `record` is old enough to read again: the poll interval has passed, or a
+/// failure's retry wait.
+pub(super) fn stale(record: &LoadRecord, poll: Option<Duration>, ctx: &Context) -> bool {
+    poll.is_some_and(|p| record.at.elapsed() >= p)
+        || (record.failure.is_some() && record.at.elapsed() >= retry_after_failure(ctx))
+}
 
-    let was_ready = source
-        .status
-        .as_ref()
-        .and_then(|s| s.connection_state.as_ref())
-        .is_some_and(|c| {
-            c.last_observed_state == STATE_READY && c.address.as_deref() == Some(address.as_str())
-        });
-    let last = cctx.state.last_load(source_ref);
-    let due = match &last {
-        None => true,
-        Some(record) => {
-            record.origin != address
-                // The server came back: it may be a new one with new content.
-                || !was_ready
-                || poll.is_some_and(|p| record.at.elapsed() >= p)
-                || (record.failure.is_some() && record.at.elapsed() >= retry_after_failure(ctx))
-        }
-    };
-    if due {
-        // What ListBundles sends is what resolution needs; manifests of image bundles stay
-        // on the server (fetched with GetBundle when a bundle is installed), as upstream
-        // keeps them out of the catalog operator. That keeps a snapshot small. Channel
-        // heads' CSVs are fetched for packagemanifests (their descriptions are kept).
-        let projection = ctx.snapshots.projection();
-        let options = LoadOptions {
-            manifests: if projection.is_some() {
-                Manifests::ChannelHeads
-            } else {
-                Manifests::AsListed
-            },
-            condense_fetched: projection.map(|p| p.condense_fetched()),
-            timeout: ctx.settings.catalog_load_timeout,
-            ..LoadOptions::default()
-        };
-        let loaded = client
-            .load_catalog_with(&options)
-            .await
-            .map_err(|e| (CatalogSourceReason::LoadFailed, e.to_string()));
-        accept(
-            source,
-            source_ref,
-            cctx,
-            address.clone(),
-            loaded.map(Loaded::Whole),
-            &[],
-        )
-        .await;
-    }
+/// When a polled source is looked at next: at the health-check interval, or sooner when the
+/// next poll is due before.
+pub(super) fn next_check(
+    check_every: Duration,
+    poll: Option<Duration>,
+    last: Option<LoadRecord>,
+) -> Duration {
     let mut requeue_after = check_every;
-    if let (Some(poll), Some(record)) = (poll, cctx.state.last_load(source_ref)) {
+    if let (Some(poll), Some(record)) = (poll, last) {
         requeue_after = requeue_after.min(
             poll.saturating_sub(record.at.elapsed())
                 .max(Duration::from_millis(100)),
         );
     }
-    Round {
-        connection: Connection::Ready {
-            message: format!("registry server at {address} is serving"),
-            address: Some(address),
-        },
-        config_map: None,
-        spec_problem,
-        requeue_after: Some(requeue_after),
-    }
-}
-
-/// A ConfigMap catalog: its resourceVersion comes from the metadata watch (no GET at steady
-/// state); the data is fetched and parsed only when that version was not read yet.
-pub async fn sync_config_map(
-    source: &CatalogSource,
-    source_ref: &CatalogRef,
-    cctx: &CatalogSourceContext,
-    now: Timestamp,
-) -> Result<Round, Error> {
-    let not_found = |name: &str| Round {
-        connection: Connection::Failed {
-            address: None,
-            reason: CatalogSourceReason::ConfigMapNotFound,
-            message: format!("ConfigMap {}/{name} not found", source_ref.namespace),
-        },
-        config_map: None,
-        spec_problem: None,
-        requeue_after: None,
-    };
-    let Some(name) = source
-        .spec
-        .config_map
-        .as_deref()
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-    else {
-        return Ok(Round {
-            connection: Connection::InvalidSpec {
-                message: "spec.configMap is required when spec.sourceType is configmap".into(),
-            },
-            config_map: None,
-            spec_problem: None,
-            requeue_after: None,
-        });
-    };
-    // The first round may come before the ConfigMap watch has listed; "not found" must mean
-    // not found.
-    let _ = crate::controllers::kit::cache_ready::listed(&cctx.config_maps).await;
-    let Some(watched) = cctx
-        .config_maps
-        .get(&ObjectRef::new(name).within(&source_ref.namespace))
-    else {
-        return Ok(not_found(name));
-    };
-    let watched_version = match ensure_owner(source, source_ref, &watched, cctx).await? {
-        Some(version) => version,
-        None => watched
-            .metadata
-            .resource_version
-            .clone()
-            .unwrap_or_default(),
-    };
-    let seen = cctx
-        .state
-        .last_load(source_ref)
-        .is_some_and(|record| record.origin == config_map_origin(name, &watched_version));
-    if !seen && !read_config_map(source, source_ref, cctx, name).await? {
-        // Gone between the watch event and the GET: the watch brings the deletion next.
-        return Ok(not_found(name));
-    }
-    // The reference moves (with its update time) only when a new version was read.
-    let loaded_version = cctx
-        .state
-        .last_load(source_ref)
-        .and_then(|r| r.origin.rsplit_once('@').map(|(_, v)| v.to_string()))
-        .unwrap_or(watched_version);
-    let previous = source
-        .status
-        .as_ref()
-        .and_then(|s| s.config_map_reference.as_ref());
-    let reference = match previous {
-        Some(p)
-            if p.name == name && p.resource_version.as_deref() == Some(loaded_version.as_str()) =>
-        {
-            p.clone()
-        }
-        _ => ConfigMapResourceReference {
-            name: name.to_string(),
-            namespace: source_ref.namespace.clone(),
-            uid: watched.metadata.uid.clone(),
-            resource_version: Some(loaded_version),
-            last_update_time: Some(Time(now)),
-        },
-    };
-    Ok(Round {
-        connection: Connection::Ready {
-            address: None,
-            message: format!("ConfigMap {}/{name} is readable", source_ref.namespace),
-        },
-        config_map: Some(reference),
-        spec_problem: None,
-        requeue_after: None,
-    })
-}
-
-/// Makes the CatalogSource an owner of its ConfigMap, as upstream does (neither controller
-/// nor blocking), so that deleting the catalog deletes its ConfigMap: the same name created
-/// again then starts from a new ConfigMap too. The leader only, once; returns the
-/// ConfigMap's new resourceVersion when it wrote.
-async fn ensure_owner(
-    source: &CatalogSource,
-    source_ref: &CatalogRef,
-    watched: &kube::core::PartialObjectMeta<ConfigMap>,
-    cctx: &CatalogSourceContext,
-) -> Result<Option<String>, Error> {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-    use kube::Resource;
-    let Some(uid) = source.metadata.uid.clone() else {
-        return Ok(None);
-    };
-    let mut owners = watched
-        .metadata
-        .owner_references
-        .clone()
-        .unwrap_or_default();
-    if owners.iter().any(|o| o.uid == uid) || !cctx.shared.is_leader() {
-        return Ok(None);
-    }
-    owners.push(OwnerReference {
-        api_version: CatalogSource::api_version(&()).into_owned(),
-        kind: CatalogSource::kind(&()).into_owned(),
-        name: source_ref.name.clone(),
-        uid,
-        controller: Some(false),
-        block_owner_deletion: Some(false),
-    });
-    let name = watched.metadata.name.clone().unwrap_or_default();
-    // The resourceVersion makes a concurrent change of the owners fail instead of losing it.
-    let patch = serde_json::json!({"metadata": {
-        "ownerReferences": owners,
-        "resourceVersion": watched.metadata.resource_version,
-    }});
-    let api: Api<ConfigMap> = Api::namespaced(cctx.shared.client.clone(), &source_ref.namespace);
-    match api
-        .patch_metadata(
-            &name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(patched) => Ok(patched.metadata.resource_version),
-        // Changed or gone since the watch saw it: the watch brings the next round.
-        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(None),
-        Err(error) => Err(Error::OwnConfigMap {
-            source_ref: source_ref.clone(),
-            config_map: name,
-            error,
-        }),
-    }
-}
-
-/// Reads a new version of a ConfigMap catalog and hands it to [`accept`]; false when the
-/// ConfigMap is gone.
-async fn read_config_map(
-    source: &CatalogSource,
-    source_ref: &CatalogRef,
-    cctx: &CatalogSourceContext,
-    name: &str,
-) -> Result<bool, Error> {
-    let api: Api<ConfigMap> = Api::namespaced(cctx.shared.client.clone(), &source_ref.namespace);
-    let config_map = api
-        .get_opt(name)
-        .await
-        .map_err(|error| Error::ReadConfigMap {
-            source_ref: source_ref.clone(),
-            config_map: name.to_string(),
-            error,
-        })?;
-    let Some(config_map) = config_map else {
-        return Ok(false);
-    };
-    // The origin names the version read, even if it moved since the watch event.
-    let read_version = config_map
-        .metadata
-        .resource_version
-        .clone()
-        .unwrap_or_default();
-    let data = config_map.data.unwrap_or_default();
-    let described = format!("ConfigMap {}/{name}", source_ref.namespace);
-    let loaded = tokio::task::spawn_blocking(move || {
-        from_configmap_data(&data).map_err(|e| {
-            (
-                CatalogSourceReason::InvalidConfigMap,
-                format!("{described}: {e}"),
-            )
-        })
-    })
-    .await
-    .unwrap_or_else(|join| {
-        Err((
-            CatalogSourceReason::InvalidConfigMap,
-            format!("parsing the ConfigMap failed: {join}"),
-        ))
-    });
-    let origin = config_map_origin(name, &read_version);
-    let loaded = loaded.map(Loaded::Whole);
-    accept(
-        source,
-        source_ref,
-        cctx,
-        origin,
-        loaded,
-        CONFIG_MAP_TOLERATES,
-    )
-    .await;
-    Ok(true)
-}
-
-fn config_map_origin(name: &str, resource_version: &str) -> String {
-    format!("configmap {name}@{resource_version}")
+    requeue_after
 }
 
 /// Content as read from a source.
@@ -397,11 +98,6 @@ pub(super) enum Loaded {
         channel_heads: ChannelHeadTexts,
     },
 }
-
-/// What upstream's ConfigMap registry loads although a file-based catalog may not have it
-/// (its loader never checked): package names that are not DNS-1123 labels, and two bundles
-/// of a package with one version. Loaded with a warning in the log.
-pub(super) const CONFIG_MAP_TOLERATES: &[Rule] = &[Rule::PackageName, Rule::DuplicateVersion];
 
 /// Reads the file-based catalog at `root` one blob at a time, keeping what a snapshot keeps:
 /// each blob's digest is taken and (with the snapshots' [`LoadProjection`], when one is
@@ -445,6 +141,9 @@ pub(super) fn read_streaming(
     })
 }
 
+/// Why content was not taken: a reason for the condition, and a message.
+type Failure = (CatalogSourceReason, String);
+
 /// Validates freshly read content and makes it the snapshot if it differs from the one in
 /// use; a failure is recorded and the last good snapshot stays. Validation and the digest
 /// are CPU work: they run on the blocking pool, away from the threads that renew the Lease.
@@ -453,7 +152,7 @@ pub(super) async fn accept(
     source_ref: &CatalogRef,
     cctx: &CatalogSourceContext,
     origin: String,
-    loaded: Result<Loaded, (CatalogSourceReason, String)>,
+    loaded: Result<Loaded, Failure>,
     tolerated: &'static [Rule],
 ) {
     let ctx = &cctx.shared;
@@ -462,81 +161,17 @@ pub(super) async fn accept(
         .get_or_create(&labels(source_ref))
         .inc();
     let projection = ctx.snapshots.projection().cloned();
-    let checked = tokio::task::spawn_blocking(move || {
-        let (mut content, digest) = match loaded? {
-            Loaded::Whole(content) => (content, None),
-            Loaded::Streamed {
-                content,
-                digest,
-                channel_heads,
-            } => (content, Some((digest, channel_heads))),
-        };
-        let (tolerated, problems): (Vec<_>, Vec<_>) = validate(&content)
-            .into_iter()
-            .partition(|p| tolerated.contains(&p.rule));
-        for problem in &tolerated {
-            tracing::warn!(%problem, "loaded anyway, as upstream loads such a catalog");
-        }
-        if !problems.is_empty() {
-            let shown: Vec<String> = problems.iter().take(5).map(ToString::to_string).collect();
-            let more = problems.len().saturating_sub(shown.len());
-            let mut message = format!("catalog does not validate: {}", shown.join("; "));
-            if more > 0 {
-                message.push_str(&format!(" (and {more} more)"));
-            }
-            return Err((CatalogSourceReason::InvalidCatalog, message));
-        }
-        let (digest, channel_heads) = match digest {
-            Some(streamed) => streamed,
-            None => {
-                // The digest covers the manifests; the snapshot does not keep them (see below).
-                let digest = content_digest(&content);
-                // What packagemanifests show of the channel heads' CSVs outlives the manifests.
-                let channel_heads =
-                    projection.map_or_else(ChannelHeadTexts::default, |p| p.keep(&mut content));
-                (digest, channel_heads)
-            }
-        };
-        drop_manifests(&mut content);
-        Ok((content, digest, channel_heads))
-    })
-    .await
-    .unwrap_or_else(|join| {
-        Err((
-            CatalogSourceReason::LoadFailed,
-            format!("checking the catalog failed: {join}"),
-        ))
-    });
+    let checked = tokio::task::spawn_blocking(move || check(loaded?, tolerated, projection))
+        .await
+        .unwrap_or_else(|join| {
+            Err((
+                CatalogSourceReason::LoadFailed,
+                format!("checking the catalog failed: {join}"),
+            ))
+        });
     let failure = match checked {
-        Ok((content, digest, channel_heads)) => {
-            let current = ctx.snapshots.get(source_ref);
-            if current.as_ref().is_none_or(|s| s.digest != digest) {
-                let labels = labels(source_ref);
-                ctx.metrics.catalog_updates.get_or_create(&labels).inc();
-                ctx.metrics
-                    .catalog_bundles
-                    .get_or_create(&labels)
-                    .set(i64::try_from(content.bundles.len()).unwrap_or(i64::MAX));
-                tracing::info!(
-                    catalogsource = %source_ref,
-                    packages = content.packages.len(),
-                    bundles = content.bundles.len(),
-                    %digest,
-                    "catalog content loaded"
-                );
-                ctx.snapshots.insert(CatalogSnapshot {
-                    catalog: SnapshotCatalog::pack(Catalog {
-                        name: source_ref.name.clone(),
-                        namespace: source_ref.namespace.clone(),
-                        priority: source.spec.priority.unwrap_or(0),
-                        content,
-                    }),
-                    digest,
-                    origin: origin.clone(),
-                    loaded_at: Timestamp::now(),
-                    channel_heads,
-                });
-            }
+        Ok(checked) => {
+            serve(source, source_ref, ctx, checked, &origin);
             None
         }
         Err((reason, message)) => {
@@ -552,6 +187,112 @@ pub(super) async fn accept(
             failure,
         },
     );
+}
+
+/// Content that validated, as a snapshot keeps it.
+struct Checked {
+    content: DeclarativeConfig,
+    digest: String,
+    channel_heads: ChannelHeadTexts,
+}
+
+/// Validates `loaded` (but for the `tolerated` rules), takes its digest and what the
+/// `projection` keeps, and drops its manifests.
+fn check(
+    loaded: Loaded,
+    tolerated: &[Rule],
+    projection: Option<std::sync::Arc<dyn LoadProjection>>,
+) -> Result<Checked, Failure> {
+    let (mut content, digest) = match loaded {
+        Loaded::Whole(content) => (content, None),
+        Loaded::Streamed {
+            content,
+            digest,
+            channel_heads,
+        } => (content, Some((digest, channel_heads))),
+    };
+    validate_loaded(&content, tolerated)?;
+    let (digest, channel_heads) = match digest {
+        Some(streamed) => streamed,
+        None => {
+            // The digest covers the manifests; the snapshot does not keep them (see below).
+            let digest = content_digest(&content);
+            // What packagemanifests show of the channel heads' CSVs outlives the manifests.
+            let channel_heads =
+                projection.map_or_else(ChannelHeadTexts::default, |p| p.keep(&mut content));
+            (digest, channel_heads)
+        }
+    };
+    drop_manifests(&mut content);
+    Ok(Checked {
+        content,
+        digest,
+        channel_heads,
+    })
+}
+
+/// The catalog's problems but for the `tolerated` ones (logged), the first five named.
+fn validate_loaded(content: &DeclarativeConfig, tolerated: &[Rule]) -> Result<(), Failure> {
+    let (tolerated, problems): (Vec<_>, Vec<_>) = validate(content)
+        .into_iter()
+        .partition(|p| tolerated.contains(&p.rule));
+    for problem in &tolerated {
+        tracing::warn!(%problem, "loaded anyway, as upstream loads such a catalog");
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<String> = problems.iter().take(5).map(ToString::to_string).collect();
+    let more = problems.len().saturating_sub(shown.len());
+    let mut message = format!("catalog does not validate: {}", shown.join("; "));
+    if more > 0 {
+        message.push_str(&format!(" (and {more} more)"));
+    }
+    Err((CatalogSourceReason::InvalidCatalog, message))
+}
+
+/// Makes `checked` the snapshot of `source`, unless the one in use has its digest.
+fn serve(
+    source: &CatalogSource,
+    source_ref: &CatalogRef,
+    ctx: &Context,
+    checked: Checked,
+    origin: &str,
+) {
+    let Checked {
+        content,
+        digest,
+        channel_heads,
+    } = checked;
+    let current = ctx.snapshots.get(source_ref);
+    if current.as_ref().is_some_and(|s| s.digest == digest) {
+        return;
+    }
+    let labels = labels(source_ref);
+    ctx.metrics.catalog_updates.get_or_create(&labels).inc();
+    ctx.metrics
+        .catalog_bundles
+        .get_or_create(&labels)
+        .set(i64::try_from(content.bundles.len()).unwrap_or(i64::MAX));
+    tracing::info!(
+        catalogsource = %source_ref,
+        packages = content.packages.len(),
+        bundles = content.bundles.len(),
+        %digest,
+        "catalog content loaded"
+    );
+    ctx.snapshots.insert(CatalogSnapshot {
+        catalog: SnapshotCatalog::pack(Catalog {
+            name: source_ref.name.clone(),
+            namespace: source_ref.namespace.clone(),
+            priority: source.spec.priority.unwrap_or(0),
+            content,
+        }),
+        digest,
+        origin: origin.to_string(),
+        loaded_at: Timestamp::now(),
+        channel_heads,
+    });
 }
 
 /// Snapshots are for resolution, which reads properties and channels only. The manifests

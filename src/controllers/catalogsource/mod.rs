@@ -7,14 +7,16 @@
 //! interval), and a load that finds the same digest changes nothing. Status is written only
 //! when it differs, so a steady state costs no etcd writes (upstream writes on every poll).
 
+mod config_map;
+mod context;
+mod grpc;
 mod image;
 mod load;
 pub mod status;
 pub mod template;
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -28,11 +30,11 @@ use kube::{Resource, ResourceExt};
 
 use super::context::Context;
 use super::kit::guard::Panicked;
-use super::kit::{self, KitState, PanicError, ReconcileError, Reconciler, apply_status};
+use super::kit::{self, KitState, Reconciler, apply_status};
 use crate::api::{CatalogSource, CatalogSourceReason, CatalogSourceStatus, SourceType};
 use crate::controllers::host::Shutdown;
-use crate::registry::client::RegistryClient;
 use crate::resolver::input::CatalogRef;
+use context::{CatalogSourceContext, CatalogSourceState, Error};
 use status::{Observation, announcements, desired_status, owned_fields, panicked_status};
 
 pub const CONTROLLER: &str = "catalogsource";
@@ -57,185 +59,6 @@ mod fault_injection {
 }
 /// Server-side apply field manager of this controller's status writes.
 pub const FIELD_MANAGER: &str = "olm-catalogsource";
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("CatalogSource {source_ref}: reading ConfigMap {config_map}: {error}")]
-    ReadConfigMap {
-        source_ref: CatalogRef,
-        config_map: String,
-        #[source]
-        error: kube::Error,
-    },
-    #[error(
-        "CatalogSource {source_ref}: adding it to the owners of ConfigMap {config_map}: {error}"
-    )]
-    OwnConfigMap {
-        source_ref: CatalogRef,
-        config_map: String,
-        #[source]
-        error: kube::Error,
-    },
-    #[error(
-        "CatalogSource {source_ref}: setting spec.image to {image} (olm.catalogImageTemplate): {error}"
-    )]
-    WriteImage {
-        source_ref: CatalogRef,
-        image: String,
-        #[source]
-        error: kube::Error,
-    },
-    #[error("CatalogSource {source_ref}: writing status: {error}")]
-    WriteStatus {
-        source_ref: CatalogRef,
-        #[source]
-        error: kube::Error,
-    },
-    #[error(transparent)]
-    Panicked(#[from] PanicError),
-}
-
-impl ReconcileError for Error {
-    fn metric_label(&self) -> &'static str {
-        match self {
-            Error::ReadConfigMap { .. } => "read_configmap",
-            Error::OwnConfigMap { .. } => "own_configmap",
-            Error::WriteImage { .. } => "write_image",
-            Error::WriteStatus { .. } => "write_status",
-            Error::Panicked(_) => "panic",
-        }
-    }
-}
-
-/// This controller's own context: the shared one plus what only it keeps.
-pub struct CatalogSourceContext {
-    pub shared: Arc<Context>,
-    state: CatalogSourceState,
-    kit: KitState<CatalogRef>,
-    /// Metadata of the ConfigMaps in the watched namespaces: a ConfigMap catalog is re-read
-    /// only when its resourceVersion moves, with no periodic GET.
-    config_maps: Store<PartialObjectMeta<ConfigMap>>,
-    /// The API server's version for `olm.catalogImageTemplate`, read once it is needed.
-    kube_version: tokio::sync::OnceCell<(u64, u64, u64)>,
-}
-
-/// What the controller remembers per CatalogSource between rounds (in memory only).
-#[derive(Default)]
-pub struct CatalogSourceState {
-    sources: Mutex<HashMap<CatalogRef, SourceState>>,
-}
-
-#[derive(Default)]
-struct SourceState {
-    /// The object this state is of: one deleted and created again under its name is a new
-    /// object, read from scratch.
-    uid: Option<String>,
-    client: Option<Arc<RegistryClient>>,
-    /// Image catalogs: the registry session (its auth handshake done once), while the
-    /// registry and credentials stay the same.
-    image_session: Option<(
-        String,
-        oci_client::secrets::RegistryAuth,
-        Arc<crate::oci::registry::Session>,
-    )>,
-    last_load: Option<LoadRecord>,
-}
-
-/// The last attempt to read a catalog's content.
-#[derive(Clone, Debug)]
-pub(crate) struct LoadRecord {
-    /// What was read: the address, or the ConfigMap name and resourceVersion.
-    pub origin: String,
-    pub at: Instant,
-    /// `(reason, message)` when it failed; the snapshot (if any) is then older.
-    pub failure: Option<(CatalogSourceReason, String)>,
-}
-
-impl CatalogSourceState {
-    fn with<T>(&self, source: &CatalogRef, f: impl FnOnce(&mut SourceState) -> T) -> T {
-        let mut map = self
-            .sources
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(map.entry(source.clone()).or_default())
-    }
-
-    /// The client for `address`, reusing its connection while the address stays the same.
-    fn client(
-        &self,
-        source: &CatalogRef,
-        address: &str,
-        timeout: Duration,
-    ) -> Result<Arc<RegistryClient>, String> {
-        self.with(source, |state| {
-            if let Some(client) = &state.client
-                && client.address() == address
-            {
-                return Ok(Arc::clone(client));
-            }
-            let client =
-                Arc::new(RegistryClient::new(address, timeout).map_err(|e| e.to_string())?);
-            state.client = Some(Arc::clone(&client));
-            Ok(client)
-        })
-    }
-
-    /// The registry session for an image catalog, reused while the registry and the
-    /// credentials stay the same (a new session would redo the `/v2/` handshake every poll).
-    fn image_session(
-        &self,
-        source: &CatalogRef,
-        reference: &oci_client::Reference,
-        auth: oci_client::secrets::RegistryAuth,
-        options: &crate::oci::registry::Options,
-    ) -> Arc<crate::oci::registry::Session> {
-        let registry = reference.resolve_registry().to_string();
-        self.with(source, |state| {
-            if let Some((r, a, session)) = &state.image_session
-                && *r == registry
-                && *a == auth
-            {
-                return Arc::clone(session);
-            }
-            let session = Arc::new(crate::oci::registry::Session::new(
-                reference,
-                auth.clone(),
-                options,
-            ));
-            state.image_session = Some((registry, auth, Arc::clone(&session)));
-            session
-        })
-    }
-
-    /// Records that `uid` is the object under `source`'s name; true when the state was of
-    /// an earlier object of that name and has been forgotten.
-    fn claim(&self, source: &CatalogRef, uid: Option<&str>) -> bool {
-        self.with(source, |state| {
-            let earlier = state.uid.is_some() && state.uid.as_deref() != uid;
-            if earlier {
-                *state = SourceState::default();
-            }
-            state.uid = uid.map(str::to_string);
-            earlier
-        })
-    }
-
-    pub(crate) fn last_load(&self, source: &CatalogRef) -> Option<LoadRecord> {
-        self.with(source, |state| state.last_load.clone())
-    }
-
-    pub(crate) fn record_load(&self, source: &CatalogRef, record: LoadRecord) {
-        self.with(source, |state| state.last_load = Some(record));
-    }
-
-    fn retain(&self, live: &HashSet<CatalogRef>) {
-        let mut map = self
-            .sources
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        map.retain(|source, _| live.contains(source));
-    }
-}
 
 impl Reconciler for CatalogSourceContext {
     /// As upstream says of a spec it cannot use.
@@ -295,7 +118,7 @@ async fn sync(
         load::forget_metrics(source_ref, &ctx.shared);
     }
     let round = match &source.spec.source_type {
-        SourceType::Grpc => load::sync_grpc(source, source_ref, ctx).await,
+        SourceType::Grpc => grpc::sync_grpc(source, source_ref, ctx).await,
         SourceType::Unknown(other) => load::Round {
             connection: status::Connection::InvalidSpec {
                 message: format!("unknown sourcetype: {other}"),
@@ -305,7 +128,7 @@ async fn sync(
             requeue_after: None,
         },
         SourceType::Configmap | SourceType::Internal => {
-            load::sync_config_map(source, source_ref, ctx, now).await?
+            config_map::sync_config_map(source, source_ref, ctx, now).await?
         }
     };
     let template = match source.annotations().get(template::ANNOTATION) {

@@ -57,35 +57,8 @@ pub fn validate(schema: &Value, value: &Value, path: &str, problems: &mut Vec<St
     if !schema.is_object() || problems.len() >= 10 {
         return;
     }
-    if value.is_null() {
-        if schema["nullable"].as_bool() != Some(true) && schema.get("type").is_some() {
-            problems.push(format!("{path}: null is not allowed"));
-        }
+    if !check_type(schema, value, path, problems) {
         return;
-    }
-    if schema["x-kubernetes-int-or-string"].as_bool() == Some(true) {
-        if !(value.is_i64() || value.is_u64() || value.is_string()) {
-            problems.push(format!("{path}: must be an integer or a string"));
-        }
-        return;
-    }
-    if let Some(t) = schema["type"].as_str() {
-        let fits = match t {
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            "string" => value.is_string(),
-            "integer" => value.is_i64() || value.is_u64(),
-            "number" => value.is_number(),
-            "boolean" => value.is_boolean(),
-            _ => true,
-        };
-        if !fits {
-            problems.push(format!(
-                "{path}: expected {t}, found {}",
-                crate::catalog::model::fbc::json_kind(value)
-            ));
-            return;
-        }
     }
     if let Some(allowed) = schema["enum"].as_array()
         && !allowed.contains(value)
@@ -95,6 +68,53 @@ pub fn validate(schema: &Value, value: &Value, path: &str, problems: &mut Vec<St
             Value::Array(allowed.clone())
         ));
     }
+    check_bounds(schema, value, path, problems);
+    if let Some(map) = value.as_object() {
+        validate_object(schema, map, path, problems);
+    }
+    if let Some(items) = value.as_array() {
+        validate_items(schema, items, path, problems);
+    }
+}
+
+/// Null, int-or-string and `type`; false when the value is not checked further (it is
+/// null, int-or-string, or of the wrong type).
+fn check_type(schema: &Value, value: &Value, path: &str, problems: &mut Vec<String>) -> bool {
+    if value.is_null() {
+        if schema["nullable"].as_bool() != Some(true) && schema.get("type").is_some() {
+            problems.push(format!("{path}: null is not allowed"));
+        }
+        return false;
+    }
+    if schema["x-kubernetes-int-or-string"].as_bool() == Some(true) {
+        if !(value.is_i64() || value.is_u64() || value.is_string()) {
+            problems.push(format!("{path}: must be an integer or a string"));
+        }
+        return false;
+    }
+    let Some(t) = schema["type"].as_str() else {
+        return true;
+    };
+    let fits = match t {
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        "boolean" => value.is_boolean(),
+        _ => true,
+    };
+    if !fits {
+        problems.push(format!(
+            "{path}: expected {t}, found {}",
+            crate::catalog::model::fbc::json_kind(value)
+        ));
+    }
+    fits
+}
+
+/// A number's minimum and maximum, a string's length.
+fn check_bounds(schema: &Value, value: &Value, path: &str, problems: &mut Vec<String>) {
     if let Some(n) = value.as_f64() {
         if schema["minimum"].as_f64().is_some_and(|m| n < m) {
             problems.push(format!(
@@ -118,54 +138,64 @@ pub fn validate(schema: &Value, value: &Value, path: &str, problems: &mut Vec<St
             problems.push(format!("{path}: longer than {}", schema["maxLength"]));
         }
     }
-    if let Some(map) = value.as_object() {
-        for required in schema["required"].as_array().into_iter().flatten() {
-            if let Some(key) = required.as_str()
-                && !map.contains_key(key)
-            {
-                problems.push(format!("{path}.{key}: required"));
-            }
+}
+
+/// An object's required fields, then each field against its property's schema (or
+/// `additionalProperties`).
+fn validate_object(
+    schema: &Value,
+    map: &serde_json::Map<String, Value>,
+    path: &str,
+    problems: &mut Vec<String>,
+) {
+    for required in schema["required"].as_array().into_iter().flatten() {
+        if let Some(key) = required.as_str()
+            && !map.contains_key(key)
+        {
+            problems.push(format!("{path}.{key}: required"));
         }
-        let properties = schema["properties"].as_object();
-        // The top level's apiVersion, kind and metadata are the API server's business.
-        let top = path.is_empty() || path == "<root>";
-        for (key, child) in map {
-            if top && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
-                continue;
-            }
-            let child_path = format!("{path}.{key}");
-            match properties.and_then(|p| p.get(key)) {
-                Some(child_schema) => validate(child_schema, child, &child_path, problems),
-                None => {
-                    if let Some(extra) = schema.get("additionalProperties") {
-                        if extra.is_object() {
-                            validate(extra, child, &child_path, problems);
-                        } else if extra == &Value::Bool(false) {
-                            problems.push(format!("{child_path}: not allowed"));
-                        }
+    }
+    let properties = schema["properties"].as_object();
+    // The top level's apiVersion, kind and metadata are the API server's business.
+    let top = path.is_empty() || path == "<root>";
+    for (key, child) in map {
+        if top && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+            continue;
+        }
+        let child_path = format!("{path}.{key}");
+        match properties.and_then(|p| p.get(key)) {
+            Some(child_schema) => validate(child_schema, child, &child_path, problems),
+            None => {
+                if let Some(extra) = schema.get("additionalProperties") {
+                    if extra.is_object() {
+                        validate(extra, child, &child_path, problems);
+                    } else if extra == &Value::Bool(false) {
+                        problems.push(format!("{child_path}: not allowed"));
                     }
-                    // Other unknown fields are pruned by the API server, not refused.
                 }
+                // Other unknown fields are pruned by the API server, not refused.
             }
         }
     }
-    if let Some(items) = value.as_array() {
-        if schema["minItems"]
-            .as_u64()
-            .is_some_and(|m| (items.len() as u64) < m)
-        {
-            problems.push(format!("{path}: fewer than {} items", schema["minItems"]));
-        }
-        if schema["maxItems"]
-            .as_u64()
-            .is_some_and(|m| (items.len() as u64) > m)
-        {
-            problems.push(format!("{path}: more than {} items", schema["maxItems"]));
-        }
-        if schema["items"].is_object() {
-            for (i, item) in items.iter().enumerate() {
-                validate(&schema["items"], item, &format!("{path}[{i}]"), problems);
-            }
+}
+
+/// An array's length bounds, then each item against `items`.
+fn validate_items(schema: &Value, items: &[Value], path: &str, problems: &mut Vec<String>) {
+    if schema["minItems"]
+        .as_u64()
+        .is_some_and(|m| (items.len() as u64) < m)
+    {
+        problems.push(format!("{path}: fewer than {} items", schema["minItems"]));
+    }
+    if schema["maxItems"]
+        .as_u64()
+        .is_some_and(|m| (items.len() as u64) > m)
+    {
+        problems.push(format!("{path}: more than {} items", schema["maxItems"]));
+    }
+    if schema["items"].is_object() {
+        for (i, item) in items.iter().enumerate() {
+            validate(&schema["items"], item, &format!("{path}[{i}]"), problems);
         }
     }
 }

@@ -18,7 +18,7 @@ use k8s_openapi::api::coordination::v1::LeaseSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 
-use super::LeaseConfig;
+use super::config::LeaseConfig;
 
 /// A Lease's spec as last read, and when this process first saw it as it is now.
 #[derive(Clone, Debug, PartialEq)]

@@ -17,7 +17,10 @@
 //! minus renew deadline, 3.3 s with the defaults) covers requests that are in flight, not
 //! ones delayed for longer.
 
+mod config;
 pub mod decide;
+
+pub use config::LeaseConfig;
 
 use std::time::{Duration, Instant};
 
@@ -29,26 +32,6 @@ use kube::api::PostParams;
 use tokio::sync::watch;
 
 use decide::{Claim, Decision, Observation, StepDown, claimed_spec, observe, released_spec};
-
-#[derive(Clone, Debug)]
-pub struct LeaseConfig {
-    pub namespace: String,
-    pub name: String,
-    /// Who we are in `holderIdentity`; must differ between replicas.
-    pub identity: String,
-    pub lease_duration: Duration,
-    pub renew_interval: Duration,
-    /// How often a standby looks at the lease.
-    pub retry_interval: Duration,
-}
-
-impl LeaseConfig {
-    /// How long a leader keeps acting without a successful renewal. Shorter than the lease
-    /// duration, so that it stops before anyone else may start.
-    pub fn renew_deadline(&self) -> Duration {
-        self.lease_duration * 2 / 3
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {
