@@ -12,6 +12,7 @@ pub use olm_catalog::{catalog, parallel, resolver};
 pub mod allocator;
 pub mod api;
 pub mod cli;
+pub mod cluster;
 pub mod controllers;
 pub mod memory;
 pub mod oci;

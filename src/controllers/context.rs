@@ -17,8 +17,7 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::{mpsc, watch};
 
-use super::informers::{ClusterInformers, Informers};
-use super::kit::guard::Panicked;
+use crate::cluster::informers::Informers;
 use crate::controllers::metrics::Metrics;
 use crate::snapshots::CatalogSnapshots;
 
@@ -87,28 +86,25 @@ pub struct Context {
 }
 
 impl Context {
+    /// The context of `client`, reading through `informers` (built by the caller, which
+    /// starts nothing). The returned future publishes the Events, in order: the caller
+    /// spawns it.
     pub fn new(
         client: Client,
+        informers: Arc<Informers>,
         instance: String,
         metrics: Arc<Metrics>,
         snapshots: Arc<CatalogSnapshots>,
         settings: Settings,
         leading: watch::Receiver<bool>,
-    ) -> Self {
+    ) -> (Self, impl std::future::Future<Output = ()> + Send + 'static) {
         let reporter = Reporter {
             controller: "olm".into(),
             instance: Some(instance),
         };
         let recorder = Recorder::new(client.clone(), reporter);
         let (events, queue) = mpsc::unbounded_channel();
-        tokio::spawn(publish_events(recorder, queue));
-        let cluster = Arc::new(ClusterInformers::new(&client));
-        let informers = Arc::new(Informers::new(
-            &client,
-            settings.watch_namespace.as_deref(),
-            cluster,
-        ));
-        Context {
+        let context = Context {
             events,
             informers,
             client,
@@ -116,18 +112,13 @@ impl Context {
             snapshots,
             settings,
             leading,
-        }
+        };
+        (context, publish_events(recorder, queue))
     }
 
     /// The same process-wide parts (one Recorder, metrics, snapshots, leadership) for
     /// controllers scoped to another namespace.
-    pub fn scoped_to(&self, namespace: Option<String>) -> Context {
-        let informers = Arc::new(Informers::new(
-            &self.client,
-            namespace.as_deref(),
-            Arc::clone(&self.informers.cluster),
-        ));
-        self.informers.cluster.add_scope(&informers);
+    pub fn scoped_to(&self, namespace: Option<String>, informers: Arc<Informers>) -> Context {
         Context {
             informers,
             client: self.client.clone(),
@@ -199,37 +190,6 @@ async fn publish_events(
     while let Some((event, regarding)) = queue.recv().await {
         if let Err(error) = recorder.publish(&event, &regarding).await {
             tracing::warn!(%error, reason = event.reason, object = ?regarding.name, "could not record an event");
-        }
-    }
-}
-
-impl Context {
-    /// What every controller does with a caught panic: count it, log it with its backtrace,
-    /// and (when there is an object to hang it on) publish a Warning Event on the object.
-    pub fn report_panic(
-        &self,
-        controller: &'static str,
-        object: &str,
-        regarding: Option<&ObjectReference>,
-        panic: &Panicked,
-    ) {
-        self.metrics.reconcile_panicked(controller);
-        tracing::error!(
-            controller,
-            object,
-            %panic,
-            backtrace = %panic.backtrace,
-            "reconcile panicked; other objects are unaffected"
-        );
-        if let Some(regarding) = regarding {
-            let kind = regarding.kind.as_deref().unwrap_or("object");
-            self.event(
-                regarding,
-                EventType::Warning,
-                "Panicked",
-                "Sync",
-                format!("reconcile {panic}; other {kind}s are unaffected"),
-            );
         }
     }
 }

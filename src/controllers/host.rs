@@ -19,29 +19,12 @@ use tokio::sync::watch;
 use tokio::task::{Id, JoinSet};
 
 use crate::controllers::context::Context;
+use crate::controllers::kit::Shutdown;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     EveryReplica,
     Leader,
-}
-
-/// Resolves when the process is asked to stop (SIGTERM/SIGINT).
-#[derive(Clone)]
-pub struct Shutdown(watch::Receiver<bool>);
-
-impl Shutdown {
-    pub fn new(stop: watch::Receiver<bool>) -> Self {
-        Shutdown(stop)
-    }
-
-    pub fn requested(self) -> impl Future<Output = ()> + Send + Sync + 'static {
-        let mut stop = self.0;
-        async move {
-            // A dropped sender means the process is going away: stop too.
-            let _ = stop.wait_for(|stop| *stop).await;
-        }
-    }
 }
 
 type Start = Box<dyn FnOnce(Arc<Context>, Shutdown) -> BoxFuture<'static, ()> + Send>;

@@ -8,17 +8,13 @@ pub mod catalogsource;
 pub mod context;
 pub mod csv;
 pub mod host;
-pub mod informers;
 pub mod installplan;
 pub mod kit;
 pub mod metrics;
 pub mod operator;
 pub mod operatorcondition;
 pub mod operatorgroup;
-pub mod ownership;
 pub mod plan;
-pub mod pull_secrets;
-pub mod scoped;
 pub mod subscription;
 
 use crate::controllers::host::{Controller, Role};

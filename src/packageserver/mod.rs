@@ -31,7 +31,7 @@ use futures::StreamExt;
 use tokio::sync::watch;
 
 use crate::api::CatalogSource;
-use crate::controllers::informers::Informers;
+use crate::cluster::informers::Informers;
 use crate::resolver::input::CatalogRef;
 use crate::snapshots::CatalogSnapshots;
 use manifest::CatalogInfo;

@@ -9,8 +9,8 @@
 pub mod admin;
 pub mod leader;
 pub mod secure_admin;
-pub mod warnings;
 
+use crate::cluster::informers::{ClusterInformers, Informers};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,14 +66,20 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
     let election = Election::start(config.leader_election.clone(), &client, &leading_tx);
     tokio::spawn(report_leadership(Arc::clone(&metrics), leading_rx.clone()));
 
-    let ctx = Arc::new(Context::new(
+    let cluster = Arc::new(ClusterInformers::new(&client));
+    let scope = config.settings.watch_namespace.as_deref();
+    let informers = Arc::new(Informers::new(&client, scope, cluster));
+    let (ctx, events) = Context::new(
         client,
+        informers,
         config.identity.clone(),
         metrics,
         snapshots,
         config.settings.clone(),
         leading_rx.clone(),
-    ));
+    );
+    tokio::spawn(events);
+    let ctx = Arc::new(ctx);
     let scoped = scoped_contexts(&ctx, &config.watch_namespaces);
     // Every replica serves packagemanifests from its snapshots; no leadership needed.
     let packages = config
@@ -101,7 +107,7 @@ async fn connect() -> anyhow::Result<Client> {
     kube::Config::infer()
         .await
         .map_err(anyhow::Error::from)
-        .and_then(|config| Ok(warnings::client(config)?))
+        .and_then(|config| Ok(crate::cluster::warnings::client(config)?))
         .context("connecting to the API server (KUBECONFIG or in-cluster config)")
 }
 
@@ -200,7 +206,12 @@ fn scoped_contexts(ctx: &Context, watch_namespaces: &[String]) -> Vec<Arc<Contex
     };
     scopes
         .into_iter()
-        .map(|scope| Arc::new(ctx.scoped_to(scope)))
+        .map(|scope| {
+            let cluster = Arc::clone(&ctx.informers.cluster);
+            let informers = Arc::new(Informers::new(&ctx.client, scope.as_deref(), cluster));
+            ctx.informers.cluster.add_scope(&informers);
+            Arc::new(ctx.scoped_to(scope, informers))
+        })
         .collect()
 }
 

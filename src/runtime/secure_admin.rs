@@ -52,7 +52,7 @@ struct Secure {
 impl Secure {
     /// The user `token` belongs to; None when the API server does not vouch for it.
     async fn authenticate(&self, token: &str) -> Result<Option<User>, kube::Error> {
-        let key = crate::controllers::ownership::fnv64(&[token.as_bytes()]);
+        let key = crate::cluster::ownership::fnv64(&[token.as_bytes()]);
         if let Some((user, at)) = self.cached(key)
             && at.elapsed() < TOKEN_TTL
         {

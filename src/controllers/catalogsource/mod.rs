@@ -32,7 +32,7 @@ use super::context::Context;
 use super::kit::guard::Panicked;
 use super::kit::{self, KitState, Reconciler, apply_status};
 use crate::api::{CatalogSource, CatalogSourceReason, CatalogSourceStatus, SourceType};
-use crate::controllers::host::Shutdown;
+use crate::controllers::kit::Shutdown;
 use crate::resolver::input::CatalogRef;
 use context::{CatalogSourceContext, CatalogSourceState, Error};
 use status::{Observation, announcements, desired_status, owned_fields, panicked_status};

@@ -8,8 +8,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::ClusterServiceVersion;
+use crate::cluster::ownership::owner_selector;
 use crate::controllers::kit::ObjectKey;
-use crate::controllers::ownership::owner_selector;
 
 use super::context::{Error, FIELD_MANAGER, FINALIZER, Round, csv_api};
 use super::install::dynamic_api;

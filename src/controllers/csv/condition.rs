@@ -11,7 +11,7 @@ use serde_json::json;
 use super::owned::Owner;
 use super::owned::Planned;
 use crate::api::StrategyDetailsDeployment;
-use crate::controllers::ownership::MANAGED_LABEL;
+use crate::cluster::ownership::MANAGED_LABEL;
 
 /// The OperatorCondition, Role and RoleBinding for `strategy`.
 pub fn plan(owner: &Owner, strategy: &StrategyDetailsDeployment) -> Vec<Planned> {

@@ -77,7 +77,7 @@ pub struct CsvContext {
     /// hold, and the Roles it spreads to its targets.
     pub(super) rbac: RbacStores,
     /// Clients acting as a scoped OperatorGroup's service account (the whole install).
-    pub(super) scoped: crate::controllers::scoped::ScopedClients,
+    pub(super) scoped: crate::cluster::scoped::ScopedClients,
     /// CSVs to look at again because a related one (replaced or replacing) moved.
     pub(super) related: mpsc::UnboundedSender<ObjectRef<DeserializeGuard<ClusterServiceVersion>>>,
     /// Source CSVs whose copies the copier looks at (after each round of a group member).

@@ -29,7 +29,7 @@ use super::names::CsvNames;
 use super::phase::GroupState;
 use crate::api::{ClusterServiceVersion, OperatorGroup};
 use crate::controllers::context::Context;
-use crate::controllers::host::Shutdown;
+use crate::controllers::kit::Shutdown;
 use crate::controllers::kit::{self, KitState, ObjectKey, Reconciler};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 

@@ -3,14 +3,13 @@
 //! clusters down): an empty `spec.install` and no icon, only the phase/reason/message of the status,
 //! and an `olm.copiedHash` annotation so a copy is written only when its source changes.
 
+use super::names::{COPIED_HASH_ANNOTATION, Entry};
 use serde_json::{Value, json};
 
 use crate::api::{
     COPIED_FROM_LABEL, ClusterServiceVersion, CsvPhase, CsvReason, NamedInstallStrategy,
 };
-use crate::controllers::ownership::hash_json;
-
-pub const COPIED_HASH_ANNOTATION: &str = "olm.copiedHash";
+use crate::cluster::ownership::hash_json;
 
 /// Whether copies follow this phase. The passage through Pending, InstallReady and
 /// Installing is not copied: it would cost two writes per target namespace per phase.
@@ -102,11 +101,7 @@ pub enum Existing {
 
 /// Judges `existing` (what is known of the CSV of the copy's name in a target namespace)
 /// against the copy of the source in `source_namespace` whose hash is `hash`.
-pub fn existing_copy(
-    existing: Option<&super::names::Entry>,
-    source_namespace: &str,
-    hash: &str,
-) -> Existing {
+pub fn existing_copy(existing: Option<&Entry>, source_namespace: &str, hash: &str) -> Existing {
     let Some(entry) = existing else {
         return Existing::Stale;
     };
@@ -120,42 +115,14 @@ pub fn existing_copy(
     }
 }
 
-/// Whether a writer other than `ours` changed the copy's status after (or in the same second
-/// as) our last status write, by the copy's managed fields: upstream sets such a status
-/// back. Once our write is the newest the copy is judged clean, so a writer that keeps
-/// fields of its own costs one no-op write, not a loop.
-pub fn status_drifted(
-    managed: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry],
-    ours: &str,
-) -> bool {
-    let on_status = |e: &&k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry| {
-        e.subresource.as_deref() == Some("status")
-    };
-    let our_time = managed
-        .iter()
-        .filter(on_status)
-        .filter(|e| e.manager.as_deref() == Some(ours))
-        .filter_map(|e| e.time.as_ref().map(|t| t.0))
-        .max();
-    managed
-        .iter()
-        .filter(on_status)
-        .filter(|e| e.manager.as_deref() != Some(ours))
-        .any(|e| match (&e.time, our_time) {
-            (Some(theirs), Some(our_time)) => theirs.0 >= our_time,
-            (_, None) => true,
-            (None, Some(_)) => false,
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::{ClusterServiceVersionStatus, Icon, StrategyDetailsDeployment};
+    use crate::controllers::csv::names::status_drifted;
 
     #[test]
     fn a_copy_is_written_only_over_nothing_or_its_own_older_self() {
-        use super::super::names::Entry;
         let copy = |source: Option<&str>, hash: Option<&str>, drifted: bool| Entry {
             copied_from: source.map(Into::into),
             hash: hash.map(Into::into),

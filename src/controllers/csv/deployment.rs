@@ -8,8 +8,8 @@ use super::mount::{Mount, mount, object};
 use super::owned::Owner;
 use super::phase::Health;
 use crate::api::{StrategyDeploymentSpec, SubscriptionConfig};
+use crate::cluster::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL, hash_json};
 use crate::controllers::kit::ConditionStatus;
-use crate::controllers::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL, hash_json};
 
 /// The apps/v1 Deployment to apply for `strategy`, or why its spec is unusable.
 pub fn build(

@@ -13,7 +13,7 @@ use crate::api::{
     ClusterServiceVersion, CsvPhase, OPERATOR_LABEL_PREFIX, OperatorGroup, SubscriptionConfig,
     check_install_modes,
 };
-use crate::controllers::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL};
+use crate::cluster::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL};
 
 use super::context::{Error, Round, now};
 use super::found::gather_requirements;
@@ -112,7 +112,7 @@ pub(super) async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
         shortfall,
         scoped_account: group
             .as_ref()
-            .and_then(crate::controllers::scoped::service_account)
+            .and_then(crate::cluster::scoped::service_account)
             .map(str::to_string),
         spread,
     })

@@ -9,7 +9,7 @@ use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::ClusterServiceVersion;
-use crate::controllers::informers::Change;
+use crate::cluster::informers::Change;
 
 pub type Guarded = DeserializeGuard<ClusterServiceVersion>;
 pub type CsvRef = ObjectRef<Guarded>;

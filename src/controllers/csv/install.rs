@@ -12,7 +12,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch
 use serde_json::{Value, json};
 
 use crate::api::ClusterServiceVersion;
-use crate::controllers::ownership::owner_selector;
+use crate::cluster::ownership::owner_selector;
 
 use super::context::{FIELD_MANAGER, Round};
 use super::install_error::InstallError;
@@ -243,7 +243,7 @@ pub(super) fn adopted_grant(
 ) -> bool {
     let labels = meta.labels.as_ref();
     let has = |key: &str| labels.is_some_and(|l| l.contains_key(key));
-    has(crate::controllers::ownership::PERMISSIONS_HASH_LABEL)
+    has(crate::cluster::ownership::PERMISSIONS_HASH_LABEL)
         && !has(crate::api::COPIED_FROM_LABEL)
         && !has(rbac::LIFTED_LABEL)
 }
@@ -283,7 +283,7 @@ mod tests {
                 ),
                 ..Default::default()
             };
-        let hash = (crate::controllers::ownership::PERMISSIONS_HASH_LABEL, "h");
+        let hash = (crate::cluster::ownership::PERMISSIONS_HASH_LABEL, "h");
         // The account's grant, made by this controller before plans made RBAC: adopted.
         assert!(adopted_grant(&meta(&[hash])));
         // Its copies and lifts, and the serving certificate's RBAC (no hash): this

@@ -1,7 +1,7 @@
 //! Why an install did not go through, as the CSV's Failed status says it: the API server's
 //! message, naming the object.
 
-use crate::controllers::scoped::ScopedError;
+use crate::cluster::scoped::ScopedError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {

@@ -46,7 +46,7 @@ use tokio::sync::{OnceCell, mpsc};
 use super::context::Context;
 use super::kit::{self, KitState, ObjectKey, Reconciler};
 use crate::api::{ClusterServiceVersion, CsvPhase};
-use crate::controllers::host::Shutdown;
+use crate::controllers::kit::Shutdown;
 use cleanup::{cleanup, delete_replaced, ensure_finalizer};
 use context::CsvRef;
 use context::{CsvContext, Error, Round, key, now};
@@ -238,7 +238,7 @@ fn start(
         crd_states: std::sync::Mutex::default(),
         server_version: OnceCell::new(),
         rbac,
-        scoped: crate::controllers::scoped::ScopedClients::default(),
+        scoped: crate::cluster::scoped::ScopedClients::default(),
         related: related_tx,
         copy_requests: copy_tx,
     });

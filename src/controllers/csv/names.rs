@@ -13,7 +13,6 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use tokio::sync::watch;
 
-use super::copies::{COPIED_HASH_ANNOTATION, status_drifted};
 use crate::api::{COPIED_FROM_LABEL, ClusterServiceVersion};
 
 /// What the metadata watch of CSVs delivers.
@@ -217,6 +216,36 @@ fn names_another_operator_namespace(meta: &ObjectMeta, source: &str) -> bool {
         .as_ref()
         .and_then(|a| a.get("olm.operatorNamespace"))
         .is_some_and(|named| named != source)
+}
+
+pub const COPIED_HASH_ANNOTATION: &str = "olm.copiedHash";
+
+/// Whether a writer other than `ours` changed the copy's status after (or in the same second
+/// as) our last status write, by the copy's managed fields: upstream sets such a status
+/// back. Once our write is the newest the copy is judged clean, so a writer that keeps
+/// fields of its own costs one no-op write, not a loop.
+pub fn status_drifted(
+    managed: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry],
+    ours: &str,
+) -> bool {
+    let on_status = |e: &&k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry| {
+        e.subresource.as_deref() == Some("status")
+    };
+    let our_time = managed
+        .iter()
+        .filter(on_status)
+        .filter(|e| e.manager.as_deref() == Some(ours))
+        .filter_map(|e| e.time.as_ref().map(|t| t.0))
+        .max();
+    managed
+        .iter()
+        .filter(on_status)
+        .filter(|e| e.manager.as_deref() != Some(ours))
+        .any(|e| match (&e.time, our_time) {
+            (Some(theirs), Some(our_time)) => theirs.0 >= our_time,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        })
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::context::CsvContext;
 use crate::api::ClusterServiceVersion;
-use crate::controllers::informers::Change;
-use crate::controllers::ownership::{OWNER_LABEL, OWNER_NAMESPACE_LABEL};
+use crate::cluster::informers::Change;
+use crate::cluster::ownership::{OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 
 /// Runs until the watch ends (the controller aborts it on shutdown).
 pub(super) async fn prune_api_services(ctx: Arc<CsvContext>) {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::controllers::ownership::owner_labels;
+use crate::cluster::ownership::owner_labels;
 
 /// What every Deployment of one CSV shares.
 #[derive(Clone, Debug, Default)]

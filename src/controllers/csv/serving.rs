@@ -19,7 +19,7 @@ use super::owned::Owner;
 use super::owned::Planned;
 use super::webhooks::{self, DESCRIPTION_HASH_LABEL};
 use crate::api::{ClusterServiceVersion, OperatorGroup};
-use crate::controllers::ownership::{operator_group_namespace_label, owner_selector};
+use crate::cluster::ownership::{operator_group_namespace_label, owner_selector};
 
 /// One Deployment that serves webhooks, and its certificate this round.
 #[derive(Clone, Debug)]
@@ -148,7 +148,7 @@ fn namespace_selector(group: &OperatorGroup) -> Option<Value> {
         .spec
         .selector
         .as_ref()
-        .filter(|s| !crate::controllers::ownership::selector_is_empty(s))
+        .filter(|s| !crate::cluster::ownership::selector_is_empty(s))
         .map(|s| json!(s))
 }
 
@@ -223,7 +223,7 @@ async fn api_service_conflict(
     csv: &ClusterServiceVersion,
     namespace: &str,
 ) -> Result<Option<String>, kube::Error> {
-    use crate::controllers::ownership::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
+    use crate::cluster::ownership::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
     let api_services: Api<APIService> = Api::all(client.clone());
     let name = csv.metadata.name.as_deref().unwrap_or_default();
     for description in webhooks::owned_api_services(csv) {

@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::runtime::controller::Controller;
 
 use crate::api::{ClusterServiceVersion, CsvPhase, OperatorCondition, OperatorGroup, Subscription};
+use crate::cluster::ownership::{OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 use crate::controllers::context::Context;
-use crate::controllers::ownership::{OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 
 use super::context::{CsvContext, CsvRef};
 use super::index::Guarded;
@@ -167,7 +167,7 @@ fn conditions(
 /// plan's steps, its copies) wakes that CSV; a grant made otherwise is seen by the
 /// unmet-requirements backstop.
 pub(super) fn rbac_watch(
-    informers: &crate::controllers::informers::RbacInformers,
+    informers: &crate::cluster::informers::RbacInformers,
 ) -> (
     RbacStores,
     impl futures::Stream<Item = ObjectRef<DeserializeGuard<ClusterServiceVersion>>> + Send + 'static,

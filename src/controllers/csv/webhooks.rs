@@ -21,7 +21,7 @@ use crate::api::{
     ApiServiceDescription, ClusterServiceVersion, InstallModeType, WebhookAdmissionType,
     WebhookDescription,
 };
-use crate::controllers::ownership::{hash_json, name_with_hash, short_hash};
+use crate::cluster::ownership::{hash_json, name_with_hash, short_hash};
 
 pub const GENERATE_NAME_LABEL: &str = "olm.webhook-description-generate-name";
 pub const DESCRIPTION_HASH_LABEL: &str = "olm.webhook-description-hash";
@@ -201,7 +201,7 @@ pub fn unshare(
     namespace: &str,
     labels_of: impl Fn(&str, Option<&str>, &str) -> Option<BTreeMap<String, String>>,
 ) {
-    use crate::controllers::ownership::OWNER_NAMESPACE_LABEL;
+    use crate::cluster::ownership::OWNER_NAMESPACE_LABEL;
     for object in planned.iter_mut() {
         let suffix = match (object.kind, object.namespace.as_deref()) {
             ("ClusterRoleBinding", None) if object.name.ends_with(AUTH_DELEGATOR_SUFFIX) => {

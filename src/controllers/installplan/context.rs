@@ -15,11 +15,11 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
 use crate::api::{InstallPlan, InstallPlanReason as Reason, InstallPlanStatus, Step};
+use crate::cluster::scoped;
 use crate::controllers::context::Context;
 use crate::controllers::kit::PanicError;
 use crate::controllers::kit::{self, KitState, ObjectKey, ReconcileError, apply_status};
 use crate::controllers::plan::{self};
-use crate::controllers::scoped;
 
 pub const CONTROLLER: &str = "installplan";
 /// Server-side apply field manager of everything this controller writes (a plan's status

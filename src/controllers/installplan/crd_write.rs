@@ -210,7 +210,7 @@ pub fn content_digest(desired: &Value) -> u64 {
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
     let text = serde_json::to_string(&(&desired["spec"], own_annotations)).unwrap_or_default();
-    crate::controllers::ownership::fnv64(&[text.as_bytes()])
+    crate::cluster::ownership::fnv64(&[text.as_bytes()])
 }
 
 fn entries(map: &Value) -> impl Iterator<Item = (&String, &Value)> {

@@ -19,9 +19,9 @@ use crate::api::{
     InstallPlan, InstallPlanConditionType as Type, InstallPlanPhase, InstallPlanReason as Reason,
     InstallPlanStatus, OperatorGroup, StepStatus,
 };
+use crate::cluster::scoped;
 use crate::controllers::kit::{Cond, ConditionStatus};
 use crate::controllers::plan::{self, steps::KIND_CRD};
-use crate::controllers::scoped;
 
 pub async fn execute(
     plan: &InstallPlan,
@@ -146,7 +146,7 @@ async fn run_steps(
             _ => &ctx.shared.client,
         };
         let run = step::run(&step, &namespace, client, &mut csv_uids, ctx);
-        let (result, warnings) = crate::runtime::warnings::collect(run).await;
+        let (result, warnings) = crate::cluster::warnings::collect(run).await;
         if !warnings.is_empty() {
             warned(plan, i, &step, &warnings, ctx);
         }

@@ -51,12 +51,12 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::context::Context;
 use super::kit::{self, KitState, ObjectKey, Reconciler};
-use super::scoped;
 use crate::api::{
     InstallPlan, InstallPlanPhase, InstallPlanReason as Reason, InstallPlanStatus, OperatorGroup,
     StepStatus,
 };
-use crate::controllers::host::Shutdown;
+use crate::cluster::scoped;
+use crate::controllers::kit::Shutdown;
 use crate::controllers::plan::steps::KIND_CRD;
 
 impl Reconciler for InstallPlanContext {

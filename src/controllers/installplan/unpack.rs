@@ -86,7 +86,7 @@ pub async fn pull_lookup(
         })?
         .map(|source| source.spec.secrets)
         .unwrap_or_default();
-    let auth = crate::controllers::pull_secrets::registry_auth(
+    let auth = crate::cluster::pull_secrets::registry_auth(
         &ctx.client,
         catalog_namespace,
         &secrets,

@@ -6,6 +6,9 @@
 //! the polling thread, so the caller can report it on the object (condition, Event, metric,
 //! log) while every other object keeps reconciling.
 
+use crate::controllers::context::Context as Shared;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::EventType;
 use std::backtrace::Backtrace;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -100,6 +103,35 @@ impl<F: Future> Future for Guarded<F> {
                 })))
             }
         }
+    }
+}
+
+/// What every controller does with a caught panic: count it, log it with its backtrace,
+/// and (when there is an object to hang it on) publish a Warning Event on the object.
+pub fn report_panic(
+    ctx: &Shared,
+    controller: &'static str,
+    object: &str,
+    regarding: Option<&ObjectReference>,
+    panic: &Panicked,
+) {
+    ctx.metrics.reconcile_panicked(controller);
+    tracing::error!(
+        controller,
+        object,
+        %panic,
+        backtrace = %panic.backtrace,
+        "reconcile panicked; other objects are unaffected"
+    );
+    if let Some(regarding) = regarding {
+        let kind = regarding.kind.as_deref().unwrap_or("object");
+        ctx.event(
+            regarding,
+            EventType::Warning,
+            "Panicked",
+            "Sync",
+            format!("reconcile {panic}; other {kind}s are unaffected"),
+        );
     }
 }
 

@@ -13,19 +13,16 @@ pub mod cache_ready;
 pub mod conditions;
 pub mod guard;
 pub mod own_writes;
+mod reconciler;
+mod shutdown;
 pub mod status;
 
-use std::collections::HashMap;
-use std::fmt::{Debug, Display};
-use std::future::Future;
-use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::Api;
@@ -33,181 +30,20 @@ use kube::core::DeserializeGuard;
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use serde::de::DeserializeOwned;
 
 use super::context::Context;
-use super::host::Shutdown;
-use backoff::Backoff;
-use guard::{Panicked, catch_panic};
-use own_writes::OwnWrites;
+use guard::catch_panic;
 
 pub use conditions::{Cond, ConditionStatus};
+pub use reconciler::{KitState, ObjectKey, PanicError, ReconcileError, Reconciler};
+pub use shutdown::Shutdown;
 pub use status::apply_status;
 
+/// The reconcile function of every controller.
 /// How soon a round that found its cache behind its own write looks again (the write's
 /// watch event usually brings a round sooner).
 const CACHE_BEHIND_RECHECK: Duration = Duration::from_secs(1);
 
-/// `namespace/name` of an object: the key of backoffs, own writes and logs.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectKey {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ObjectKey {
-    pub fn of(meta: &ObjectMeta) -> Self {
-        ObjectKey {
-            namespace: meta.namespace.clone().unwrap_or_default(),
-            name: meta.name.clone().unwrap_or_default(),
-        }
-    }
-}
-
-impl Display for ObjectKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-/// A reconcile that panicked, as every controller's error type carries it.
-#[derive(Debug, thiserror::Error)]
-#[error("{kind} {key}: reconcile {panic}")]
-pub struct PanicError {
-    pub kind: String,
-    pub key: String,
-    pub panic: String,
-}
-
-/// What a controller's error type tells the kit (and a caught panic becomes one of it).
-pub trait ReconcileError: std::error::Error + From<PanicError> + Send + Sync + 'static {
-    /// The `error` label of the reconcile-failure counter.
-    fn metric_label(&self) -> &'static str;
-}
-
-/// An object's uid and generation: one version of it, as far as its spec goes.
-type SeenVersion = (Option<String>, Option<i64>);
-
-/// The per-controller state the kit keeps: backoff per key, own writes per object, and the
-/// unreadable objects already reported (by uid and generation, so that the status write of
-/// the report does not bring another report).
-pub struct KitState<Key> {
-    pub backoff: Backoff<Key>,
-    pub own_writes: OwnWrites<ObjectKey>,
-    reported_invalid: std::sync::Mutex<HashMap<ObjectKey, SeenVersion>>,
-}
-
-impl<Key: Eq + Hash + Clone> Default for KitState<Key> {
-    fn default() -> Self {
-        KitState {
-            backoff: Backoff::default(),
-            own_writes: OwnWrites::default(),
-            reported_invalid: std::sync::Mutex::default(),
-        }
-    }
-}
-
-impl<Key> KitState<Key> {
-    /// Whether this version of an unreadable object is new to the controller.
-    fn first_report(&self, meta: &ObjectMeta) -> bool {
-        let seen = (meta.uid.clone(), meta.generation);
-        let mut reported = self
-            .reported_invalid
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        reported.insert(ObjectKey::of(meta), seen.clone()) != Some(seen)
-    }
-
-    /// The object reads again: a later unreadable version is reported afresh.
-    fn readable(&self, meta: &ObjectMeta) {
-        let mut reported = self
-            .reported_invalid
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !reported.is_empty() {
-            reported.remove(&ObjectKey::of(meta));
-        }
-    }
-}
-
-/// The accessors every [`Reconciler`] whose context has `shared` and `kit` fields writes the
-/// same way; `object_key` adds the `key` of controllers keyed by object.
-#[macro_export]
-macro_rules! kit_accessors {
-    () => {
-        fn shared(&self) -> &$crate::controllers::context::Context {
-            &self.shared
-        }
-
-        fn kit(&self) -> &$crate::controllers::kit::KitState<Self::Key> {
-            &self.kit
-        }
-    };
-    (object_key) => {
-        $crate::kit_accessors!();
-
-        fn key(
-            meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-        ) -> $crate::controllers::kit::ObjectKey {
-            $crate::controllers::kit::ObjectKey::of(meta)
-        }
-    };
-}
-
-/// One controller: the kind it reconciles and the one step that is its own.
-pub trait Reconciler: Send + Sync + Sized + 'static {
-    type Object: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static;
-    /// What failures back off by: usually the object, the namespace where a round covers one.
-    type Key: Eq + Hash + Clone + Display + Send + Sync + 'static;
-    type Error: ReconcileError;
-
-    /// The controller's name in metrics and logs.
-    const CONTROLLER: &'static str;
-    /// The server-side apply field manager of everything it writes.
-    const FIELD_MANAGER: &'static str;
-    /// Whether an unreadable object gets a Warning Event from this controller (off for a
-    /// second queue over the same kind).
-    const REPORTS_INVALID: bool = true;
-    /// Whether status writes take over fields another manager set (InstallPlans: clients,
-    /// upstream's tests among them, write `status.plan` and `phase` for the controller to
-    /// carry out, and every later write must not conflict with theirs; Subscriptions and CSVs:
-    /// clients apply whole objects, status included).
-    const FORCE_STATUS: bool = false;
-
-    fn shared(&self) -> &Context;
-    fn kit(&self) -> &KitState<Self::Key>;
-    fn key(meta: &ObjectMeta) -> Self::Key;
-
-    /// One round for `object`: gather, decide, apply.
-    fn sync(
-        &self,
-        object: &Self::Object,
-    ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
-
-    /// The status that says why an object of this kind cannot be read (`message`), in the
-    /// kind's own fields; None (the default) leaves the status alone.
-    fn invalid_status(_message: &str) -> Option<serde_json::Value> {
-        None
-    }
-
-    /// After a panic was reported: say so on the object too, where the kind has a place for
-    /// it (nothing by default).
-    fn after_panic(
-        &self,
-        _object: &Self::Object,
-        _panic: &Panicked,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        async { Ok(()) }
-    }
-}
-
-/// The reconcile function of every controller.
 pub async fn reconcile<R: Reconciler>(
     guarded: Arc<DeserializeGuard<R::Object>>,
     ctx: Arc<R>,
@@ -241,7 +77,8 @@ pub async fn reconcile<R: Reconciler>(
         }
         Ok(Err(error)) => Err(error),
         Err(panic) => {
-            shared.report_panic(
+            guard::report_panic(
+                shared,
                 R::CONTROLLER,
                 &key.to_string(),
                 Some(&object.object_ref(&())),
@@ -360,18 +197,7 @@ pub fn scoped_api<K>(ctx: &Context) -> Api<K>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
 {
-    api_in(&ctx.client, ctx.settings.watch_namespace.as_deref())
-}
-
-/// An API for namespaced `K` in `scope` (all namespaces when None).
-pub fn api_in<K>(client: &kube::Client, scope: Option<&str>) -> Api<K>
-where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
-{
-    match scope {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::all(client.clone()),
-    }
+    crate::cluster::api::api_in(&ctx.client, ctx.settings.watch_namespace.as_deref())
 }
 
 #[cfg(test)]

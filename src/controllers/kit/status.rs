@@ -9,7 +9,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde::Serialize;
 use serde_json::json;
 
-use super::{ObjectKey, Reconciler};
+use super::reconciler::{ObjectKey, Reconciler};
 
 /// Applies `status` to `object` as `R`'s field manager; returns the object as written.
 pub async fn apply_status<R: Reconciler>(

@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 
 use super::components::{deployment_conditions, reference};
 use crate::api::{ComponentCondition, RichReference, operator_names};
-use crate::controllers::kit::api_in;
+use crate::cluster::api::api_in;
 
 /// The kinds kept here, as (apiVersion, kind); a component's kind is its index.
 const KINDS: [(&str, &str); 9] = [

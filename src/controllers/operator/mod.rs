@@ -36,13 +36,13 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::context::Context;
-use super::informers::Change;
 use super::kit::{self, KitState, ObjectKey, PanicError, ReconcileError, Reconciler, apply_status};
 use crate::api::{
     ClusterServiceVersion, InstallPlan, Operator, OperatorSpec, RichReference, Subscription,
     operator_label, operator_name, operator_names,
 };
-use crate::controllers::host::Shutdown;
+use crate::cluster::informers::Change;
+use crate::controllers::kit::Shutdown;
 use components::reference;
 
 pub const CONTROLLER: &str = "operator";

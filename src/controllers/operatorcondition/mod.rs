@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::{Action, Controller};
 
 use super::context::Context;
-use super::host::Shutdown;
+use super::kit::Shutdown;
 use super::kit::{self, KitState, ObjectKey, PanicError, ReconcileError, Reconciler, apply_status};
 use crate::api::OperatorCondition;
 use crate::api::operatorcondition::{OperatorConditionEntry, OperatorConditionStatus};

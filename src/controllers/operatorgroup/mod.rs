@@ -28,11 +28,11 @@ use serde_json::json;
 use super::context::Context;
 use super::kit::own_writes::OwnWrites;
 use super::kit::{self, KitState, ObjectKey, PanicError, ReconcileError, Reconciler, apply_status};
-use super::ownership::{
+use crate::api::{ClusterServiceVersion, OperatorGroup, OperatorGroupReason};
+use crate::cluster::ownership::{
     OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL, PERMISSIONS_HASH_LABEL,
 };
-use crate::api::{ClusterServiceVersion, OperatorGroup, OperatorGroupReason};
-use crate::controllers::host::Shutdown;
+use crate::controllers::kit::Shutdown;
 use status::{Gathered, NamespaceInfo, Plan};
 
 pub const CONTROLLER: &str = "operatorgroup";
@@ -294,7 +294,7 @@ async fn label_namespaces(
 /// upstream's namespace sync does (a deleted group is never reconciled again). Cluster-wide
 /// runs only: a scoped one sees one namespace's groups.
 async fn unlabel_deleted_groups(ctx: &OperatorGroupContext) {
-    let prefix = crate::controllers::ownership::operator_group_namespace_label("");
+    let prefix = crate::cluster::ownership::operator_group_namespace_label("");
     let live: std::collections::HashSet<String> = ctx
         .groups
         .state()

@@ -12,11 +12,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{ClusterServiceVersion, OperatorGroup, OperatorGroupReason, OperatorGroupStatus};
-use crate::controllers::kit::{Cond, ConditionStatus};
-use crate::controllers::ownership::{
+use crate::cluster::ownership::{
     self, MANAGED_LABEL, PERMISSIONS_HASH_LABEL, owner_labels, selector_is_empty, selector_matches,
     short_hash,
 };
+use crate::controllers::kit::{Cond, ConditionStatus};
 
 pub const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
 pub const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
@@ -180,7 +180,7 @@ pub fn namespace_label(group: &OperatorGroup) -> Option<String> {
         .uid
         .as_deref()
         .filter(|uid| !uid.is_empty())
-        .map(crate::controllers::ownership::operator_group_namespace_label)
+        .map(crate::cluster::ownership::operator_group_namespace_label)
 }
 
 /// Target namespaces lacking the group's label, and labelled namespaces no longer targeted

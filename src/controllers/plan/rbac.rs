@@ -16,9 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use crate::api::{ClusterServiceVersion, StrategyDeploymentPermissions};
-use crate::controllers::ownership::{
-    PERMISSIONS_HASH_LABEL, name_with_hash, owner_labels, short_hash,
-};
+use crate::cluster::ownership::{PERMISSIONS_HASH_LABEL, name_with_hash, owner_labels, short_hash};
 
 /// Names are cut to 63 characters (as upstream) so they are valid everywhere.
 pub const NAME_LIMIT: usize = 63;

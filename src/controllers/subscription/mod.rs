@@ -40,7 +40,7 @@ use crate::api::{
     Approval, CatalogSource, ClusterServiceVersion, InstallPlan, InstallPlanSpec, OperatorGroup,
     Subscription, SubscriptionReason, SubscriptionStatus, operator_label, operator_name,
 };
-use crate::controllers::host::Shutdown;
+use crate::controllers::kit::Shutdown;
 use crate::controllers::plan;
 use crate::resolver::{CatalogRef, InstalledCsv, Namespace};
 use crate::snapshots::CatalogSnapshot;

@@ -9,7 +9,7 @@ use futures::{Stream, StreamExt, future};
 use kube::core::DeserializeGuard;
 
 use crate::api::ClusterServiceVersion;
-use crate::controllers::informers::Change;
+use crate::cluster::informers::Change;
 
 type Guarded = DeserializeGuard<ClusterServiceVersion>;
 

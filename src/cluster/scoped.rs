@@ -59,7 +59,7 @@ impl ScopedClients {
         // namespace's, `system:authenticated`), so OLM needs `impersonate` on
         // serviceaccounts alone, never on groups (which would reach `system:masters`).
         config.auth_info.impersonate = Some(user.clone());
-        let client = match crate::runtime::warnings::client(config) {
+        let client = match crate::cluster::warnings::client(config) {
             Ok(client) => client,
             Err(source) => return Err(ScopedError::Client { user, source }),
         };

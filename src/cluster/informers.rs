@@ -34,12 +34,12 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use super::kit::api_in;
 use super::ownership::OWNER_KIND_LABEL;
 use crate::api::{
     COPIED_FROM_LABEL, CatalogSource, ClusterServiceVersion, InstallPlan, Operator,
     OperatorCondition, OperatorGroup, Subscription,
 };
+use crate::cluster::api::api_in;
 
 /// One change an informer passes on.
 #[derive(Debug)]

@@ -1,0 +1,10 @@
+//! Cluster access below the controllers: the shared informers (one list+watch per kind and
+//! scope), API handles in a scope, clients acting as an OperatorGroup's account, pull
+//! Secrets, and the layer that collects the API server's warnings.
+
+pub mod api;
+pub mod informers;
+pub mod ownership;
+pub mod pull_secrets;
+pub mod scoped;
+pub mod warnings;
