@@ -115,6 +115,7 @@ pub(super) async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
                 .await
                 .map_err(round.fail("read_operator_condition"))?
                 .and_then(|condition| crate::api::upgradeable(&condition).err())
+                .map(|why| why.to_string())
         }
         _ => None,
     };
@@ -247,7 +248,7 @@ pub(super) fn group_of(round: &Round) -> (Option<OperatorGroup>, GroupState) {
                             targets: status.namespaces.clone(),
                         },
                     },
-                    Err(message) => GroupState::Unsupported(message),
+                    Err(why) => GroupState::Unsupported(why.to_string()),
                 },
             };
             (Some(group.clone()), state)
