@@ -15,6 +15,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+// anyhow until `run` has an error type of its own (clippy.toml keeps it in src/cli).
+#[expect(clippy::disallowed_types)]
 use anyhow::{Context as _, bail};
 use kube::Client;
 use kube::api::{Api, ListParams};
@@ -43,6 +45,7 @@ pub struct RunConfig {
     pub packages: Option<crate::packageserver::PackagesConfig>,
 }
 
+#[expect(clippy::disallowed_types)]
 pub async fn run(config: RunConfig) -> anyhow::Result<()> {
     let client = kube::Config::infer()
         .await
@@ -162,6 +165,7 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
 }
 
 /// One cheap list (limit 1) in the watched namespace, so that namespace-scoped RBAC is enough.
+#[expect(clippy::disallowed_types, clippy::disallowed_macros)]
 async fn ensure_crds_installed(client: &Client, namespace: Option<&str>) -> anyhow::Result<()> {
     let api: Api<CatalogSource> = match namespace {
         Some(namespace) => Api::namespaced(client.clone(), namespace),
