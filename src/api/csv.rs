@@ -646,6 +646,24 @@ impl ClusterServiceVersion {
     }
 }
 
+/// Why a CSV's install modes cannot serve an OperatorGroup's target namespaces; the text is
+/// the message upstream puts on an UnsupportedOperatorGroup CSV.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InstallModeError {
+    #[error("the OperatorGroup selects no target namespaces")]
+    NoTargets,
+    #[error("target namespaces {0:?} mix all namespaces (\"\") with named ones")]
+    MixedTargets(Vec<String>),
+    #[error(
+        "{mode:?} InstallModeType not supported, cannot configure to watch {}",
+        describe_targets(targets)
+    )]
+    Unsupported {
+        mode: InstallModeType,
+        targets: Vec<String>,
+    },
+}
+
 /// The install modes a set of target namespaces needs (upstream `InstallModeSet.Supports`):
 /// `[""]` needs AllNamespaces, `[own]` OwnNamespace, one other namespace SingleNamespace,
 /// several MultiNamespace (plus OwnNamespace when the operator's own namespace is among them).
@@ -653,17 +671,15 @@ impl ClusterServiceVersion {
 pub fn install_modes_needed(
     operator_namespace: &str,
     targets: &[String],
-) -> Result<Vec<InstallModeType>, String> {
+) -> Result<Vec<InstallModeType>, InstallModeError> {
     match targets {
-        [] => Err("the OperatorGroup selects no target namespaces".into()),
+        [] => Err(InstallModeError::NoTargets),
         [all] if all.is_empty() => Ok(vec![InstallModeType::AllNamespaces]),
         [one] if one == operator_namespace => Ok(vec![InstallModeType::OwnNamespace]),
         [_] => Ok(vec![InstallModeType::SingleNamespace]),
         many => {
             if many.iter().any(String::is_empty) {
-                return Err(format!(
-                    "target namespaces {many:?} mix all namespaces (\"\") with named ones"
-                ));
+                return Err(InstallModeError::MixedTargets(many.to_vec()));
             }
             let mut modes = vec![InstallModeType::MultiNamespace];
             if many.iter().any(|ns| ns == operator_namespace) {
@@ -680,15 +696,15 @@ pub fn check_install_modes(
     modes: &[InstallMode],
     operator_namespace: &str,
     targets: &[String],
-) -> Result<(), String> {
+) -> Result<(), InstallModeError> {
     let needed = install_modes_needed(operator_namespace, targets)?;
     for mode in needed {
         let supported = modes.iter().any(|m| m.type_ == mode && m.supported);
         if !supported {
-            return Err(format!(
-                "{mode:?} InstallModeType not supported, cannot configure to watch {}",
-                describe_targets(targets)
-            ));
+            return Err(InstallModeError::Unsupported {
+                mode,
+                targets: targets.to_vec(),
+            });
         }
     }
     Ok(())
@@ -751,12 +767,21 @@ mod install_mode_tests {
         assert!(check_install_modes(&reverse_words, "op", &targets(&["op"])).is_ok());
         assert!(check_install_modes(&reverse_words, "op", &targets(&["x"])).is_ok());
         let all = check_install_modes(&reverse_words, "op", &targets(&[""])).unwrap_err();
-        assert!(
-            all.contains("AllNamespaces") && all.contains("all namespaces"),
-            "{all}"
+        assert_eq!(
+            all.to_string(),
+            "AllNamespaces InstallModeType not supported, cannot configure to watch all namespaces"
         );
         let multi = check_install_modes(&reverse_words, "op", &targets(&["a", "b"])).unwrap_err();
-        assert!(multi.contains("MultiNamespace"), "{multi}");
+        assert_eq!(
+            multi.to_string(),
+            "MultiNamespace InstallModeType not supported, cannot configure to watch a,b"
+        );
+        assert_eq!(
+            install_modes_needed("op", &targets(&["", "a"]))
+                .unwrap_err()
+                .to_string(),
+            r#"target namespaces ["", "a"] mix all namespaces ("") with named ones"#
+        );
         // Multi including the own namespace needs both.
         let only_multi = modes(&[MultiNamespace]);
         assert!(check_install_modes(&only_multi, "op", &targets(&["a", "op"])).is_err());

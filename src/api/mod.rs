@@ -30,7 +30,9 @@ pub use crdgen::{CrdManifest, all_crds, render_all_yaml, render_yaml};
 pub use csv::*;
 pub use installplan::*;
 pub use operator::*;
-pub use operatorcondition::{OperatorCondition, OperatorConditionEntry, upgradeable};
+pub use operatorcondition::{
+    NotUpgradeable, OperatorCondition, OperatorConditionEntry, upgradeable,
+};
 pub use operatorgroup::PROVIDED_APIS_ANNOTATION;
 pub use operatorgroup::v1::{
     OperatorGroup, OperatorGroupSpec, OperatorGroupStatus, UpgradeStrategy,

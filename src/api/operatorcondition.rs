@@ -152,10 +152,27 @@ pub mod v1 {
 
 pub use v2::OperatorCondition;
 
+/// Why the operator behind an OperatorCondition may not be replaced now.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotUpgradeable {
+    /// An administrator's override that is not "True".
+    #[error("the operator is not upgradeable: {0}")]
+    Overridden(String),
+    /// The operator's own report, of the current generation, is "False".
+    #[error("the operator is not upgradeable: {0}")]
+    Reported(String),
+    /// The operator's report is of an older generation (its status).
+    #[error(
+        "the operatorcondition status {:?}={status:?} is outdated",
+        UPGRADEABLE
+    )]
+    Outdated { status: String },
+}
+
 /// Whether the operator behind `condition` may be replaced now: Err says why not, as
 /// upstream decides it (an override wins; else the status copy, which must be of the
 /// current generation; an absent condition allows it).
-pub fn upgradeable(condition: &OperatorCondition) -> Result<(), String> {
+pub fn upgradeable(condition: &OperatorCondition) -> Result<(), NotUpgradeable> {
     let find = |list: &[OperatorConditionEntry]| -> Option<OperatorConditionEntry> {
         list.iter().find(|c| c.type_ == UPGRADEABLE).cloned()
     };
@@ -163,21 +180,15 @@ pub fn upgradeable(condition: &OperatorCondition) -> Result<(), String> {
         return if overridden.status == "True" {
             Ok(())
         } else {
-            Err(format!(
-                "the operator is not upgradeable: {}",
-                overridden.message
-            ))
+            Err(NotUpgradeable::Overridden(overridden.message))
         };
     }
     let reported = condition.status.as_ref().and_then(|s| find(&s.conditions));
     match reported {
-        Some(c) if c.observed_generation != condition.metadata.generation => Err(format!(
-            "the operatorcondition status {UPGRADEABLE:?}={:?} is outdated",
-            c.status
-        )),
-        Some(c) if c.status == "False" => {
-            Err(format!("the operator is not upgradeable: {}", c.message))
+        Some(c) if c.observed_generation != condition.metadata.generation => {
+            Err(NotUpgradeable::Outdated { status: c.status })
         }
+        Some(c) if c.status == "False" => Err(NotUpgradeable::Reported(c.message)),
         _ => Ok(()),
     }
 }
@@ -201,18 +212,29 @@ mod tests {
             "reason": "Migrating", "message": "migrating data", "observedGeneration": 2}]});
         assert_eq!(
             upgradeable(&condition(blocked.clone())),
-            Err("the operator is not upgradeable: migrating data".into())
+            Err(NotUpgradeable::Reported("migrating data".into()))
+        );
+        assert_eq!(
+            upgradeable(&condition(blocked.clone()))
+                .unwrap_err()
+                .to_string(),
+            "the operator is not upgradeable: migrating data"
         );
         let mut stale = blocked.clone();
         stale["metadata"]["generation"] = json!(3);
         stale["status"]["conditions"][0]["status"] = json!("True");
         assert_eq!(
-            upgradeable(&condition(stale)),
-            Err("the operatorcondition status \"Upgradeable\"=\"True\" is outdated".into())
+            upgradeable(&condition(stale)).unwrap_err().to_string(),
+            "the operatorcondition status \"Upgradeable\"=\"True\" is outdated"
         );
         let mut overridden = blocked;
         overridden["spec"]["overrides"] = json!([{"type": "Upgradeable", "status": "True",
             "reason": "AdminSaysSo", "message": "go ahead"}]);
-        assert_eq!(upgradeable(&condition(overridden)), Ok(()));
+        assert_eq!(upgradeable(&condition(overridden.clone())), Ok(()));
+        overridden["spec"]["overrides"][0]["status"] = json!("False");
+        assert_eq!(
+            upgradeable(&condition(overridden)).unwrap_err().to_string(),
+            "the operator is not upgradeable: go ahead"
+        );
     }
 }

@@ -36,7 +36,7 @@ fn main() -> ExitCode {
     ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", olm::cli::error_line(&err));
+            eprintln!("error: {}", olm::cli::error_line(&err.into()));
             ExitCode::FAILURE
         }
     }

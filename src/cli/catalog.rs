@@ -123,7 +123,11 @@ pub fn run_catalog(command: CatalogCommand) -> anyhow::Result<()> {
             port,
             address,
             cache,
-        } => crate::registry::run(&dir, std::net::SocketAddr::new(address, port), &cache),
+        } => Ok(crate::registry::run(
+            &dir,
+            std::net::SocketAddr::new(address, port),
+            &cache,
+        )?),
         CatalogCommand::Template(TemplateCommand::Semver {
             file,
             output,

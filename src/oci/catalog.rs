@@ -3,10 +3,50 @@
 
 use std::path::{Path, PathBuf};
 
+use super::registry::RegistryError;
 use crate::catalog::model::fbc::Bundle;
-use crate::catalog::reading::load::load_path;
+use crate::catalog::reading::load::{LoadError, load_path};
+use crate::resolver::input::CatalogRef;
 
 const ORIGIN_PREFIX: &str = "image ";
+
+/// Why a bundle could not be read back from a catalog image in the pull cache.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageCatalogError {
+    #[error(transparent)]
+    Reference(RegistryError),
+    #[error("bad digest {0:?}")]
+    BadDigest(String),
+    #[error("image {digest} is not in the cache {}: {source}", cache.display())]
+    NotCached {
+        digest: String,
+        cache: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("image {digest}: config: {source}")]
+    Config {
+        digest: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("image {0} is not a catalog image")]
+    NotACatalog(String),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("bundle {name} of package {package} is not in image {digest}")]
+    NoBundle {
+        name: String,
+        package: String,
+        digest: String,
+    },
+    #[error("image catalog {0} has no content loaded")]
+    NotLoaded(CatalogRef),
+    #[error("catalog {0} is not served from an image")]
+    NotAnImage(CatalogRef),
+    #[error("reading the image catalog failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
+}
 
 /// A snapshot's origin for an image catalog: `image <reference>@<digest>`.
 pub fn origin(reference: &str, digest: &str) -> String {
@@ -19,26 +59,34 @@ pub fn parse_origin(origin: &str) -> Option<(&str, &str)> {
 }
 
 /// The FBC directory of catalog image `reference` pulled at `digest` into `cache`.
-pub fn configs_dir(cache: &Path, reference: &str, digest: &str) -> Result<PathBuf, String> {
-    let parsed = super::registry::parse_reference(reference).map_err(|e| e.to_string())?;
+pub fn configs_dir(
+    cache: &Path,
+    reference: &str,
+    digest: &str,
+) -> Result<PathBuf, ImageCatalogError> {
+    let parsed =
+        super::registry::parse_reference(reference).map_err(ImageCatalogError::Reference)?;
     let dir = super::cache_entry(
         cache,
         parsed.resolve_registry(),
         parsed.repository(),
         digest,
     )
-    .ok_or_else(|| format!("bad digest {digest:?}"))?;
-    let config = std::fs::read(dir.join("config.json")).map_err(|e| {
-        format!(
-            "image {digest} is not in the cache {}: {e}",
-            cache.display()
-        )
-    })?;
+    .ok_or_else(|| ImageCatalogError::BadDigest(digest.to_string()))?;
+    let config =
+        std::fs::read(dir.join("config.json")).map_err(|source| ImageCatalogError::NotCached {
+            digest: digest.to_string(),
+            cache: cache.to_path_buf(),
+            source,
+        })?;
     let value: serde_json::Value =
-        serde_json::from_slice(&config).map_err(|e| format!("image {digest}: config: {e}"))?;
+        serde_json::from_slice(&config).map_err(|source| ImageCatalogError::Config {
+            digest: digest.to_string(),
+            source,
+        })?;
     let path = value["config"]["Labels"][super::LABEL_CATALOG_CONFIGS]
         .as_str()
-        .ok_or_else(|| format!("image {digest} is not a catalog image"))?;
+        .ok_or_else(|| ImageCatalogError::NotACatalog(digest.to_string()))?;
     Ok(dir.join("rootfs").join(path.trim_start_matches('/')))
 }
 
@@ -48,14 +96,18 @@ pub fn find_bundle(
     (reference, digest): (&str, &str),
     package: &str,
     name: &str,
-) -> Result<Bundle, String> {
+) -> Result<Bundle, ImageCatalogError> {
     let dir = configs_dir(cache, reference, digest)?;
-    let content = load_path(&dir).map_err(|e| e.to_string())?;
+    let content = load_path(&dir)?;
     content
         .bundles
         .into_iter()
         .find(|b| b.name == name && b.package == package)
-        .ok_or_else(|| format!("bundle {name} of package {package} is not in image {digest}"))
+        .ok_or_else(|| ImageCatalogError::NoBundle {
+            name: name.to_string(),
+            package: package.to_string(),
+            digest: digest.to_string(),
+        })
 }
 
 /// A bundle of the image catalog `source` is served from now (its snapshot's digest),
@@ -63,15 +115,15 @@ pub fn find_bundle(
 pub async fn bundle_from_snapshot(
     snapshots: &crate::snapshots::CatalogSnapshots,
     cache: &Path,
-    source: &crate::resolver::input::CatalogRef,
+    source: &CatalogRef,
     package: &str,
     name: &str,
-) -> Result<Bundle, String> {
+) -> Result<Bundle, ImageCatalogError> {
     let snapshot = snapshots
         .get(source)
-        .ok_or_else(|| format!("image catalog {source} has no content loaded"))?;
+        .ok_or_else(|| ImageCatalogError::NotLoaded(source.clone()))?;
     let (reference, digest) = parse_origin(&snapshot.origin)
-        .ok_or_else(|| format!("catalog {source} is not served from an image"))?;
+        .ok_or_else(|| ImageCatalogError::NotAnImage(source.clone()))?;
     let (cache, reference, digest) = (
         cache.to_path_buf(),
         reference.to_string(),
@@ -80,7 +132,7 @@ pub async fn bundle_from_snapshot(
     let (package, name) = (package.to_string(), name.to_string());
     tokio::task::spawn_blocking(move || find_bundle(&cache, (&reference, &digest), &package, &name))
         .await
-        .map_err(|e| format!("reading the image catalog failed: {e}"))?
+        .map_err(ImageCatalogError::Task)?
 }
 
 #[cfg(test)]

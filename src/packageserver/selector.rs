@@ -13,12 +13,33 @@ enum Requirement {
     DoesNotExist(String),
 }
 
+/// Why a label or field selector was refused (the text of the 400 that answers it).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("unbalanced ')' in label selector {0:?}")]
+    UnbalancedParenthesis(String),
+    #[error("unclosed '(' in label selector {0:?}")]
+    UnclosedParenthesis(String),
+    #[error("unknown operator in label selector requirement {0:?}")]
+    UnknownOperator(String),
+    #[error("expected a parenthesised list of values in {0:?}")]
+    NoValueList(String),
+    #[error("invalid label key {key:?} in label selector requirement {requirement:?}")]
+    InvalidKey { key: String, requirement: String },
+    #[error("invalid label value {value:?} in label selector requirement {requirement:?}")]
+    InvalidValue { value: String, requirement: String },
+    #[error("field selector {0:?}: only metadata.name=VALUE is supported")]
+    FieldRequirement(String),
+    #[error("field label not supported: {0}")]
+    UnsupportedField(String),
+}
+
 /// A parsed label selector; the empty selector matches everything.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LabelSelector(Vec<Requirement>);
 
 impl LabelSelector {
-    pub fn parse(text: &str) -> Result<LabelSelector, String> {
+    pub fn parse(text: &str) -> Result<LabelSelector, SelectorError> {
         let mut requirements = Vec::new();
         for part in split_top_level(text)? {
             let part = part.trim();
@@ -43,7 +64,7 @@ impl LabelSelector {
 }
 
 /// Splits on commas outside parentheses.
-fn split_top_level(text: &str) -> Result<Vec<&str>, String> {
+fn split_top_level(text: &str) -> Result<Vec<&str>, SelectorError> {
     let mut parts = Vec::new();
     let mut depth = 0usize;
     let mut start = 0;
@@ -53,7 +74,7 @@ fn split_top_level(text: &str) -> Result<Vec<&str>, String> {
             ')' => {
                 depth = depth
                     .checked_sub(1)
-                    .ok_or_else(|| format!("unbalanced ')' in label selector {text:?}"))?;
+                    .ok_or_else(|| SelectorError::UnbalancedParenthesis(text.to_string()))?;
             }
             ',' if depth == 0 => {
                 parts.push(&text[start..i]);
@@ -63,13 +84,13 @@ fn split_top_level(text: &str) -> Result<Vec<&str>, String> {
         }
     }
     if depth != 0 {
-        return Err(format!("unclosed '(' in label selector {text:?}"));
+        return Err(SelectorError::UnclosedParenthesis(text.to_string()));
     }
     parts.push(&text[start..]);
     Ok(parts)
 }
 
-fn parse_requirement(part: &str) -> Result<Requirement, String> {
+fn parse_requirement(part: &str) -> Result<Requirement, SelectorError> {
     if let Some(key) = part.strip_prefix('!') {
         return Ok(Requirement::DoesNotExist(key_of(key.trim(), part)?));
     }
@@ -97,15 +118,13 @@ fn parse_requirement(part: &str) -> Result<Requirement, String> {
         } else if let Some(r) = rest.strip_prefix("in") {
             (false, r)
         } else {
-            return Err(format!(
-                "unknown operator in label selector requirement {part:?}"
-            ));
+            return Err(SelectorError::UnknownOperator(part.to_string()));
         };
         let values = rest
             .trim()
             .strip_prefix('(')
             .and_then(|r| r.strip_suffix(')'))
-            .ok_or_else(|| format!("expected a parenthesised list of values in {part:?}"))?;
+            .ok_or_else(|| SelectorError::NoValueList(part.to_string()))?;
         let values = values
             .split(',')
             .map(|v| value_of(v.trim(), part))
@@ -120,7 +139,7 @@ fn parse_requirement(part: &str) -> Result<Requirement, String> {
 }
 
 /// A label key: `[prefix/]name`, name of alphanumerics, '-', '_', '.'.
-fn key_of(key: &str, part: &str) -> Result<String, String> {
+fn key_of(key: &str, part: &str) -> Result<String, SelectorError> {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -141,13 +160,14 @@ fn key_of(key: &str, part: &str) -> Result<String, String> {
     if valid_name && valid_prefix {
         Ok(key.to_string())
     } else {
-        Err(format!(
-            "invalid label key {key:?} in label selector requirement {part:?}"
-        ))
+        Err(SelectorError::InvalidKey {
+            key: key.to_string(),
+            requirement: part.to_string(),
+        })
     }
 }
 
-fn value_of(value: &str, part: &str) -> Result<String, String> {
+fn value_of(value: &str, part: &str) -> Result<String, SelectorError> {
     let valid = value.len() <= 63
         && value
             .chars()
@@ -158,26 +178,25 @@ fn value_of(value: &str, part: &str) -> Result<String, String> {
     if valid {
         Ok(value.to_string())
     } else {
-        Err(format!(
-            "invalid label value {value:?} in label selector requirement {part:?}"
-        ))
+        Err(SelectorError::InvalidValue {
+            value: value.to_string(),
+            requirement: part.to_string(),
+        })
     }
 }
 
 /// The name a field selector asks for: `metadata.name=X` (or `==`); an empty selector asks
 /// for none. Any other field is refused, as upstream.
-pub fn name_from_field_selector(text: &str) -> Result<Option<String>, String> {
+pub fn name_from_field_selector(text: &str) -> Result<Option<String>, SelectorError> {
     let mut name = None;
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (field, value) = part
             .split_once("==")
             .or_else(|| part.split_once('='))
             .filter(|(f, _)| !f.ends_with('!'))
-            .ok_or_else(|| {
-                format!("field selector {part:?}: only metadata.name=VALUE is supported")
-            })?;
+            .ok_or_else(|| SelectorError::FieldRequirement(part.to_string()))?;
         if field.trim() != "metadata.name" {
-            return Err(format!("field label not supported: {}", field.trim()));
+            return Err(SelectorError::UnsupportedField(field.trim().to_string()));
         }
         name = Some(value.trim().to_string());
     }
@@ -229,12 +248,15 @@ mod tests {
     fn malformed_selectors_are_refused_naming_the_requirement() {
         for bad in ["a in (x", "a=(", "a b (x)", "=x", "a=b c", "bad key=x"] {
             let err = LabelSelector::parse(bad).unwrap_err();
-            assert!(!err.is_empty(), "{bad}");
+            assert!(!err.to_string().is_empty(), "{bad}");
         }
-        assert!(
-            LabelSelector::parse("a in (x")
-                .unwrap_err()
-                .contains("unclosed")
+        assert_eq!(
+            LabelSelector::parse("a in (x").unwrap_err().to_string(),
+            r#"unclosed '(' in label selector "a in (x""#
+        );
+        assert_eq!(
+            LabelSelector::parse("bad key=x").unwrap_err().to_string(),
+            r#"invalid label key "bad key" in label selector requirement "bad key=x""#
         );
     }
 
@@ -249,10 +271,17 @@ mod tests {
             name_from_field_selector("metadata.name==at").unwrap(),
             Some("at".into())
         );
-        assert!(
+        assert_eq!(
+            name_from_field_selector("status.catalogSource=x"),
+            Err(SelectorError::UnsupportedField(
+                "status.catalogSource".into()
+            ))
+        );
+        assert_eq!(
             name_from_field_selector("status.catalogSource=x")
                 .unwrap_err()
-                .contains("status.catalogSource")
+                .to_string(),
+            "field label not supported: status.catalogSource"
         );
         assert!(name_from_field_selector("metadata.name!=x").is_err());
     }

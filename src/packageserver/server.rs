@@ -215,7 +215,8 @@ impl Filter {
     fn parse(query: &ListQuery) -> Result<Filter, String> {
         let labels = LabelSelector::parse(query.label_selector.as_deref().unwrap_or_default())
             .map_err(|e| format!("unable to parse requirement: {e}"))?;
-        let name = name_from_field_selector(query.field_selector.as_deref().unwrap_or_default())?;
+        let name = name_from_field_selector(query.field_selector.as_deref().unwrap_or_default())
+            .map_err(|e| e.to_string())?;
         Ok(Filter { labels, name })
     }
 

@@ -57,10 +57,22 @@ fn api_gvk((group, version, kind): &(String, String, String)) -> api::GroupVersi
     }
 }
 
+/// Why a bundle could not be converted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConvertError {
+    /// An `olm.bundle.object` whose data is not a manifest (the catalog crate's message).
+    #[error("{0}")]
+    Object(String),
+    #[error("expected exactly 1 property of type \"olm.package\", found {0}")]
+    PackageProperties(usize),
+    #[error("expected at most 1 property of type \"olm.csv.metadata\", found {0}")]
+    CsvMetadataProperties(usize),
+}
+
 pub fn convert_bundle(
     bundle: &fbc::Bundle,
     deprecation: Option<&str>,
-) -> Result<Converted, String> {
+) -> Result<Converted, ConvertError> {
     let mut provided = Vec::new();
     let mut required = Vec::new();
     let mut dependencies = Vec::new();
@@ -104,7 +116,9 @@ pub fn convert_bundle(
                     value,
                 });
             }
-            PROP_BUNDLE_OBJECT => objects.push(bundle_object_json(&p.value)?),
+            PROP_BUNDLE_OBJECT => {
+                objects.push(bundle_object_json(&p.value).map_err(ConvertError::Object)?);
+            }
             PROP_CSV_METADATA => csv_metadatas.push(p.value.clone()),
             _ => {}
         }
@@ -116,16 +130,10 @@ pub fn convert_bundle(
         }
     }
     if versions.len() != 1 {
-        return Err(format!(
-            "expected exactly 1 property of type \"olm.package\", found {}",
-            versions.len()
-        ));
+        return Err(ConvertError::PackageProperties(versions.len()));
     }
     if csv_metadatas.len() > 1 {
-        return Err(format!(
-            "expected at most 1 property of type \"olm.csv.metadata\", found {}",
-            csv_metadatas.len()
-        ));
+        return Err(ConvertError::CsvMetadataProperties(csv_metadatas.len()));
     }
     let csv_object = objects.iter().position(|o| o.is_csv);
     let csv_metadata = if csv_object.is_none() {
@@ -298,6 +306,11 @@ mod tests {
     fn a_bundle_needs_one_package_property() {
         let mut b = bundle();
         b.properties.remove(0);
-        assert!(convert_bundle(&b, None).err().unwrap().contains("found 0"));
+        let err = convert_bundle(&b, None).err().unwrap();
+        assert_eq!(err, ConvertError::PackageProperties(0));
+        assert_eq!(
+            err.to_string(),
+            r#"expected exactly 1 property of type "olm.package", found 0"#
+        );
     }
 }

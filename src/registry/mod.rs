@@ -14,16 +14,48 @@ pub mod server;
 mod store;
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_server::{Health, HealthServer};
 use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 
 pub use index::Index;
+use index::{IndexBuildError, IndexCacheError};
+
+/// Why `olm catalog serve` could not load or serve its catalog.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("building the reflection service")]
+    Reflection(#[source] tonic_reflection::server::Error),
+    #[error("loading catalog {}", dir.display())]
+    Load {
+        dir: PathBuf,
+        #[source]
+        source: Box<IndexBuildError>,
+    },
+    #[error("loading catalog {}", dir.display())]
+    LoadCached {
+        dir: PathBuf,
+        #[source]
+        source: Box<IndexCacheError>,
+    },
+    #[error("loading the catalog")]
+    LoadTask(#[source] tokio::task::JoinError),
+    #[error("listening on {address}")]
+    Listen {
+        address: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The listener's address, or the runtime.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("serving gRPC")]
+    Serve(#[source] tonic::transport::Error),
+}
 
 /// `grpc.health.v1.Health` as `opm serve` answers it: SERVING, whatever the service name
 /// (a catalog is loaded before the port opens, so there is no other state).
@@ -60,19 +92,19 @@ impl Health for AlwaysServing {
 }
 
 /// Every service `olm catalog serve` offers, over one index.
-pub fn router(index: Arc<Index>) -> anyhow::Result<tonic::service::Routes> {
+pub fn router(index: Arc<Index>) -> Result<tonic::service::Routes, ServeError> {
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(generated::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET)
         .build_v1()
-        .context("building the reflection service")?;
+        .map_err(ServeError::Reflection)?;
     let reflection_v1alpha = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(generated::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
         .build_v1alpha()
-        .context("building the reflection service")?;
+        .map_err(ServeError::Reflection)?;
     let mut routes = tonic::service::RoutesBuilder::default();
     routes
         .add_service(
@@ -110,13 +142,18 @@ pub struct CacheArgs {
 
 /// Loads the catalog at `dir`, through the index cache in `cache_dir` when given
 /// (blocking: call it off the async threads).
-pub fn load(dir: &Path, cache_dir: Option<&Path>) -> anyhow::Result<Index> {
+pub fn load(dir: &Path, cache_dir: Option<&Path>) -> Result<Index, ServeError> {
     let started = Instant::now();
     let index = match cache_dir {
-        Some(cache) => Index::load_cached(dir, cache),
-        None => Index::load(dir),
-    }
-    .with_context(|| format!("loading catalog {}", dir.display()))?;
+        Some(cache) => Index::load_cached(dir, cache).map_err(|source| ServeError::LoadCached {
+            dir: dir.to_path_buf(),
+            source: Box::new(source),
+        }),
+        None => Index::load(dir).map_err(|source| ServeError::Load {
+            dir: dir.to_path_buf(),
+            source: Box::new(source),
+        }),
+    }?;
     tracing::info!(
         packages = index.package_count(),
         bundles = index.bundle_count(),
@@ -131,11 +168,11 @@ pub async fn serve(
     dir: &Path,
     addr: SocketAddr,
     shutdown: impl Future<Output = ()>,
-) -> anyhow::Result<()> {
+) -> Result<(), ServeError> {
     let dir_owned = dir.to_path_buf();
     let index = tokio::task::spawn_blocking(move || load(&dir_owned, None))
         .await
-        .context("loading the catalog")??;
+        .map_err(ServeError::LoadTask)??;
     serve_index(index, dir, addr, shutdown).await
 }
 
@@ -145,10 +182,13 @@ pub async fn serve_index(
     dir: &Path,
     addr: SocketAddr,
     shutdown: impl Future<Output = ()>,
-) -> anyhow::Result<()> {
+) -> Result<(), ServeError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .with_context(|| format!("listening on {addr}"))?;
+        .map_err(|source| ServeError::Listen {
+            address: addr,
+            source,
+        })?;
     let local = listener.local_addr()?;
     let routes = router(Arc::new(index))?;
     tracing::info!(address = %local, configs = %dir.display(), "serving registry");
@@ -163,7 +203,7 @@ pub async fn serve_index(
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
-        .context("serving gRPC")?;
+        .map_err(ServeError::Serve)?;
     tracing::info!("shut down");
     Ok(())
 }
@@ -175,7 +215,7 @@ pub async fn serve_index(
 /// of the spill file, so more threads would add stacks and malloc arenas (memory that
 /// grows with the machine's core count, each arena keeping its own freed blocks) rather
 /// than answers. The catalog is loaded before the runtime starts.
-pub fn run(dir: &Path, addr: SocketAddr, cache: &CacheArgs) -> anyhow::Result<()> {
+pub fn run(dir: &Path, addr: SocketAddr, cache: &CacheArgs) -> Result<(), ServeError> {
     crate::memory::return_freed_memory_promptly();
     let index = load(dir, cache.cache_dir.as_deref())?;
     if cache.cache_only {

@@ -15,6 +15,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+// anyhow until `run` has an error type of its own (clippy.toml keeps it in src/cli).
+#[expect(clippy::disallowed_types)]
 use anyhow::{Context as _, bail};
 use kube::Client;
 use kube::api::{Api, ListParams};
@@ -44,6 +46,7 @@ pub struct RunConfig {
     pub packages: Option<crate::packageserver::PackagesConfig>,
 }
 
+#[expect(clippy::disallowed_types)]
 pub async fn run(config: RunConfig) -> anyhow::Result<()> {
     let client = connect().await?;
     ensure_crds_installed(&client, config.watch_namespaces.first().map(String::as_str)).await?;
@@ -242,6 +245,7 @@ fn hosted_controllers(scoped: Vec<Arc<Context>>) -> Vec<(Arc<Context>, host::Con
 }
 
 /// One cheap list (limit 1) in the watched namespace, so that namespace-scoped RBAC is enough.
+#[expect(clippy::disallowed_types, clippy::disallowed_macros)]
 async fn ensure_crds_installed(client: &Client, namespace: Option<&str>) -> anyhow::Result<()> {
     let api: Api<CatalogSource> = match namespace {
         Some(namespace) => Api::namespaced(client.clone(), namespace),

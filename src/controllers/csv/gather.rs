@@ -184,7 +184,9 @@ async fn not_upgradeable(
         .get_opt(&old.name)
         .await
         .map_err(round.fail("read_operator_condition"))?;
-    Ok(condition.and_then(|condition| crate::api::upgradeable(&condition).err()))
+    Ok(condition
+        .and_then(|condition| crate::api::upgradeable(&condition).err())
+        .map(|why| why.to_string()))
 }
 
 /// How the strategy's Deployments stand, and the serving objects the cluster lacks.
@@ -277,7 +279,7 @@ pub(super) fn group_of(round: &Round) -> (Option<OperatorGroup>, GroupState) {
                             targets: status.namespaces.clone(),
                         },
                     },
-                    Err(message) => GroupState::Unsupported(message),
+                    Err(why) => GroupState::Unsupported(why.to_string()),
                 },
             };
             (Some(group.clone()), state)

@@ -51,8 +51,8 @@ pub enum FetchError {
     #[error("the CatalogSource's spec is invalid: unknown sourcetype: {0}")]
     UnknownSourceType(String),
     /// From the in-process snapshot of an image catalog.
-    #[error("{0}")]
-    Snapshot(String),
+    #[error(transparent)]
+    Snapshot(crate::oci::catalog::ImageCatalogError),
     #[error("{0}")]
     Registry(#[from] ClientError),
     #[error("reading ConfigMap {name}: {source}")]

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::{api, bundle_from_api};
+use super::{BundleFromApiError, api, bundle_from_api};
 use crate::catalog::bundles::csv::{bundle_csv, package_display};
 use crate::catalog::model::fbc::{
     self, DeclarativeConfig, PROP_BUNDLE_OBJECT, SCHEMA_BUNDLE, SCHEMA_CHANNEL,
@@ -32,7 +32,7 @@ pub(super) struct Assembly {
     /// (package, bundle) → deprecation message, in first-seen order.
     bundle_deprecations: Vec<((String, String), String)>,
     /// Bundles that could not be read, and why.
-    pub(super) skipped: Vec<((String, String), String)>,
+    pub(super) skipped: Vec<((String, String), BundleFromApiError)>,
     skipped_ix: HashSet<(String, String)>,
 }
 

@@ -28,11 +28,30 @@ fn gvk_value(g: &api::GroupVersionKind) -> Value {
     json!({ "group": g.group, "kind": g.kind, "version": g.version })
 }
 
-fn parse_value(type_: &str, value: &str) -> Result<Value, String> {
+/// Why an `api.Bundle` could not be read as an FBC bundle.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleFromApiError {
+    /// A property's or dependency's value.
+    #[error("{type_} value {value:?} is not JSON: {source}")]
+    Value {
+        type_: String,
+        value: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("csvJson is not JSON: {0}")]
+    CsvJson(#[source] serde_json::Error),
+}
+
+fn parse_value(type_: &str, value: &str) -> Result<Value, BundleFromApiError> {
     if value.is_empty() {
         return Ok(Value::Null);
     }
-    serde_json::from_str(value).map_err(|e| format!("{type_} value {value:?} is not JSON: {e}"))
+    serde_json::from_str(value).map_err(|source| BundleFromApiError::Value {
+        type_: type_.to_string(),
+        value: value.to_string(),
+        source,
+    })
 }
 
 /// An `api.Bundle` → an FBC bundle, as upstream reads one:
@@ -49,7 +68,7 @@ fn parse_value(type_: &str, value: &str) -> Result<Value, String> {
 ///
 /// Properties are kept once each (servers send required GVKs both as properties and as
 /// dependencies). Channel fields (replaces, skips, skipRange) belong to channel entries.
-pub fn bundle_from_api(b: &api::Bundle) -> Result<fbc::Bundle, String> {
+pub fn bundle_from_api(b: &api::Bundle) -> Result<fbc::Bundle, BundleFromApiError> {
     let mut properties: Vec<Property> = Vec::new();
     let mut push = |type_: &str, value: Value| {
         if !properties
@@ -105,7 +124,7 @@ pub fn bundle_from_api(b: &api::Bundle) -> Result<fbc::Bundle, String> {
     let csv: Value = if b.csv_json.is_empty() {
         Value::Null
     } else {
-        serde_json::from_str(&b.csv_json).map_err(|e| format!("csvJson is not JSON: {e}"))?
+        serde_json::from_str(&b.csv_json).map_err(BundleFromApiError::CsvJson)?
     };
     Ok(fbc::Bundle {
         schema: SCHEMA_BUNDLE.into(),

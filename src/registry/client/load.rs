@@ -272,7 +272,7 @@ impl RegistryClient {
                     rpc,
                     package: pending.bundle.package.clone(),
                     bundle: pending.bundle.name.clone(),
-                    reason,
+                    reason: Box::new(reason),
                 })?;
             drop(full);
             if let Some(condense) = options.condense_fetched {

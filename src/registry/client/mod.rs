@@ -36,7 +36,7 @@ use super::generated::registry_client::RegistryClient as GrpcClient;
 use super::limits::{self, MAX_CLIENT_STREAMS, MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES};
 use crate::catalog::model::fbc;
 
-pub use from_api::bundle_from_api;
+pub use from_api::{BundleFromApiError, bundle_from_api};
 
 mod assembly;
 mod from_api;
@@ -91,7 +91,8 @@ pub enum ClientError {
         rpc: String,
         package: String,
         bundle: String,
-        reason: String,
+        #[source]
+        reason: Box<BundleFromApiError>,
     },
 }
 
@@ -312,7 +313,7 @@ impl RegistryClient {
             rpc,
             package: package.to_string(),
             bundle: bundle.to_string(),
-            reason,
+            reason: Box::new(reason),
         })
     }
 }

@@ -414,6 +414,7 @@ fn legacy_bundles_get_properties_from_apis_and_dependencies() {
     assert!(
         bundle_from_api(&broken)
             .unwrap_err()
+            .to_string()
             .starts_with("olm.maxOpenShiftVersion value \"4.1{\" is not JSON")
     );
 }

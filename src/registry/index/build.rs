@@ -4,11 +4,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
-use anyhow::bail;
 use prost::Message;
 use serde_json::Value;
 
-use super::{BundleIdx, ChannelIdx, EntryIdx, Index, PackageIdx, Span, api, offset, q};
+use super::{
+    BundleIdx, ChannelIdx, EntryIdx, Index, IndexBuildError, PackageIdx, Span, api, offset,
+};
 use crate::catalog::model::fbc::{
     self, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
 };
@@ -27,7 +28,7 @@ struct TextBuilder {
 }
 
 impl TextBuilder {
-    fn intern(&mut self, s: &str) -> anyhow::Result<Span> {
+    fn intern(&mut self, s: &str) -> Result<Span, IndexBuildError> {
         if let Some(&span) = self.seen.get(s) {
             return Ok(span);
         }
@@ -65,7 +66,7 @@ impl Builder {
         &mut self,
         mut config: DeclarativeConfig,
         store: &mut StoreWriter,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), IndexBuildError> {
         for mut p in config.packages.drain(..) {
             p.properties.clear();
             self.packages.push(p);
@@ -73,8 +74,10 @@ impl Builder {
         self.channels.append(&mut config.channels);
         self.deprecations.append(&mut config.deprecations);
         for b in config.bundles.drain(..) {
-            let c = convert_bundle(&b, None).map_err(|e| {
-                anyhow::anyhow!("package {}, bundle {}: {e}", q(&b.package), q(&b.name))
+            let c = convert_bundle(&b, None).map_err(|source| IndexBuildError::Bundle {
+                package: b.package.clone(),
+                bundle: b.name.clone(),
+                source,
             })?;
             let mut heavy = api::Bundle {
                 object: c.objects,
@@ -114,7 +117,7 @@ impl Builder {
 
     /// Lays out the tables: packages sorted by name, each with its channels (sorted by
     /// name) and their entries; bundles in the order they were added.
-    fn finish(self, mut store: StoreWriter) -> anyhow::Result<Index> {
+    fn finish(self, mut store: StoreWriter) -> Result<Index, IndexBuildError> {
         let Builder {
             mut packages,
             channels,
@@ -124,7 +127,7 @@ impl Builder {
         } = self;
         packages.sort_by(|a, b| a.name.cmp(&b.name));
         if let Some(w) = packages.windows(2).find(|w| w[0].name == w[1].name) {
-            bail!("duplicate package {}", q(&w[0].name));
+            return Err(IndexBuildError::DuplicatePackage(w[0].name.clone()));
         }
         let package_ix: HashMap<&str, usize> = packages
             .iter()
@@ -161,14 +164,13 @@ impl Deprecations {
     fn from_blobs(
         deprecations: &[fbc::Deprecation],
         package_ix: &HashMap<&str, usize>,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, IndexBuildError> {
         let mut out = Deprecations::default();
         for d in deprecations {
             if !package_ix.contains_key(d.package.as_str()) {
-                bail!(
-                    "cannot apply deprecations to an unknown package {}",
-                    q(&d.package)
-                );
+                return Err(IndexBuildError::DeprecationOfUnknownPackage(
+                    d.package.clone(),
+                ));
             }
             for e in &d.entries {
                 let key = (d.package.clone(), e.reference.name.clone());
@@ -182,11 +184,12 @@ impl Deprecations {
                     SCHEMA_BUNDLE => {
                         out.bundles.insert(key, e.message.clone());
                     }
-                    other => bail!(
-                        "package {}: cannot deprecate an object of schema {}",
-                        q(&d.package),
-                        q(other)
-                    ),
+                    other => {
+                        return Err(IndexBuildError::DeprecatedSchema {
+                            package: d.package.clone(),
+                            schema: other.to_string(),
+                        });
+                    }
                 }
             }
         }
@@ -206,15 +209,14 @@ struct BundleRows {
 fn channels_by_package(
     channels: Vec<fbc::Channel>,
     package_ix: &HashMap<&str, usize>,
-) -> anyhow::Result<BTreeMap<usize, Vec<fbc::Channel>>> {
+) -> Result<BTreeMap<usize, Vec<fbc::Channel>>, IndexBuildError> {
     let mut by_package: BTreeMap<usize, Vec<fbc::Channel>> = BTreeMap::new();
     for c in channels {
         let Some(&pi) = package_ix.get(c.package.as_str()) else {
-            bail!(
-                "unknown package {} for channel {}",
-                q(&c.package),
-                q(&c.name)
-            );
+            return Err(IndexBuildError::ChannelOfUnknownPackage {
+                package: c.package,
+                channel: c.name,
+            });
         };
         by_package.entry(pi).or_default().push(c);
     }
@@ -222,23 +224,21 @@ fn channels_by_package(
 }
 
 /// The row of the channel's head among its entries.
-fn channel_head(p: &fbc::Package, c: &fbc::Channel) -> anyhow::Result<u32> {
+fn channel_head(p: &fbc::Package, c: &fbc::Channel) -> Result<u32, IndexBuildError> {
     match UpgradeEdges::new(&c.entries).head() {
         Ok(name) => {
             let row = c.entries.iter().position(|e| e.name == name);
             offset(row.expect("the head is an entry"))
         }
-        Err(HeadError::NoHead) => bail!(
-            "package {}, channel {}: no channel head found in graph",
-            q(&p.name),
-            q(&c.name)
-        ),
-        Err(HeadError::MultipleHeads(names)) => bail!(
-            "package {}, channel {}: multiple channel heads found in graph: {}",
-            q(&p.name),
-            q(&c.name),
-            names.join(", ")
-        ),
+        Err(HeadError::NoHead) => Err(IndexBuildError::NoHead {
+            package: p.name.clone(),
+            channel: c.name.clone(),
+        }),
+        Err(HeadError::MultipleHeads(names)) => Err(IndexBuildError::MultipleHeads {
+            package: p.name.clone(),
+            channel: c.name.clone(),
+            heads: names.into_iter().map(str::to_string).collect(),
+        }),
     }
 }
 
@@ -266,7 +266,7 @@ impl Tables {
         package_ix: &HashMap<&str, usize>,
         deprecations: &Deprecations,
         store: &mut StoreWriter,
-    ) -> anyhow::Result<BundleRows> {
+    ) -> Result<BundleRows, IndexBuildError> {
         let mut rows = BundleRows {
             by_key: HashMap::new(),
             package: Vec::with_capacity(pending.len()),
@@ -275,18 +275,16 @@ impl Tables {
         for mut b in pending {
             let key = (b.package.clone(), b.name.clone());
             let Some(&pi) = package_ix.get(b.package.as_str()) else {
-                bail!(
-                    "unknown package {} for bundle {}",
-                    q(&b.package),
-                    q(&b.name)
-                );
+                return Err(IndexBuildError::BundleOfUnknownPackage {
+                    package: b.package,
+                    bundle: b.name,
+                });
             };
             if rows.by_key.contains_key(&key) {
-                bail!(
-                    "package {} has duplicate bundle {}",
-                    q(&b.package),
-                    q(&b.name)
-                );
+                return Err(IndexBuildError::DuplicateBundle {
+                    package: b.package,
+                    bundle: b.name,
+                });
             }
             if let Some((metadata, related)) = &b.csv_metadata {
                 let pkg = &packages[pi];
@@ -317,7 +315,7 @@ impl Tables {
     }
 
     /// One row of the bundle table, with the APIs it provides and its light bundle.
-    fn add_bundle(&mut self, b: PendingBundle) -> anyhow::Result<()> {
+    fn add_bundle(&mut self, b: PendingBundle) -> Result<(), IndexBuildError> {
         let provided_start = offset(self.gvks.len())?;
         for (g, v, k) in &b.provided {
             let gvk = [
@@ -355,7 +353,7 @@ impl Tables {
         mut by_package: BTreeMap<usize, Vec<fbc::Channel>>,
         rows: &BundleRows,
         deprecations: &Deprecations,
-    ) -> anyhow::Result<HashSet<u32>> {
+    ) -> Result<HashSet<u32>, IndexBuildError> {
         let mut listed = HashSet::new();
         for (pi, p) in packages.iter().enumerate() {
             let channels = by_package.remove(&pi).unwrap_or_default();
@@ -373,21 +371,19 @@ impl Tables {
         rows: &BundleRows,
         deprecations: &Deprecations,
         listed: &mut HashSet<u32>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), IndexBuildError> {
         channels.sort_by(|a, b| a.name.cmp(&b.name));
         if let Some(w) = channels.windows(2).find(|w| w[0].name == w[1].name) {
-            bail!(
-                "package {} has duplicate channel {}",
-                q(&p.name),
-                q(&w[0].name)
-            );
+            return Err(IndexBuildError::DuplicateChannel {
+                package: p.name.clone(),
+                channel: w[0].name.clone(),
+            });
         }
         if !p.default_channel.is_empty() && !channels.iter().any(|c| c.name == p.default_channel) {
-            bail!(
-                "package {}: default channel {} not found",
-                q(&p.name),
-                q(&p.default_channel)
-            );
+            return Err(IndexBuildError::DefaultChannelNotFound {
+                package: p.name.clone(),
+                channel: p.default_channel.clone(),
+            });
         }
         let channels_start = offset(self.channels.len())?;
         for c in &channels {
@@ -420,34 +416,31 @@ impl Tables {
         rows: &BundleRows,
         deprecation: Option<&str>,
         listed: &mut HashSet<u32>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), IndexBuildError> {
         if c.entries.is_empty() {
-            bail!(
-                "package {}, channel {}: channel must contain at least one bundle",
-                q(&p.name),
-                q(&c.name)
-            );
+            return Err(IndexBuildError::EmptyChannel {
+                package: p.name.clone(),
+                channel: c.name.clone(),
+            });
         }
         let ci = offset(self.channels.len())?;
         let start = offset(self.entries.len())?;
         let mut seen: HashSet<&str> = HashSet::new();
         for e in &c.entries {
             if !seen.insert(&e.name) {
-                bail!(
-                    "invalid package {}, channel {}: duplicate entry {}",
-                    q(&p.name),
-                    q(&c.name),
-                    q(&e.name)
-                );
+                return Err(IndexBuildError::DuplicateEntry {
+                    package: p.name.clone(),
+                    channel: c.name.clone(),
+                    entry: e.name.clone(),
+                });
             }
         }
         for e in &c.entries {
             let Some(&bi) = rows.by_key.get(&(p.name.clone(), e.name.clone())) else {
-                bail!(
-                    "no olm.bundle blobs found in package {} for olm.channel entries [{}]",
-                    q(&p.name),
-                    e.name
-                );
+                return Err(IndexBuildError::EntryWithoutBundle {
+                    package: p.name.clone(),
+                    entry: e.name.clone(),
+                });
             };
             listed.insert(bi);
             self.add_entry(pi as u32, ci, bi, e)?;
@@ -473,7 +466,7 @@ impl Tables {
         channel: u32,
         bundle: u32,
         e: &fbc::ChannelEntry,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), IndexBuildError> {
         let skips_start = offset(self.skips.len())?;
         for s in &e.skips {
             let skip = self.text.intern(s)?;
@@ -495,7 +488,7 @@ impl Tables {
     }
 
     /// A deprecation message, interned when there is one.
-    fn intern_message(&mut self, message: Option<&str>) -> anyhow::Result<Option<Span>> {
+    fn intern_message(&mut self, message: Option<&str>) -> Result<Option<Span>, IndexBuildError> {
         message.map(|m| self.text.intern(m)).transpose()
     }
 
@@ -505,13 +498,12 @@ impl Tables {
         packages: &[fbc::Package],
         rows: &BundleRows,
         listed: &HashSet<u32>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), IndexBuildError> {
         if let Some(bi) = (0..self.bundles.len()).find(|&i| !listed.contains(&(i as u32))) {
-            bail!(
-                "package {}, bundle {} not found in any channel entries",
-                q(&packages[rows.package[bi]].name),
-                q(&self.text.text[self.bundles[bi].name.range()])
-            );
+            return Err(IndexBuildError::UnlistedBundle {
+                package: packages[rows.package[bi]].name.clone(),
+                bundle: self.text.text[self.bundles[bi].name.range()].to_string(),
+            });
         }
         Ok(())
     }
@@ -521,7 +513,7 @@ impl Tables {
         self,
         custom: HashMap<(String, String), Vec<Loc>>,
         store: StoreWriter,
-    ) -> anyhow::Result<Index> {
+    ) -> Result<Index, IndexBuildError> {
         let TextBuilder { text, seen } = self.text;
         drop(seen);
         Ok(Index {
@@ -542,33 +534,21 @@ impl Tables {
     }
 }
 
-/// Why loading stopped: the file, or what the builder made of a blob.
-enum BuildStop {
-    Load(LoadError),
-    Build(anyhow::Error),
-}
-
-impl From<LoadError> for BuildStop {
-    fn from(e: LoadError) -> Self {
-        BuildStop::Load(e)
-    }
-}
-
 impl Index {
     /// Loads the catalog at `root` (a directory or one file).
     ///
     /// The loading runs on a thread of its own: when that thread ends, the blocks its
     /// allocator cache (glibc's tcache) still holds are freed too, so that all of the
     /// loader's memory, not just most of it, can be handed back to the OS afterwards.
-    pub fn load(root: &Path) -> anyhow::Result<Index> {
+    pub fn load(root: &Path) -> Result<Index, IndexBuildError> {
         Self::on_loader_thread(|| Self::load_here(root))
     }
 
     /// Runs `load` on a thread of its own (see [`Index::load`]), then hands the loader's
     /// freed memory back to the OS.
-    pub(super) fn on_loader_thread(
-        load: impl Fn() -> anyhow::Result<Index> + Sync,
-    ) -> anyhow::Result<Index> {
+    pub(super) fn on_loader_thread<E: Send>(
+        load: impl Fn() -> Result<Index, E> + Sync,
+    ) -> Result<Index, E> {
         let loaded = std::thread::scope(|s| {
             std::thread::Builder::new()
                 .name("catalog-load".into())
@@ -585,9 +565,8 @@ impl Index {
         Ok(index)
     }
 
-    fn load_here(root: &Path) -> anyhow::Result<Index> {
-        use anyhow::Context;
-        let store = StoreWriter::new().context("creating the spill file")?;
+    fn load_here(root: &Path) -> Result<Index, IndexBuildError> {
+        let store = StoreWriter::new().map_err(IndexBuildError::SpillFile)?;
         Self::build(&catalog_files(root)?, store)
     }
 
@@ -595,7 +574,7 @@ impl Index {
     pub(super) fn build(
         files: &[std::path::PathBuf],
         mut store: StoreWriter,
-    ) -> anyhow::Result<Index> {
+    ) -> Result<Index, IndexBuildError> {
         let mut builder = Builder::default();
         // Blob by blob: one document and the index in memory, never a whole file. The
         // catalog limits count across files, as `load_path` counts them.
@@ -605,7 +584,7 @@ impl Index {
                 bundles += blob.bundles.len();
                 blobs += 1;
                 let too_many = |what, limit| {
-                    BuildStop::Load(LoadError::TooMany {
+                    IndexBuildError::Load(LoadError::TooMany {
                         path: file.clone(),
                         what,
                         limit,
@@ -617,18 +596,14 @@ impl Index {
                 if blobs > MAX_BLOBS {
                     return Err(too_many("blobs", MAX_BLOBS));
                 }
-                builder.add(blob, &mut store).map_err(BuildStop::Build)
-            })
-            .map_err(|stop| match stop {
-                BuildStop::Load(e) => anyhow::Error::from(e),
-                BuildStop::Build(e) => e,
+                builder.add(blob, &mut store)
             })?;
         }
         builder.finish(store)
     }
 
     /// Builds an index from a catalog already in memory.
-    pub fn from_config(config: DeclarativeConfig) -> anyhow::Result<Index> {
+    pub fn from_config(config: DeclarativeConfig) -> Result<Index, IndexBuildError> {
         let mut store = StoreWriter::new()?;
         let mut builder = Builder::default();
         builder.add(config, &mut store)?;

@@ -12,10 +12,9 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 
-use super::{BundleIdx, ChannelIdx, EntryIdx, Index, PackageIdx, Span};
+use super::{BundleIdx, ChannelIdx, EntryIdx, Index, IndexCacheError, PackageIdx, Span};
 use crate::catalog::reading::files::catalog_files;
 use crate::registry::store::{Loc, Store, StoreWriter};
 
@@ -23,8 +22,40 @@ const MAGIC: &[u8; 8] = b"OLMIDX1\n";
 const INDEX_FILE: &str = "index.bin";
 const STORE_FILE: &str = "store.bin";
 
+/// Why the cached index is not used; logged, and the index is built again.
+#[derive(Debug, thiserror::Error)]
+enum StaleCache {
+    #[error("no cached index")]
+    NoIndex(#[source] std::io::Error),
+    #[error("the cached index is truncated")]
+    Truncated,
+    #[error("the cached index is damaged (checksum)")]
+    Damaged,
+    #[error("not a cached index of this format")]
+    Format,
+    #[error("the catalog files or olm changed since the cache was built")]
+    Changed,
+    #[error("no cached store")]
+    NoStore(#[source] std::io::Error),
+    /// The cached store's length.
+    #[error(transparent)]
+    Store(std::io::Error),
+    #[error("the cached store does not match the index")]
+    StoreMismatch,
+    #[error("cached text")]
+    Text(#[source] std::string::FromUtf8Error),
+    /// A custom blob's schema or package.
+    #[error(transparent)]
+    Utf8(#[from] std::string::FromUtf8Error),
+    /// A count that does not fit this machine's `usize`.
+    #[error(transparent)]
+    Count(#[from] std::num::TryFromIntError),
+    #[error("the cached index has trailing bytes")]
+    TrailingBytes,
+}
+
 /// What a cache was built for: the catalog files' digest and the build of olm.
-fn cache_key(root: &Path, files: &[PathBuf]) -> anyhow::Result<[u8; 32]> {
+fn cache_key(root: &Path, files: &[PathBuf]) -> Result<[u8; 32], IndexCacheError> {
     let mut hash = Sha256::new();
     hash.update(env!("CARGO_PKG_VERSION").as_bytes());
     hash.update([0]);
@@ -33,13 +64,15 @@ fn cache_key(root: &Path, files: &[PathBuf]) -> anyhow::Result<[u8; 32]> {
         let relative = file.strip_prefix(root).unwrap_or(file);
         hash.update(relative.to_string_lossy().as_bytes());
         hash.update([0]);
-        let mut f =
-            std::fs::File::open(file).with_context(|| format!("reading {}", file.display()))?;
-        hash.update(f.metadata()?.len().to_le_bytes());
+        let reading = |source| IndexCacheError::Read {
+            path: file.clone(),
+            source,
+        };
+        let mut f = std::fs::File::open(file).map_err(reading)?;
+        let len = f.metadata().map_err(IndexCacheError::Metadata)?.len();
+        hash.update(len.to_le_bytes());
         loop {
-            let n = f
-                .read(&mut buf)
-                .with_context(|| format!("reading {}", file.display()))?;
+            let n = f.read(&mut buf).map_err(reading)?;
             if n == 0 {
                 break;
             }
@@ -52,7 +85,7 @@ fn cache_key(root: &Path, files: &[PathBuf]) -> anyhow::Result<[u8; 32]> {
 impl Index {
     /// The index of the catalog at `root`, read from the cache in `cache_dir` when it was
     /// built from the same files, else built (and the cache written).
-    pub fn load_cached(root: &Path, cache_dir: &Path) -> anyhow::Result<Index> {
+    pub fn load_cached(root: &Path, cache_dir: &Path) -> Result<Index, IndexCacheError> {
         let files = catalog_files(root)?;
         let key = cache_key(root, &files)?;
         let (index_path, store_path) = (cache_dir.join(INDEX_FILE), cache_dir.join(STORE_FILE));
@@ -69,15 +102,20 @@ impl Index {
         if let Err(why) = writable(cache_dir, &index_path) {
             // A read-only image or volume: serve without a cache rather than not at all.
             tracing::warn!(cache = %cache_dir.display(), %why, "cannot write the index cache; loading without it");
-            return Index::load(root);
+            return Ok(Index::load(root)?);
         }
-        let index = Index::on_loader_thread(|| {
-            let store = StoreWriter::create(&store_path)
-                .with_context(|| format!("creating {}", store_path.display()))?;
-            Index::build(&files, store)
+        let index = Index::on_loader_thread(|| -> Result<Index, IndexCacheError> {
+            let store =
+                StoreWriter::create(&store_path).map_err(|source| IndexCacheError::Create {
+                    path: store_path.clone(),
+                    source,
+                })?;
+            Ok(Index::build(&files, store)?)
         })?;
-        write(&index, &index_path, &key)
-            .with_context(|| format!("writing {}", index_path.display()))?;
+        write(&index, &index_path, &key).map_err(|source| IndexCacheError::Write {
+            path: index_path.clone(),
+            source,
+        })?;
         Ok(index)
     }
 }
@@ -97,7 +135,7 @@ fn writable(cache_dir: &Path, index_path: &Path) -> std::io::Result<()> {
     std::fs::remove_file(&probe)
 }
 
-fn write(index: &Index, path: &Path, key: &[u8; 32]) -> anyhow::Result<()> {
+fn write(index: &Index, path: &Path, key: &[u8; 32]) -> std::io::Result<()> {
     let mut e = Encoder(Vec::with_capacity(
         index.text.len() + index.light.len() + (1 << 20),
     ));
@@ -159,27 +197,27 @@ fn write(index: &Index, path: &Path, key: &[u8; 32]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn read(index_path: &Path, store_path: &Path, key: &[u8; 32]) -> anyhow::Result<Index> {
-    let data = std::fs::read(index_path).context("no cached index")?;
+fn read(index_path: &Path, store_path: &Path, key: &[u8; 32]) -> Result<Index, StaleCache> {
+    let data = std::fs::read(index_path).map_err(StaleCache::NoIndex)?;
     let Some((body, sum)) = data.split_last_chunk::<32>() else {
-        bail!("the cached index is truncated");
+        return Err(StaleCache::Truncated);
     };
     if Sha256::digest(body).as_slice() != sum {
-        bail!("the cached index is damaged (checksum)");
+        return Err(StaleCache::Damaged);
     }
     let mut d = Decoder(body);
     if d.take(MAGIC.len())? != MAGIC {
-        bail!("not a cached index of this format");
+        return Err(StaleCache::Format);
     }
     if d.take(32)? != key {
-        bail!("the catalog files or olm changed since the cache was built");
+        return Err(StaleCache::Changed);
     }
     let store_len = d.u64()?;
-    let store = Store::open(store_path).context("no cached store")?;
-    if store.len()? != store_len {
-        bail!("the cached store does not match the index");
+    let store = Store::open(store_path).map_err(StaleCache::NoStore)?;
+    if store.len().map_err(StaleCache::Store)? != store_len {
+        return Err(StaleCache::StoreMismatch);
     }
-    let text = String::from_utf8(d.bytes()?.to_vec()).context("cached text")?;
+    let text = String::from_utf8(d.bytes()?.to_vec()).map_err(StaleCache::Text)?;
     let packages = d.rows(|d| {
         Ok(PackageIdx {
             name: d.span()?,
@@ -232,7 +270,7 @@ fn read(index_path: &Path, store_path: &Path, key: &[u8; 32]) -> anyhow::Result<
         .into_iter()
         .collect();
     if !d.0.is_empty() {
-        bail!("the cached index has trailing bytes");
+        return Err(StaleCache::TrailingBytes);
     }
     Ok(Index {
         text: text.into_boxed_str(),
@@ -295,48 +333,54 @@ impl Encoder {
 struct Decoder<'a>(&'a [u8]);
 
 impl<'a> Decoder<'a> {
-    fn take(&mut self, n: usize) -> anyhow::Result<&'a [u8]> {
-        if self.0.len() < n {
-            bail!("the cached index is truncated");
-        }
-        let (head, rest) = self.0.split_at(n);
+    fn take(&mut self, n: usize) -> Result<&'a [u8], StaleCache> {
+        let Some((head, rest)) = self.0.split_at_checked(n) else {
+            return Err(StaleCache::Truncated);
+        };
         self.0 = rest;
         Ok(head)
     }
-    fn u8(&mut self) -> anyhow::Result<u8> {
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], StaleCache> {
+        let Some((head, rest)) = self.0.split_first_chunk::<N>() else {
+            return Err(StaleCache::Truncated);
+        };
+        self.0 = rest;
+        Ok(*head)
+    }
+    fn u8(&mut self) -> Result<u8, StaleCache> {
         Ok(self.take(1)?[0])
     }
-    fn u32(&mut self) -> anyhow::Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into()?))
+    fn u32(&mut self) -> Result<u32, StaleCache> {
+        Ok(u32::from_le_bytes(self.array()?))
     }
-    fn u64(&mut self) -> anyhow::Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into()?))
+    fn u64(&mut self) -> Result<u64, StaleCache> {
+        Ok(u64::from_le_bytes(self.array()?))
     }
-    fn len(&mut self) -> anyhow::Result<usize> {
+    fn len(&mut self) -> Result<usize, StaleCache> {
         let n = usize::try_from(self.u64()?)?;
         // A count can never exceed the bytes left (every row takes at least one).
         if n > self.0.len() {
-            bail!("the cached index is truncated");
+            return Err(StaleCache::Truncated);
         }
         Ok(n)
     }
-    fn bytes(&mut self) -> anyhow::Result<&'a [u8]> {
+    fn bytes(&mut self) -> Result<&'a [u8], StaleCache> {
         let n = self.len()?;
         self.take(n)
     }
-    fn span(&mut self) -> anyhow::Result<Span> {
+    fn span(&mut self) -> Result<Span, StaleCache> {
         Ok(Span {
             start: self.u32()?,
             end: self.u32()?,
         })
     }
-    fn opt_span(&mut self) -> anyhow::Result<Option<Span>> {
+    fn opt_span(&mut self) -> Result<Option<Span>, StaleCache> {
         Ok(match self.u8()? {
             0 => None,
             _ => Some(self.span()?),
         })
     }
-    fn loc(&mut self) -> anyhow::Result<Loc> {
+    fn loc(&mut self) -> Result<Loc, StaleCache> {
         Ok(Loc {
             offset: self.u64()?,
             len: self.u32()?,
@@ -344,8 +388,8 @@ impl<'a> Decoder<'a> {
     }
     fn rows<T>(
         &mut self,
-        mut each: impl FnMut(&mut Self) -> anyhow::Result<T>,
-    ) -> anyhow::Result<Box<[T]>> {
+        mut each: impl FnMut(&mut Self) -> Result<T, StaleCache>,
+    ) -> Result<Box<[T]>, StaleCache> {
         let n = self.len()?;
         (0..n).map(|_| each(self)).collect()
     }

@@ -15,7 +15,7 @@
 //! OS once the catalog is loaded.
 //!
 //! Files: `build.rs` loads a catalog into the tables, `query.rs` answers the RPCs from
-//! them, `tests.rs` tests both.
+//! them, `tests.rs` tests both; `error.rs` says why a catalog could not be loaded.
 
 use std::collections::HashMap;
 
@@ -24,6 +24,9 @@ use super::store::{Loc, Store};
 
 mod build;
 mod cache;
+mod error;
+
+pub use error::{IndexBuildError, IndexCacheError};
 mod query;
 #[cfg(test)]
 mod tests;
@@ -53,8 +56,8 @@ impl Span {
 }
 
 /// A table length or offset as stored in the index.
-fn offset(n: usize) -> anyhow::Result<u32> {
-    u32::try_from(n).map_err(|_| anyhow::anyhow!("catalog too large to index (over 4 GiB)"))
+fn offset(n: usize) -> Result<u32, IndexBuildError> {
+    u32::try_from(n).map_err(|_| IndexBuildError::TooLarge)
 }
 
 struct PackageIdx {

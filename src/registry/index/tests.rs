@@ -186,6 +186,71 @@ fn broken_catalogs_are_refused() {
             .contains("multiple channel heads found in graph: p.v1, p.v2"),
         "{e}"
     );
+
+    // Each refusal as its message reads (`olm catalog serve` prints it after the path).
+    let package = r#"{"schema":"olm.package","name":"p","defaultChannel":"c"}"#;
+    let channel =
+        r#"{"schema":"olm.channel","package":"p","name":"c","entries":[{"name":"p.v1"}]}"#;
+    let bundle = |name: &str, extra: &str| {
+        format!(
+            r#"{{"schema":"olm.bundle","package":"p","name":"{name}","properties":[{{"type":"olm.package","value":{{"packageName":"p","version":"1.0.0"}}}}{extra}]}}"#
+        )
+    };
+    let v1 = bundle("p.v1", "");
+    let meta = r#",{"type":"olm.csv.metadata","value":{}}"#;
+    for (lines, expected) in [
+        (
+            vec![
+                package,
+                channel,
+                r#"{"schema":"olm.bundle","package":"p","name":"p.v1"}"#,
+            ],
+            r#"package "p", bundle "p.v1": expected exactly 1 property of type "olm.package", found 0"#,
+        ),
+        (
+            vec![package, channel, &bundle("p.v1", &meta.repeat(2))],
+            r#"package "p", bundle "p.v1": expected at most 1 property of type "olm.csv.metadata", found 2"#,
+        ),
+        (
+            vec![package, package, channel, &v1],
+            r#"duplicate package "p""#,
+        ),
+        (
+            vec![
+                package,
+                channel,
+                &v1,
+                r#"{"schema":"olm.deprecations","package":"q"}"#,
+            ],
+            r#"cannot apply deprecations to an unknown package "q""#,
+        ),
+        (
+            vec![
+                package,
+                r#"{"schema":"olm.channel","package":"p","name":"c","entries":[{"name":"p.v1"},{"name":"p.v1"}]}"#,
+                &v1,
+            ],
+            r#"invalid package "p", channel "c": duplicate entry "p.v1""#,
+        ),
+        (
+            vec![
+                package,
+                r#"{"schema":"olm.channel","package":"p","name":"c","entries":[{"name":"p.v1"},{"name":"p.v3","replaces":"p.v1"}]}"#,
+                &v1,
+            ],
+            r#"no olm.bundle blobs found in package "p" for olm.channel entries [p.v3]"#,
+        ),
+        (
+            vec![package, channel, &v1, &bundle("p.v2", "")],
+            r#"package "p", bundle "p.v2" not found in any channel entries"#,
+        ),
+    ] {
+        let text = lines.join("\n");
+        let e = Index::from_config(load_str(Path::new("c.json"), &text).unwrap())
+            .err()
+            .unwrap();
+        assert_eq!(e.to_string(), expected);
+    }
 }
 
 #[test]
