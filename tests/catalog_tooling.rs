@@ -4,7 +4,6 @@
 
 // A test reads as one scenario, top to bottom; the 100-line rule is for the code it tests.
 #![allow(clippy::too_many_lines)]
-
 // Test and bench code: a failed unwrap is a failed run, with its message (the lint stays
 // on for library code; clippy.toml allows it inside #[test] functions).
 #![allow(clippy::unwrap_used)]
