@@ -1,6 +1,7 @@
-//! One real bundle (or package) from the public community catalog per class of difference
-//! `hack/parity` found between `olm catalog render` and `opm render`, each checked for the
-//! fact that made it differ. tests/upstream_opm.rs renders the same corpus with opm itself.
+//! One real bundle (or package) from the public community or certified catalog per class of
+//! difference `hack/parity` found between `olm catalog render` and `opm render`, each checked
+//! for the fact that made it differ. tests/upstream_opm.rs renders the same corpus with opm
+//! itself.
 
 // A test reads as one scenario, top to bottom; the 100-line rule is for the code it tests.
 #![allow(clippy::too_many_lines)]
@@ -239,4 +240,48 @@ fn bundle_objects_are_encoded_as_go_encodes_them() {
         escaped |= text.contains("\\u003c") || text.contains("\\u0026");
     }
     assert!(escaped, "the corpus bundle should exercise the escaping");
+}
+
+/// nxiq-operator-certified 1.128.0-1's CSV file opens with a comment and `---`: Go's YAML
+/// reader takes that empty document as the file's one object, so opm finds no CSV and
+/// refuses the bundle ("no csv in bundle"); so do we, in its words, naming the file.
+#[test]
+fn a_csv_behind_an_empty_first_document_is_refused_as_opm_refuses_it() {
+    let dir = corpus("empty-first-document", "nxiq-operator-certified-1.128.0-1");
+    let e = read_bundle(&dir).unwrap_err().to_string();
+    assert!(
+        e.contains("nxiq-operator-certified.clusterserviceversion.yaml: no csv in bundle: ")
+            && e.contains("its first YAML document is empty"),
+        "{e}"
+    );
+    let out = olm_cli(&["catalog", "render", dir.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no csv in bundle"), "{stderr}");
+}
+
+/// digitalai-release-operator 24.1.19 lists one image under several names, once without a
+/// name: opm keeps the CSV's list as it is, so every entry is kept.
+#[test]
+fn related_images_listed_by_the_csv_are_kept_as_listed() {
+    let b = render(&corpus(
+        "related-images-as-listed",
+        "digitalai-release-operator-24.1.19",
+    ));
+    let release = "docker.io/xebialabs/xl-release@sha256:d5a1c7b65f9e97fc4340aeebe07b7dc06883f49bbc517818ba3ca5c60dd9d925";
+    let names: Vec<&str> = b
+        .related_images
+        .iter()
+        .filter(|r| r.image == release)
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "release_volume_permissions",
+            "release_busy_box",
+            "",
+            "release"
+        ]
+    );
 }

@@ -683,6 +683,11 @@ fn render_of_the_parity_corpus_matches_opm_byte_for_byte() {
         let d = dir.to_str().unwrap();
         let ours = olm(&["catalog", "render", "--image-template", template, d]);
         let theirs = opm_render(template, d);
+        // A CSV behind an empty first YAML document: both refuse, in opm's words.
+        if d.contains("/empty-first-document/") {
+            assert_both_refuse(&ours, &theirs, "no csv in bundle", d);
+            continue;
+        }
         assert!(
             ours.status.success(),
             "olm render {d}: {}",
@@ -732,4 +737,168 @@ fn render_of_the_parity_corpus_matches_opm_byte_for_byte() {
             describe_difference(&ours, &theirs)
         );
     }
+}
+
+/// Both renders failed: opm's last line ends in `words`, and ours says them too, naming
+/// the manifest file.
+fn assert_both_refuse(
+    ours: &std::process::Output,
+    theirs: &std::process::Output,
+    words: &str,
+    what: &str,
+) {
+    let (our_err, their_err) = (
+        String::from_utf8_lossy(&ours.stderr),
+        String::from_utf8_lossy(&theirs.stderr),
+    );
+    assert!(
+        !theirs.status.success() && their_err.trim_end().ends_with(words),
+        "opm render {what}: {their_err}"
+    );
+    assert!(
+        !ours.status.success() && our_err.contains(&format!(".yaml: {words}: ")),
+        "olm render {what}: {our_err}"
+    );
+}
+
+/// reverse-words 0.1.0 with its CSV as `edit` leaves it (and `hide` set: after a comment
+/// and `---`, an empty first YAML document), in `dir`.
+fn crafted_bundle(dir: &Path, edit: impl Fn(&mut Value), hide: bool) -> String {
+    let src = repo().join("bundles/reverse-words/0.1.0");
+    for sub in ["manifests", "metadata"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        for f in std::fs::read_dir(src.join(sub)).unwrap() {
+            let f = f.unwrap().path();
+            let mut text = std::fs::read_to_string(&f).unwrap();
+            if text.contains("kind: ClusterServiceVersion") {
+                let mut csv: Value = serde_yaml::from_str(&text).unwrap();
+                edit(&mut csv);
+                text = serde_yaml::to_string(&csv).unwrap();
+                if hide {
+                    text = format!("# generated\n---\n{text}");
+                }
+            }
+            std::fs::write(dir.join(sub).join(f.file_name().unwrap()), text).unwrap();
+        }
+    }
+    dir.to_str().unwrap().to_string()
+}
+
+/// The related images opm derives from a CSV, on crafted CSVs: listed entries kept as
+/// listed (repeated, nameless, imageless), unlisted images of containers and init
+/// containers added without a name (an empty one too), none for another install strategy
+/// nor from the `containerImage` annotation, field names without regard to case. Ours
+/// equal opm's (order aside: opm sorts them by image).
+#[test]
+fn related_images_match_opm_on_crafted_csvs() {
+    use serde_json::json;
+    const OPERATOR: &str = "quay.io/olm-rs/reverse-words-operator:v0.1.0";
+    const BUNDLE: &str = "quay.io/olm-rs/reverse-words-bundle:v0.1.0";
+    fn pod(csv: &mut Value) -> &mut Value {
+        &mut csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]
+    }
+    type Edit = fn(&mut Value);
+    let cases: [(&str, Edit); 9] = [
+        ("listed-repeats", |c| {
+            c["spec"]["relatedImages"] = json!([
+                {"name": "manager", "image": OPERATOR}, {"name": "", "image": OPERATOR},
+                {"name": "manager", "image": OPERATOR}, {"name": "no-image"}
+            ]);
+        }),
+        ("unlisted", |c| {
+            c["spec"]["relatedImages"] = Value::Null;
+            pod(c)["initContainers"] = json!([{"name": "init", "image": "quay.io/x/init:1"}]);
+        }),
+        ("no-list", |c| {
+            c["spec"].as_object_mut().unwrap().remove("relatedImages");
+        }),
+        ("annotation", |c| {
+            c["metadata"]["annotations"]["containerImage"] = json!("quay.io/x/annotation:1");
+        }),
+        ("other-strategy", |c| {
+            c["spec"]["install"]["strategy"] = json!("other");
+            c["spec"]["relatedImages"] = json!([]);
+        }),
+        ("container-without-image", |c| {
+            pod(c)["containers"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"name": "x"}));
+        }),
+        ("listed-empty-image", |c| {
+            c["spec"]["relatedImages"] = json!([{"name": "e", "image": ""}]);
+            pod(c)["containers"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"name": "x"}));
+        }),
+        ("container-runs-the-bundle-image", |c| {
+            c["spec"]["relatedImages"] = json!([]);
+            pod(c)["containers"][0]["image"] = json!(BUNDLE);
+        }),
+        ("field-case", |c| {
+            c["spec"]["relatedImages"] = json!([{"NAME": "manager", "Image": OPERATOR}]);
+            let containers = pod(c)
+                .as_object_mut()
+                .unwrap()
+                .remove("containers")
+                .unwrap();
+            pod(c)["Containers"] = containers;
+        }),
+    ];
+    let template = "quay.io/olm-rs/{{.Package}}-bundle:v{{.Version}}";
+    let out = scratch("related-images");
+    for (name, edit) in cases {
+        let d = crafted_bundle(&out.join(name), edit, false);
+        let ours = olm(&["catalog", "render", "--image-template", template, &d]);
+        let theirs = opm_render(template, &d);
+        let related = |o: &std::process::Output| {
+            assert!(
+                o.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            normalize(serde_json::from_slice(&o.stdout).unwrap())["relatedImages"].clone()
+        };
+        assert_eq!(related(&ours), related(&theirs), "{name}");
+    }
+}
+
+/// Manifest files opening with an empty YAML document, which is all opm reads of them: a
+/// CSV there is refused in opm's words (`no bundle objects found` when nothing else is
+/// left); any other object is left out of the bundle, as opm leaves it out.
+#[test]
+fn empty_first_documents_match_opm_on_crafted_bundles() {
+    let template = "quay.io/olm-rs/{{.Package}}-bundle:v{{.Version}}";
+    let render = |d: &str| {
+        let ours = olm(&["catalog", "render", "--image-template", template, d]);
+        (ours, opm_render(template, d))
+    };
+    let out = scratch("empty-first-document");
+    let d = crafted_bundle(&out.join("csv"), |_| {}, true);
+    let (ours, theirs) = render(&d);
+    assert_both_refuse(&ours, &theirs, "no csv in bundle", "csv");
+    for f in std::fs::read_dir(out.join("csv/manifests")).unwrap() {
+        let f = f.unwrap().path();
+        if !f.to_string_lossy().contains("clusterserviceversion") {
+            std::fs::remove_file(f).unwrap();
+        }
+    }
+    let (ours, theirs) = render(&d);
+    assert_both_refuse(&ours, &theirs, "no bundle objects found", "csv only");
+
+    let d = crafted_bundle(&out.join("service"), |_| {}, false);
+    let service = "# a\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: svc\n";
+    std::fs::write(out.join("service/manifests/svc.yaml"), service).unwrap();
+    let (ours, theirs) = render(&d);
+    assert!(ours.status.success() && theirs.status.success());
+    assert!(
+        String::from_utf8_lossy(&ours.stderr)
+            .contains("svc.yaml: its first YAML document is empty"),
+        "{}",
+        String::from_utf8_lossy(&ours.stderr)
+    );
+    let ours = normalize(serde_json::from_slice(&ours.stdout).unwrap());
+    let theirs = normalize(serde_json::from_slice(&theirs.stdout).unwrap());
+    assert_eq!(ours, theirs);
 }

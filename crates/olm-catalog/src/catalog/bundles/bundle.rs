@@ -355,49 +355,7 @@ pub fn read_bundle_with(dir: &Path, memo: Option<&ManifestMemo>) -> Result<Bundl
         annotations.get(ANNOTATION_MANIFESTS),
         "manifests/",
     )?;
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&manifests_dir)
-        .map_err(|source| BundleError::Io {
-            path: manifests_dir.clone(),
-            source,
-        })?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file())
-        .take(MAX_BUNDLE_FILES + 1)
-        .collect();
-    if files.len() > MAX_BUNDLE_FILES {
-        return Err(too_many_files(&manifests_dir));
-    }
-    files.sort();
-    let mut manifests = Vec::new();
-    let mut warnings = Vec::new();
-    for file in files {
-        let ((first, documents), leading_empty) = read_manifest(&file, memo)?;
-        // We keep the object opm misses behind an empty first document; say so, as the
-        // bundle opm renders (and upstream installs from its image) lacks it.
-        if leading_empty && let Some(object) = &first {
-            let kind = object.object["kind"].as_str().unwrap_or("object");
-            warnings.push(BundleProblem {
-                file: file.clone(),
-                message: format!(
-                    "its first YAML document is empty (only comments before `---`); opm \
-                     reads only that document and leaves this {kind} out of the bundle \
-                     (remove the `---` line)"
-                ),
-            });
-        }
-        // opm decodes one object per manifest file: later documents are not part of the
-        // bundle it renders (nor of what upstream installs). Same here, said out loud.
-        if documents > 1 {
-            warnings.push(BundleProblem {
-                file: file.clone(),
-                message: format!(
-                    "holds {documents} YAML documents; only the first is part of the bundle, \
-                     as opm reads manifests (split the others into files of their own)"
-                ),
-            });
-        }
-        manifests.extend(first);
-    }
+    let (manifests, mut warnings) = read_manifests(&manifests_dir, memo)?;
     let metadata_dir = bundle_subdir(
         dir,
         ANNOTATION_METADATA,
@@ -414,6 +372,82 @@ pub fn read_bundle_with(dir: &Path, memo: Option<&ManifestMemo>) -> Result<Bundl
         properties: metadata.properties,
         warnings,
     })
+}
+
+/// The objects of `manifests/`, one per file as opm reads them, in file name order, with
+/// the problems opm passes over silently.
+fn read_manifests(
+    manifests_dir: &Path,
+    memo: Option<&ManifestMemo>,
+) -> Result<(Vec<Manifest>, Vec<BundleProblem>), BundleError> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(manifests_dir)
+        .map_err(|source| BundleError::Io {
+            path: manifests_dir.to_path_buf(),
+            source,
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .take(MAX_BUNDLE_FILES + 1)
+        .collect();
+    if files.len() > MAX_BUNDLE_FILES {
+        return Err(too_many_files(manifests_dir));
+    }
+    files.sort();
+    let mut manifests = Vec::new();
+    let mut warnings = Vec::new();
+    // A CSV opm never sees, behind an empty first document.
+    let mut hidden_csv = None;
+    for file in files {
+        let ((first, documents), leading_empty) = read_manifest(&file, memo)?;
+        if leading_empty && let Some(object) = first {
+            // Go's YAML reader (and so opm, and upstream's install from the bundle image)
+            // takes the empty document as the file's one object: this one is left out.
+            if object.kind() == "ClusterServiceVersion" {
+                hidden_csv.get_or_insert(file.clone());
+            }
+            warnings.push(left_out(file, object.kind()));
+            continue;
+        }
+        // opm decodes one object per manifest file: later documents are not part of the
+        // bundle it renders (nor of what upstream installs). Same here, said out loud.
+        if documents > 1 {
+            warnings.push(BundleProblem {
+                file: file.clone(),
+                message: format!(
+                    "holds {documents} YAML documents; only the first is part of the bundle, \
+                     as opm reads manifests (split the others into files of their own)"
+                ),
+            });
+        }
+        manifests.extend(first);
+    }
+    // Without a CSV there is no bundle: refused as opm refuses it, in its words.
+    if let Some(file) = hidden_csv
+        && !manifests
+            .iter()
+            .any(|m| m.kind() == "ClusterServiceVersion")
+    {
+        let opm = if manifests.is_empty() {
+            "no bundle objects found"
+        } else {
+            "no csv in bundle"
+        };
+        let why = left_out(file, "ClusterServiceVersion");
+        return Err(invalid(&why.file, format!("{opm}: {}", why.message)));
+    }
+    Ok((manifests, warnings))
+}
+
+/// An object behind an empty first YAML document, which opm never reads.
+fn left_out(file: PathBuf, kind: &str) -> BundleProblem {
+    let kind = if kind.is_empty() { "object" } else { kind };
+    BundleProblem {
+        file,
+        message: format!(
+            "its first YAML document is empty (only comments before `---`); opm reads only \
+             that document, so this {kind} is not part of the bundle (remove the `---` line)"
+        ),
+    }
 }
 
 /// What `metadata/` declares besides annotations.
@@ -911,37 +945,92 @@ mod memo_tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A CSV file opening with a comment and `---`: opm sees only the empty first document
-    /// and refuses the bundle ("no csv in bundle"); we render the CSV and say so.
-    #[test]
-    fn an_empty_first_document_is_read_past_with_a_warning() {
-        let dir = std::env::temp_dir().join(format!("olm-empty-first-{}", std::process::id()));
+    /// A copy of reverse-words 0.1.0 whose files holding `hide` open with a comment and
+    /// `---` (an empty first YAML document), plus `extra` files.
+    fn with_empty_first_document(
+        name: &str,
+        hide: Option<&str>,
+        extra: &[(&str, &str)],
+    ) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("olm-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         for sub in ["manifests", "metadata"] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
             for f in std::fs::read_dir(bundle("0.1.0").join(sub)).unwrap() {
                 let f = f.unwrap();
                 let mut text = std::fs::read_to_string(f.path()).unwrap();
-                if text.contains("kind: ClusterServiceVersion") {
+                if hide.is_some_and(|h| text.contains(h)) {
                     text = format!("# generated by a tool\n---\n{text}");
                 }
                 std::fs::write(dir.join(sub).join(f.file_name()), text).unwrap();
             }
         }
+        for (file, text) in extra {
+            std::fs::write(dir.join("manifests").join(file), text).unwrap();
+        }
+        dir
+    }
+
+    /// A CSV file opening with a comment and `---`: opm sees only the empty first document
+    /// and refuses the bundle, "no csv in bundle"; so do we, naming the file.
+    #[test]
+    fn a_csv_behind_an_empty_first_document_is_refused_in_opms_words() {
+        let dir = with_empty_first_document("hidden-csv", Some("kind: ClusterServiceVersion"), &[]);
+        let e = read_bundle(&dir).unwrap_err().to_string();
+        assert!(
+            e.contains("clusterserviceversion.yaml: no csv in bundle: ")
+                && e.contains("first YAML document is empty"),
+            "{e}"
+        );
+        // The CSV the only manifest: opm finds no object at all.
+        for f in std::fs::read_dir(dir.join("manifests")).unwrap() {
+            let path = f.unwrap().path();
+            if !path.to_string_lossy().contains("clusterserviceversion") {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+        let e = read_bundle(&dir).unwrap_err().to_string();
+        assert!(e.contains(": no bundle objects found: "), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Any other object behind an empty first document is left out, as opm leaves it out,
+    /// with a warning; a CSV too when another file holds one, which opm then takes.
+    #[test]
+    fn other_objects_behind_an_empty_first_document_are_left_out_with_a_warning() {
+        let service = "# a\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: svc\n";
+        let dir = with_empty_first_document("hidden-service", None, &[("svc.yaml", service)]);
         let read = read_bundle(&dir).unwrap();
-        assert!(read.csv().is_some());
+        assert!(read.manifests.iter().all(|m| m.kind() != "Service"));
         let warnings: Vec<String> = read.warnings.iter().map(ToString::to_string).collect();
         assert!(
             warnings.len() == 1
-                && warnings[0].contains("clusterserviceversion")
-                && warnings[0].contains("first YAML document is empty")
-                && warnings[0].contains("ClusterServiceVersion"),
+                && warnings[0].contains("svc.yaml: its first YAML document is empty")
+                && warnings[0].contains("this Service is not part of the bundle"),
             "{warnings:?}"
         );
-        // Only comments before the first object: no empty document, no warning.
+        let csv = std::fs::read_dir(dir.join("manifests"))
+            .unwrap()
+            .map(|f| f.unwrap().path())
+            .find(|p| p.to_string_lossy().contains("clusterserviceversion"))
+            .unwrap();
+        let text = std::fs::read_to_string(&csv).unwrap();
+        std::fs::write(
+            dir.join("manifests/0-hidden.yaml"),
+            format!("#\n---\n{text}"),
+        )
+        .unwrap();
+        let read = read_bundle(&dir).unwrap();
+        assert!(read.csv().is_some_and(|c| c.file == csv));
+        assert_eq!(read.warnings.len(), 2, "{:?}", read.warnings);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_empty_first_document_is_comments_or_blank_lines_before_the_first_separator() {
         assert!(!leading_empty_document("# a\nkind: X\n---\nkind: Y\n"));
         assert!(!leading_empty_document("---\nkind: X\n"));
         assert!(leading_empty_document("# a\n---\nkind: X\n"));
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(leading_empty_document("\n--- # b\nkind: X\n"));
     }
 }

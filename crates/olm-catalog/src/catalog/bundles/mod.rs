@@ -4,4 +4,5 @@
 pub mod bundle;
 pub mod csv;
 pub mod memo;
+pub mod related;
 pub mod render;

@@ -10,6 +10,7 @@ use super::bundle::{
     BundleDir, BundleError, ManifestMemo, is_bundle_dir, read_bundle, read_bundle_with,
 };
 use super::csv::package_display;
+pub use super::related::related_images;
 use crate::catalog::model::fbc::*;
 use crate::catalog::model::semver_range::parse_version;
 use crate::catalog::reading::load::load_path;
@@ -332,53 +333,6 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
         image,
         properties,
     })
-}
-
-/// The CSV's `relatedImages`, the images of its deployments' containers, and the bundle
-/// image itself; each image once.
-pub fn related_images(csv: &Value, bundle_image: &str) -> Vec<RelatedImage> {
-    let mut out: Vec<RelatedImage> = Vec::new();
-    // An entry of the CSV's own list is kept even with an empty image, as opm keeps it.
-    let mut push = |name: &str, image: &str, from_list: bool| {
-        if (from_list || !image.is_empty())
-            && !out
-                .iter()
-                .any(|r| r.image == image && (r.name == name || name.is_empty()))
-        {
-            out.push(RelatedImage {
-                name: name.to_string(),
-                image: image.to_string(),
-            });
-        }
-    };
-    for r in csv["spec"]["relatedImages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        push(
-            r["name"].as_str().unwrap_or_default(),
-            r["image"].as_str().unwrap_or_default(),
-            true,
-        );
-    }
-    for d in csv["spec"]["install"]["spec"]["deployments"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        for key in ["initContainers", "containers"] {
-            for c in d["spec"]["template"]["spec"][key]
-                .as_array()
-                .into_iter()
-                .flatten()
-            {
-                push("", c["image"].as_str().unwrap_or_default(), false);
-            }
-        }
-    }
-    push("", bundle_image, false);
-    out
 }
 
 /// `ci.yaml` of a community-operators package folder.
