@@ -10,7 +10,7 @@ use semver::Version;
 use serde_json::Value;
 
 use super::cel::CelRule;
-use super::index::BundleProperties;
+use super::properties::BundleProperties;
 use crate::catalog::model::fbc::{
     PROP_CONSTRAINT, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE_REQUIRED, Property,
 };

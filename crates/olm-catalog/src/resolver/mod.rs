@@ -16,6 +16,7 @@ pub mod explain;
 pub mod index;
 pub mod input;
 pub mod plan;
+mod properties;
 pub mod solver;
 pub mod subscriptions;
 

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use super::error::{Error, KEY_CSVS, item_error};
 use super::parse::{Crd, Csv};
-use super::{Error, KEY_CSVS, item_error};
 use crate::catalog::bundles::bundle::{ANNOTATION_PACKAGE, BundleDir, BundleError, Manifest};
 use crate::catalog::bundles::render::{RenderOptions, render_bundle};
 use crate::catalog::model::fbc::{Bundle, ChannelEntry, PROP_GVK, PROP_PACKAGE, Property};

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde_json::{Map, Value, json};
 
-use super::{Error, KEY_CRDS, KEY_CSVS, KEY_PACKAGES, item_error};
+use super::error::{Error, KEY_CRDS, KEY_CSVS, KEY_PACKAGES, item_error};
 use crate::catalog::bundles::bundle::SKIP_RANGE_ANNOTATION;
 use crate::catalog::model::fbc::json_kind;
 use crate::catalog::text::{go_json, yaml_nesting};

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::error::LoadError;
 use super::ignore::{IgnoreRules, relative_slash_path};
-use super::load::LoadError;
 
 /// The catalog files of `root` (a directory, or one file, which is then the only one).
 pub fn catalog_files(root: &Path) -> Result<Vec<PathBuf>, LoadError> {

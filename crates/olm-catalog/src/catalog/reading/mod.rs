@@ -2,6 +2,7 @@
 //! into the model, and a digest of the content read. Its one error is [`load::LoadError`].
 
 pub mod digest;
+mod error;
 pub mod files;
 mod ignore;
 pub mod load;

@@ -26,7 +26,7 @@ use std::io::BufRead;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::load::LoadError;
+use super::error::LoadError;
 use crate::catalog::text::limits::{MAX_DOCUMENT_BYTES, MAX_NESTING};
 
 /// How far into a stream the JSON-or-YAML guess looks (opm's buffer size).

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use semver::Version;
 
-use super::{Archetype, Kind, Settings};
+use super::model::{Archetype, Kind, Settings};
 use crate::catalog::model::fbc::{Channel, ChannelEntry, SCHEMA_CHANNEL};
 
 /// opm's `highwaterChannel`.

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-use super::{
+use super::model::{
     BundleEntry, ChannelBundles, Kind, PREFER_MAJOR, PREFER_MINOR, SemverTemplate, TemplateError,
 };
 use crate::catalog::model::fbc::json_kind;

@@ -7,7 +7,7 @@ use semver::Version;
 use serde_json::Value;
 
 use super::channels::generate_channels;
-use super::{Archetype, SemverTemplate, TemplateError};
+use super::model::{Archetype, SemverTemplate, TemplateError};
 use crate::catalog::bundles::csv::{bundle_csv, first_icon_as_opm};
 use crate::catalog::model::fbc::{
     Bundle, Channel, DeclarativeConfig, PROP_CSV_METADATA, PROP_PACKAGE, Package, SCHEMA_PACKAGE,
