@@ -180,6 +180,7 @@ fn preferred_channel(pkg: &PackageInfo, bundle: &str) -> Option<(String, usize)>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::model::fbc::Property;
     use serde_json::json;
 
     #[test]
