@@ -92,24 +92,12 @@ pub fn target(
         },
     };
     if installed.is_none() && candidates.is_empty() {
-        let reasons: Vec<String> = graph
-            .installable()
-            .iter()
-            .map(|e| match package.bundles.get(&e.name) {
-                Some(b) => format!(
-                    "{}: {}",
-                    e.name,
-                    index.bundles[*b].unusable_reason().unwrap_or("unusable")
-                ),
-                None => format!("{}: no olm.bundle with that name", e.name),
-            })
-            .collect();
         return Err(SubscriptionError::NothingInstallable {
             subscription: name(),
             package: sub.package.clone(),
             channel,
             catalog: sub.source.clone(),
-            reasons: reasons.join("; "),
+            reasons: unusable_reasons(index, package, graph),
         }
         .into());
     }
@@ -120,6 +108,23 @@ pub fn target(
         installed,
         candidates,
     })
+}
+
+/// Why each installable entry of `graph` cannot be installed, `; `-separated.
+fn unusable_reasons(index: &CatalogIndex, package: &PackageInfo, graph: &ChannelGraph) -> String {
+    let reasons: Vec<String> = graph
+        .installable()
+        .iter()
+        .map(|e| match package.bundles.get(&e.name) {
+            Some(b) => format!(
+                "{}: {}",
+                e.name,
+                index.bundles[*b].unusable_reason().unwrap_or("unusable")
+            ),
+            None => format!("{}: no olm.bundle with that name", e.name),
+        })
+        .collect();
+    reasons.join("; ")
 }
 
 fn channel_graph<'p>(

@@ -542,23 +542,7 @@ pub fn render_package(
         with_versions.push((version, b));
     }
     with_versions.sort_by(|a, b| a.0.cmp_precedence(&b.0));
-    let packages: std::collections::BTreeSet<&str> = bundles
-        .iter()
-        .map(super::bundle::BundleDir::package)
-        .collect();
-    let package = match packages.iter().collect::<Vec<_>>().as_slice() {
-        [one] => one.to_string(),
-        _ => {
-            return Err(input_error(
-                dir,
-                format!(
-                    "bundles name {} packages ({:?}); a package folder holds one",
-                    packages.len(),
-                    packages
-                ),
-            ));
-        }
-    };
+    let package = one_package(dir, bundles)?;
     let newest = with_versions
         .last()
         .map(|(_, b)| *b)
@@ -622,6 +606,25 @@ pub fn render_package(
         out.bundles.push(render_bundle(b, options)?);
     }
     Ok(out)
+}
+
+/// The one package `bundles` name; a package folder holds one.
+fn one_package(dir: &Path, bundles: &[BundleDir]) -> Result<String, BundleError> {
+    let packages: std::collections::BTreeSet<&str> = bundles
+        .iter()
+        .map(super::bundle::BundleDir::package)
+        .collect();
+    match packages.iter().collect::<Vec<_>>().as_slice() {
+        [one] => Ok(one.to_string()),
+        _ => Err(input_error(
+            dir,
+            format!(
+                "bundles name {} packages ({:?}); a package folder holds one",
+                packages.len(),
+                packages
+            ),
+        )),
+    }
 }
 
 /// Version-ordered edges: each entry replaces the one before it; CSV skips and skipRange stay.

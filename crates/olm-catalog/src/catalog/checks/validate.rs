@@ -489,47 +489,7 @@ fn validate_channel(
         );
         return;
     }
-    let mut names = BTreeSet::new();
-    for e in &c.entries {
-        if !names.insert(e.name.as_str()) {
-            report.add(
-                package,
-                ch,
-                Some(&e.name),
-                Rule::DuplicateEntry,
-                "entry appears more than once in the channel".into(),
-            );
-        }
-        if !bundles.is_some_and(|b| b.contains_key(e.name.as_str())) {
-            report.add(
-                package,
-                ch,
-                Some(&e.name),
-                Rule::UnknownBundle,
-                "channel entry names a bundle that does not exist".into(),
-            );
-        }
-        if e.skips.iter().any(std::string::String::is_empty) {
-            report.add(
-                package,
-                ch,
-                Some(&e.name),
-                Rule::EmptySkip,
-                "skips contains an empty name".into(),
-            );
-        }
-        if !e.skip_range.is_empty()
-            && let Err(err) = VersionRange::parse(&e.skip_range)
-        {
-            report.add(
-                package,
-                ch,
-                Some(&e.name),
-                Rule::SkipRange,
-                format!("invalid skipRange: {err}"),
-            );
-        }
-    }
+    let names = validate_entries(report, package, ch, c, bundles);
     let edges = UpgradeEdges::new(&c.entries);
     let head = match edges.head() {
         Ok(head) => head,
@@ -577,6 +537,59 @@ fn validate_channel(
             ),
         );
     }
+}
+
+/// Each entry of channel `c` on its own: named once, naming a bundle, skips and skipRange
+/// well formed. Returns the entries' names.
+fn validate_entries<'c>(
+    report: &mut Report,
+    package: &str,
+    ch: Option<&str>,
+    c: &'c Channel,
+    bundles: Option<&BTreeMap<&str, &Bundle>>,
+) -> BTreeSet<&'c str> {
+    let mut names = BTreeSet::new();
+    for e in &c.entries {
+        if !names.insert(e.name.as_str()) {
+            report.add(
+                package,
+                ch,
+                Some(&e.name),
+                Rule::DuplicateEntry,
+                "entry appears more than once in the channel".into(),
+            );
+        }
+        if !bundles.is_some_and(|b| b.contains_key(e.name.as_str())) {
+            report.add(
+                package,
+                ch,
+                Some(&e.name),
+                Rule::UnknownBundle,
+                "channel entry names a bundle that does not exist".into(),
+            );
+        }
+        if e.skips.iter().any(std::string::String::is_empty) {
+            report.add(
+                package,
+                ch,
+                Some(&e.name),
+                Rule::EmptySkip,
+                "skips contains an empty name".into(),
+            );
+        }
+        if !e.skip_range.is_empty()
+            && let Err(err) = VersionRange::parse(&e.skip_range)
+        {
+            report.add(
+                package,
+                ch,
+                Some(&e.name),
+                Rule::SkipRange,
+                format!("invalid skipRange: {err}"),
+            );
+        }
+    }
+    names
 }
 
 /// As opm walks a channel: down `replaces` from the head, collecting what the entries on

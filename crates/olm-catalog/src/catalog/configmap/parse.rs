@@ -223,40 +223,7 @@ impl Csv {
             .map_err(|m| err(format!("metadata.annotations.{m}")))?;
 
         let descriptions = opt_object(spec, "customresourcedefinitions");
-        let mut owned_crds = Vec::new();
-        for owned in opt_list(descriptions, "owned")
-            .map_err(|m| err(format!("spec.customresourcedefinitions.{m}")))?
-        {
-            let o = owned.as_object();
-            let crd_name = opt_str(o, "name").unwrap_or_default();
-            let Some((plural, group)) = split_crd_name(&crd_name) else {
-                return Err(err(format!(
-                    "owned CRD name {crd_name:?} is not <plural>.<group>"
-                )));
-            };
-            let key = ApiKey {
-                group: group.to_string(),
-                version: opt_str(o, "version").unwrap_or_default(),
-                kind: opt_str(o, "kind").unwrap_or_default(),
-                plural: plural.to_string(),
-            };
-            let Some(&crd) = crds.get(&key) else {
-                return Err(err(format!("owned CRD {key} is not among {KEY_CRDS}")));
-            };
-            if !owned_crds.contains(&crd) {
-                owned_crds.push(crd);
-            }
-        }
-        for required in opt_list(descriptions, "required")
-            .map_err(|m| err(format!("spec.customresourcedefinitions.{m}")))?
-        {
-            let crd_name = opt_str(required.as_object(), "name").unwrap_or_default();
-            if split_crd_name(&crd_name).is_none() {
-                return Err(err(format!(
-                    "required CRD name {crd_name:?} is not <plural>.<group>"
-                )));
-            }
-        }
+        let owned_crds = owned_crds(descriptions, crds, &err)?;
         Ok(Csv {
             index,
             name,
@@ -267,6 +234,50 @@ impl Csv {
             object,
         })
     }
+}
+
+/// The CRDs a CSV's descriptions own, as indexes into the catalog's CRDs; every owned and
+/// required name must be `<plural>.<group>`, and every owned CRD among the catalog's.
+fn owned_crds(
+    descriptions: Option<&Map<String, Value>>,
+    crds: &HashMap<ApiKey, usize>,
+    err: &impl Fn(String) -> Error,
+) -> Result<Vec<usize>, Error> {
+    let mut owned_crds = Vec::new();
+    for owned in opt_list(descriptions, "owned")
+        .map_err(|m| err(format!("spec.customresourcedefinitions.{m}")))?
+    {
+        let o = owned.as_object();
+        let crd_name = opt_str(o, "name").unwrap_or_default();
+        let Some((plural, group)) = split_crd_name(&crd_name) else {
+            return Err(err(format!(
+                "owned CRD name {crd_name:?} is not <plural>.<group>"
+            )));
+        };
+        let key = ApiKey {
+            group: group.to_string(),
+            version: opt_str(o, "version").unwrap_or_default(),
+            kind: opt_str(o, "kind").unwrap_or_default(),
+            plural: plural.to_string(),
+        };
+        let Some(&crd) = crds.get(&key) else {
+            return Err(err(format!("owned CRD {key} is not among {KEY_CRDS}")));
+        };
+        if !owned_crds.contains(&crd) {
+            owned_crds.push(crd);
+        }
+    }
+    for required in opt_list(descriptions, "required")
+        .map_err(|m| err(format!("spec.customresourcedefinitions.{m}")))?
+    {
+        let crd_name = opt_str(required.as_object(), "name").unwrap_or_default();
+        if split_crd_name(&crd_name).is_none() {
+            return Err(err(format!(
+                "required CRD name {crd_name:?} is not <plural>.<group>"
+            )));
+        }
+    }
+    Ok(owned_crds)
 }
 
 pub(super) struct PackageManifest {

@@ -373,22 +373,8 @@ impl<'a> Parser<'a> {
 
     /// A literal (`|`) or folded (`>`) scalar whose header is `header`.
     fn block_scalar(&mut self, header: &str, parent: usize) -> Option<Value> {
-        let literal = header.starts_with('|');
-        // A chomping indicator and an indentation indicator, in either order.
-        let mut h = &header[1..];
-        let (mut chomp, mut explicit) = (None, None);
-        while let Some(&c) = h.as_bytes().first() {
-            match c {
-                b'-' | b'+' if chomp.is_none() => chomp = Some(c),
-                b'1'..=b'9' if explicit.is_none() => explicit = Some(usize::from(c - b'0')),
-                _ => break,
-            }
-            h = &h[1..];
-        }
+        let (literal, chomp, explicit) = block_header(header)?;
         let (strip, keep) = (chomp == Some(b'-'), chomp == Some(b'+'));
-        if !end_of_line(h) {
-            return None;
-        }
         // The content's indentation is that of its first non-blank line, unless the header
         // gives it relative to the entry's (as libyaml counts it: the enclosing
         // collection's indentation).
@@ -845,6 +831,23 @@ impl Flow<'_> {
         })?;
         Some(Value::Object(map))
     }
+}
+
+/// A block scalar's header: literal (`|`) or folded, then a chomping indicator and an
+/// indentation indicator, in either order. None when anything else follows on the line.
+fn block_header(header: &str) -> Option<(bool, Option<u8>, Option<usize>)> {
+    let literal = header.starts_with('|');
+    let mut h = &header[1..];
+    let (mut chomp, mut explicit) = (None, None);
+    while let Some(&c) = h.as_bytes().first() {
+        match c {
+            b'-' | b'+' if chomp.is_none() => chomp = Some(c),
+            b'1'..=b'9' if explicit.is_none() => explicit = Some(usize::from(c - b'0')),
+            _ => break,
+        }
+        h = &h[1..];
+    }
+    end_of_line(h).then_some((literal, chomp, explicit))
 }
 
 #[cfg(test)]
