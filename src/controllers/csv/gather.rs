@@ -153,18 +153,19 @@ fn related(round: &Round<'_>) -> (Option<Related>, Option<Related>) {
     let replaces = replaces
         .filter(|r| !r.is_empty() && *r != round.name)
         .and_then(|name| csvs.get(&ObjectRef::new(name).within(&round.namespace)))
-        .and_then(|g| g.0.as_ref().ok().map(related));
-    let candidates = round
-        .ctx
-        .index
-        .in_namespace(csvs, Some(&round.namespace), |other| {
-            other.spec.replaces.as_deref() == Some(round.name.as_str())
+        .and_then(|g| g.0.as_ref().ok().map(&related));
+    // From the store itself, not the index: the index follows the store a step behind, and
+    // the round a replacement's change wakes must see that replacement.
+    let replaced_by = csvs
+        .state()
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .find(|other| {
+            other.metadata.namespace.as_deref() == Some(round.namespace.as_str())
+                && other.spec.replaces.as_deref() == Some(round.name.as_str())
                 && other.metadata.deletion_timestamp.is_none()
-        });
-    let replaced_by = candidates
-        .first()
-        .and_then(|at| csvs.get(at))
-        .and_then(|g| g.0.as_ref().ok().map(related));
+        })
+        .map(&related);
     (replaces, replaced_by)
 }
 
