@@ -168,14 +168,7 @@ pub fn describe(csv: &Value) -> CsvDescription {
                 .collect()
         })
         .unwrap_or_default();
-    let annotations = csv["metadata"]["annotations"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let annotations = string_map(&csv["metadata"]["annotations"]);
     let list = |key: &str| spec[key].as_array().cloned().unwrap_or_default();
     CsvDescription {
         display_name: str_at(spec, &["displayName"]),
@@ -240,4 +233,15 @@ fn related_images(spec: &Value) -> Vec<String> {
         }
     }
     images.into_iter().collect()
+}
+/// A JSON object of strings as a map (a value that is not a string reads as empty).
+pub fn string_map(object: &Value) -> BTreeMap<String, String> {
+    object
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
 }

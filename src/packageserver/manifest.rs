@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::description::{AppLink, CsvDescription, describe, head_csv, str_at};
+use super::description::{AppLink, CsvDescription, describe, head_csv, str_at, string_map};
 pub use crate::snapshots::ChannelHeadTexts;
 use crate::snapshots::HeadText;
 use crate::snapshots::{LoadProjection, StreamingProjection};
@@ -52,14 +52,7 @@ impl HeadCsv {
             return HeadCsv::from_text(condensed.as_str()?);
         }
         let csv = head_csv(bundle)?;
-        let labels = csv["metadata"]["labels"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let labels = string_map(&csv["metadata"]["labels"]);
         Some(HeadCsv {
             name: str_at(&csv, &["metadata", "name"]),
             labels,
