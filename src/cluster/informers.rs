@@ -11,7 +11,8 @@
 //!
 //! Unlike kube-runtime's shared reflectors (`store_shared`), deletions are passed on: the
 //! OperatorGroup controller recomputes its targets when a namespace goes, the Subscription
-//! controller re-resolves when a CSV goes.
+//! controller re-resolves when a CSV goes. Each subscriber's channel is bounded; one that
+//! lags relists, with the deletions it missed (see [`super::fanout`]).
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -31,30 +32,15 @@ use kube::runtime::reflector::{self, Lookup, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 
+pub use super::fanout::Change;
+use super::fanout::{self, Feed};
 use super::ownership::OWNER_KIND_LABEL;
 use crate::api::{
     COPIED_FROM_LABEL, CatalogSource, ClusterServiceVersion, InstallPlan, Operator,
     OperatorCondition, OperatorGroup, Subscription,
 };
 use crate::cluster::api::api_in;
-
-/// One change an informer passes on.
-#[derive(Debug)]
-pub enum Change<K> {
-    Applied(Arc<K>),
-    Deleted(Arc<K>),
-}
-
-impl<K> Change<K> {
-    pub fn object(self) -> Arc<K> {
-        match self {
-            Change::Applied(object) | Change::Deleted(object) => object,
-        }
-    }
-}
 
 type Driver = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>;
 
@@ -67,7 +53,7 @@ where
     kind: &'static str,
     store: Store<K>,
     listed: Arc<AtomicBool>,
-    subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<Change<K>>>>>,
+    subscribers: Arc<Mutex<Vec<Feed<K>>>>,
     /// The watch, until the first subscriber starts it.
     driver: Mutex<Option<Driver>>,
 }
@@ -98,7 +84,7 @@ where
     ) -> Self {
         let (store, writer) = reflector::store();
         let listed = Arc::new(AtomicBool::new(false));
-        let subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<Change<K>>>>> = Arc::default();
+        let subscribers: Arc<Mutex<Vec<Feed<K>>>> = Arc::default();
         let driver: Driver = {
             let (listed, subscribers) = (Arc::clone(&listed), Arc::clone(&subscribers));
             Box::new(move || {
@@ -125,19 +111,16 @@ where
     /// The shared cache and a stream of its changes from now on (everything listed so far
     /// comes first). Starts the watch on first use.
     pub fn subscribe(&self) -> (Store<K>, impl Stream<Item = Change<K>> + Send + 'static) {
-        let (sender, receiver) = mpsc::unbounded_channel();
-        {
+        let changes = {
             let mut subscribers = self
                 .subscribers
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if self.listed.load(Ordering::Acquire) {
-                for object in self.store.state() {
-                    let _ = sender.send(Change::Applied(object));
-                }
-            }
-            subscribers.push(sender);
-        }
+            let listed = self.listed.load(Ordering::Acquire);
+            let (feed, changes) = fanout::channel(self.store.clone(), listed, fanout::CAPACITY);
+            subscribers.push(feed);
+            changes
+        };
         let driver = self
             .driver
             .lock()
@@ -147,7 +130,7 @@ where
             tracing::debug!(kind = self.kind, "starting a shared watch");
             tokio::spawn(driver());
         }
-        (self.store.clone(), UnboundedReceiverStream::new(receiver))
+        (self.store.clone(), changes)
     }
 
     /// The shared cache alone, as far as a subscriber has started the watch (empty before).
@@ -163,13 +146,14 @@ where
 }
 
 /// Keeps the store current and passes each change to every live subscriber. A first list
-/// (and every relist) is passed on once it is complete, as the store swaps it in.
+/// (and every relist) is passed on once it is complete, as the store swaps it in: each
+/// subscriber relists, with what the new list no longer holds as deletions.
 async fn drive<K>(
     kind: &'static str,
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
     mut writer: reflector::store::Writer<K>,
     listed: Arc<AtomicBool>,
-    subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<Change<K>>>>>,
+    subscribers: Arc<Mutex<Vec<Feed<K>>>>,
 ) where
     K: Lookup<DynamicType = ()> + Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
@@ -187,37 +171,48 @@ async fn drive<K>(
         // No reader of the shared caches looks at managed fields (the copier reads them from
         // a metadata watch of its own), and they often outweigh an object's spec.
         let event = event.modify(|object| object.meta_mut().managed_fields = None);
+        let before = matches!(event, watcher::Event::InitDone).then(|| store.state());
         writer.apply_watcher_event(&event);
-        let changes: Vec<Change<K>> = match event {
+        let change = match event {
             watcher::Event::Apply(object) => {
-                let key = reflector::ObjectRef::from_obj(&object);
-                store.get(&key).map(Change::Applied).into_iter().collect()
+                let Some(object) = store.get(&reflector::ObjectRef::from_obj(&object)) else {
+                    continue;
+                };
+                Change::Applied(object)
             }
-            watcher::Event::Delete(object) => vec![Change::Deleted(Arc::new(object))],
+            watcher::Event::Delete(object) => Change::Deleted(Arc::new(object)),
             watcher::Event::InitDone => {
                 listed.store(true, Ordering::Release);
-                store.state().into_iter().map(Change::Applied).collect()
+                let vanished = vanished(before.unwrap_or_default(), &store);
+                let subscribers = subscribers
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                subscribers.iter().for_each(|feed| feed.relist(&vanished));
+                continue;
             }
             watcher::Event::Init | watcher::Event::InitApply(_) => continue,
         };
-        let mut subscribers = subscribers
+        subscribers
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        subscribers.retain(|subscriber| {
-            changes
-                .iter()
-                .all(|change| subscriber.send(change.share()).is_ok())
-        });
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|feed| feed.offer(&change));
     }
 }
 
-impl<K> Change<K> {
-    fn share(&self) -> Change<K> {
-        match self {
-            Change::Applied(object) => Change::Applied(Arc::clone(object)),
-            Change::Deleted(object) => Change::Deleted(Arc::clone(object)),
-        }
-    }
+/// The objects of a former list that the store no longer holds (or holds as another
+/// object of the same name, made again in the gap).
+fn vanished<K>(before: Vec<Arc<K>>, store: &Store<K>) -> Vec<Arc<K>>
+where
+    K: Lookup<DynamicType = ()> + Clone + 'static,
+{
+    before
+        .into_iter()
+        .filter(|object| {
+            store
+                .get(&reflector::ObjectRef::from_obj(object.as_ref()))
+                .is_none_or(|now| now.uid() != object.uid())
+        })
+        .collect()
 }
 
 /// The informers of one scope (a watched namespace, or all); cluster-scoped kinds are
@@ -357,6 +352,9 @@ mod tests {
     use std::time::Duration;
 
     use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::ResourceExt;
+    use tokio::sync::mpsc;
+    use tokio_stream::wrappers::UnboundedReceiverStream;
 
     use super::*;
 
@@ -379,39 +377,73 @@ mod tests {
         }
     }
 
-    /// The driver with a scripted watch: every subscriber sees the list once complete,
-    /// then each change including deletions; a late subscriber is handed the list first.
-    #[tokio::test]
-    async fn every_subscriber_sees_the_list_then_each_change_including_deletions() {
-        use watcher::Event::*;
+    type Script = mpsc::UnboundedSender<watcher::Event<ConfigMap>>;
+    type Feeds = Arc<Mutex<Vec<Feed<ConfigMap>>>>;
+
+    /// An informer's driver whose watch is scripted (events sent on the returned sender).
+    fn scripted() -> (Script, Store<ConfigMap>, Feeds) {
         let (store, writer) = reflector::store::<ConfigMap>();
-        let listed = Arc::new(AtomicBool::new(false));
-        let subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<Change<ConfigMap>>>>> = Arc::default();
+        let subscribers: Feeds = Arc::default();
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut early = {
-            let (sender, receiver) = mpsc::unbounded_channel();
-            subscribers.lock().unwrap().push(sender);
-            UnboundedReceiverStream::new(receiver)
-        };
         tokio::spawn(drive(
             "ConfigMap",
             UnboundedReceiverStream::new(rx).map(Ok),
             writer,
-            Arc::clone(&listed),
+            Arc::new(AtomicBool::new(false)),
             Arc::clone(&subscribers),
         ));
-        for event in [Init, InitApply(config_map("a", "1")), InitDone] {
-            tx.send(event).unwrap();
+        (tx, store, subscribers)
+    }
+
+    fn subscriber(
+        store: &Store<ConfigMap>,
+        subscribers: &Feeds,
+        capacity: usize,
+    ) -> impl Stream<Item = Change<ConfigMap>> + Unpin {
+        let (feed, changes) = fanout::channel(store.clone(), false, capacity);
+        subscribers.lock().unwrap().push(feed);
+        Box::pin(changes)
+    }
+
+    /// Waits until the store holds just these names (the driver has taken the events).
+    async fn holds(store: &Store<ConfigMap>, names: &[&str]) {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                let mut held: Vec<String> = store.state().iter().map(|m| m.name_any()).collect();
+                held.sort();
+                if held == names {
+                    return;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the driver takes the events");
+    }
+
+    fn list(tx: &Script, maps: &[ConfigMap]) {
+        tx.send(watcher::Event::Init).unwrap();
+        for map in maps {
+            tx.send(watcher::Event::InitApply(map.clone())).unwrap();
         }
+        tx.send(watcher::Event::InitDone).unwrap();
+    }
+
+    /// Every subscriber sees the list once complete, then each change including
+    /// deletions; a dropped subscriber is forgotten.
+    #[tokio::test]
+    async fn every_subscriber_sees_the_list_then_each_change_including_deletions() {
+        use watcher::Event::*;
+        let (tx, store, subscribers) = scripted();
+        let mut early = subscriber(&store, &subscribers, 8);
+        list(&tx, &[config_map("a", "1")]);
         assert_eq!(next(&mut early).await, "+a");
-        assert!(listed.load(Ordering::Acquire));
         tx.send(Apply(config_map("b", "2"))).unwrap();
         assert_eq!(next(&mut early).await, "+b");
         tx.send(Delete(config_map("a", "3"))).unwrap();
         assert_eq!(next(&mut early).await, "-a");
         assert_eq!(store.state().len(), 1, "the store follows the watch");
 
-        // A dropped subscriber is forgotten; the others go on.
         drop(early);
         tx.send(Apply(config_map("c", "4"))).unwrap();
         tokio::time::timeout(Duration::from_secs(5), async {
@@ -421,6 +453,57 @@ mod tests {
         })
         .await
         .expect("the dropped subscriber is removed");
+    }
+
+    /// A subscriber that lags past its channel is not sent more; once it has drained
+    /// what was sent it relists: the deletions it missed, then the whole store.
+    #[tokio::test]
+    async fn a_lagging_subscriber_relists_with_the_deletions_it_missed() {
+        use watcher::Event::*;
+        let (tx, store, subscribers) = scripted();
+        let mut slow = subscriber(&store, &subscribers, 2);
+        list(&tx, &[config_map("a", "1")]);
+        assert_eq!(next(&mut slow).await, "+a");
+        // Two fill the channel; the third is dropped, so is the deletion of `a`.
+        for (name, version) in [("b", "2"), ("c", "3"), ("d", "4")] {
+            tx.send(Apply(config_map(name, version))).unwrap();
+        }
+        tx.send(Delete(config_map("a", "5"))).unwrap();
+        holds(&store, &["b", "c", "d"]).await;
+        assert_eq!(next(&mut slow).await, "+b");
+        assert_eq!(next(&mut slow).await, "+c");
+        assert_eq!(next(&mut slow).await, "-a", "the missed deletion comes first");
+        let mut relisted = vec![];
+        for _ in 0..3 {
+            relisted.push(next(&mut slow).await);
+        }
+        relisted.sort();
+        assert_eq!(relisted, ["+b", "+c", "+d"]);
+        // Caught up: changes come one by one again.
+        tx.send(Apply(config_map("e", "6"))).unwrap();
+        assert_eq!(next(&mut slow).await, "+e");
+    }
+
+    /// A relist after a watch gap hands on what vanished in the gap as deletions,
+    /// including an object deleted and made again under the same name.
+    #[tokio::test]
+    async fn a_relist_after_a_gap_carries_the_deletions_in_the_gap() {
+        let (tx, store, subscribers) = scripted();
+        let mut changes = subscriber(&store, &subscribers, 8);
+        let mut remade = config_map("b", "2");
+        remade.metadata.uid = Some("first".into());
+        list(&tx, &[config_map("a", "1"), remade.clone()]);
+        let mut first = vec![next(&mut changes).await, next(&mut changes).await];
+        first.sort();
+        assert_eq!(first, ["+a", "+b"]);
+        remade.metadata.uid = Some("second".into());
+        list(&tx, &[remade]);
+        let mut second = vec![];
+        for _ in 0..3 {
+            second.push(next(&mut changes).await);
+        }
+        second.sort();
+        assert_eq!(second, ["+b", "-a", "-b"]);
     }
 
     #[tokio::test]

@@ -3,6 +3,7 @@
 //! Secrets, and the layer that collects the API server's warnings.
 
 pub mod api;
+pub mod fanout;
 pub mod informers;
 pub mod ownership;
 pub mod pull_secrets;
