@@ -17,7 +17,6 @@ use kube::runtime::reflector::{Lookup, Store};
 use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 use tokio::sync::{Notify, mpsc};
 
-
 /// One change an informer passes on.
 #[derive(Debug)]
 pub enum Change<K> {

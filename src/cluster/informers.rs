@@ -472,7 +472,11 @@ mod tests {
         holds(&store, &["b", "c", "d"]).await;
         assert_eq!(next(&mut slow).await, "+b");
         assert_eq!(next(&mut slow).await, "+c");
-        assert_eq!(next(&mut slow).await, "-a", "the missed deletion comes first");
+        assert_eq!(
+            next(&mut slow).await,
+            "-a",
+            "the missed deletion comes first"
+        );
         let mut relisted = vec![];
         for _ in 0..3 {
             relisted.push(next(&mut slow).await);

@@ -111,7 +111,8 @@ pub(super) async fn cleanup(round: &Round<'_>) -> Result<(), Error> {
     }
     for copy in round
         .ctx
-        .csv_names
+        .copies
+        .names
         .copies(Some((&round.namespace, &round.name)))
     {
         copier::delete_copy(client.clone(), &copy.namespace, &round.name)

@@ -19,8 +19,8 @@ use crate::controllers::context::Context;
 use crate::controllers::kit::PanicError;
 use crate::controllers::kit::{self, KitState, ObjectKey, ReconcileError};
 
+use super::copier::Copies;
 use super::index::CsvIndex;
-use super::names;
 use super::rbac_cache::RbacStores;
 use super::requirements::{self, CrdReadAt};
 
@@ -63,9 +63,9 @@ pub struct CsvContext {
     /// `default`, a user's own, or one just made): a CSV's rounds read them again and again.
     pub(super) service_accounts: Store<PartialObjectMeta<ServiceAccount>>,
     pub(super) namespaces: Store<PartialObjectMeta<Namespace>>,
-    /// Every CSV's name, cluster-wide: the copies (by their `olm.copiedFrom` label), and
-    /// the CSVs of other namespaces that a copy must never overwrite.
-    pub(super) csv_names: names::CsvNames,
+    /// The copier's names of every CSV (a deleted CSV's copies go with it) and its queue
+    /// (after each round of a group member).
+    pub(super) copies: Copies,
     pub(super) subscriptions: Store<DeserializeGuard<Subscription>>,
     /// CRDs' metadata (the shared watch), and what a GET found of each at a resourceVersion:
     /// a CSV with fifty CRDs, woken by each of them turning Established, reads each once
@@ -80,8 +80,6 @@ pub struct CsvContext {
     pub(super) scoped: crate::cluster::scoped::ScopedClients,
     /// CSVs to look at again because a related one (replaced or replacing) moved.
     pub(super) related: mpsc::UnboundedSender<ObjectRef<DeserializeGuard<ClusterServiceVersion>>>,
-    /// Source CSVs whose copies the copier looks at (after each round of a group member).
-    pub(super) copy_requests: mpsc::UnboundedSender<CsvRef>,
 }
 
 pub(super) fn key(csv: &ClusterServiceVersion) -> (String, String) {
@@ -122,7 +120,7 @@ impl CsvContext {
         crate::controllers::kit::cache_ready::listed(&self.groups).await
             && crate::controllers::kit::cache_ready::listed(&self.deployments).await
             && crate::controllers::kit::cache_ready::listed(&self.namespaces).await
-            && self.csv_names.listed().await
+            && self.copies.names.listed().await
             && crate::controllers::kit::cache_ready::listed(&self.subscriptions).await
             && crate::controllers::kit::cache_ready::listed(&self.csvs).await
             && self.rbac.listed().await

@@ -11,13 +11,12 @@ use serde_json::Value;
 use super::phase::{GroupState, Health, Observation, Related};
 use crate::api::{
     ClusterServiceVersion, CsvPhase, OPERATOR_LABEL_PREFIX, OperatorGroup, SubscriptionConfig,
-    check_install_modes,
 };
 use crate::cluster::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL};
 
 use super::context::{Error, Round, now};
 use super::found::gather_requirements;
-use super::{conflicts, deployment, mount, owned, requirements, serving};
+use super::{deployment, membership, mount, owned, requirements, serving};
 
 pub(super) const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
 pub(super) const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
@@ -242,68 +241,11 @@ pub(super) fn drifted(round: &Round<'_>, built: &[(String, Value)]) -> bool {
 
 /// The CSV's OperatorGroup and what it means for the install modes.
 pub(super) fn group_of(round: &Round) -> (Option<OperatorGroup>, GroupState) {
-    let groups: Vec<OperatorGroup> = round
-        .ctx
-        .groups
-        .state()
-        .iter()
-        .filter_map(|g| g.0.as_ref().ok())
-        .filter(|g| g.metadata.namespace.as_deref() == Some(round.namespace.as_str()))
-        .cloned()
-        .collect();
-    match groups.as_slice() {
-        [] => (None, GroupState::NoGroup),
-        [group] => {
-            let state = match &group.status {
-                None => GroupState::Waiting,
-                Some(status) if status.namespaces.is_empty() && status.last_updated.is_none() => {
-                    GroupState::Waiting
-                }
-                Some(status) if status.namespaces.is_empty() => GroupState::NoTargets,
-                Some(status) => match check_install_modes(
-                    &round.csv.spec.install_modes,
-                    &round.namespace,
-                    &status.namespaces,
-                ) {
-                    // A copy only mirrors its source: its APIs are the source's.
-                    Ok(()) if round.csv.is_copy() => GroupState::Member {
-                        group: group.name_any(),
-                        targets: status.namespaces.clone(),
-                    },
-                    Ok(()) => match owner_conflict(round, &status.namespaces) {
-                        Some(message) => GroupState::OwnerConflict(message),
-                        None if conflicts::static_group_refuses(round.csv, group) => {
-                            GroupState::StaticApis
-                        }
-                        None => GroupState::Member {
-                            group: group.name_any(),
-                            targets: status.namespaces.clone(),
-                        },
-                    },
-                    Err(why) => GroupState::Unsupported(why.to_string()),
-                },
-            };
-            (Some(group.clone()), state)
-        }
-        many => (None, GroupState::TooMany(many.len())),
-    }
-}
-
-/// Another group meeting this CSV's targets that provides one of its APIs first.
-pub(super) fn owner_conflict(round: &Round, targets: &[String]) -> Option<String> {
-    // Every watched namespace counts, not only this scope's.
-    let scopes = round.ctx.shared.informers.cluster.scopes();
-    let groups: Vec<_> = scopes
-        .iter()
-        .flat_map(|s| s.operator_groups.store().state())
-        .collect();
-    let csvs: Vec<_> = scopes.iter().flat_map(|s| s.csvs.store().state()).collect();
-    conflicts::owner_conflict(
+    membership::group_of(
         round.csv,
         &round.namespace,
-        targets,
-        groups.iter().filter_map(|g| g.0.as_ref().ok()),
-        csvs.iter().filter_map(|c| c.0.as_ref().ok()),
+        &round.ctx.groups,
+        &round.ctx.shared,
     )
 }
 

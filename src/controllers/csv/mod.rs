@@ -13,16 +13,15 @@ mod cleanup;
 pub mod condition;
 mod conflicts;
 mod context;
-pub mod copier;
-pub mod copies;
+mod copier;
 pub mod deployment;
 mod found;
 mod gather;
 mod index;
 mod install;
 mod install_error;
+mod membership;
 mod mount;
-mod names;
 mod orphans;
 pub mod owned;
 pub mod phase;
@@ -48,7 +47,6 @@ use super::kit::{self, KitState, ObjectKey, Reconciler};
 use crate::api::{ClusterServiceVersion, CsvPhase};
 use crate::controllers::kit::Shutdown;
 use cleanup::{cleanup, delete_replaced, ensure_finalizer};
-use context::CsvRef;
 use context::{CsvContext, Error, Round, key, now};
 use futures::StreamExt;
 use gather::{drifted, gather};
@@ -159,7 +157,8 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
     if let GroupState::Member { .. } = &gathered.observed.group {
         // The copier reads the status back from the cache once the watch delivers it.
         let _ = ctx
-            .copy_requests
+            .copies
+            .requests
             .send(ObjectRef::new(&round.name).within(&round.namespace));
     }
     if step.delete {
@@ -171,58 +170,31 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
 }
 
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
-    let (ctx, wakes, copy_requests) = start(&shared);
-    let pruner = tokio::spawn(copier::prune_orphans(Arc::clone(&ctx)));
+    let (ctx, wakes, copier) = start(&shared);
     let api_service_pruner = tokio::spawn(orphans::prune_api_services(Arc::clone(&ctx)));
-    let copier = tokio::spawn(copier::run(
-        Arc::clone(&ctx),
-        copy_requests,
-        shutdown.clone(),
-    ));
+    let copier = tokio::spawn(copier.run(shutdown.clone()));
     let controller = triggers::controller(&shared, &ctx, wakes);
     kit::run(controller, ctx, shutdown).await;
     let _ = copier.await;
-    pruner.abort();
     api_service_pruner.abort();
 }
 
-/// The context of the controller's rounds, what wakes them, and the copier's queue: the
-/// phase machine's rounds, changes to copies, namespaces that come or go (they change the
-/// copies of AllNamespaces operators).
-fn start(
-    shared: &Arc<Context>,
-) -> (
-    Arc<CsvContext>,
-    Wakes,
-    impl futures::Stream<Item = CsvRef> + Send + 'static,
-) {
+/// The context of the controller's rounds, what wakes them, and the copier.
+fn start(shared: &Arc<Context>) -> (Arc<CsvContext>, Wakes, copier::Copier) {
     let informers = &shared.informers;
     let (groups, group_changes) = informers.operator_groups.subscribe_touched();
     let (deployments, deployment_changes) = informers.owned_deployments.subscribe_touched();
     let (service_accounts, account_changes) = informers.owned_service_accounts.subscribe_touched();
-    let (namespaces, namespace_changes) = informers.cluster.namespaces.subscribe_touched();
-    let (csv_names, changed_copies) = copier::watch_csv_names(shared.client.clone());
+    let (namespaces, _) = informers.cluster.namespaces.subscribe();
     let (subscriptions, subscription_changes) = informers.subscriptions.subscribe_touched();
     let (crd_meta, crd_changes) = informers.cluster.crds.subscribe_touched();
-    // The shared CSV informer leaves copies out (the copier watches every CSV's name above).
+    // The shared CSV informer leaves copies out (the copier watches every CSV's name).
     let (csvs, csv_changes) = informers.csvs.subscribe_touched();
     let index = Arc::new(CsvIndex::default());
     tokio::spawn(Arc::clone(&index).follow(informers.csvs.subscribe().1));
+    let (copies, copier) = copier::start(shared, Arc::clone(&index));
     let (rbac, rbac_wakes) = rbac_watch(&informers.cluster.rbac);
     let (related_tx, related_rx) = mpsc::unbounded_channel();
-    let (copy_tx, copy_rx) = mpsc::unbounded_channel();
-    let copy_requests = futures::stream::select(
-        tokio_stream::wrappers::UnboundedReceiverStream::new(copy_rx),
-        futures::stream::select(
-            changed_copies,
-            copier::all_namespaces_sources(
-                namespace_changes,
-                groups.clone(),
-                csvs.clone(),
-                Arc::clone(&index),
-            ),
-        ),
-    );
     let ctx = Arc::new(CsvContext {
         shared: Arc::clone(shared),
         kit: KitState::default(),
@@ -232,7 +204,7 @@ fn start(
         deployments,
         service_accounts,
         namespaces,
-        csv_names,
+        copies,
         subscriptions,
         crd_meta,
         crd_states: std::sync::Mutex::default(),
@@ -240,7 +212,6 @@ fn start(
         rbac,
         scoped: crate::cluster::scoped::ScopedClients::default(),
         related: related_tx,
-        copy_requests: copy_tx,
     });
     // A replaced CSV moves on when its replacement's phase does, and a CSV waiting for the
     // CSV that provides a CRD it requires when that one moves: each its own subscription.
@@ -256,5 +227,5 @@ fn start(
         rbac: rbac_wakes.boxed(),
         related: tokio_stream::wrappers::UnboundedReceiverStream::new(related_rx).boxed(),
     };
-    (ctx, wakes, copy_requests)
+    (ctx, wakes, copier)
 }

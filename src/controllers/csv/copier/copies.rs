@@ -117,9 +117,9 @@ pub fn existing_copy(existing: Option<&Entry>, source_namespace: &str, hash: &st
 
 #[cfg(test)]
 mod tests {
+    use super::super::names::status_drifted;
     use super::*;
     use crate::api::{ClusterServiceVersionStatus, Icon, StrategyDetailsDeployment};
-    use crate::controllers::csv::names::status_drifted;
 
     #[test]
     fn a_copy_is_written_only_over_nothing_or_its_own_older_self() {
