@@ -13,7 +13,7 @@ use kube::runtime::reflector::Store;
 use crate::api::CatalogSourceReason;
 use crate::controllers::context::Context;
 use crate::controllers::kit::{KitState, PanicError, ReconcileError};
-use crate::registry::client::RegistryClient;
+use crate::registry::client::{ClientError, RegistryClient};
 use crate::resolver::input::CatalogRef;
 
 #[derive(Debug, thiserror::Error)]
@@ -124,15 +124,14 @@ impl CatalogSourceState {
         source: &CatalogRef,
         address: &str,
         timeout: Duration,
-    ) -> Result<Arc<RegistryClient>, String> {
+    ) -> Result<Arc<RegistryClient>, ClientError> {
         self.with(source, |state| {
             if let Some(client) = &state.client
                 && client.address() == address
             {
                 return Ok(Arc::clone(client));
             }
-            let client =
-                Arc::new(RegistryClient::new(address, timeout).map_err(|e| e.to_string())?);
+            let client = Arc::new(RegistryClient::new(address, timeout)?);
             state.client = Some(Arc::clone(&client));
             Ok(client)
         })

@@ -37,7 +37,7 @@ pub async fn sync_grpc(
         .client(source_ref, &address, ctx.settings.registry_timeout)
     {
         Ok(client) => client,
-        Err(message) => return invalid(format!("spec.address {address:?}: {message}")),
+        Err(error) => return invalid(format!("spec.address {address:?}: {error}")),
     };
     if let Err(error) = client.check_health().await {
         return Round {
