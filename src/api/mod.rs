@@ -8,11 +8,9 @@ pub use olm_catalog::duration;
 
 /// Whether `object` reads as our typed ClusterServiceVersion: the schema check
 /// `catalog::bundles::bundle::validate_bundle` is given.
-pub fn check_csv_schema(object: &serde_json::Value) -> Result<(), String> {
+pub fn check_csv_schema(object: &serde_json::Value) -> Result<(), serde_json::Error> {
     use serde::Deserialize;
-    ClusterServiceVersion::deserialize(object)
-        .map(drop)
-        .map_err(|e| e.to_string())
+    ClusterServiceVersion::deserialize(object).map(drop)
 }
 mod condition_types;
 mod installplan;

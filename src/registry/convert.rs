@@ -9,7 +9,7 @@
 use serde_json::{Map, Value, json};
 
 use super::generated as api;
-use crate::catalog::bundles::csv::bundle_object_json;
+use crate::catalog::bundles::csv::{BundleObjectError, bundle_object_json};
 use crate::catalog::model::fbc::{
     self, PROP_BUNDLE_OBJECT, PROP_CSV_METADATA, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE,
     PROP_PACKAGE_REQUIRED,
@@ -58,11 +58,11 @@ fn api_gvk((group, version, kind): &(String, String, String)) -> api::GroupVersi
 }
 
 /// Why a bundle could not be converted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum ConvertError {
-    /// An `olm.bundle.object` whose data is not a manifest (the catalog crate's message).
-    #[error("{0}")]
-    Object(String),
+    /// An `olm.bundle.object` whose data is not a manifest (the catalog crate's error).
+    #[error(transparent)]
+    Object(#[from] BundleObjectError),
     #[error("expected exactly 1 property of type \"olm.package\", found {0}")]
     PackageProperties(usize),
     #[error("expected at most 1 property of type \"olm.csv.metadata\", found {0}")]
@@ -117,7 +117,7 @@ pub fn convert_bundle(
                 });
             }
             PROP_BUNDLE_OBJECT => {
-                objects.push(bundle_object_json(&p.value).map_err(ConvertError::Object)?);
+                objects.push(bundle_object_json(&p.value)?);
             }
             PROP_CSV_METADATA => csv_metadatas.push(p.value.clone()),
             _ => {}
@@ -307,7 +307,7 @@ mod tests {
         let mut b = bundle();
         b.properties.remove(0);
         let err = convert_bundle(&b, None).err().unwrap();
-        assert_eq!(err, ConvertError::PackageProperties(0));
+        assert!(matches!(err, ConvertError::PackageProperties(0)), "{err}");
         assert_eq!(
             err.to_string(),
             r#"expected exactly 1 property of type "olm.package", found 0"#

@@ -14,3 +14,6 @@ pub mod catalog;
 pub mod duration;
 pub mod parallel;
 pub mod resolver;
+
+#[cfg(test)]
+mod error_words;

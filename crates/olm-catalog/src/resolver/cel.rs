@@ -29,6 +29,43 @@ pub const MAX_CEL_DEPTH: usize = 32;
 /// them, whichever is more. One rule is evaluated once per candidate bundle.
 pub const MAX_CEL_COST: u64 = 1_000_000;
 
+/// Why a rule is refused or its evaluation failed. Rules shown abbreviated (quoted, cut
+/// at 80 characters) in the limit errors, quoted whole otherwise.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CelError {
+    #[error("CEL rule {rule} has {tokens} tokens, more than the limit of {MAX_CEL_TOKENS}")]
+    TooManyTokens { rule: String, tokens: usize },
+    #[error(
+        "CEL rule {rule} nests brackets {nesting} deep, more than the limit of {MAX_CEL_NESTING}"
+    )]
+    TooNested { rule: String, nesting: usize },
+    #[error("CEL rule {rule:?} does not compile: {message}")]
+    Compile { rule: String, message: String },
+    #[error(
+        "CEL rule {rule} is {depth} levels deep once parsed, more than the limit of {MAX_CEL_DEPTH}"
+    )]
+    TooDeep { rule: String, depth: usize },
+    #[error(
+        "CEL rule {rule} would take an estimated {cost} steps over {properties} properties, \
+         more than the limit of {MAX_CEL_COST}"
+    )]
+    TooCostly {
+        rule: String,
+        cost: u64,
+        properties: usize,
+    },
+    /// The properties do not convert to CEL values.
+    #[error("{0}")]
+    Properties(String),
+    /// `semver_compare` could not be declared.
+    #[error("{0}")]
+    Function(String),
+    #[error("CEL rule {rule:?} returned {returned}, not a bool")]
+    NotABool { rule: String, returned: String },
+    #[error("CEL rule {rule:?} failed: {message}")]
+    Failed { rule: String, message: String },
+}
+
 pub struct CelRule {
     source: String,
     program: Program,
@@ -46,29 +83,30 @@ impl fmt::Debug for CelRule {
 }
 
 impl CelRule {
-    pub fn compile(source: &str) -> Result<CelRule, String> {
+    pub fn compile(source: &str) -> Result<CelRule, CelError> {
         let (tokens, nesting) = lexical_shape(source);
         if tokens > MAX_CEL_TOKENS {
-            return Err(format!(
-                "CEL rule {} has {tokens} tokens, more than the limit of {MAX_CEL_TOKENS}",
-                abbreviated(source)
-            ));
+            return Err(CelError::TooManyTokens {
+                rule: abbreviated(source),
+                tokens,
+            });
         }
         if nesting > MAX_CEL_NESTING {
-            return Err(format!(
-                "CEL rule {} nests brackets {nesting} deep, more than the limit of {MAX_CEL_NESTING}",
-                abbreviated(source)
-            ));
+            return Err(CelError::TooNested {
+                rule: abbreviated(source),
+                nesting,
+            });
         }
-        let program = Program::compile(source)
-            .map_err(|e| format!("CEL rule {source:?} does not compile: {e}"))?;
+        let program = Program::compile(source).map_err(|e| CelError::Compile {
+            rule: source.to_string(),
+            message: e.to_string(),
+        })?;
         let shape = tree_shape(program.expression());
         if shape.depth > MAX_CEL_DEPTH {
-            return Err(format!(
-                "CEL rule {} is {} levels deep once parsed, more than the limit of {MAX_CEL_DEPTH}",
-                abbreviated(source),
-                shape.depth
-            ));
+            return Err(CelError::TooDeep {
+                rule: abbreviated(source),
+                depth: shape.depth,
+            });
         }
         Ok(CelRule {
             source: source.to_string(),
@@ -99,29 +137,31 @@ impl CelRule {
         self.evaluate(properties).unwrap_or(false)
     }
 
-    pub fn evaluate(&self, properties: &[Property]) -> Result<bool, String> {
+    pub fn evaluate(&self, properties: &[Property]) -> Result<bool, CelError> {
         let cost = self.cost(properties);
         if cost > MAX_CEL_COST {
-            return Err(format!(
-                "CEL rule {} would take an estimated {cost} steps over {} properties, more than \
-                 the limit of {MAX_CEL_COST}",
-                abbreviated(&self.source),
-                properties.len()
-            ));
+            return Err(CelError::TooCostly {
+                rule: abbreviated(&self.source),
+                cost,
+                properties: properties.len(),
+            });
         }
         let mut context = Context::default();
-        let props = cel::to_value(properties).map_err(|e| e.to_string())?;
+        let props = cel::to_value(properties).map_err(|e| CelError::Properties(e.to_string()))?;
         context.add_variable_from_value("properties", props);
         context
             .add_function("semver_compare", semver_compare)
-            .map_err(|e| format!("{e:?}"))?;
+            .map_err(|e| CelError::Function(format!("{e:?}")))?;
         match self.program.execute(&context) {
             Ok(Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(format!(
-                "CEL rule {:?} returned {other:?}, not a bool",
-                self.source
-            )),
-            Err(e) => Err(format!("CEL rule {:?} failed: {e}", self.source)),
+            Ok(other) => Err(CelError::NotABool {
+                rule: self.source.clone(),
+                returned: format!("{other:?}"),
+            }),
+            Err(e) => Err(CelError::Failed {
+                rule: self.source.clone(),
+                message: e.to_string(),
+            }),
         }
     }
 }

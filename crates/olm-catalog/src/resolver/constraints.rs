@@ -9,17 +9,50 @@ use std::sync::Arc;
 use semver::Version;
 use serde_json::Value;
 
-use super::cel::CelRule;
+use super::cel::{CelError, CelRule};
 use super::properties::BundleProperties;
 use crate::catalog::model::fbc::{
     PROP_CONSTRAINT, PROP_GVK, PROP_GVK_REQUIRED, PROP_PACKAGE_REQUIRED, Property,
 };
-use crate::catalog::model::semver_range::VersionRange;
+use crate::catalog::model::semver_range::{RangeError, VersionRange};
 
 /// Upstream refuses `olm.constraint` values larger than this.
 pub const MAX_CONSTRAINT_BYTES: usize = 128 << 10;
 /// `all`/`any`/`not` nested inside each other (upstream has no limit; real catalogs use 2).
 pub const MAX_CONSTRAINT_NESTING: usize = 16;
+/// The kinds of an `olm.constraint`, of which exactly one is set.
+const CONSTRAINT_KINDS: [&str; 6] = ["gvk", "package", "all", "any", "not", "cel"];
+
+/// Why a dependency property cannot be read (the bundle can then never be satisfied).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConstraintError {
+    #[error("needs a packageName")]
+    NoPackageName,
+    #[error("needs a versionRange")]
+    NoVersionRange,
+    #[error(transparent)]
+    Range(#[from] RangeError),
+    /// An `olm.gvk.required` without its three fields.
+    #[error("needs string fields group, version and kind")]
+    GvkFields,
+    #[error("{size} bytes, larger than the limit of {MAX_CONSTRAINT_BYTES} bytes (128 KiB)")]
+    TooLarge { size: usize },
+    #[error("a constraint needs exactly one of {CONSTRAINT_KINDS:?}, found {found:?}")]
+    Kinds { found: Vec<&'static str> },
+    #[error("{kind} needs a constraints list")]
+    NoConstraintsList { kind: &'static str },
+    #[error("{kind} needs at least one constraint")]
+    NoConstraints { kind: &'static str },
+    #[error("all/any/not nested more than {MAX_CONSTRAINT_NESTING} deep (the limit)")]
+    TooDeep,
+    /// A `gvk` constraint without its three fields.
+    #[error("gvk needs string fields group, version and kind")]
+    GvkConstraintFields,
+    #[error("cel needs a rule")]
+    NoCelRule,
+    #[error(transparent)]
+    Cel(#[from] CelError),
+}
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Gvk {
@@ -148,7 +181,10 @@ pub enum Dependency {
         failure_message: Option<String>,
     },
     /// A dependency property that cannot be read: the bundle can never be satisfied.
-    Invalid { property: String, problem: String },
+    Invalid {
+        property: String,
+        problem: ConstraintError,
+    },
 }
 
 impl Dependency {
@@ -208,7 +244,7 @@ pub fn dependencies(properties: &[Property]) -> Vec<Dependency> {
                     gvk,
                     failure_message: None,
                 })
-                .ok_or_else(|| "needs string fields group, version and kind".to_string()),
+                .ok_or(ConstraintError::GvkFields),
             PROP_CONSTRAINT => constraint(&p.value),
             _ => continue,
         };
@@ -220,7 +256,7 @@ pub fn dependencies(properties: &[Property]) -> Vec<Dependency> {
     out
 }
 
-fn package_required(v: &Value) -> Result<Dependency, String> {
+fn package_required(v: &Value) -> Result<Dependency, ConstraintError> {
     let (package, range) = package_and_range(v)?;
     Ok(Dependency::Package {
         package,
@@ -229,26 +265,24 @@ fn package_required(v: &Value) -> Result<Dependency, String> {
     })
 }
 
-fn package_and_range(v: &Value) -> Result<(String, VersionRange), String> {
+fn package_and_range(v: &Value) -> Result<(String, VersionRange), ConstraintError> {
     let package = v
         .get("packageName")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
-        .ok_or("needs a packageName")?;
+        .ok_or(ConstraintError::NoPackageName)?;
     let range_text = v
         .get("versionRange")
         .and_then(Value::as_str)
-        .ok_or("needs a versionRange")?;
-    let range = VersionRange::parse(range_text).map_err(|e| e.to_string())?;
+        .ok_or(ConstraintError::NoVersionRange)?;
+    let range = VersionRange::parse(range_text)?;
     Ok((package.to_string(), range))
 }
 
-fn constraint(v: &Value) -> Result<Dependency, String> {
+fn constraint(v: &Value) -> Result<Dependency, ConstraintError> {
     let size = serde_json::to_string(v).map(|s| s.len()).unwrap_or(0);
     if size > MAX_CONSTRAINT_BYTES {
-        return Err(format!(
-            "{size} bytes, larger than the limit of {MAX_CONSTRAINT_BYTES} bytes (128 KiB)"
-        ));
+        return Err(ConstraintError::TooLarge { size });
     }
     let failure_message = v
         .get("failureMessage")
@@ -274,37 +308,31 @@ fn constraint(v: &Value) -> Result<Dependency, String> {
 
 /// Reads one constraint object, `depth` compounds deep; exactly one of its kinds must be
 /// set, as upstream requires.
-fn predicate(v: &Value, depth: usize) -> Result<Predicate, String> {
-    const KINDS: [&str; 6] = ["gvk", "package", "all", "any", "not", "cel"];
-    let set: Vec<&str> = KINDS
+fn predicate(v: &Value, depth: usize) -> Result<Predicate, ConstraintError> {
+    let set: Vec<&'static str> = CONSTRAINT_KINDS
         .into_iter()
         .filter(|k| v.get(k).is_some_and(|x| !x.is_null()))
         .collect();
     let [kind] = set.as_slice() else {
-        return Err(format!(
-            "a constraint needs exactly one of {KINDS:?}, found {set:?}"
-        ));
+        return Err(ConstraintError::Kinds { found: set });
     };
-    let body = &v[*kind];
-    let compound = || -> Result<Vec<Predicate>, String> {
+    let kind = *kind;
+    let body = &v[kind];
+    let compound = || -> Result<Vec<Predicate>, ConstraintError> {
         let list = body
             .get("constraints")
             .and_then(Value::as_array)
-            .ok_or_else(|| format!("{kind} needs a constraints list"))?;
+            .ok_or(ConstraintError::NoConstraintsList { kind })?;
         if list.is_empty() {
-            return Err(format!("{kind} needs at least one constraint"));
+            return Err(ConstraintError::NoConstraints { kind });
         }
         if depth > MAX_CONSTRAINT_NESTING {
-            return Err(format!(
-                "all/any/not nested more than {MAX_CONSTRAINT_NESTING} deep (the limit)"
-            ));
+            return Err(ConstraintError::TooDeep);
         }
         list.iter().map(|p| predicate(p, depth + 1)).collect()
     };
-    Ok(match *kind {
-        "gvk" => Predicate::Gvk(
-            Gvk::from_value(body).ok_or("gvk needs string fields group, version and kind")?,
-        ),
+    Ok(match kind {
+        "gvk" => Predicate::Gvk(Gvk::from_value(body).ok_or(ConstraintError::GvkConstraintFields)?),
         "package" => {
             let (package, range) = package_and_range(body)?;
             Predicate::Package { package, range }
@@ -316,7 +344,7 @@ fn predicate(v: &Value, depth: usize) -> Result<Predicate, String> {
             let rule = body
                 .get("rule")
                 .and_then(Value::as_str)
-                .ok_or("cel needs a rule")?;
+                .ok_or(ConstraintError::NoCelRule)?;
             Predicate::Cel(Arc::new(CelRule::compile(rule)?))
         }
     })

@@ -590,9 +590,10 @@ impl std::fmt::Display for BundleProblem {
     }
 }
 
-/// Whether a CSV object fits the ClusterServiceVersion schema (the typed CSV lives with the
-/// Kubernetes types, outside this crate: `olm::api::check_csv_schema`).
-pub type CsvSchemaCheck<'a> = &'a dyn Fn(&Value) -> Result<(), String>;
+/// Whether a CSV object fits the ClusterServiceVersion schema, by decoding it into the
+/// typed CSV (which lives with the Kubernetes types, outside this crate:
+/// `olm::api::check_csv_schema`).
+pub type CsvSchemaCheck<'a> = &'a dyn Fn(&Value) -> Result<(), serde_json::Error>;
 
 /// Checks layout, annotations and CSV sanity (the CSV against `csv_schema`); returns every
 /// problem found.

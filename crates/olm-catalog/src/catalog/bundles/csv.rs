@@ -6,20 +6,36 @@ use serde_json::{Map, Value};
 
 use crate::catalog::model::fbc::{Bundle, Icon, PROP_BUNDLE_OBJECT};
 use crate::catalog::text::go_json;
+use crate::catalog::text::yaml_nesting::YamlError;
+
+/// Why an `olm.bundle.object` gives no manifest, or a bundle no CSV.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleObjectError {
+    #[error("olm.bundle.object without data")]
+    NoData,
+    #[error("olm.bundle.object data: {0}")]
+    Base64(#[source] base64::DecodeError),
+    #[error("olm.bundle.object data: {0}")]
+    Utf8(#[source] std::string::FromUtf8Error),
+    #[error("olm.bundle.object data: {0}")]
+    Yaml(#[source] YamlError),
+    #[error("bundle {bundle}: no ClusterServiceVersion among its objects")]
+    NoCsv { bundle: String },
+}
 
 /// The manifest an `olm.bundle.object` value carries: its `data` is base64 (as Go decodes
 /// `[]byte`, surrounding white space tolerated) of a JSON or YAML object.
-pub fn decode_bundle_object(value: &Value) -> Result<Value, String> {
+pub fn decode_bundle_object(value: &Value) -> Result<Value, BundleObjectError> {
     parse_manifest(&bundle_object_bytes(value)?)
 }
 
 /// The manifest bytes an `olm.bundle.object` value carries base64-encoded in `data`.
-fn bundle_object_bytes(value: &Value) -> Result<Vec<u8>, String> {
+fn bundle_object_bytes(value: &Value) -> Result<Vec<u8>, BundleObjectError> {
     let data = value
         .get("data")
         .and_then(Value::as_str)
-        .ok_or("olm.bundle.object without data")?;
-    go_json::decode_bytes(data.trim()).map_err(|e| format!("olm.bundle.object data: {e}"))
+        .ok_or(BundleObjectError::NoData)?;
+    go_json::decode_bytes(data.trim()).map_err(BundleObjectError::Base64)
 }
 
 /// A manifest of an `olm.bundle.object` as compact JSON, for serving.
@@ -32,7 +48,7 @@ pub struct ObjectJson {
 /// object is compacted as it is, keys in their order; anything else (YAML, or JSON that a
 /// tree would read differently, such as a repeated `kind`) is parsed and printed as
 /// `decode_bundle_object` reads it.
-pub fn bundle_object_json(value: &Value) -> Result<ObjectJson, String> {
+pub fn bundle_object_json(value: &Value) -> Result<ObjectJson, BundleObjectError> {
     let bytes = bundle_object_bytes(value)?;
     let Some(is_csv) = json_object_kind(&bytes) else {
         let object = parse_manifest(&bytes)?;
@@ -42,7 +58,7 @@ pub fn bundle_object_json(value: &Value) -> Result<ObjectJson, String> {
         });
     };
     let json = String::from_utf8(crate::catalog::text::compact_json::strip_whitespace(bytes))
-        .map_err(|e| format!("olm.bundle.object data: {e}"))?;
+        .map_err(BundleObjectError::Utf8)?;
     Ok(ObjectJson { json, is_csv })
 }
 
@@ -66,11 +82,12 @@ fn json_object_kind(bytes: &[u8]) -> Option<bool> {
     Some(head.kind.as_deref() == Some("ClusterServiceVersion"))
 }
 
-fn parse_manifest(bytes: &[u8]) -> Result<Value, String> {
+fn parse_manifest(bytes: &[u8]) -> Result<Value, BundleObjectError> {
     match serde_json::from_slice(bytes) {
         Ok(v) => Ok(v),
-        Err(_) => crate::catalog::text::yaml_nesting::from_slice(bytes)
-            .map_err(|e| format!("olm.bundle.object data: {e}")),
+        Err(_) => {
+            crate::catalog::text::yaml_nesting::from_slice(bytes).map_err(BundleObjectError::Yaml)
+        }
     }
 }
 
@@ -150,12 +167,9 @@ pub fn first_icon_as_opm(spec: &Map<String, Value>) -> Option<Icon> {
 /// opm's `bundle-object-to-csv-metadata` migration of one bundle: its `olm.bundle.object`
 /// properties give way to one `olm.csv.metadata` from the CSV (what package listings need),
 /// so installers pull the bundle image for the objects, as with most real catalogs.
-pub fn migrate_to_csv_metadata(bundle: &mut Bundle) -> Result<(), String> {
-    let csv = bundle_csv(bundle).ok_or_else(|| {
-        format!(
-            "bundle {}: no ClusterServiceVersion among its objects",
-            bundle.name
-        )
+pub fn migrate_to_csv_metadata(bundle: &mut Bundle) -> Result<(), BundleObjectError> {
+    let csv = bundle_csv(bundle).ok_or_else(|| BundleObjectError::NoCsv {
+        bundle: bundle.name.clone(),
     })?;
     let metadata = csv_metadata(&csv);
     bundle.properties.retain(|p| {
@@ -274,7 +288,9 @@ mod tests {
             bundle.properties[1].value,
             json!({"annotations": {"a": "b"}, "displayName": "X"})
         );
-        let error = migrate_to_csv_metadata(&mut bundle).unwrap_err();
+        let error = migrate_to_csv_metadata(&mut bundle)
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("x.v1"), "{error}");
     }
 
@@ -297,12 +313,13 @@ mod tests {
             json!({"kind": "CSV"})
         );
         assert_eq!(
-            decode_bundle_object(&json!({})).unwrap_err(),
+            decode_bundle_object(&json!({})).unwrap_err().to_string(),
             "olm.bundle.object without data"
         );
         assert!(
             decode_bundle_object(&json!({"data": "!!"}))
                 .unwrap_err()
+                .to_string()
                 .starts_with("olm.bundle.object data: ")
         );
     }

@@ -397,23 +397,38 @@ fn fbc_template(dir: &Path) -> Result<Option<(PathBuf, String)>, BundleError> {
     Ok(Some((dir.join("catalog-templates").join(name), kind)))
 }
 
+/// Why a template's bundle image has no bundle directory to render.
+#[derive(Debug, thiserror::Error)]
+enum ImageBundleError {
+    #[error("image {0:?} has no tag")]
+    NoTag(String),
+    #[error("image {image:?}: no bundle directory {}", .dir.display())]
+    NoDirectory { image: String, dir: PathBuf },
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+}
+
 /// Renders a bundle named by image in a community-operators template: the image's tag is
 /// the bundle's directory name (`…/<package>:<version>` → `<dir>/<version>`).
-fn bundle_for_image(dir: &Path, image: &str, options: &RenderOptions) -> Result<Bundle, String> {
+fn bundle_for_image(
+    dir: &Path,
+    image: &str,
+    options: &RenderOptions,
+) -> Result<Bundle, ImageBundleError> {
     let tag = image
         .rsplit_once(':')
         .map(|(_, t)| t)
         .filter(|t| !t.contains('/'))
-        .ok_or_else(|| format!("image {image:?} has no tag"))?;
+        .ok_or_else(|| ImageBundleError::NoTag(image.into()))?;
     let bundle_dir = dir.join(tag);
     if !is_bundle_dir(&bundle_dir) {
-        return Err(format!(
-            "image {image:?}: no bundle directory {}",
-            bundle_dir.display()
-        ));
+        return Err(ImageBundleError::NoDirectory {
+            image: image.into(),
+            dir: bundle_dir,
+        });
     }
-    let bundle = read_bundle(&bundle_dir).map_err(|e| e.to_string())?;
-    let mut rendered = render_bundle(&bundle, options).map_err(|e| e.to_string())?;
+    let bundle = read_bundle(&bundle_dir)?;
+    let mut rendered = render_bundle(&bundle, options)?;
     rendered.image = image.to_string();
     Ok(rendered)
 }

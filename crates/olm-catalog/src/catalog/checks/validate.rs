@@ -192,9 +192,9 @@ fn index_packages<'a>(
             );
         }
         if let Some(icon) = &p.icon
-            && let Err(message) = check_icon_data(icon)
+            && let Err(e) = check_icon_data(icon)
         {
-            report.add(&p.name, None, None, Rule::Icon, message);
+            report.add(&p.name, None, None, Rule::Icon, e.to_string());
         }
     }
     packages
@@ -702,10 +702,24 @@ fn validate_deprecations(
 
 /// What opm checks of an icon: its data decodes as Go decodes `[]byte` (padded standard
 /// base64; line breaks skipped, nothing else).
-fn check_icon_data(icon: &Icon) -> Result<(), String> {
+fn check_icon_data(icon: &Icon) -> Result<(), IconError> {
     crate::catalog::text::go_json::decode_bytes(&icon.base64data)
         .map(drop)
-        .map_err(|e| format!("icon data is not base64: {e}"))
+        .map_err(IconError::NotBase64)
+}
+
+/// What is wrong with a package icon.
+#[derive(Debug, thiserror::Error)]
+enum IconError {
+    #[error("icon data is not base64: {0}")]
+    NotBase64(#[source] base64::DecodeError),
+    #[error("icon data is not an image of a known type (mediatype {0:?})")]
+    UnknownType(String),
+    #[error("icon mediatype {mediatype:?} does not match its data ({sniffed})")]
+    Mismatch {
+        mediatype: String,
+        sniffed: &'static str,
+    },
 }
 
 /// Checks opm does not make (its icon checks are disabled upstream, as production catalogs
@@ -718,9 +732,9 @@ pub fn warnings(config: &DeclarativeConfig) -> Vec<Problem> {
     };
     for p in &config.packages {
         if let Some(icon) = &p.icon
-            && let Err(message) = check_icon_type(icon)
+            && let Err(e) = check_icon_type(icon)
         {
-            report.add(&p.name, None, None, Rule::Icon, message);
+            report.add(&p.name, None, None, Rule::Icon, e.to_string());
         }
     }
     for b in &config.bundles {
@@ -737,7 +751,7 @@ pub fn warnings(config: &DeclarativeConfig) -> Vec<Problem> {
     report.problems
 }
 
-fn check_icon_type(icon: &Icon) -> Result<(), String> {
+fn check_icon_type(icon: &Icon) -> Result<(), IconError> {
     if icon.base64data.is_empty() && icon.mediatype.is_empty() {
         return Ok(());
     }
@@ -753,30 +767,44 @@ fn check_icon_type(icon: &Icon) -> Result<(), String> {
     } else if String::from_utf8_lossy(&data[..data.len().min(1024)]).contains("<svg") {
         "image/svg+xml"
     } else {
-        return Err(format!(
-            "icon data is not an image of a known type (mediatype {:?})",
-            icon.mediatype
-        ));
+        return Err(IconError::UnknownType(icon.mediatype.clone()));
     };
     if !icon.mediatype.eq_ignore_ascii_case(sniffed) {
-        return Err(format!(
-            "icon mediatype {:?} does not match its data ({sniffed})",
-            icon.mediatype
-        ));
+        return Err(IconError::Mismatch {
+            mediatype: icon.mediatype.clone(),
+            sniffed,
+        });
     }
     Ok(())
 }
 
+/// Why an image pull spec does not fit the reference grammar.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ImageReferenceError {
+    #[error("digest must be algorithm:hex")]
+    DigestForm,
+    #[error("invalid digest {0:?}")]
+    Digest(String),
+    #[error("invalid tag {0:?}")]
+    Tag(String),
+    #[error("empty repository name")]
+    EmptyRepository,
+    #[error("empty registry host")]
+    EmptyHost,
+    #[error("invalid repository path component {0:?}")]
+    PathComponent(String),
+}
+
 /// Checks an image pull spec against the reference grammar: `[host[:port]/]path[:tag][@digest]`.
-pub fn check_image_reference(image: &str) -> Result<(), String> {
+pub fn check_image_reference(image: &str) -> Result<(), ImageReferenceError> {
     let (name, digest) = match image.split_once('@') {
         Some((n, d)) => (n, Some(d)),
         None => (image, None),
     };
     if let Some(d) = digest {
-        let (algo, hex) = d.split_once(':').ok_or("digest must be algorithm:hex")?;
+        let (algo, hex) = d.split_once(':').ok_or(ImageReferenceError::DigestForm)?;
         if algo.is_empty() || hex.len() < 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!("invalid digest {d:?}"));
+            return Err(ImageReferenceError::Digest(d.into()));
         }
     }
     let (path, tag) = match name.rsplit_once(':') {
@@ -791,10 +819,10 @@ pub fn check_image_reference(image: &str) -> Result<(), String> {
                 .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
             || !t.as_bytes()[0].is_ascii_alphanumeric() && t.as_bytes()[0] != b'_')
     {
-        return Err(format!("invalid tag {t:?}"));
+        return Err(ImageReferenceError::Tag(t.into()));
     }
     if path.is_empty() {
-        return Err("empty repository name".into());
+        return Err(ImageReferenceError::EmptyRepository);
     }
     let mut components: Vec<&str> = path.split('/').collect();
     if components.len() > 1
@@ -804,7 +832,7 @@ pub fn check_image_reference(image: &str) -> Result<(), String> {
     {
         let host = components.remove(0);
         if host.is_empty() {
-            return Err("empty registry host".into());
+            return Err(ImageReferenceError::EmptyHost);
         }
     }
     for c in components {
@@ -814,7 +842,7 @@ pub fn check_image_reference(image: &str) -> Result<(), String> {
             && c.as_bytes()[0].is_ascii_alphanumeric()
             && c.as_bytes()[c.len() - 1].is_ascii_alphanumeric();
         if !ok {
-            return Err(format!("invalid repository path component {c:?}"));
+            return Err(ImageReferenceError::PathComponent(c.into()));
         }
     }
     Ok(())

@@ -65,6 +65,17 @@ impl Csv {
     }
 }
 
+/// Why a channel's replaces chain cannot be followed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ChainError {
+    #[error("currentCSV {0:?} is not among {KEY_CSVS}")]
+    NoCurrent(String),
+    #[error("the replaces chain has a cycle: {chain} -> {replaces}")]
+    Cycle { chain: String, replaces: String },
+    #[error("CSV {csv:?} replaces {replaces:?}, which is not among {KEY_CSVS}")]
+    NoReplaced { csv: String, replaces: String },
+}
+
 /// A channel's entries: the replaces chain from `current`, then the skipped CSVs present in
 /// the ConfigMap. Also returns the CSVs (indexes) that are members. The chain stops before a
 /// CSV of another package (`foreign`: upstream's tests write a CSV that replaces one of
@@ -75,10 +86,10 @@ pub(super) fn channel_entries(
     by_name: &HashMap<String, usize>,
     current: &str,
     foreign: &dyn Fn(usize) -> bool,
-) -> Result<(Vec<ChannelEntry>, Vec<usize>), String> {
+) -> Result<(Vec<ChannelEntry>, Vec<usize>), ChainError> {
     let mut at = *by_name
         .get(current)
-        .ok_or_else(|| format!("currentCSV {current:?} is not among {KEY_CSVS}"))?;
+        .ok_or_else(|| ChainError::NoCurrent(current.into()))?;
     let mut entries = Vec::new();
     let mut members = Vec::new();
     let mut on_chain: HashSet<&str> = HashSet::new();
@@ -100,18 +111,17 @@ pub(super) fn channel_entries(
             break;
         }
         if on_chain.contains(csv.replaces.as_str()) {
-            return Err(format!(
-                "the replaces chain has a cycle: {} -> {}",
-                chain.join(" -> "),
-                csv.replaces
-            ));
+            return Err(ChainError::Cycle {
+                chain: chain.join(" -> "),
+                replaces: csv.replaces.clone(),
+            });
         }
-        at = *by_name.get(&csv.replaces).ok_or_else(|| {
-            format!(
-                "CSV {:?} replaces {:?}, which is not among {KEY_CSVS}",
-                csv.name, csv.replaces
-            )
-        })?;
+        at = *by_name
+            .get(&csv.replaces)
+            .ok_or_else(|| ChainError::NoReplaced {
+                csv: csv.name.clone(),
+                replaces: csv.replaces.clone(),
+            })?;
         if foreign(at) {
             break;
         }

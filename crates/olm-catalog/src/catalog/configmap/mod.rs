@@ -89,7 +89,7 @@ pub fn from_configmap_data(data: &BTreeMap<String, String>) -> Result<Declarativ
                 "{KEY_PACKAGES}[{other}] defines the same package"
             )));
         }
-        let default_channel = manifest.default_channel().map_err(err)?;
+        let default_channel = manifest.default_channel().map_err(|e| err(e.to_string()))?;
         let mut channel_names = HashSet::new();
         for (name, current) in &manifest.channels {
             if !channel_names.insert(name.as_str()) {

@@ -51,12 +51,24 @@ pub(super) fn parse_list(
     }
 }
 
+/// A field of the wrong type; the caller puts the path to it in front.
+#[derive(Debug, thiserror::Error)]
+enum FieldError {
+    #[error("{key} must be a string, not {found}")]
+    NotAString { key: String, found: &'static str },
+    #[error("{key} must be a list, not {found}")]
+    NotAList { key: String, found: &'static str },
+}
+
 /// An optional string field: absent and null read as "".
-fn opt_str(map: Option<&Map<String, Value>>, key: &str) -> Result<String, String> {
+fn opt_str(map: Option<&Map<String, Value>>, key: &str) -> Result<String, FieldError> {
     match map.and_then(|m| go_json::get(m, key)) {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(format!("{key} must be a string, not {}", json_kind(other))),
+        Some(other) => Err(FieldError::NotAString {
+            key: key.into(),
+            found: json_kind(other),
+        }),
     }
 }
 
@@ -68,11 +80,14 @@ fn opt_object<'a>(
         .and_then(Value::as_object)
 }
 
-fn opt_list<'a>(map: Option<&'a Map<String, Value>>, key: &str) -> Result<&'a [Value], String> {
+fn opt_list<'a>(map: Option<&'a Map<String, Value>>, key: &str) -> Result<&'a [Value], FieldError> {
     match map.and_then(|m| go_json::get(m, key)) {
         None | Some(Value::Null) => Ok(&[]),
         Some(Value::Array(items)) => Ok(items),
-        Some(other) => Err(format!("{key} must be a list, not {}", json_kind(other))),
+        Some(other) => Err(FieldError::NotAList {
+            key: key.into(),
+            found: json_kind(other),
+        }),
     }
 }
 
@@ -302,10 +317,11 @@ impl PackageManifest {
         if name.is_empty() {
             return Err(err("packageName is missing".into()));
         }
-        let default_channel = opt_str(Some(map), "defaultChannel").map_err(err)?;
+        let default_channel =
+            opt_str(Some(map), "defaultChannel").map_err(|e| err(e.to_string()))?;
         let mut channels = Vec::new();
         for (i, c) in opt_list(Some(map), "channels")
-            .map_err(err)?
+            .map_err(|e| err(e.to_string()))?
             .iter()
             .enumerate()
         {
@@ -333,7 +349,7 @@ impl PackageManifest {
 
     /// Upstream's rule: a channel is the default when it is named by `defaultChannel`, or
     /// when it is the only channel.
-    pub(super) fn default_channel(&self) -> Result<String, String> {
+    pub(super) fn default_channel(&self) -> Result<String, DefaultChannelError> {
         if let Some((name, _)) = self
             .channels
             .iter()
@@ -343,14 +359,22 @@ impl PackageManifest {
         }
         match self.channels.as_slice() {
             [(only, _)] => Ok(only.clone()),
-            [] => Err("the package has no channels".into()),
-            _ if self.default_channel.is_empty() => {
-                Err("no default channel specified, and the package has several channels".into())
-            }
-            _ => Err(format!(
-                "defaultChannel {:?} is not one of the package's channels",
-                self.default_channel
+            [] => Err(DefaultChannelError::NoChannels),
+            _ if self.default_channel.is_empty() => Err(DefaultChannelError::NoneOfSeveral),
+            _ => Err(DefaultChannelError::NotAChannel(
+                self.default_channel.clone(),
             )),
         }
     }
+}
+
+/// Why a package manifest has no default channel.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum DefaultChannelError {
+    #[error("the package has no channels")]
+    NoChannels,
+    #[error("no default channel specified, and the package has several channels")]
+    NoneOfSeveral,
+    #[error("defaultChannel {0:?} is not one of the package's channels")]
+    NotAChannel(String),
 }

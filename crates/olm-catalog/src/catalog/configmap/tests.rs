@@ -309,6 +309,35 @@ fn package_errors_name_the_package() {
     );
     let e = error(&with(KEY_PACKAGES, "- packageName: etcd\n  channels: []\n"));
     assert_eq!(e, "packages[0] (etcd): the package has no channels");
+    let e = error(&with(
+        KEY_PACKAGES,
+        "- packageName: etcd\n  defaultChannel: nope\n  channels:\n  - {name: alpha, currentCSV: etcdoperator.v0.9.2}\n  - {name: beta, currentCSV: etcdoperator.v0.9.0}\n",
+    ));
+    assert_eq!(
+        e,
+        "packages[0] (etcd): defaultChannel \"nope\" is not one of the package's channels"
+    );
+    let e = error(&with(
+        KEY_PACKAGES,
+        "- packageName: etcd\n  defaultChannel: [a]\n",
+    ));
+    assert_eq!(
+        e,
+        "packages[0] (etcd): defaultChannel must be a string, not a list"
+    );
+    let e = error(&with(KEY_PACKAGES, "- packageName: etcd\n  channels: {}\n"));
+    assert_eq!(
+        e,
+        "packages[0] (etcd): channels must be a list, not a mapping"
+    );
+    let e = error(&with(
+        KEY_PACKAGES,
+        "- packageName: etcd\n  channels:\n  - {name: [a], currentCSV: x}\n",
+    ));
+    assert_eq!(
+        e,
+        "packages[0] (etcd): channels[0].name must be a string, not a list"
+    );
 }
 
 #[test]

@@ -109,8 +109,8 @@ impl VersionRange {
                         ))
                     }
                 };
-                let (op_text, version_text) =
-                    split_comparator_version(&term.text).map_err(describe)?;
+                let (op_text, version_text) = split_comparator_version(&term.text)
+                    .ok_or_else(|| describe(NO_VERSION.into()))?;
                 let op = parse_op(op_text)
                     .ok_or_else(|| describe(format!("{op_text:?} is not a comparison operator")))?;
                 let version = blang_parse(version_text)
@@ -185,14 +185,48 @@ pub fn parse_version(s: &str) -> Result<Version, semver::Error> {
     }
 }
 
+/// Why a version does not parse, in blang's words.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VersionError {
+    #[error("version string empty")]
+    Empty,
+    #[error("no Major.Minor.Patch elements found")]
+    NoMajorMinorPatch,
+    /// `part` is "major number", "minor number" or "patch number".
+    #[error("invalid character(s) found in {part} {text:?}")]
+    NumberCharacters { part: &'static str, text: String },
+    #[error("{part} must not contain leading zeroes {text:?}")]
+    NumberLeadingZeroes { part: &'static str, text: String },
+    #[error("{part} is empty")]
+    NumberEmpty { part: &'static str },
+    #[error("{part} {text:?} is out of range")]
+    NumberOutOfRange { part: &'static str, text: String },
+    #[error("prerelease is empty")]
+    PrereleaseEmpty,
+    #[error("numeric prerelease version must not contain leading zeroes {0:?}")]
+    PrereleaseLeadingZeroes(String),
+    #[error("numeric prerelease version {0:?} is out of range")]
+    PrereleaseOutOfRange(String),
+    #[error("invalid character(s) found in prerelease {0:?}")]
+    PrereleaseCharacters(String),
+    #[error("build meta data is empty")]
+    BuildEmpty,
+    #[error("invalid character(s) found in build meta data {0:?}")]
+    BuildCharacters(String),
+    /// What the checks above let through and the `semver` crate still refuses (its error
+    /// is neither `Clone` nor `Eq`, so its text).
+    #[error("{0}")]
+    Semver(String),
+}
+
 /// blang's `Parse`, with blang's error wording. Shared with the templates.
-pub(crate) fn blang_parse(s: &str) -> Result<Version, String> {
+pub(crate) fn blang_parse(s: &str) -> Result<Version, VersionError> {
     if s.is_empty() {
-        return Err("version string empty".into());
+        return Err(VersionError::Empty);
     }
     let parts: Vec<&str> = s.splitn(3, '.').collect();
     if parts.len() != 3 {
-        return Err("no Major.Minor.Patch elements found".into());
+        return Err(VersionError::NoMajorMinorPatch);
     }
     let major = parse_number(parts[0], "major number")?;
     let minor = parse_number(parts[1], "minor number")?;
@@ -209,44 +243,17 @@ pub(crate) fn blang_parse(s: &str) -> Result<Version, String> {
         patch_str = &patch_str[..i];
     }
     let patch = parse_number(patch_str, "patch number")?;
-
-    for id in &pre {
-        if id.is_empty() {
-            return Err("prerelease is empty".into());
-        }
-        if id.bytes().all(|b| b.is_ascii_digit()) {
-            if has_leading_zeroes(id) {
-                return Err(format!(
-                    "numeric prerelease version must not contain leading zeroes {id:?}"
-                ));
-            }
-            if id.parse::<u64>().is_err() {
-                return Err(format!("numeric prerelease version {id:?} is out of range"));
-            }
-        } else if !is_alphanumeric(id) {
-            return Err(format!("invalid character(s) found in prerelease {id:?}"));
-        }
-    }
-    for id in &build {
-        if id.is_empty() {
-            return Err("build meta data is empty".into());
-        }
-        if !is_alphanumeric(id) {
-            return Err(format!(
-                "invalid character(s) found in build meta data {id:?}"
-            ));
-        }
-    }
+    check_identifiers(&pre, &build)?;
 
     let pre = if pre.is_empty() {
         Prerelease::EMPTY
     } else {
-        Prerelease::new(&pre.join(".")).map_err(|e| e.to_string())?
+        Prerelease::new(&pre.join(".")).map_err(|e| VersionError::Semver(e.to_string()))?
     };
     let build = if build.is_empty() {
         BuildMetadata::EMPTY
     } else {
-        BuildMetadata::new(&build.join(".")).map_err(|e| e.to_string())?
+        BuildMetadata::new(&build.join(".")).map_err(|e| VersionError::Semver(e.to_string()))?
     };
     Ok(Version {
         major,
@@ -257,18 +264,47 @@ pub(crate) fn blang_parse(s: &str) -> Result<Version, String> {
     })
 }
 
-fn parse_number(s: &str, what: &str) -> Result<u64, String> {
+/// blang's checks of pre-release and build identifiers.
+fn check_identifiers(pre: &[&str], build: &[&str]) -> Result<(), VersionError> {
+    for id in pre {
+        if id.is_empty() {
+            return Err(VersionError::PrereleaseEmpty);
+        }
+        if id.bytes().all(|b| b.is_ascii_digit()) {
+            if has_leading_zeroes(id) {
+                return Err(VersionError::PrereleaseLeadingZeroes(id.to_string()));
+            }
+            if id.parse::<u64>().is_err() {
+                return Err(VersionError::PrereleaseOutOfRange(id.to_string()));
+            }
+        } else if !is_alphanumeric(id) {
+            return Err(VersionError::PrereleaseCharacters(id.to_string()));
+        }
+    }
+    for id in build {
+        if id.is_empty() {
+            return Err(VersionError::BuildEmpty);
+        }
+        if !is_alphanumeric(id) {
+            return Err(VersionError::BuildCharacters(id.to_string()));
+        }
+    }
+    Ok(())
+}
+
+fn parse_number(s: &str, part: &'static str) -> Result<u64, VersionError> {
+    let text = || s.to_string();
     if !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("invalid character(s) found in {what} {s:?}"));
+        return Err(VersionError::NumberCharacters { part, text: text() });
     }
     if has_leading_zeroes(s) {
-        return Err(format!("{what} must not contain leading zeroes {s:?}"));
+        return Err(VersionError::NumberLeadingZeroes { part, text: text() });
     }
     if s.is_empty() {
-        return Err(format!("{what} is empty"));
+        return Err(VersionError::NumberEmpty { part });
     }
     s.parse::<u64>()
-        .map_err(|_| format!("{what} {s:?} is out of range"))
+        .map_err(|_| VersionError::NumberOutOfRange { part, text: text() })
 }
 
 fn has_leading_zeroes(s: &str) -> bool {
@@ -331,13 +367,14 @@ struct Term {
     text: String,
 }
 
+/// What a range term without a version is told.
+const NO_VERSION: &str = "no version found";
+
 /// blang's `splitComparatorVersion`: the operator is everything before the first decimal
 /// digit (Unicode category Nd, as Go's `unicode.IsDigit`), trimmed.
-fn split_comparator_version(s: &str) -> Result<(&str, &str), String> {
-    match s.char_indices().find(|&(_, c)| is_go_digit(c)) {
-        Some((i, _)) => Ok((s[..i].trim(), &s[i..])),
-        None => Err("no version found".into()),
-    }
+fn split_comparator_version(s: &str) -> Option<(&str, &str)> {
+    let (i, _) = s.char_indices().find(|&(_, c)| is_go_digit(c))?;
+    Some((s[..i].trim(), &s[i..]))
 }
 
 fn parse_op(s: &str) -> Option<Op> {
@@ -417,7 +454,8 @@ fn expand_wildcards(groups: &[Vec<String>]) -> Result<Vec<Vec<Term>>, String> {
                 });
                 continue;
             }
-            let (op, v) = split_comparator_version(term).map_err(|e| format!("{term:?}: {e}"))?;
+            let (op, v) =
+                split_comparator_version(term).ok_or_else(|| format!("{term:?}: {NO_VERSION}"))?;
             let kind = wildcard_type(v);
             let flat = flatten_wildcard(v);
             let (result_op, increment) = match op {

@@ -15,7 +15,7 @@ fn read(value: Value) -> Dependency {
 
 fn invalid_problem(dep: Dependency) -> String {
     match dep {
-        Dependency::Invalid { problem, .. } => problem,
+        Dependency::Invalid { problem, .. } => problem.to_string(),
         other => panic!("expected an invalid constraint, got {other}"),
     }
 }

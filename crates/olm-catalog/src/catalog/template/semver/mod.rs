@@ -31,7 +31,8 @@
 //! generates the channels and links their entries, `tests.rs` tests all of it.
 
 pub use model::{
-    BundleEntry, ChannelBundles, PREFER_MAJOR, PREFER_MINOR, SCHEMA, SemverTemplate, TemplateError,
+    BundleEntry, ChannelBundles, FieldError, PREFER_MAJOR, PREFER_MINOR, SCHEMA, SemverTemplate,
+    TemplateError,
 };
 pub use parse::parse;
 pub use render::render;

@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use crate::catalog::model::semver_range::VersionError;
+
 /// The template's `schema`.
 pub const SCHEMA: &str = "olm.semver";
 
@@ -43,6 +45,9 @@ pub struct BundleEntry {
 pub enum TemplateError {
     #[error("semver template: {0}")]
     Syntax(String),
+    /// A field of the wrong type, or one opm's strict decoding does not know.
+    #[error("semver template: {0}")]
+    Field(#[from] FieldError),
     #[error("semver template has schema {0:?}, expected \"olm.semver\"")]
     UnknownSchema(String),
     #[error(
@@ -82,12 +87,12 @@ pub enum TemplateError {
         image: String,
         message: String,
     },
-    #[error("bundle {bundle:?} (image {image:?}) has invalid version {version:?}: {message}")]
+    #[error("bundle {bundle:?} (image {image:?}) has invalid version {version:?}: {error}")]
     InvalidVersion {
         bundle: String,
         image: String,
         version: String,
-        message: String,
+        error: VersionError,
     },
     #[error(
         "bundle {bundle:?} (image {image:?}) belongs to package {found:?}, but the template's bundles belong to package {expected:?}"
@@ -113,6 +118,30 @@ pub enum TemplateError {
         first_version: String,
         second: String,
         second_version: String,
+    },
+}
+
+/// A template field opm's strict Go JSON decoding refuses (`found` is the JSON kind given).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FieldError {
+    #[error("{what} must be a mapping, not {found}")]
+    NotAMapping { what: String, found: &'static str },
+    #[error("unknown field {key:?} in {what}")]
+    Unknown { what: String, key: String },
+    #[error("{archetype}.bundles must be a list, not {found}")]
+    NotAList {
+        archetype: String,
+        found: &'static str,
+    },
+    #[error("{name} must be a string, not {found}")]
+    NotAString {
+        name: &'static str,
+        found: &'static str,
+    },
+    #[error("{name} must be true or false, not {found}")]
+    NotABool {
+        name: &'static str,
+        found: &'static str,
     },
 }
 

@@ -7,7 +7,8 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use super::model::{
-    BundleEntry, ChannelBundles, Kind, PREFER_MAJOR, PREFER_MINOR, SemverTemplate, TemplateError,
+    BundleEntry, ChannelBundles, FieldError, Kind, PREFER_MAJOR, PREFER_MINOR, SemverTemplate,
+    TemplateError,
 };
 use crate::catalog::model::fbc::json_kind;
 use crate::catalog::text::go_json;
@@ -29,7 +30,7 @@ pub fn parse(text: &str) -> Result<SemverTemplate, TemplateError> {
             }
         }
     };
-    let mut template = SemverTemplate::from_value(value).map_err(TemplateError::Syntax)?;
+    let mut template = SemverTemplate::from_value(value)?;
     let settings = template.settings()?;
     template.generate_major_channels = settings.major;
     template.generate_minor_channels = settings.minor;
@@ -42,7 +43,7 @@ pub fn parse(text: &str) -> Result<SemverTemplate, TemplateError> {
 }
 
 impl SemverTemplate {
-    fn from_value(value: Value) -> Result<Self, String> {
+    fn from_value(value: Value) -> Result<Self, FieldError> {
         let mut fields = fields_of(
             value,
             "the template",
@@ -81,7 +82,7 @@ impl SemverTemplate {
 }
 
 impl ChannelBundles {
-    fn from_value(value: Value, archetype: &str) -> Result<Self, String> {
+    fn from_value(value: Value, archetype: &str) -> Result<Self, FieldError> {
         let mut fields = fields_of(value, archetype, &["bundles"])?;
         let bundles = match fields.remove("bundles") {
             None => Vec::new(),
@@ -93,12 +94,12 @@ impl ChannelBundles {
                         image: string_field(&mut f, "image")?,
                     })
                 })
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, FieldError>>()?,
             Some(other) => {
-                return Err(format!(
-                    "{archetype}.bundles must be a list, not {}",
-                    json_kind(&other)
-                ));
+                return Err(FieldError::NotAList {
+                    archetype: archetype.into(),
+                    found: json_kind(&other),
+                });
             }
         };
         Ok(ChannelBundles { bundles })
@@ -135,21 +136,23 @@ fn fields_of(
     value: Value,
     what: &str,
     names: &[&'static str],
-) -> Result<HashMap<&'static str, Value>, String> {
+) -> Result<HashMap<&'static str, Value>, FieldError> {
     let object = match value {
         Value::Null => Map::new(),
         Value::Object(o) => o,
         other => {
-            return Err(format!(
-                "{what} must be a mapping, not {}",
-                json_kind(&other)
-            ));
+            return Err(FieldError::NotAMapping {
+                what: what.into(),
+                found: json_kind(&other),
+            });
         }
     };
     let mut out = HashMap::new();
     for (key, v) in object {
-        let name = go_json::field_name(names, &key)
-            .ok_or_else(|| format!("unknown field {key:?} in {what}"))?;
+        let name = go_json::field_name(names, &key).ok_or_else(|| FieldError::Unknown {
+            what: what.into(),
+            key: key.clone(),
+        })?;
         if !v.is_null() {
             out.insert(name, v);
         }
@@ -157,24 +160,30 @@ fn fields_of(
     Ok(out)
 }
 
-fn string_field(fields: &mut HashMap<&'static str, Value>, name: &str) -> Result<String, String> {
+fn string_field(
+    fields: &mut HashMap<&'static str, Value>,
+    name: &'static str,
+) -> Result<String, FieldError> {
     match fields.remove(name) {
         None => Ok(String::new()),
         Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(format!(
-            "{name} must be a string, not {}",
-            json_kind(&other)
-        )),
+        Some(other) => Err(FieldError::NotAString {
+            name,
+            found: json_kind(&other),
+        }),
     }
 }
 
-fn bool_field(fields: &mut HashMap<&'static str, Value>, name: &str) -> Result<bool, String> {
+fn bool_field(
+    fields: &mut HashMap<&'static str, Value>,
+    name: &'static str,
+) -> Result<bool, FieldError> {
     match fields.remove(name) {
         None => Ok(false),
         Some(Value::Bool(b)) => Ok(b),
-        Some(other) => Err(format!(
-            "{name} must be true or false, not {}",
-            json_kind(&other)
-        )),
+        Some(other) => Err(FieldError::NotABool {
+            name,
+            found: json_kind(&other),
+        }),
     }
 }

@@ -18,9 +18,10 @@ use crate::catalog::text::go_json;
 
 /// Renders the template into FBC. `resolve(image)` turns each distinct bundle image into its
 /// `olm.bundle` (opm pulls and renders the image); each is called once, in template order.
-pub fn render(
+/// Its error, the caller's own, is told as [`TemplateError::Resolve`].
+pub fn render<E: std::fmt::Display>(
     template: &SemverTemplate,
-    resolve: &mut dyn FnMut(&str) -> Result<Bundle, String>,
+    resolve: &mut dyn FnMut(&str) -> Result<Bundle, E>,
 ) -> Result<DeclarativeConfig, TemplateError> {
     let settings = template.settings()?;
 
@@ -34,9 +35,9 @@ pub fn render(
             if bundle_of_image.contains_key(image) {
                 continue;
             }
-            let bundle = resolve(image).map_err(|message| TemplateError::Resolve {
+            let bundle = resolve(image).map_err(|e| TemplateError::Resolve {
                 image: image.into(),
-                message,
+                message: e.to_string(),
             })?;
             let index = match bundles.iter().position(|b| b.name == bundle.name) {
                 Some(i) if bundles[i] == bundle => i,
@@ -70,11 +71,11 @@ pub fn render(
             let image = entry.image.clone();
             let (package_name, version_text) = package_property(bundle, &image)?;
             let version =
-                blang_parse(&version_text).map_err(|message| TemplateError::InvalidVersion {
+                blang_parse(&version_text).map_err(|error| TemplateError::InvalidVersion {
                     bundle: bundle.name.clone(),
                     image: image.clone(),
                     version: version_text.clone(),
-                    message,
+                    error,
                 })?;
             if package.is_empty() {
                 package = package_name;

@@ -558,7 +558,17 @@ fn render_errors() {
     );
     assert!(e.to_string().contains("quay.io/foo/olm:b.v1.0.0"), "{e}");
     // a version that is not semver (blang rules: no leading v, no two-part versions)
-    for bad in ["1.0", "01.0.0", "1.0.0-01"] {
+    for (bad, why) in [
+        ("1.0", "no Major.Minor.Patch elements found"),
+        (
+            "01.0.0",
+            r#"major number must not contain leading zeroes "01""#,
+        ),
+        (
+            "1.0.0-01",
+            r#"numeric prerelease version must not contain leading zeroes "01""#,
+        ),
+    ] {
         let t = SemverTemplate {
             stable: list("a", &[bad]),
             ..template(false, false, "")
@@ -566,6 +576,11 @@ fn render_errors() {
         let e = err_of(&t, &mut ok);
         assert!(
             matches!(&e, TemplateError::InvalidVersion { version, .. } if version == bad),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .ends_with(&format!("has invalid version {bad:?}: {why}")),
             "{e}"
         );
     }
@@ -741,7 +756,7 @@ fn package_metadata_from_head_bundle_csv() {
     );
 
     // Bad icon data means no icon, but the description still comes through.
-    let mut resolve = |_: &str| Ok(with_csv(bundle("a", "1.0.0"), "D", "not base64!"));
+    let mut resolve = |_: &str| Ok::<_, String>(with_csv(bundle("a", "1.0.0"), "D", "not base64!"));
     let t = SemverTemplate {
         stable: list("a", &["1.0.0"]),
         ..template(false, false, "")
@@ -757,7 +772,7 @@ fn package_metadata_from_head_bundle_csv() {
             PROP_CSV_METADATA,
             json!({"description": "From metadata"}),
         ));
-        Ok(b)
+        Ok::<_, String>(b)
     };
     let cfg = render(&t, &mut resolve).unwrap();
     assert_eq!(cfg.packages[0].description, "From metadata");
