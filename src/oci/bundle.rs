@@ -8,30 +8,44 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::catalog::bundles::bundle::read_bundle;
+use super::registry::MissingLabel;
+use crate::catalog::bundles::bundle::{BundleError, read_bundle};
 
 /// A bundle image carries the bundle package label; anything else is refused before a layer
 /// is fetched.
-pub fn select_bundle(labels: &BTreeMap<String, String>) -> Result<Option<PathBuf>, String> {
+pub fn select_bundle(labels: &BTreeMap<String, String>) -> Result<Option<PathBuf>, MissingLabel> {
     if labels.contains_key(super::LABEL_BUNDLE_PACKAGE) {
         Ok(None)
     } else {
-        Err(format!(
-            "not a bundle image: its config has no {} label",
-            super::LABEL_BUNDLE_PACKAGE
-        ))
+        Err(MissingLabel {
+            kind: "bundle",
+            label: super::LABEL_BUNDLE_PACKAGE,
+        })
     }
+}
+
+/// Why the files of a pulled bundle image are not the bundle to install. Either way the
+/// image itself is wrong: pulling it again would not help.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectsError {
+    /// The files are not a bundle (no `metadata/annotations.yaml`, unreadable manifests).
+    #[error("not a readable bundle: {0}")]
+    Unreadable(#[source] BundleError),
+    /// The bundle's CSV is `found`, where the catalog promised `expected`.
+    #[error("the image holds CSV {found:?}, not {expected:?} as its catalog says")]
+    WrongCsv { found: String, expected: String },
 }
 
 /// The objects of the pulled bundle at `rootfs` (`manifests/`, in file order), refused
 /// unless its CSV is `csv_name`.
-pub fn bundle_objects(rootfs: &Path, csv_name: &str) -> Result<Vec<Value>, String> {
-    let bundle = read_bundle(rootfs).map_err(|e| format!("not a readable bundle: {e}"))?;
+pub fn bundle_objects(rootfs: &Path, csv_name: &str) -> Result<Vec<Value>, ObjectsError> {
+    let bundle = read_bundle(rootfs).map_err(ObjectsError::Unreadable)?;
     let found = bundle.csv_name();
     if found != csv_name {
-        return Err(format!(
-            "the image holds CSV {found:?}, not {csv_name:?} as its catalog says"
-        ));
+        return Err(ObjectsError::WrongCsv {
+            found: found.to_string(),
+            expected: csv_name.to_string(),
+        });
     }
     Ok(bundle
         .manifests
@@ -47,10 +61,12 @@ mod tests {
     #[test]
     fn only_bundle_images_are_extracted_and_the_csv_must_match() {
         let mut labels = BTreeMap::new();
-        assert!(
-            select_bundle(&labels)
-                .unwrap_err()
-                .contains("not a bundle image")
+        assert_eq!(
+            select_bundle(&labels).unwrap_err().to_string(),
+            format!(
+                "not a bundle image: its config has no {} label",
+                super::super::LABEL_BUNDLE_PACKAGE
+            )
         );
         labels.insert(super::super::LABEL_BUNDLE_PACKAGE.into(), "at".into());
         assert_eq!(select_bundle(&labels), Ok(None));
@@ -59,6 +75,9 @@ mod tests {
         let objects = bundle_objects(&dir, "at.v0.1.0").unwrap();
         assert!(objects.iter().any(|o| o["kind"] == "ClusterServiceVersion"));
         let error = bundle_objects(&dir, "at.v9.9.9").unwrap_err();
-        assert!(error.contains("\"at.v0.1.0\""), "{error}");
+        assert_eq!(
+            error.to_string(),
+            "the image holds CSV \"at.v0.1.0\", not \"at.v9.9.9\" as its catalog says"
+        );
     }
 }

@@ -38,6 +38,13 @@ pub enum RegistryError {
     },
     #[error("{reference}: {message}")]
     Image { reference: String, message: String },
+    /// The image's labels say it is not the kind of image wanted (see [`Select`]).
+    #[error("{reference}: {missing}")]
+    Refused {
+        reference: String,
+        #[source]
+        missing: MissingLabel,
+    },
     #[error(transparent)]
     Auth(#[from] AuthError),
     #[error(transparent)]
@@ -63,7 +70,9 @@ impl RegistryError {
             RegistryError::Request { cause, .. } => *cause,
             RegistryError::Auth(_) => PullCause::InvalidCredentials,
             RegistryError::Reference { .. } => PullCause::InvalidReference,
-            RegistryError::Image { .. } | RegistryError::Unpack { .. } => PullCause::InvalidImage,
+            RegistryError::Image { .. }
+            | RegistryError::Refused { .. }
+            | RegistryError::Unpack { .. } => PullCause::InvalidImage,
             RegistryError::Layout(_) | RegistryError::Io { .. } => PullCause::LocalError,
         }
     }
@@ -368,9 +377,9 @@ impl Session {
         if dir.join("complete").is_file() {
             let config = std::fs::read(dir.join("config.json")).map_err(|e| io_err(&dir, e))?;
             let image = PulledImage::new(reference, digest, dir, &config)?;
-            select(&image.labels).map_err(|message| RegistryError::Image {
+            select(&image.labels).map_err(|missing| RegistryError::Refused {
                 reference: reference.whole(),
-                message,
+                missing,
             })?;
             return Ok(image);
         }
@@ -388,9 +397,9 @@ impl Session {
         .await
         .map_err(|e| request_error(reference, "pulling the image config", e))?;
         let labels = PulledImage::new(reference, digest.clone(), PathBuf::new(), &config)?.labels;
-        let only = select(&labels).map_err(|message| RegistryError::Image {
+        let only = select(&labels).map_err(|missing| RegistryError::Refused {
             reference: reference.whole(),
-            message,
+            missing,
         })?;
         let only = only.as_deref();
 
@@ -472,27 +481,38 @@ impl Session {
 }
 
 /// What to extract of an image, decided from its labels (see [`Session::pull`]).
-pub type Select = dyn Fn(&std::collections::BTreeMap<String, String>) -> Result<Option<PathBuf>, String>
+pub type Select = dyn Fn(&std::collections::BTreeMap<String, String>) -> Result<Option<PathBuf>, MissingLabel>
     + Send
     + Sync;
+
+/// Why a [`Select`] refused an image before any layer was fetched: its config lacks the
+/// label that makes it the kind of image the caller pulls.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not a {kind} image: its config has no {label} label")]
+pub struct MissingLabel {
+    /// The kind of image wanted (`catalog`, `bundle`).
+    pub kind: &'static str,
+    /// The label it lacks.
+    pub label: &'static str,
+}
 
 /// Everything.
 pub fn select_all(
     _: &std::collections::BTreeMap<String, String>,
-) -> Result<Option<PathBuf>, String> {
+) -> Result<Option<PathBuf>, MissingLabel> {
     Ok(None)
 }
 
 /// The catalog label's directory; an image without the label is not a catalog image.
 pub fn select_catalog(
     labels: &std::collections::BTreeMap<String, String>,
-) -> Result<Option<PathBuf>, String> {
+) -> Result<Option<PathBuf>, MissingLabel> {
     match labels.get(super::LABEL_CATALOG_CONFIGS) {
         Some(path) => Ok(Some(PathBuf::from(path))),
-        None => Err(format!(
-            "not a catalog image: its config has no {} label",
-            super::LABEL_CATALOG_CONFIGS
-        )),
+        None => Err(MissingLabel {
+            kind: "catalog",
+            label: super::LABEL_CATALOG_CONFIGS,
+        }),
     }
 }
 

@@ -71,17 +71,45 @@ pub fn hosts(service: &str, namespace: &str) -> Vec<String> {
     ]
 }
 
+/// Why a serving certificate could not be issued, by step. The text is what the CSV's
+/// status shows (the install waits on it), so every variant keeps its one wording.
+#[derive(Debug, thiserror::Error)]
+pub enum IssueError {
+    /// `now` is outside what a certificate's validity can start at.
+    #[error("{0}")]
+    NotBefore(#[source] time::error::ComponentRange),
+    /// The end of the validity is outside what a timestamp can hold.
+    #[error("{0}")]
+    NotAfter(#[source] k8s_openapi::jiff::Error),
+    /// The CA's key pair could not be generated.
+    #[error("issuing a serving certificate: {0}")]
+    CaKey(#[source] rcgen::Error),
+    /// The CA's certificate could not be described or self-signed.
+    #[error("issuing a serving certificate: {0}")]
+    CaCertificate(#[source] rcgen::Error),
+    /// The serving certificate's key pair could not be generated.
+    #[error("issuing a serving certificate: {0}")]
+    ServingKey(#[source] rcgen::Error),
+    /// The serving certificate for `hosts` could not be described (a host that is no DNS
+    /// name) or signed.
+    #[error("issuing a serving certificate: {error}")]
+    ServingCertificate {
+        hosts: Vec<String>,
+        #[source]
+        error: rcgen::Error,
+    },
+}
+
 /// A new CA and serving certificate for `hosts`, valid from `now` for `validity`.
-pub fn issue(hosts: &[String], now: Timestamp, validity: Duration) -> Result<Material, String> {
-    let fail = |e: rcgen::Error| format!("issuing a serving certificate: {e}");
-    let not_before =
-        time::OffsetDateTime::from_unix_timestamp(now.as_second()).map_err(|e| e.to_string())?;
+pub fn issue(hosts: &[String], now: Timestamp, validity: Duration) -> Result<Material, IssueError> {
+    let not_before = time::OffsetDateTime::from_unix_timestamp(now.as_second())
+        .map_err(IssueError::NotBefore)?;
     let validity_secs = i64::try_from(validity.as_secs()).unwrap_or(i64::MAX / 2);
     let not_after = not_before + time::Duration::seconds(validity_secs);
     let serial: u64 = rand_serial();
 
-    let ca_key = KeyPair::generate().map_err(fail)?;
-    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(fail)?;
+    let ca_key = KeyPair::generate().map_err(IssueError::CaKey)?;
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(IssueError::CaCertificate)?;
     ca.distinguished_name
         .push(DnType::CommonName, format!("olm-selfsigned-{serial:x}"));
     ca.distinguished_name
@@ -91,11 +119,15 @@ pub fn issue(hosts: &[String], now: Timestamp, validity: Duration) -> Result<Mat
     ca.serial_number = Some(serial.into());
     ca.not_before = not_before;
     ca.not_after = not_after;
-    let ca_cert = ca.self_signed(&ca_key).map_err(fail)?;
+    let ca_cert = ca.self_signed(&ca_key).map_err(IssueError::CaCertificate)?;
     let issuer = Issuer::new(ca, ca_key);
 
-    let key = KeyPair::generate().map_err(fail)?;
-    let mut serving = CertificateParams::new(hosts.to_vec()).map_err(fail)?;
+    let key = KeyPair::generate().map_err(IssueError::ServingKey)?;
+    let serving_failed = |error| IssueError::ServingCertificate {
+        hosts: hosts.to_vec(),
+        error,
+    };
+    let mut serving = CertificateParams::new(hosts.to_vec()).map_err(serving_failed)?;
     serving.distinguished_name.push(
         DnType::CommonName,
         hosts.first().cloned().unwrap_or_default(),
@@ -107,13 +139,14 @@ pub fn issue(hosts: &[String], now: Timestamp, validity: Duration) -> Result<Mat
     serving.serial_number = Some(rand_serial().into());
     serving.not_before = not_before;
     serving.not_after = not_after;
-    let cert = serving.signed_by(&key, &issuer).map_err(fail)?;
+    let cert = serving.signed_by(&key, &issuer).map_err(serving_failed)?;
     Ok(Material {
         ca_pem: ca_cert.pem(),
         cert_pem: cert.pem(),
         key_pem: key.serialize_pem(),
         not_before: now,
-        not_after: Timestamp::from_second(not_after.unix_timestamp()).map_err(|e| e.to_string())?,
+        not_after: Timestamp::from_second(not_after.unix_timestamp())
+            .map_err(IssueError::NotAfter)?,
     })
 }
 

@@ -11,24 +11,45 @@ use crate::api::{StrategyDeploymentSpec, SubscriptionConfig};
 use crate::cluster::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL, hash_json};
 use crate::controllers::kit::ConditionStatus;
 
+/// Why a deployment of an install strategy cannot be built. The text is what the CSV's
+/// status shows (the install fails on it), so it names the deployment as the CSV does.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The strategy's spec of `deployment` does not read as a DeploymentSpec.
+    #[error("deployment {deployment}: spec: {error}")]
+    Spec {
+        deployment: String,
+        #[source]
+        error: serde_json::Error,
+    },
+    /// The spec of `deployment`, read, does not write back as a JSON object.
+    #[error("deployment {deployment}: spec is not an object")]
+    NotAnObject { deployment: String },
+}
+
 /// The apps/v1 Deployment to apply for `strategy`, or why its spec is unusable.
 pub fn build(
     strategy: &StrategyDeploymentSpec,
     owner: &Owner,
     config: Option<&SubscriptionConfig>,
     certificate: Option<&Mount>,
-) -> Result<Value, String> {
+) -> Result<Value, BuildError> {
     // Read as a DeploymentSpec and written back, as upstream's typed decoding does: what is
     // not a DeploymentSpec at all is refused here, and fields a Deployment does not have
     // are dropped (published bundles carry some, e.g. `spec.template.containers`, which
     // server-side apply would refuse).
-    let typed = serde_json::from_value::<DeploymentSpec>(strategy.spec.clone())
-        .map_err(|e| format!("deployment {}: spec: {e}", strategy.name))?;
-    let mut spec = serde_json::to_value(typed)
-        .map_err(|e| format!("deployment {}: spec: {e}", strategy.name))?;
+    let unreadable = |error| BuildError::Spec {
+        deployment: strategy.name.clone(),
+        error,
+    };
+    let typed =
+        serde_json::from_value::<DeploymentSpec>(strategy.spec.clone()).map_err(unreadable)?;
+    let mut spec = serde_json::to_value(typed).map_err(unreadable)?;
     let spec_map = spec
         .as_object_mut()
-        .ok_or_else(|| format!("deployment {}: spec is not an object", strategy.name))?;
+        .ok_or_else(|| BuildError::NotAnObject {
+            deployment: strategy.name.clone(),
+        })?;
     spec_map.insert("revisionHistoryLimit".into(), json!(1));
     let template = object(spec_map, "template");
     let template_meta = object(template, "metadata");
@@ -370,10 +391,11 @@ mod tests {
     fn a_spec_that_is_no_deployment_spec_is_refused() {
         let mut bad = strategy();
         bad.spec = json!({"replicas": "many"});
+        let error = build(&bad, &owner(), None, None).unwrap_err();
+        assert!(matches!(&error, BuildError::Spec { deployment, .. } if deployment == "op"));
         assert!(
-            build(&bad, &owner(), None, None)
-                .unwrap_err()
-                .contains("deployment op")
+            error.to_string().starts_with("deployment op: spec: "),
+            "{error}"
         );
     }
 

@@ -312,7 +312,7 @@ pub(super) fn build_deployments(
     for spec in &strategy.deployments {
         match deployment::build(spec, owner, config, mounts.get(&spec.name)) {
             Ok(body) => built.push((spec.name.clone(), body)),
-            Err(problem) => return (vec![], Some(problem)),
+            Err(problem) => return (vec![], Some(problem.to_string())),
         }
     }
     (built, None)

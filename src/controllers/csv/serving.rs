@@ -195,7 +195,7 @@ pub async fn gather(
                 Ok(material) => (material, true),
                 Err(problem) => {
                     return Ok(Serving {
-                        problem: Some(problem),
+                        problem: Some(problem.to_string()),
                         ..Serving::default()
                     });
                 }

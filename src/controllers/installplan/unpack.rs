@@ -125,7 +125,7 @@ pub async fn pull_lookup(
                 true,
             )
         })?
-        .map_err(|message| failure(PullCause::InvalidImage, message, true))?;
+        .map_err(|refused| failure(PullCause::InvalidImage, refused.to_string(), true))?;
     tracing::info!(bundle = %lookup.identifier, image, digest = %pulled.digest, "bundle image pulled");
     Ok(objects)
 }
