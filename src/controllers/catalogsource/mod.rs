@@ -264,6 +264,8 @@ async fn write_status(
 /// replica (the snapshots serve reads everywhere); status and Events only on the leader,
 /// which re-reconciles everything when it gains the Lease.
 pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
+    // A private watch: ConfigMap metadata is read by this controller alone (the catalogs
+    // of `sourceType: configmap`), so it is not a shared informer.
     let config_map_api: Api<PartialObjectMeta<ConfigMap>> = kit::scoped_api(&shared);
     let (config_maps, writer) = reflector::store();
     let config_map_events = reflector::reflector(

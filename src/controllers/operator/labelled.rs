@@ -269,6 +269,8 @@ impl Labelled {
         T::DynamicType: Default,
     {
         let this = self.clone();
+        // A private watch: the kinds labelled for Operators are found at run time (any
+        // kind, by label), which the typed shared informers cannot hold.
         let events = watcher(api, watcher::Config::default().any_semantic()).default_backoff();
         tokio::spawn(async move {
             let mut events = std::pin::pin!(events);
