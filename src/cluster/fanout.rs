@@ -41,8 +41,10 @@ impl<K> Change<K> {
     }
 }
 
-/// Changes a subscriber may have waiting before it is relisted instead.
-pub const CAPACITY: usize = 1024;
+/// Changes a subscriber may have waiting before it is relisted instead: 64 KiB of `Change`s
+/// at most (the channel allocates as it fills), and far more than a controller's streams
+/// hold back while its workers are busy, so a relist stays the exception.
+pub const CAPACITY: usize = 4096;
 
 /// A subscriber's lag: whether it is to relist, and the deletions it missed since.
 struct Lag<K> {
@@ -64,6 +66,7 @@ impl<K> Shared<K> {
 
 /// The informer's end of one subscriber.
 pub struct Feed<K> {
+    kind: &'static str,
     sender: mpsc::Sender<Change<K>>,
     shared: Arc<Shared<K>>,
 }
@@ -78,7 +81,11 @@ impl<K> Feed<K> {
                 Ok(()) => return true,
                 Err(TrySendError::Closed(_)) => return false,
                 Err(TrySendError::Full(_)) => {
-                    tracing::debug!("a subscriber lags; it will relist");
+                    tracing::info!(
+                        kind = self.kind,
+                        waiting = self.sender.max_capacity(),
+                        "a subscriber of a shared informer lags; it will relist"
+                    );
                     lag.relist = true;
                     self.shared.wake.notify_one();
                 }
@@ -103,6 +110,7 @@ impl<K> Feed<K> {
 /// A subscriber's feed and its stream of changes; `relist_first` for one that comes after
 /// the store was listed (it is handed the store before any change).
 pub fn channel<K>(
+    kind: &'static str,
     store: Store<K>,
     relist_first: bool,
     capacity: usize,
@@ -129,7 +137,14 @@ where
         let change = subscriber.next().await?;
         Some((change, subscriber))
     });
-    (Feed { sender, shared }, stream)
+    (
+        Feed {
+            kind,
+            sender,
+            shared,
+        },
+        stream,
+    )
 }
 
 /// The subscriber's end: its channel, then a relist when it lagged.

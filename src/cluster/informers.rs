@@ -117,7 +117,8 @@ where
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let listed = self.listed.load(Ordering::Acquire);
-            let (feed, changes) = fanout::channel(self.store.clone(), listed, fanout::CAPACITY);
+            let (feed, changes) =
+                fanout::channel(self.kind, self.store.clone(), listed, fanout::CAPACITY);
             subscribers.push(feed);
             changes
         };
@@ -400,7 +401,7 @@ mod tests {
         subscribers: &Feeds,
         capacity: usize,
     ) -> impl Stream<Item = Change<ConfigMap>> + Unpin {
-        let (feed, changes) = fanout::channel(store.clone(), false, capacity);
+        let (feed, changes) = fanout::channel("ConfigMap", store.clone(), false, capacity);
         subscribers.lock().unwrap().push(feed);
         Box::pin(changes)
     }
