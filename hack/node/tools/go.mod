@@ -2,6 +2,9 @@ module olm-rs.dev/hack/node/tools
 
 go 1.26.0
 
+// The real node's Kubernetes binaries (hack/node/build). A module of its own so that the
+// control plane's cache key (hack/cluster/tools) does not move; keep k8s.io/kubernetes and
+// the replaces below equal to hack/cluster/tools/go.mod, then `go mod tidy`.
 // Every k8s.io/kubernetes staging module is required at v0.0.0 and replaced by a
 // local path upstream; map each one to its published tag so the build works offline
 // from the Go module proxy alone (kubernetes#79384).
