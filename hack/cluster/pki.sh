@@ -43,6 +43,8 @@ make_pki() {
   issue_cert admin olm-rs-admin system:masters "" ca client
   issue_cert controller-manager system:kube-controller-manager "" "" ca client
   issue_cert scheduler system:kube-scheduler "" "" ca client
+  # The API server's identity towards kubelets (logs, exec, port-forward on a real node).
+  issue_cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters "" ca client
   issue_cert front-proxy-client front-proxy-client "" "" front-proxy-ca client
   if [[ ! -s "$CLUSTER_DIR/pki/sa.key" ]]; then
     openssl genrsa -out "$CLUSTER_DIR/pki/sa.key" 2048 2>/dev/null
