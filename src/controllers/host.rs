@@ -11,6 +11,7 @@
 //! - A controller that ends on its own is a bug: the rest are aborted and `run` fails.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,18 +82,7 @@ pub async fn run(
     }
     let stop_requested = Shutdown::new(stop.clone()).requested();
     let mut stop_requested = std::pin::pin!(stop_requested);
-
-    // Standing by: the every-replica controllers run; the rest wait for the Lease.
-    let standby = tokio::select! {
-        biased;
-        () = &mut stop_requested => Ok(false),
-        result = leading.wait_for(|leading| *leading) => match result {
-            Ok(_) => Ok(true),
-            Err(_) => Err(HostError::ElectionEnded),
-        },
-        exited = running.next_exit() => if *stop.borrow() { Ok(false) } else { Err(exited) },
-    };
-    let outcome = match standby {
+    let outcome = match standby(&mut running, &mut leading, &stop, &mut stop_requested).await {
         Ok(true) => {
             tracing::info!(
                 controllers = ?waiting.iter().map(|(_, c)| c.name).collect::<Vec<_>>(),
@@ -101,36 +91,46 @@ pub async fn run(
             for (ctx, controller) in waiting {
                 running.start(controller, &ctx, &stop);
             }
-            tokio::select! {
-                biased;
-                () = &mut stop_requested => Ok(()),
-                _ = leading.wait_for(|leading| !*leading) => Err(HostError::LostLeadership),
-                // Controllers stop on the same signal: one that ends first is stopping.
-                exited = running.next_exit() => if *stop.borrow() { Ok(()) } else { Err(exited) },
-            }
+            lead(&mut running, &mut leading, &stop, &mut stop_requested).await
         }
         Ok(false) => Ok(()),
         Err(error) => Err(error),
     };
-    match outcome {
-        Ok(()) => {
-            tracing::info!("stopping: letting in-flight rounds finish");
-            if tokio::time::timeout(DRAIN_TIMEOUT, running.drain())
-                .await
-                .is_err()
-            {
-                tracing::warn!(timeout = ?DRAIN_TIMEOUT, "controllers did not stop in time; aborting them");
-                running.tasks.abort_all();
-            }
-            tracing::info!("controllers stopped");
-            Ok(())
-        }
-        Err(error) => {
-            running.tasks.abort_all();
-            // Aborted tasks are gone once joined; nothing of theirs runs after this point.
-            while running.tasks.join_next().await.is_some() {}
-            Err(error)
-        }
+    running.finish(outcome).await
+}
+
+/// Standing by: the every-replica controllers run; the rest wait for the Lease. True once
+/// this replica leads, false when asked to stop first.
+async fn standby<F: Future<Output = ()>>(
+    running: &mut Running,
+    leading: &mut watch::Receiver<bool>,
+    stop: &watch::Receiver<bool>,
+    stop_requested: &mut Pin<&mut F>,
+) -> Result<bool, HostError> {
+    tokio::select! {
+        biased;
+        () = stop_requested.as_mut() => Ok(false),
+        result = leading.wait_for(|leading| *leading) => match result {
+            Ok(_) => Ok(true),
+            Err(_) => Err(HostError::ElectionEnded),
+        },
+        exited = running.next_exit() => if *stop.borrow() { Ok(false) } else { Err(exited) },
+    }
+}
+
+/// Leading: every controller runs until the stop signal, a lost Lease or a controller's end.
+async fn lead<F: Future<Output = ()>>(
+    running: &mut Running,
+    leading: &mut watch::Receiver<bool>,
+    stop: &watch::Receiver<bool>,
+    stop_requested: &mut Pin<&mut F>,
+) -> Result<(), HostError> {
+    tokio::select! {
+        biased;
+        () = stop_requested.as_mut() => Ok(()),
+        _ = leading.wait_for(|leading| !*leading) => Err(HostError::LostLeadership),
+        // Controllers stop on the same signal: one that ends first is stopping.
+        exited = running.next_exit() => if *stop.borrow() { Ok(()) } else { Err(exited) },
     }
 }
 
@@ -173,6 +173,26 @@ impl Running {
             }
             None => std::future::pending().await,
         }
+    }
+
+    /// A clean stop lets in-flight rounds finish (within [`DRAIN_TIMEOUT`]); an error
+    /// aborts every controller, and nothing of theirs runs after this returns.
+    async fn finish(mut self, outcome: Result<(), HostError>) -> Result<(), HostError> {
+        if let Err(error) = outcome {
+            self.tasks.abort_all();
+            while self.tasks.join_next().await.is_some() {}
+            return Err(error);
+        }
+        tracing::info!("stopping: letting in-flight rounds finish");
+        if tokio::time::timeout(DRAIN_TIMEOUT, self.drain())
+            .await
+            .is_err()
+        {
+            tracing::warn!(timeout = ?DRAIN_TIMEOUT, "controllers did not stop in time; aborting them");
+            self.tasks.abort_all();
+        }
+        tracing::info!("controllers stopped");
+        Ok(())
     }
 
     async fn drain(&mut self) {

@@ -76,29 +76,8 @@ pub async fn run(
     config: PackagesConfig,
     stop: watch::Receiver<bool>,
 ) -> Result<(), PackagesError> {
-    let loopback = config.address.ip().is_loopback();
     let request_header = auth::RequestHeaderConfig::load(&client).await?;
-    let cert = if loopback {
-        tls::generate(&[config.service.dns_name(), "localhost".into()])?
-    } else {
-        register::serving_cert_from_secret(&client, &config.service, &config.cert_secret).await?
-    };
-    let resolver = Arc::new(tls::CertResolver::new(&cert)?);
-    let tls_config = Arc::new(tls::server_config(
-        Arc::clone(&resolver),
-        &request_header.client_ca_pem,
-    )?);
-    let listener = tokio::net::TcpListener::bind(config.address)
-        .await
-        .map_err(|source| PackagesError::Bind {
-            address: config.address,
-            source,
-        })?;
-    let port = listener
-        .local_addr()
-        .map_or(config.address.port(), |a| a.port());
-    tracing::info!(address = %config.address, "packages API (packagemanifests) listening");
-
+    let listening = listen(&client, &config, &request_header.client_ca_pem).await?;
     let store = Arc::new(store::Store::new(config.global_namespace.clone()));
     let sync = tokio::spawn(keep_in_sync(
         Arc::clone(&snapshots),
@@ -111,17 +90,78 @@ pub async fn run(
         authorizer: Arc::new(auth::Authorizer::new(client.clone())),
     };
     let serving = tokio::spawn(server::serve(
-        listener,
-        tls_config,
+        listening.listener,
+        listening.tls_config,
         server::router(state),
         stop.clone(),
     ));
+    let (cert, port) = (listening.cert, listening.port);
+    announce(&client, &config, listening.resolver, &cert, port, &stop).await?;
+    let _ = serving.await;
+    sync.abort();
+    if config.address.ip().is_loopback() {
+        withdraw(&client, &config, &cert).await;
+    }
+    Ok(())
+}
 
-    if loopback {
-        register::register_loopback(&client, &config.service, port, &cert.ca_pem).await?;
+/// The bound listener and what it serves with.
+struct Listening {
+    listener: tokio::net::TcpListener,
+    port: u16,
+    cert: tls::ServingCert,
+    resolver: Arc<tls::CertResolver>,
+    tls_config: Arc<rustls::ServerConfig>,
+}
+
+/// The serving certificate (made here on loopback, else read from its Secret) and the
+/// bound listener.
+async fn listen(
+    client: &kube::Client,
+    config: &PackagesConfig,
+    client_ca_pem: &str,
+) -> Result<Listening, PackagesError> {
+    let cert = if config.address.ip().is_loopback() {
+        tls::generate(&[config.service.dns_name(), "localhost".into()])?
+    } else {
+        register::serving_cert_from_secret(client, &config.service, &config.cert_secret).await?
+    };
+    let resolver = Arc::new(tls::CertResolver::new(&cert)?);
+    let tls_config = Arc::new(tls::server_config(Arc::clone(&resolver), client_ca_pem)?);
+    let listener = tokio::net::TcpListener::bind(config.address)
+        .await
+        .map_err(|source| PackagesError::Bind {
+            address: config.address,
+            source,
+        })?;
+    let port = listener
+        .local_addr()
+        .map_or(config.address.port(), |a| a.port());
+    tracing::info!(address = %config.address, "packages API (packagemanifests) listening");
+    Ok(Listening {
+        listener,
+        port,
+        cert,
+        resolver,
+        tls_config,
+    })
+}
+
+/// Makes the API server route to us: on loopback an APIService of our own (ExternalName to
+/// localhost), else the deployed APIService's caBundle, kept equal to the rotating cert.
+async fn announce(
+    client: &kube::Client,
+    config: &PackagesConfig,
+    resolver: Arc<tls::CertResolver>,
+    cert: &tls::ServingCert,
+    port: u16,
+    stop: &watch::Receiver<bool>,
+) -> Result<(), PackagesError> {
+    if config.address.ip().is_loopback() {
+        register::register_loopback(client, &config.service, port, &cert.ca_pem).await?;
         tracing::info!(service = %config.service.dns_name(), port, "registered APIService {} (ExternalName to localhost)", register::API_SERVICE);
     } else {
-        register::sync_ca_bundle(&client, &cert.ca_pem).await?;
+        register::sync_ca_bundle(client, &cert.ca_pem).await?;
         tokio::spawn(keep_cert_current(
             client.clone(),
             config.clone(),
@@ -130,19 +170,15 @@ pub async fn run(
             stop.clone(),
         ));
     }
-
-    let _ = serving.await;
-    sync.abort();
-    if loopback {
-        if let Err(error) =
-            register::unregister_loopback(&client, &config.service, &cert.ca_pem).await
-        {
-            tracing::warn!(%error, "removing the loopback APIService registration");
-        } else {
-            tracing::info!("removed APIService {}", register::API_SERVICE);
-        }
-    }
     Ok(())
+}
+
+/// Removes the loopback APIService registration.
+async fn withdraw(client: &kube::Client, config: &PackagesConfig, cert: &tls::ServingCert) {
+    match register::unregister_loopback(client, &config.service, &cert.ca_pem).await {
+        Ok(()) => tracing::info!("removed APIService {}", register::API_SERVICE),
+        Err(error) => tracing::warn!(%error, "removing the loopback APIService registration"),
+    }
 }
 
 /// Re-reads (and, when due, rotates) the serving certificate; swaps it in and keeps the

@@ -108,6 +108,8 @@ struct Install {
     outside: TestNamespace,
 }
 
+// A scenario read top to bottom: tests are held to neither length nor complexity.
+#[allow(clippy::cognitive_complexity)]
 async fn installs_in_every_supported_mode(package: &str, version: &str, needs: &[(&str, &str)]) {
     install_crds();
     // Older at and ptemplate CRDs must not swap in under the operator tests.

@@ -301,81 +301,126 @@ pub async fn run(
     let config = elector.config().clone();
     let lease = format!("{}/{}", config.namespace, config.name);
     let renew_deadline = config.renew_deadline();
-    let (deadline_tx, deadline_rx) = watch::channel(None);
+    let (deadline, deadline_rx) = watch::channel(None);
     tokio::spawn(watchdog(deadline_rx, leading.clone(), lease.clone()));
-
-    // When the write behind our last successful renewal was sent; Some while we lead.
-    let mut renewed: Option<Instant> = None;
-    let mut pause = Duration::ZERO;
-    let mut last_holder: Option<String> = None;
+    let mut campaign = Campaign {
+        lease,
+        config,
+        leading,
+        deadline,
+        renewed: None,
+        pause: Duration::ZERO,
+        last_holder: None,
+    };
     let result = loop {
-        let step_down_at = renewed.map(|at| at + renew_deadline);
+        let (renewed, pause) = (campaign.renewed, campaign.pause);
         let round = tokio::select! {
             biased;
-            _ = shutdown.wait_for(|stop| *stop) => {
-                // Asked to stop after the watchdog ended our leadership: report that.
-                let expired = renewed.is_some_and(|at| {
-                    !*leading.borrow() || Instant::now() >= at + renew_deadline
-                });
-                if expired {
-                    break Err(elector.step_down_error(StepDown::DeadlinePassed));
-                }
-                break Ok(());
+            _ = shutdown.wait_for(|stop| *stop) => break campaign.stopped(&elector).map_or(Ok(()), Err),
+            () = until(renewed.map(|at| at + renew_deadline)) => {
+                Ok(Round::StepDown(StepDown::DeadlinePassed))
             }
-            () = until(step_down_at) => Ok(Round::StepDown(StepDown::DeadlinePassed)),
             round = async {
                 tokio::time::sleep(pause).await;
                 elector.round(renewed).await
             } => round,
         };
-        // The watchdog fires at the same deadline; whoever is first, leadership is over.
-        if renewed.is_some() && !*leading.borrow() {
-            break Err(elector.step_down_error(StepDown::DeadlinePassed));
+        if let Some(error) = campaign.record(round, &elector) {
+            break Err(error);
         }
-        pause = config.retry_interval;
+    };
+    campaign.end(&mut elector, result).await
+}
+
+/// What the election loop keeps between rounds.
+struct Campaign {
+    lease: String,
+    config: LeaseConfig,
+    leading: watch::Sender<bool>,
+    /// The watchdog's deadline.
+    deadline: watch::Sender<Option<Instant>>,
+    /// When the write behind our last successful renewal was sent; Some while we lead.
+    renewed: Option<Instant>,
+    pause: Duration,
+    last_holder: Option<String>,
+}
+
+impl Campaign {
+    /// Takes one round's outcome in; the error that ends leadership, once it is over.
+    fn record(
+        &mut self,
+        round: Result<Round, LeaderError>,
+        elector: &LeaderElector,
+    ) -> Option<LeaderError> {
+        // The watchdog fires at the same deadline; whoever is first, leadership is over.
+        if self.renewed.is_some() && !*self.leading.borrow() {
+            return Some(elector.step_down_error(StepDown::DeadlinePassed));
+        }
+        self.pause = self.config.retry_interval;
+        let lease = &self.lease;
         match round {
-            Ok(Round::Leading { sent }) => {
-                // Arm the watchdog before anyone hears that we lead.
-                deadline_tx.send_replace(Some(sent + renew_deadline));
-                if renewed.is_none() {
-                    tracing::info!(%lease, identity = %config.identity, "acquired the leader lease");
-                    leading.send_replace(true);
-                }
-                renewed = Some(sent);
-                pause = config.renew_interval;
-            }
+            Ok(Round::Leading { sent }) => self.renewed_at(sent),
             Ok(Round::Following { holder }) => {
-                if last_holder.as_ref() != Some(&holder) {
+                if self.last_holder.as_ref() != Some(&holder) {
                     tracing::info!(%lease, %holder, "standing by: the leader lease is held");
-                    last_holder = Some(holder);
+                    self.last_holder = Some(holder);
                 }
             }
             Ok(Round::Contended) => {
                 tracing::debug!(%lease, "the leader lease changed between read and write");
             }
-            Ok(Round::StepDown(reason)) => break Err(elector.step_down_error(reason)),
+            Ok(Round::StepDown(reason)) => return Some(elector.step_down_error(reason)),
             Err(error) => tracing::warn!(%error, "leader election round failed"),
         }
-    };
-    let was_leading = renewed.is_some();
-    // Stop the watchdog: we give leadership up here ourselves.
-    deadline_tx.send_replace(None);
-    leading.send_replace(false);
-    match &result {
-        Err(error) if was_leading => {
-            tracing::warn!(%lease, %error, "stepped down");
-        }
-        Err(_) => {}
-        Ok(()) if was_leading => match elector.release(renewed).await {
-            Ok(()) => tracing::info!(%lease, "released the leader lease"),
-            Err(error) => tracing::warn!(
-                %error,
-                "could not release the leader lease; a standby takes over when it expires"
-            ),
-        },
-        Ok(()) => {}
+        None
     }
-    result
+
+    /// A renewal (or the first claim) whose write was sent at `sent`.
+    fn renewed_at(&mut self, sent: Instant) {
+        // Arm the watchdog before anyone hears that we lead.
+        self.deadline
+            .send_replace(Some(sent + self.config.renew_deadline()));
+        if self.renewed.is_none() {
+            tracing::info!(lease = %self.lease, identity = %self.config.identity, "acquired the leader lease");
+            self.leading.send_replace(true);
+        }
+        self.renewed = Some(sent);
+        self.pause = self.config.renew_interval;
+    }
+
+    /// Asked to stop: the error to report when the watchdog had ended our leadership
+    /// already.
+    fn stopped(&self, elector: &LeaderElector) -> Option<LeaderError> {
+        let deadline = self.config.renew_deadline();
+        let expired = self
+            .renewed
+            .is_some_and(|at| !*self.leading.borrow() || Instant::now() >= at + deadline);
+        expired.then(|| elector.step_down_error(StepDown::DeadlinePassed))
+    }
+
+    /// Gives leadership up ourselves: the watchdog stops, `leading` turns false, and on a
+    /// clean stop while leading the Lease is released for a standby.
+    async fn end(
+        self,
+        elector: &mut LeaderElector,
+        result: Result<(), LeaderError>,
+    ) -> Result<(), LeaderError> {
+        let lease = &self.lease;
+        self.deadline.send_replace(None);
+        self.leading.send_replace(false);
+        match (&result, self.renewed) {
+            (Err(error), Some(_)) => tracing::warn!(%lease, %error, "stepped down"),
+            (Ok(()), renewed @ Some(_)) => match elector.release(renewed).await {
+                Ok(()) => tracing::info!(%lease, "released the leader lease"),
+                Err(error) => tracing::warn!(
+                    %error,
+                    "could not release the leader lease; a standby takes over when it expires"
+                ),
+            },
+            (_, None) => {}
+        }
+        result
+    }
 }
 
 #[cfg(test)]
