@@ -16,8 +16,7 @@ use tokio::sync::{OnceCell, mpsc};
 
 use crate::api::{ClusterServiceVersion, OperatorGroup, Subscription};
 use crate::controllers::context::Context;
-use crate::controllers::kit::PanicError;
-use crate::controllers::kit::{self, KitState, ObjectKey, ReconcileError};
+use crate::controllers::kit::{self, KitState, ObjectKey};
 
 use super::copier::Copies;
 use super::index::CsvIndex;
@@ -27,28 +26,7 @@ use super::requirements::{self, CrdReadAt};
 pub const CONTROLLER: &str = "csv";
 pub const FIELD_MANAGER: &str = "olm-csv";
 pub const FINALIZER: &str = "operators.coreos.com/csv-cleanup";
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("ClusterServiceVersion {namespace}/{name}: {step}: {error}")]
-    Kube {
-        namespace: String,
-        name: String,
-        step: &'static str,
-        #[source]
-        error: kube::Error,
-    },
-    #[error(transparent)]
-    Panicked(#[from] PanicError),
-}
-
-impl ReconcileError for Error {
-    fn metric_label(&self) -> &'static str {
-        match self {
-            Error::Kube { step, .. } => step,
-            Error::Panicked(_) => "panic",
-        }
-    }
-}
+pub use super::error::Error;
 
 pub struct CsvContext {
     pub shared: Arc<Context>,

@@ -15,6 +15,7 @@ mod conflicts;
 mod context;
 mod copier;
 pub mod deployment;
+mod error;
 mod found;
 mod gather;
 mod index;

@@ -11,34 +11,14 @@ use super::names::CsvNames;
 use crate::api::{ClusterServiceVersion, OperatorGroup};
 use crate::controllers::context::Context;
 use crate::controllers::kit::cache_ready::listed;
-use crate::controllers::kit::{KitState, ObjectKey, PanicError, ReconcileError};
+use crate::controllers::kit::{KitState, ObjectKey};
 
 /// The field manager of copies (the CSV controller's: copies written by an older OLM stay
 /// ours).
 pub const FIELD_MANAGER: &str = "olm-csv";
 
-#[derive(Debug, thiserror::Error)]
-pub enum CopyError {
-    #[error("ClusterServiceVersion {namespace}/{name}: {step}: {error}")]
-    Kube {
-        namespace: String,
-        name: String,
-        step: &'static str,
-        #[source]
-        error: kube::Error,
-    },
-    #[error(transparent)]
-    Panicked(#[from] PanicError),
-}
-
-impl ReconcileError for CopyError {
-    fn metric_label(&self) -> &'static str {
-        match self {
-            CopyError::Kube { step, .. } => step,
-            CopyError::Panicked(_) => "panic",
-        }
-    }
-}
+/// The copier's rounds fail as the phase machine's do, on the source CSV.
+pub use crate::controllers::csv::error::Error as CopyError;
 
 pub struct CopierContext {
     pub shared: Arc<Context>,
