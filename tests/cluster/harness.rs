@@ -160,6 +160,16 @@ pub struct TestNamespace {
 
 impl TestNamespace {
     pub async fn create(client: &Client, test: &str) -> Self {
+        Self::create_annotated(client, test, serde_json::json!({})).await
+    }
+
+    /// A namespace whose `annotations` the admission plugins of `hack/cluster/up` read (the
+    /// real node's selector and toleration: see `real_node::namespace`).
+    pub async fn create_annotated(
+        client: &Client,
+        test: &str,
+        annotations: serde_json::Value,
+    ) -> Self {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let unique = format!(
             "{:x}{:x}",
@@ -174,7 +184,11 @@ impl TestNamespace {
         name.truncate(63);
         let name = name.trim_end_matches('-').to_string();
         let ns: Namespace = serde_json::from_value(serde_json::json!({
-            "metadata": { "name": name, "labels": { "olm-rs.dev/test": "true" } }
+            "metadata": {
+                "name": name,
+                "labels": { "olm-rs.dev/test": "true" },
+                "annotations": annotations,
+            }
         }))
         .unwrap();
         Api::<Namespace>::all(client.clone())

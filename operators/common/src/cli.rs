@@ -22,6 +22,12 @@ pub struct CommonArgs {
     #[arg(long, default_value = "0.0.0.0:8081")]
     pub probe_address: SocketAddr,
 
+    /// Act only while holding the Lease `<operator>-leader` in the pod's namespace, so that
+    /// replicas (and the old and new pods of a rolling update) never act at once. The
+    /// Deployments of the older bundles pass it, as operator-sdk's operators took it.
+    #[arg(long)]
+    pub leader_elect: bool,
+
     /// Log format: one JSON object per line, or plain text.
     #[arg(long, value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,

@@ -1,5 +1,5 @@
 //! `/healthz` (the process serves), `/readyz` (every watch has listed its objects and none
-//! is failing) and `/metrics` (Prometheus text).
+//! is failing, or a standby waits for leadership) and `/metrics` (Prometheus text).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +19,9 @@ type Labels = Vec<(String, String)>;
 
 pub struct Health {
     started: AtomicBool,
+    /// Waiting for leadership (`--leader-elect`): Ready, as a standby that can take over, so
+    /// that a rolling update does not wait on a Lease the old pod holds until it stops.
+    standby: AtomicBool,
     failing_watches: AtomicUsize,
     registry: Registry,
     reconciles: Family<Labels, Counter>,
@@ -42,11 +45,16 @@ impl Health {
         );
         Arc::new(Health {
             started: AtomicBool::new(false),
+            standby: AtomicBool::new(false),
             failing_watches: AtomicUsize::new(0),
             registry,
             reconciles,
             watch_errors,
         })
+    }
+
+    pub fn set_standby(&self, standby: bool) {
+        self.standby.store(standby, Ordering::Relaxed);
     }
 
     pub fn set_started(&self) {
@@ -73,7 +81,8 @@ impl Health {
     }
 
     fn ready(&self) -> bool {
-        self.started.load(Ordering::Relaxed) && self.failing_watches.load(Ordering::Relaxed) == 0
+        let acting = self.started.load(Ordering::Relaxed) || self.standby.load(Ordering::Relaxed);
+        acting && self.failing_watches.load(Ordering::Relaxed) == 0
     }
 
     fn metrics_text(&self) -> String {

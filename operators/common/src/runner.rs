@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 
 use crate::cli::CommonArgs;
 use crate::health::{self, Health};
+use crate::leader::{self, Candidate};
 use crate::namespaces::Namespaces;
 
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +32,14 @@ pub enum Error {
     InferConfig(#[source] kube::config::InferConfigError),
     #[error("building the Kubernetes client: {0}")]
     Client(#[source] kube::Error),
+    #[error("--leader-elect needs the pod's namespace (the ServiceAccount mount or POD_NAMESPACE)")]
+    NoLeaseNamespace,
+    #[error("electing a leader on Lease {lease}: {error}")]
+    Leadership {
+        lease: String,
+        #[source]
+        error: kube::Error,
+    },
     #[error("cannot list {resource} in {scope}: {error} (is the permission in the CSV's RBAC?)")]
     NoAccess {
         resource: String,
@@ -84,6 +93,15 @@ impl Runtime {
             instance: std::env::var("POD_NAME").ok(),
         };
         tracing::info!(operator, namespaces = %namespaces, probes = %address, "starting");
+        if args.leader_elect {
+            let candidate = Candidate::of_this_pod(operator).ok_or(Error::NoLeaseNamespace)?;
+            let lease = candidate.name.clone();
+            health.set_standby(true);
+            leader::acquire(&client, candidate)
+                .await
+                .map_err(|error| Error::Leadership { lease, error })?;
+            health.set_standby(false);
+        }
         Ok(Runtime {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -151,6 +169,22 @@ pub fn exit_code(operator: &str, result: Result<(), Error>) -> std::process::Exi
         Err(error) => {
             tracing::error!(%error, "{operator} stopped");
             std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C (what stops a pod, or a local run).
+pub async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
         }
     }
 }

@@ -207,11 +207,26 @@ pub fn health(name: &str, found: Option<&Deployment>, csv: &str, hash: Option<&s
             "waiting for deployment {name} spec update to be observed"
         ));
     }
+    // As `kubectl rollout status`: all replicas updated, the old ones gone, the updated ones
+    // available. During a rolling update the Available condition stays True on the old
+    // pods alone, so it cannot say that the new ones serve.
     let replicas = deployment.spec.replicas.unwrap_or(1);
     let updated = status.updated_replicas.unwrap_or(0);
     if updated < replicas {
         return Health::NotReady(format!(
-            "waiting for deployment {name} rollout to finish: {updated} of {replicas} updated replicas are available"
+            "waiting for deployment {name} rollout to finish: {updated} out of {replicas} new replicas have been updated"
+        ));
+    }
+    let old = status.replicas.unwrap_or(0) - updated;
+    if old > 0 {
+        return Health::NotReady(format!(
+            "waiting for deployment {name} rollout to finish: {old} old replicas are pending termination"
+        ));
+    }
+    let available_updated = status.available_replicas.unwrap_or(0);
+    if available_updated < updated {
+        return Health::NotReady(format!(
+            "waiting for deployment {name} rollout to finish: {available_updated} of {updated} updated replicas are available"
         ));
     }
     let available = conditions.iter().any(|c| {
@@ -415,7 +430,9 @@ mod tests {
             },
             status: Some(DeploymentStatus {
                 observed_generation: Some(observed),
+                replicas: Some(updated.max(1)),
                 updated_replicas: Some(updated),
+                available_replicas: Some(if available { updated } else { 0 }),
                 conditions: Some(vec![DeploymentCondition {
                     type_: Some("Available".into()),
                     status: Some(if available { "True" } else { "False" }.into()),
@@ -433,6 +450,17 @@ mod tests {
         assert!(matches!(h(deployment(3, 2, 1, true)), Health::NotReady(_)));
         assert!(matches!(h(deployment(2, 2, 0, true)), Health::NotReady(_)));
         assert!(matches!(h(deployment(2, 2, 1, false)), Health::NotReady(_)));
+        // Mid-rollout the Available condition is True on the old pod alone: the new pod
+        // exists (updated) but is not available yet, then the old one still terminates.
+        let mut rolling = deployment(2, 2, 1, true);
+        let status = rolling.status.as_mut().unwrap();
+        (status.replicas, status.available_replicas) = (Some(2), Some(1));
+        assert!(matches!(h(rolling.clone()), Health::NotReady(m) if m.contains("1 old replicas")));
+        let status = rolling.status.as_mut().unwrap();
+        (status.replicas, status.available_replicas) = (Some(1), Some(0));
+        assert!(
+            matches!(h(rolling), Health::NotReady(m) if m.contains("0 of 1 updated replicas are available"))
+        );
         assert!(
             matches!(health("op", None, "op.v1", None), Health::NotReady(m) if m.contains("not found"))
         );

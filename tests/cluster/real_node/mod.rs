@@ -1,0 +1,204 @@
+//! On the real node of `hack/node` (containerd, runc, the kubelet and kube-proxy; `hack/test`
+//! starts it): these tests' pods run as real containers, with real images, probes, Services
+//! and restarts, where every other test's pods run on kwok's fake nodes.
+//!
+//! A test puts every pod of its namespace on the node with [`namespace`] (the namespace's
+//! annotations, read by the PodNodeSelector and PodTolerationRestriction admission plugins:
+//! an operator's pods and the pods its operator makes land there without a change to them).
+//! Images come from the node's registry ([`Node`]), which containerd also serves under
+//! `quay.io`, so the operators' images keep the names their bundles give them.
+//!
+//! By topic: OLM deployed from `deploy/` as an admin deploys it ([`deploy`]); our operators
+//! installed, running and upgraded ([`operators`]).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use kube::Client;
+use serde_json::Value;
+
+use crate::harness::{TestNamespace, kubeconfig_path, kubectl, olm_bin, repo_root};
+
+mod deploy;
+mod operators;
+
+/// Pods on a real node pull images and start processes: slower than kwok's.
+pub const WAIT: Duration = Duration::from_secs(120);
+
+/// The real node of the test cluster, as `hack/node/up` describes it under the cluster dir.
+pub struct Node {
+    /// The registry as the host reaches it (`127.0.0.1:PORT`; containerd maps the name).
+    pub registry: String,
+    /// The same registry as pods reach it (the veth's host address), over plain HTTP.
+    pub registry_from_pods: String,
+    pushed: Mutex<BTreeSet<String>>,
+}
+
+impl Node {
+    /// The node of the cluster `kubeconfig_path()` names; panics when there is none.
+    pub fn get() -> &'static Node {
+        static NODE: OnceLock<Node> = OnceLock::new();
+        NODE.get_or_init(|| {
+            let dir = kubeconfig_path().parent().unwrap().join("node");
+            let read = |file: &str| {
+                std::fs::read_to_string(dir.join(file))
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "no real node ({}: {e}); start one with hack/cluster/up --real-node",
+                            dir.join(file).display()
+                        )
+                    })
+            };
+            Node {
+                registry: read("registry-name"),
+                registry_from_pods: read("registry-from-pods"),
+                pushed: Mutex::new(BTreeSet::new()),
+            }
+        })
+    }
+
+    /// Builds the image `name` of `operators/images.yaml` from this build's binaries and
+    /// pushes it as `quay.io/olm-rs/<name>:<tag>` (to the node's registry, which containerd
+    /// serves under quay.io) for each of `tags`. Once per test process.
+    pub fn push_binary(&self, name: &str, tags: &[&str]) {
+        let mut pushed = self.pushed.lock().unwrap();
+        let layout = repo_root()
+            .join("target/cluster/real-node-images")
+            .join(name);
+        if !layout.join("index.json").exists() || !pushed.contains(name) {
+            let _ = std::fs::remove_dir_all(&layout);
+            run_olm(&[
+                "image",
+                "build-binary",
+                name,
+                "--binaries",
+                binaries_dir().to_str().unwrap(),
+                "--layout",
+                layout.to_str().unwrap(),
+            ]);
+            pushed.insert(name.to_string());
+        }
+        for tag in tags {
+            let reference = format!("{}/olm-rs/{name}:{tag}", self.registry);
+            if pushed.insert(reference.clone()) {
+                run_olm(&["image", "push", layout.to_str().unwrap(), &reference]);
+            }
+        }
+    }
+
+    /// Builds `dir` (a file-based catalog) into a catalog image and pushes it under the name
+    /// pods reach; returns that name.
+    pub fn push_catalog(&self, dir: &Path, name: &str) -> String {
+        let reference = format!("{}/olm-rs-tests/{name}:latest", self.registry_from_pods);
+        run_olm(&[
+            "catalog",
+            "build",
+            dir.to_str().unwrap(),
+            "--tag",
+            &reference,
+            "--push",
+            "--insecure-registry",
+            &self.registry_from_pods,
+        ]);
+        reference
+    }
+}
+
+/// Where `cargo build --workspace --bins` put the binaries the images are made of.
+fn binaries_dir() -> PathBuf {
+    olm_bin().parent().unwrap().to_path_buf()
+}
+
+fn run_olm(args: &[&str]) -> String {
+    let out = Command::new(olm_bin()).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "olm {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A test namespace whose pods all land on the real node.
+pub async fn namespace(client: &Client, test: &str) -> TestNamespace {
+    TestNamespace::create_annotated(client, test, on_real_node()).await
+}
+
+/// The annotations that send a namespace's pods to the real node (tainted NoSchedule).
+pub fn on_real_node() -> Value {
+    serde_json::json!({
+        "scheduler.alpha.kubernetes.io/node-selector": "olm.test/real-node=true",
+        "scheduler.alpha.kubernetes.io/defaultTolerations":
+            r#"[{"key":"olm.test/real-node","operator":"Exists","effect":"NoSchedule"}]"#,
+    })
+}
+
+/// `kubectl get pods -o json` in `namespace`: the items.
+pub fn pods(namespace: &str, selector: &str) -> Vec<Value> {
+    let out = kubectl(
+        &["get", "pods", "-n", namespace, "-l", selector, "-o", "json"],
+        None,
+    )
+    .ok()
+    .stdout();
+    let list: Value = serde_json::from_str(&out).unwrap();
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// The pod runs on the real node, Ready, its containers never restarted.
+pub fn assert_running_for_real(pod: &Value) {
+    let name = &pod["metadata"]["name"];
+    assert_eq!(pod["spec"]["nodeName"], "real-node-0", "pod {name}");
+    assert_eq!(pod["status"]["phase"], "Running", "pod {name}");
+    let statuses = pod["status"]["containerStatuses"].as_array().unwrap();
+    for status in statuses {
+        assert_eq!(status["ready"], true, "pod {name}: {status}");
+        assert_eq!(status["restartCount"], 0, "pod {name}: {status}");
+        // A real runtime reports the image it resolved and the container it started.
+        assert!(
+            status["imageID"].as_str().unwrap_or("").contains("sha256:"),
+            "pod {name}: {status}"
+        );
+        assert!(
+            status["containerID"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("containerd://"),
+            "pod {name}: {status}"
+        );
+    }
+}
+
+/// `curl` from the host through a Service's ClusterIP: the host routes the service range
+/// into the node, where kube-proxy's rules pick a pod (as a pod on the node would).
+pub fn http_through_service(
+    namespace: &str,
+    service: &str,
+    port: u16,
+    method: &str,
+    body: Option<&str>,
+) -> Option<String> {
+    let svc = kubectl(
+        &["get", "service", service, "-n", namespace, "-o", "json"],
+        None,
+    );
+    if !svc.success() {
+        return None;
+    }
+    let svc: Value = serde_json::from_str(&svc.stdout()).unwrap();
+    let ip = svc["spec"]["clusterIP"].as_str()?;
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sf", "-m", "5", "-X", method]);
+    if let Some(body) = body {
+        cmd.args(["-H", "Content-Type: application/json", "-d", body]);
+    }
+    let out = cmd.arg(format!("http://{ip}:{port}/")).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
