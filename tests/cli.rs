@@ -348,3 +348,29 @@ fn deploy_rbac_has_no_wildcard_rule() {
     }
     assert!(rules > 10, "read the rules ({rules})");
 }
+
+/// A scratch image has no CA bundle of its own: without TLS roots a push or pull fails with
+/// a message that says what is missing, where the HTTP client used to panic (found when
+/// `deploy/` first ran OLM in a real container).
+#[test]
+fn no_tls_roots_is_an_error_not_a_panic() {
+    let dir = common::scratch("no-tls-roots");
+    let out = Command::new(env!("CARGO_BIN_EXE_olm"))
+        .args(["catalog", "build", "catalog/reverse-words", "--tag"])
+        .arg("registry.invalid/olm-rs/catalog:v1")
+        .args(["--push", "--layout"])
+        .arg(dir.join("layout"))
+        .current_dir(common::repo())
+        .env("SSL_CERT_FILE", "/dev/null")
+        .env("SSL_CERT_DIR", dir.join("none"))
+        .output()
+        .expect("olm runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("registry.invalid: building the HTTP client")
+            && stderr.contains("CA bundle"),
+        "{stderr}"
+    );
+}

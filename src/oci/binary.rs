@@ -35,6 +35,10 @@ pub struct ImageSpec {
     pub ports: Vec<u16>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Files of the building machine copied into the image at the same path: the CA bundle
+    /// of an image that talks TLS to registries (a scratch image has none of its own).
+    #[serde(default, rename = "host-files")]
+    pub host_files: Vec<PathBuf>,
 }
 
 /// The user the images run as (no /etc/passwd needed for a numeric one).
@@ -90,19 +94,24 @@ pub fn binary_image(
             ),
         });
     }
-    let mut files = vec![FileEntry {
-        path: spec.binary.clone(),
-        content: Content::File(binary.to_path_buf()),
-        executable: true,
-    }];
-    for library in shared_libraries(binary)? {
+    let mut files = binary_files(binary, &spec.binary)?;
+    for host_file in &spec.host_files {
+        if !host_file.is_file() {
+            return Err(BuildError::Input {
+                path: host_file.clone(),
+                message: format!(
+                    "{}: host-files names a file this machine does not have",
+                    spec.name
+                ),
+            });
+        }
         files.push(FileEntry {
-            path: library
+            path: host_file
                 .to_string_lossy()
                 .trim_start_matches('/')
                 .to_string(),
-            content: Content::File(library),
-            executable: true,
+            content: Content::File(host_file.clone()),
+            executable: false,
         });
     }
     let mut labels = spec.labels.clone();

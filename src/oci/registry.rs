@@ -61,6 +61,11 @@ pub enum RegistryError {
         #[source]
         source: std::io::Error,
     },
+    /// The HTTP client could not be made: in a scratch image without a CA bundle, say.
+    #[error(
+        "{registry}: building the HTTP client: {message} (a CA bundle at /etc/ssl/certs/ca-certificates.crt, or SSL_CERT_FILE, gives the TLS roots)"
+    )]
+    Client { registry: String, message: String },
 }
 
 impl RegistryError {
@@ -73,7 +78,9 @@ impl RegistryError {
             RegistryError::Image { .. }
             | RegistryError::Refused { .. }
             | RegistryError::Unpack { .. } => PullCause::InvalidImage,
-            RegistryError::Layout(_) | RegistryError::Io { .. } => PullCause::LocalError,
+            RegistryError::Layout(_) | RegistryError::Io { .. } | RegistryError::Client { .. } => {
+                PullCause::LocalError
+            }
         }
     }
 }
@@ -136,13 +143,17 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(reference: &Reference, auth: RegistryAuth, options: &Options) -> Session {
+    pub fn new(
+        reference: &Reference,
+        auth: RegistryAuth,
+        options: &Options,
+    ) -> Result<Session, RegistryError> {
         ensure_crypto_provider();
         let registry = reference.resolve_registry().to_string();
         let plain = is_loopback(&registry) || options.insecure.contains(&registry);
         let config = ClientConfig {
             protocol: if plain {
-                ClientProtocol::HttpsExcept(vec![registry])
+                ClientProtocol::HttpsExcept(vec![registry.clone()])
             } else {
                 ClientProtocol::Https
             },
@@ -160,12 +171,17 @@ impl Session {
             })
             .flatten()
             .map(|c| (c, if plain { "http" } else { "https" }));
-        Session {
-            client: Client::new(config),
+        // Not Client::new: it falls back to a default client that panics without TLS roots.
+        let client = Client::try_from(config).map_err(|e| RegistryError::Client {
+            registry,
+            message: e.to_string(),
+        })?;
+        Ok(Session {
+            client,
             auth,
             plain_head,
             live_progress: false,
-        }
+        })
     }
 
     /// Live per-blob progress on stderr (bytes, total, rate) while blobs move; the CLI
@@ -178,7 +194,7 @@ impl Session {
     /// A session with the user's own credentials (docker config.json / REGISTRY_AUTH_FILE).
     pub fn for_user(reference: &Reference, options: &Options) -> Result<Session, RegistryError> {
         let auth = super::auth::from_user_config(reference.resolve_registry())?;
-        Ok(Session::new(reference, auth, options))
+        Session::new(reference, auth, options)
     }
 
     /// The digest `reference` points at now: one manifest HEAD (GET when the registry

@@ -145,22 +145,22 @@ impl CatalogSourceState {
         reference: &oci_client::Reference,
         auth: oci_client::secrets::RegistryAuth,
         options: &crate::oci::registry::Options,
-    ) -> Arc<crate::oci::registry::Session> {
+    ) -> Result<Arc<crate::oci::registry::Session>, crate::oci::registry::RegistryError> {
         let registry = reference.resolve_registry().to_string();
         self.with(source, |state| {
             if let Some((r, a, session)) = &state.image_session
                 && *r == registry
                 && *a == auth
             {
-                return Arc::clone(session);
+                return Ok(Arc::clone(session));
             }
             let session = Arc::new(crate::oci::registry::Session::new(
                 reference,
                 auth.clone(),
                 options,
-            ));
+            )?);
             state.image_session = Some((registry, auth, Arc::clone(&session)));
-            session
+            Ok(session)
         })
     }
 

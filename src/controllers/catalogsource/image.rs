@@ -160,7 +160,8 @@ async fn resolve(
     };
     let session = cctx
         .state
-        .image_session(source_ref, &reference, auth, &options);
+        .image_session(source_ref, &reference, auth, &options)
+        .map_err(|e| (e.cause().into(), format!("image {image}: {e}")))?;
     let digest = session
         .resolve_digest(&reference)
         .await

@@ -100,7 +100,8 @@ pub async fn pull_lookup(
         insecure: ctx.settings.insecure_registries.clone(),
         timeout: Some(ctx.settings.registry_timeout.max(Duration::from_secs(30))),
     };
-    let session = Session::new(&reference, auth, &options);
+    let session = Session::new(&reference, auth, &options)
+        .map_err(|e| failure(e.cause(), e.to_string(), false))?;
     let cache = &ctx.settings.image_cache_dir;
     let pulled = tokio::time::timeout(limit, session.pull(&reference, cache, &select_bundle, None))
         .await

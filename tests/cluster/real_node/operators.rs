@@ -22,18 +22,22 @@ const OPERATOR_IMAGE: &str = "quay.io/olm-rs/reverse-words-operator:";
 
 /// The CSV `csv` Succeeded, and its operator pod runs the image tagged `tag`, for real.
 pub async fn expect_operator_running(namespace: &str, csv: &str, tag: &str) {
-    kubectl(
-        &[
-            "wait",
-            "-n",
-            namespace,
-            &format!("csv/{csv}"),
-            "--timeout=180s",
-            "--for=jsonpath={.status.phase}=Succeeded",
-        ],
-        None,
-    )
-    .ok();
+    eventually(&format!("{csv} Succeeded"), WAIT, || async {
+        let phase = kubectl(
+            &[
+                "get",
+                "csv",
+                csv,
+                "-n",
+                namespace,
+                "-o",
+                "jsonpath={.status.phase}",
+            ],
+            None,
+        );
+        (phase.stdout() == "Succeeded").then_some(())
+    })
+    .await;
     let image = format!("{OPERATOR_IMAGE}{tag}");
     let pod = eventually(&format!("a Ready pod of {image}"), WAIT, || async {
         all_pods(namespace)
