@@ -71,7 +71,7 @@ pub async fn acquire(client: &Client, candidate: Candidate) -> Result<(), kube::
 /// exits: acting without the Lease could race the next leader).
 async fn keep(api: Api<Lease>, candidate: Candidate) {
     let mut renewed = tokio::time::Instant::now();
-    let stop = crate::runner::stop_signal();
+    let stop = crate::signal::stop_signal();
     tokio::pin!(stop);
     loop {
         tokio::select! {

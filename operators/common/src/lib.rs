@@ -12,6 +12,7 @@ pub mod health;
 pub mod leader;
 pub mod namespaces;
 pub mod runner;
+pub mod signal;
 
 pub use cli::CommonArgs;
 pub use namespaces::Namespaces;
