@@ -15,6 +15,11 @@ K8S_BIN_DIR="$CACHE_ROOT/k8s-$K8S_VERSION-$TOOLS_KEY/bin"
 KWOK_BIN_DIR="$CACHE_ROOT/kwok-$KWOK_VERSION/bin"
 # Runtime state of the running cluster (pids, logs, certs, etcd data, kubeconfig).
 CLUSTER_DIR="${OLM_CLUSTER_DIR:-$REPO_ROOT/target/cluster}"
+# The Service range, per cluster dir: a real node routes it from the host into its network
+# namespace (the API server calling webhooks and APIServices through ClusterIPs), so two
+# clusters with real nodes (tests, a helper's worktree) must not share one.
+SERVICE_CIDR="${OLM_SERVICE_CIDR:-10.$(( 96 + 16#$(printf '%s' "$CLUSTER_DIR" | sha256sum | cut -c1-2) % 64 )).0.0/16}"
+SERVICE_IP="${SERVICE_CIDR%.0.0/16}.0.1"   # the kubernetes Service's ClusterIP
 
 export GOTOOLCHAIN=local
 export GOFLAGS="${GOFLAGS:-} -mod=mod"

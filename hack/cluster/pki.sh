@@ -37,8 +37,14 @@ make_pki() {
   mkdir -p "$CLUSTER_DIR/pki"
   issue_ca ca "olm-rs-cluster-ca"
   issue_ca front-proxy-ca "olm-rs-front-proxy-ca"
+  # Reissued when the Service range changed (the kubernetes Service's IP is a SAN).
+  if [[ -s "$CLUSTER_DIR/pki/apiserver.crt" ]] &&
+    ! openssl x509 -in "$CLUSTER_DIR/pki/apiserver.crt" -noout -ext subjectAltName |
+      grep -q "IP Address:$SERVICE_IP\(,\|$\)"; then
+    rm -f "$CLUSTER_DIR/pki/apiserver.crt"
+  fi
   issue_cert apiserver kube-apiserver "" \
-    "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.96.0.1" \
+    "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:$SERVICE_IP" \
     ca server
   issue_cert admin olm-rs-admin system:masters "" ca client
   issue_cert controller-manager system:kube-controller-manager "" "" ca client

@@ -26,8 +26,6 @@ NODE_HOST_IP="${OLM_NODE_HOST_IP:-172.31.$NODE_SUBNET_OCTET.1}"
 NODE_IP="${OLM_NODE_IP:-172.31.$NODE_SUBNET_OCTET.2}"
 # Per cluster dir too: the host routes it into this node's namespace (API server -> pods).
 POD_CIDR="${OLM_NODE_POD_CIDR:-10.88.$NODE_SUBNET_OCTET.0/24}"
-SERVICE_CIDR=10.96.0.0/16
-CLUSTER_DNS=10.96.0.10
 # The node-local registry port: the node reaches the registry at $NODE_HOST_IP:$REGISTRY_PORT.
 REGISTRY_PORT="${OLM_NODE_REGISTRY_PORT:-$((APISERVER_PORT + 10))}"
 
