@@ -1,6 +1,7 @@
 //! operators/images.yaml, the one list of the images this repository builds, agrees with the
 //! workspace (each crate and binary exists; the tag is the crate's version) and with the
-//! newest bundles (every `quay.io/olm-rs` image a newest CSV runs or relates is built here).
+//! newest bundles (every `quay.io/olm-rs` image a newest CSV runs or relates is built here;
+//! the test operator's bundles are under tests/bundles).
 
 // A test reads as one scenario, top to bottom; the 100-line rule is for the code it tests.
 #![allow(clippy::too_many_lines)]
@@ -88,8 +89,10 @@ fn csv_images(csv: &serde_yaml::Value, into: &mut BTreeSet<String>) {
     }
 }
 
-fn newest_csv(package: &str) -> serde_yaml::Value {
-    let dir = repo().join("bundles").join(package);
+/// The CSV of the highest version under `package_dir` (`bundles/<package>` and, for test
+/// operators, `tests/bundles/<package>`).
+fn newest_csv(package_dir: &str) -> serde_yaml::Value {
+    let dir = repo().join(package_dir);
     let newest = std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(|e| semver::Version::parse(&e.unwrap().file_name().to_string_lossy()).ok())
@@ -108,7 +111,12 @@ fn newest_csv(package: &str) -> serde_yaml::Value {
 fn newest_bundles_run_images_this_repository_builds() {
     let built = built();
     let mut referenced = BTreeSet::new();
-    for package in ["reverse-words", "at", "ptemplate"] {
+    for package in [
+        "bundles/reverse-words",
+        "bundles/at",
+        "bundles/ptemplate",
+        "tests/bundles/webhook-test",
+    ] {
         let mut images = BTreeSet::new();
         csv_images(&newest_csv(package), &mut images);
         let ours: Vec<_> = images

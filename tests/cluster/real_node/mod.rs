@@ -9,7 +9,8 @@
 //! `quay.io`, so the operators' images keep the names their bundles give them.
 //!
 //! By topic: OLM deployed from `deploy/` as an admin deploys it ([`deploy`]); our operators
-//! installed, running and upgraded ([`operators`]).
+//! installed, running and upgraded ([`operators`]); webhooks, certificate rotation and
+//! OperatorConditions served and set from a pod ([`webhooks`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use crate::harness::{TestNamespace, kubeconfig_path, kubectl, olm_bin, repo_root
 
 mod deploy;
 mod operators;
+mod webhooks;
 
 /// Pods on a real node pull images and start processes: slower than kwok's.
 pub const WAIT: Duration = Duration::from_secs(120);
@@ -113,7 +115,7 @@ fn binaries_dir() -> PathBuf {
     olm_bin().parent().unwrap().to_path_buf()
 }
 
-fn run_olm(args: &[&str]) -> String {
+pub fn run_olm(args: &[&str]) -> String {
     let out = Command::new(olm_bin()).args(args).output().unwrap();
     assert!(
         out.status.success(),
