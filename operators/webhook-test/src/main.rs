@@ -5,10 +5,15 @@
 //! * `/validate`: refuses a `Widget` whose `spec.color` is `forbidden`;
 //! * `/convert`: `Widget` v1 `spec.color` is v2 `spec.colour`.
 //!
+//! When OLM mounts an API service certificate (it does for every served Deployment), it
+//! also serves a minimal aggregated API on `APISERVICE_PORT` (5443) with it: see
+//! [`aggregated`].
+//!
 //! At start it reports `Upgradeable` in its OperatorCondition (`OPERATOR_CONDITION_NAME`,
 //! in-cluster config) when `UPGRADEABLE` is set (`True` or `False`, with
 //! `UPGRADEABLE_REASON` and `UPGRADEABLE_MESSAGE`).
 
+mod aggregated;
 mod condition;
 mod review;
 mod tls;
@@ -26,6 +31,9 @@ const OPERATOR: &str = "webhook-test-operator";
 /// Where OLM mounts a webhook Deployment's serving certificate.
 const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
 const DEFAULT_PORT: u16 = 9443;
+/// Where OLM mounts an API service Deployment's serving certificate.
+const DEFAULT_APISERVICE_CERT_DIR: &str = "/apiserver.local.config/certificates";
+const DEFAULT_APISERVICE_PORT: u16 = 5443;
 
 /// Why the operator stopped.
 #[derive(Debug, thiserror::Error)]
@@ -37,8 +45,8 @@ enum Error {
         address: SocketAddr,
         source: std::io::Error,
     },
-    #[error("WEBHOOK_PORT {0:?} is no port number")]
-    Port(String),
+    #[error("{name} {value:?} is no port number")]
+    Port { name: &'static str, value: String },
 }
 
 #[tokio::main]
@@ -55,26 +63,57 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run() -> Result<(), Error> {
-    let cert_dir =
-        PathBuf::from(std::env::var("CERT_DIR").unwrap_or_else(|_| DEFAULT_CERT_DIR.to_string()));
-    let port = match std::env::var("WEBHOOK_PORT") {
-        Ok(text) => text.parse().map_err(|_| Error::Port(text))?,
-        Err(_) => DEFAULT_PORT,
-    };
-    let certificate = tls::Reloading::load(&cert_dir)?;
-    tokio::spawn(certificate.clone().watch());
-    if let Some(upgradeable) = condition::Upgradeable::from_env() {
-        tokio::spawn(condition::report(upgradeable));
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_string())
+}
+
+fn port(name: &'static str, default: u16) -> Result<u16, Error> {
+    match std::env::var(name) {
+        Ok(value) => value.parse().map_err(|_| Error::Port { name, value }),
+        Err(_) => Ok(default),
     }
+}
+
+/// A TLS listener on `port` with the certificate of `files`, kept up to date.
+async fn listen(
+    port: u16,
+    files: tls::Files,
+    router: Router,
+) -> Result<impl Future<Output = ()>, Error> {
+    let certificate = tls::Reloading::load(files)?;
+    tokio::spawn(certificate.clone().watch());
     let address = SocketAddr::from(([0, 0, 0, 0], port));
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|source| Error::Listen { address, source })?;
-    tracing::info!(%address, cert_dir = %cert_dir.display(), "serving webhooks");
-    let served = tls::serve(listener, certificate.server_config()?, router());
+    tracing::info!(%address, "listening");
+    Ok(tls::serve(listener, certificate.server_config()?, router))
+}
+
+async fn run() -> Result<(), Error> {
+    let cert_dir = PathBuf::from(env_or("CERT_DIR", DEFAULT_CERT_DIR));
+    let webhooks = listen(
+        port("WEBHOOK_PORT", DEFAULT_PORT)?,
+        tls::Files::webhook(&cert_dir),
+        router(),
+    )
+    .await?;
+    let api_dir = PathBuf::from(env_or("APISERVICE_CERT_DIR", DEFAULT_APISERVICE_CERT_DIR));
+    let api_files = tls::Files::api_service(&api_dir);
+    if api_files.cert.exists() {
+        let api = listen(
+            port("APISERVICE_PORT", DEFAULT_APISERVICE_PORT)?,
+            api_files,
+            aggregated::router(),
+        )
+        .await?;
+        tokio::spawn(api);
+    }
+    if let Some(upgradeable) = condition::Upgradeable::from_env() {
+        tokio::spawn(condition::report(upgradeable));
+    }
     tokio::select! {
-        () = served => {}
+        () = webhooks => {}
         () = stopped() => tracing::info!("{OPERATOR} shut down"),
     }
     Ok(())

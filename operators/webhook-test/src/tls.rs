@@ -48,21 +48,45 @@ struct Current {
     files: (Vec<u8>, Vec<u8>),
 }
 
-/// The certificate of a directory, replaced when its files change.
+/// Where a certificate and its key are: OLM mounts the same pair as `tls.crt`/`tls.key`
+/// for webhooks and `apiserver.crt`/`apiserver.key` for API services.
+#[derive(Clone, Debug)]
+pub struct Files {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Files {
+    pub fn webhook(dir: &Path) -> Files {
+        Files {
+            cert: dir.join("tls.crt"),
+            key: dir.join("tls.key"),
+        }
+    }
+
+    pub fn api_service(dir: &Path) -> Files {
+        Files {
+            cert: dir.join("apiserver.crt"),
+            key: dir.join("apiserver.key"),
+        }
+    }
+}
+
+/// The certificate of a pair of files, replaced when they change.
 #[derive(Clone, Debug)]
 pub struct Reloading {
-    dir: PathBuf,
+    files: Files,
     current: Arc<RwLock<Current>>,
 }
 
 impl Reloading {
-    pub fn load(dir: &Path) -> Result<Reloading, TlsError> {
-        let files = read_files(dir)?;
-        let key = certified(dir, &files)?;
-        tracing::info!(serial = %serial(&key), "serving certificate loaded");
+    pub fn load(files: Files) -> Result<Reloading, TlsError> {
+        let bytes = read_files(&files)?;
+        let key = certified(&files, &bytes)?;
+        tracing::info!(cert = %files.cert.display(), serial = %serial(&key), "serving certificate loaded");
         Ok(Reloading {
-            dir: dir.to_path_buf(),
-            current: Arc::new(RwLock::new(Current { key, files })),
+            files,
+            current: Arc::new(RwLock::new(Current { key, files: bytes })),
         })
     }
 
@@ -71,15 +95,16 @@ impl Reloading {
     pub async fn watch(self) {
         loop {
             tokio::time::sleep(POLL).await;
-            let Ok(files) = read_files(&self.dir) else {
+            let Ok(files) = read_files(&self.files) else {
                 continue;
             };
             if self.current.read().is_ok_and(|c| c.files == files) {
                 continue;
             }
-            match certified(&self.dir, &files) {
+            match certified(&self.files, &files) {
                 Ok(key) => {
-                    tracing::info!(serial = %serial(&key), "serving certificate reloaded");
+                    let cert = self.files.cert.display();
+                    tracing::info!(%cert, serial = %serial(&key), "serving certificate reloaded");
                     if let Ok(mut current) = self.current.write() {
                         *current = Current { key, files };
                     }
@@ -105,23 +130,28 @@ impl ResolvesServerCert for Reloading {
     }
 }
 
-fn read_files(dir: &Path) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read(&path).map_err(|source| TlsError::Read { path, source })
+fn read_files(files: &Files) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|source| TlsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
     };
-    Ok((read("tls.crt")?, read("tls.key")?))
+    Ok((read(&files.cert)?, read(&files.key)?))
 }
 
-fn certified(dir: &Path, (cert, key): &(Vec<u8>, Vec<u8>)) -> Result<Arc<CertifiedKey>, TlsError> {
+fn certified(
+    files: &Files,
+    (cert, key): &(Vec<u8>, Vec<u8>),
+) -> Result<Arc<CertifiedKey>, TlsError> {
     let chain = CertificateDer::pem_slice_iter(cert)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|source| TlsError::Certificate {
-            path: dir.join("tls.crt"),
+            path: files.cert.clone(),
             source,
         })?;
     let key = PrivateKeyDer::from_pem_slice(key).map_err(|source| TlsError::Key {
-        path: dir.join("tls.key"),
+        path: files.key.clone(),
         source,
     })?;
     let signing = provider().key_provider.load_private_key(key)?;

@@ -7,7 +7,10 @@
 //! `Upgradeable=False` in its own OperatorCondition (in-cluster config and
 //! `OPERATOR_CONDITION_NAME`), which holds the next version until it reports True.
 //!
-//! The two tests take turns ([`TURN`]): the CRD, its conversion and the webhook
+//! An owned APIService served from the same pod (its aggregated API) turns Available, and
+//! the CSV is Succeeded only then.
+//!
+//! The tests take turns ([`TURN`]): the CRD, its conversion and the webhook
 //! configurations (AllNamespaces, as a conversion webhook requires) are cluster-wide.
 
 use std::path::{Path, PathBuf};
@@ -34,6 +37,8 @@ const DEPLOYMENT: &str = "webhook-test-operator";
 const SERVICE: &str = "webhook-test-operator-service";
 const CRD: &str = "widgets.webhook-test.olm-rs.io";
 const MUTATED: &str = "webhook-test.olm-rs.io/mutated";
+const API_GROUP: &str = "aggregated.webhook-test.olm-rs.io";
+const API_SERVICE: &str = "v1alpha1.aggregated.webhook-test.olm-rs.io";
 
 fn bundle_dir(version: &str) -> PathBuf {
     repo_root().join("tests/bundles/webhook-test").join(version)
@@ -66,6 +71,11 @@ impl Drop for ClusterWide {
             None,
         );
         let _ = kubectl(&["delete", "crd", CRD, "--ignore-not-found"], None);
+        // An unavailable aggregated API would stall discovery for everyone.
+        let _ = kubectl(
+            &["delete", "apiservice", API_SERVICE, "--ignore-not-found"],
+            None,
+        );
     }
 }
 
@@ -506,4 +516,122 @@ async fn an_operator_pod_reports_its_condition_and_holds_its_upgrade() {
         None,
     )
     .ok();
+}
+
+#[tokio::test]
+async fn an_owned_api_service_served_from_a_pod_turns_available_before_the_csv_succeeds() {
+    let _turn = TURN.lock().await;
+    install_crds();
+    let node = Node::get();
+    node.push_binary(IMAGE, &[TAG]);
+    let client = client().await;
+    let ns = namespace(&client, "rn-apiservice").await;
+    let _cluster_wide = ClusterWide {
+        namespace: ns.name.clone(),
+    };
+    let _olm = OlmRun::start(&ns.name, &["--leader-elect=false", "--disable-copied-csvs"]);
+    let crd = bundle_dir("0.1.0").join("manifests/webhook-test.olm-rs.io_widgets.yaml");
+    kubectl(&["apply", "-f", crd.to_str().unwrap()], None).ok();
+    operator_group(&ns.name, "og", None);
+    let mut csv = csv_of("0.1.0");
+    csv["metadata"]["namespace"] = json!(ns.name);
+    csv["spec"]["apiservicedefinitions"] = json!({"owned": [{
+        "name": "gadgets", "group": API_GROUP, "version": "v1alpha1", "kind": "Gadget",
+        "displayName": "Gadget", "description": "A gadget served by the operator's pod.",
+        "deploymentName": DEPLOYMENT, "containerPort": 5443,
+    }]});
+    apply_json(&ns.name, &csv);
+    let succeeded = wait_for_phase(&ns.name, CSV_V1, "Succeeded", None).await;
+    let pod = operator_pod(&ns.name).await;
+    assert_running_for_real(&pod);
+
+    // Registered with OLM's CA, pointing at the Service OLM made; Available, as the
+    // aggregator reached the pod through the Service's ClusterIP.
+    let api_service = kubectl(&["get", "apiservice", API_SERVICE, "-o", "json"], None).ok();
+    let api_service: Value = serde_json::from_str(&api_service.stdout()).unwrap();
+    assert_eq!(
+        api_service["spec"]["service"]["name"], SERVICE,
+        "{api_service}"
+    );
+    assert_eq!(
+        api_service["spec"]["service"]["namespace"],
+        ns.name.as_str()
+    );
+    assert_eq!(api_service["spec"]["service"]["port"], 5443);
+    let secret = get(&ns.name, &format!("secret/{DEPLOYMENT}-service-cert")).unwrap();
+    let ca = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        api_service["spec"]["caBundle"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(ca).unwrap(),
+        secret_text(&secret, "olmCAKey")
+    );
+    let available = api_service["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Available")
+        .unwrap()
+        .clone();
+    assert_eq!(available["status"], "True", "{api_service}");
+    // The CSV waited for it: Succeeded no earlier than the APIService turned Available.
+    let succeeded_at = succeeded["status"]["lastTransitionTime"].as_str().unwrap();
+    let available_at = available["lastTransitionTime"].as_str().unwrap();
+    assert!(
+        succeeded_at >= available_at,
+        "{succeeded_at} < {available_at}"
+    );
+
+    // A real `kubectl get` through the aggregator reaches the pod.
+    let listed = kubectl(
+        &[
+            "get",
+            &format!("gadgets.v1alpha1.{API_GROUP}"),
+            "-n",
+            &ns.name,
+            "-o",
+            "json",
+        ],
+        None,
+    )
+    .ok();
+    let listed: Value = serde_json::from_str(&listed.stdout()).unwrap();
+    assert_eq!(
+        listed["items"][0]["spec"]["servedBy"], pod["metadata"]["name"],
+        "{listed}"
+    );
+    assert_eq!(
+        listed["items"][0]["metadata"]["namespace"],
+        ns.name.as_str()
+    );
+    let resources = kubectl(&["api-resources", "--api-group", API_GROUP], None).ok();
+    assert!(
+        resources.stdout().contains("gadgets"),
+        "{}",
+        resources.stdout()
+    );
+
+    // Deleting the CSV removes the APIService.
+    kubectl(
+        &["delete", "csv", CSV_V1, "-n", &ns.name, "--wait=true"],
+        None,
+    )
+    .ok();
+    eventually("the APIService removed", WAIT, || async {
+        let out = kubectl(
+            &[
+                "get",
+                "apiservice",
+                API_SERVICE,
+                "--ignore-not-found",
+                "-o",
+                "name",
+            ],
+            None,
+        );
+        (out.success() && out.stdout().trim().is_empty()).then_some(())
+    })
+    .await;
 }
