@@ -246,6 +246,12 @@ async fn webhooks_served_from_a_pod_answer_the_api_server_across_a_rotation() {
     // The certificate in use chains to the CA of the Secret and of the configurations.
     let secret_name = format!("secret/{DEPLOYMENT}-service-cert");
     let first = get(&ns.name, &secret_name).unwrap();
+    // Paused before the first certificate was due (else the pod would be a rolled one).
+    let csv_now = get(&ns.name, &format!("csv/{CSV_V1}")).unwrap();
+    assert_eq!(
+        csv_now["status"]["certsLastUpdated"], installed["status"]["certsLastUpdated"],
+        "rotated before the Deployment was paused: a machine too slow for a 120 s certificate"
+    );
     let first_ca = secret_text(&first, "olmCAKey");
     assert!(served_with(&ns.name, &first_ca, &dir));
     let first_bundle = ca_bundle("mutatingwebhookconfigurations", &ns.name);
