@@ -135,6 +135,20 @@ fn served_with(namespace: &str, ca: &str, dir: &Path) -> bool {
         .is_ok_and(|o| o.status.success() && o.stdout == b"ok")
 }
 
+/// A file of one of the pod's Secret volumes, read where the real kubelet keeps them
+/// (`--root-dir` under the node's dir).
+fn mounted(pod: &Value, file: &str) -> String {
+    let uid = pod["metadata"]["uid"].as_str().unwrap();
+    let path = crate::harness::kubeconfig_path()
+        .parent()
+        .unwrap()
+        .join("node/kubelet/pods")
+        .join(uid)
+        .join("volumes/kubernetes.io~secret")
+        .join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 fn ca_bundle(kind: &str, namespace: &str) -> String {
     let out = kubectl(
         &[
@@ -253,6 +267,10 @@ async fn webhooks_served_from_a_pod_answer_the_api_server_across_a_rotation() {
         "rotated before the Deployment was paused: a machine too slow for a 120 s certificate"
     );
     let first_ca = secret_text(&first, "olmCAKey");
+    assert_eq!(
+        mounted(&pod, "webhook-cert/tls.crt"),
+        secret_text(&first, "tls.crt")
+    );
     assert!(served_with(&ns.name, &first_ca, &dir));
     let first_bundle = ca_bundle("mutatingwebhookconfigurations", &ns.name);
 
@@ -299,6 +317,16 @@ async fn webhooks_served_from_a_pod_answer_the_api_server_across_a_rotation() {
     .ok()
     .stdout();
     assert!(logs.contains("serving certificate reloaded"), "{logs}");
+    // The files themselves, as the kubelet wrote them into the pod's volumes.
+    let second = get(&ns.name, &secret_name).unwrap();
+    assert_eq!(
+        mounted(&pod, "webhook-cert/tls.crt"),
+        secret_text(&second, "tls.crt")
+    );
+    assert_eq!(
+        mounted(&pod, "apiservice-cert/apiserver.crt"),
+        secret_text(&second, "tls.crt")
+    );
     // The configurations trust the new CA, and the webhooks go on answering.
     let bundle = ca_bundle("mutatingwebhookconfigurations", &ns.name);
     assert_ne!(bundle, first_bundle);
