@@ -3,8 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 
@@ -12,11 +14,11 @@ use super::phase::{GroupState, Health, Observation, Related};
 use crate::api::{
     ClusterServiceVersion, CsvPhase, OPERATOR_LABEL_PREFIX, OperatorGroup, SubscriptionConfig,
 };
-use crate::cluster::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL};
+use crate::cluster::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL, selector_matches};
 
 use super::context::{Error, Round, now};
 use super::found::gather_requirements;
-use super::{deployment, membership, mount, owned, requirements, serving};
+use super::{deployment, membership, mount, owned, pods, requirements, serving};
 
 pub(super) const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
 pub(super) const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
@@ -87,7 +89,8 @@ pub(super) async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
             &built,
             strategy_problem.is_some(),
             serving_missing.as_ref(),
-        ),
+        )
+        .await,
         strategy_problem,
         webhook_problem: serving.problem.clone(),
         owner_conflict: serving.owner_conflict.clone(),
@@ -189,8 +192,10 @@ async fn not_upgradeable(
         .map(|why| why.to_string()))
 }
 
-/// How the strategy's Deployments stand, and the serving objects the cluster lacks.
-fn health(
+/// How the strategy's Deployments stand, and the serving objects the cluster lacks. The
+/// pods of a Deployment that is ours but not available are listed (by its selector, in its
+/// namespace) to say which pod fails and why; a ready Deployment costs no call.
+async fn health(
     round: &Round<'_>,
     built: &[(String, Value)],
     strategy_problem: bool,
@@ -202,25 +207,55 @@ fn health(
             None => Health::Ready,
         };
     }
-    let healths = built.iter().map(|(name, body)| {
+    let mut healths = Vec::with_capacity(built.len());
+    for (name, body) in built {
         let found = round
             .ctx
             .deployments
             .get(&ObjectRef::new(name).within(&round.namespace));
-        deployment::health(
+        let rollout = deployment::rollout(
             name,
             found.as_deref(),
             &round.name,
             deployment::spec_hash(body),
-        )
-    });
-    match (
-        deployment::combined(healths.collect::<Vec<_>>()),
-        serving_missing,
-    ) {
+        );
+        let pod = match found.as_deref() {
+            Some(found) if rollout.pods_tell() => unhealthy_pod(round, name, found).await,
+            _ => None,
+        };
+        healths.push(deployment::health(name, rollout, pod.as_deref()));
+    }
+    match (deployment::combined(healths), serving_missing) {
         (Health::Ready, Some(missing)) => Health::NotReady(missing.clone()),
         (health, _) => health,
     }
+}
+
+/// What the first unhealthy pod of Deployment `name` says. The pods only add detail to a
+/// message: a failed list is logged and the round goes on without it.
+async fn unhealthy_pod(round: &Round<'_>, name: &str, found: &Deployment) -> Option<String> {
+    let selector = &found.spec.selector;
+    let labels = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let pods: Api<Pod> = Api::namespaced(round.client(), &round.namespace);
+    let listed = match pods.list(&ListParams::default().labels(&labels)).await {
+        Ok(listed) => listed.items,
+        Err(error) => {
+            tracing::warn!(%error, deployment = name, csv = %round.name, namespace = %round.namespace,
+                "cannot list the pods of a deployment that is not ready");
+            return None;
+        }
+    };
+    let matching: Vec<Pod> = listed
+        .into_iter()
+        .filter(|pod| selector_matches(selector, pod.labels()))
+        .collect();
+    pods::first_unhealthy(&pods::of_deployment(name, &matching))
 }
 
 /// Whether a Deployment the strategy lists is missing, not ours, or not what we would make.

@@ -26,6 +26,7 @@ mod mount;
 mod orphans;
 pub mod owned;
 pub mod phase;
+mod pods;
 pub mod rbac;
 mod rbac_cache;
 pub mod requirements;

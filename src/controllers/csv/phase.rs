@@ -21,6 +21,10 @@ pub const HISTORY_LIMIT: usize = 20;
 pub const REINSTALL_AFTER: Duration = Duration::from_secs(60);
 /// How often a CSV with unmet requirements looks again when nothing wakes it.
 pub const UNMET_RECHECK: Duration = Duration::from_secs(10);
+/// How often an installing CSV whose Deployments are not ready looks again when nothing
+/// wakes it: a pod's image pull failing or its container crashing changes no Deployment
+/// (nothing wakes the CSV), yet its message should say so well before the install times out.
+pub const HEALTH_RECHECK: Duration = Duration::from_secs(15);
 
 /// Whether the stored status shows that no strategy of this CSV was ever applied before the
 /// first install: nothing in its history went past `InstallReady`, the history is not capped
@@ -444,7 +448,7 @@ impl Decision<'_> {
                 format!("installing: {why}"),
             )
             .installing()
-            .requeue(observed.install_check_timeout - self.since)
+            .requeue((observed.install_check_timeout - self.since).min(HEALTH_RECHECK))
         }
     }
 
@@ -854,7 +858,16 @@ mod tests {
             (waiting.phase, waiting.reason),
             (Installing, CsvReason::InstallWaiting)
         );
-        assert_eq!(waiting.requeue_after, Some(Duration::from_secs(200)));
+        assert_eq!(waiting.message, "installing: deployment op not available");
+        // Pods change no Deployment when they fail: the CSV looks again on its own, and
+        // never later than the timeout.
+        assert_eq!(waiting.requeue_after, Some(HEALTH_RECHECK));
+        let almost = Observation {
+            now: at(290),
+            ..unready.clone()
+        };
+        let last = decide(Some(&installing), &almost);
+        assert_eq!(last.requeue_after, Some(Duration::from_secs(10)));
         let late = Observation {
             now: at(301),
             ..unready
@@ -867,9 +880,14 @@ mod tests {
             health: Health::Failed("ProgressDeadlineExceeded".into()),
             ..observed()
         };
+        let failed = decide(Some(&installing), &deadline);
         assert_eq!(
-            next(Some(installing), &deadline),
-            (Failed, CsvReason::InstallCheckFailed)
+            (failed.phase, failed.reason, failed.message.as_str()),
+            (
+                Failed,
+                CsvReason::InstallCheckFailed,
+                "install failed: ProgressDeadlineExceeded"
+            )
         );
     }
 
