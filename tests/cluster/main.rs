@@ -40,6 +40,7 @@ mod packagemanifests;
 #[cfg(feature = "upstream-tests")]
 mod packagemanifests_upstream;
 mod real_csvs;
+mod real_node_health;
 mod runtime_hardening;
 mod security;
 mod served_locally;

@@ -282,6 +282,14 @@ pub fn health(name: &str, rollout: Rollout, pod: Option<&str>) -> Health {
     }
 }
 
+/// The health of Deployment `name`, Available, while a pod of it restarted too recently to
+/// count (what that pod says).
+pub fn unsettled(name: &str, pod: &str) -> Health {
+    Health::NotReady(format!(
+        "waiting for deployment {name} to become ready: {pod}"
+    ))
+}
+
 /// All Deployments together: the first that is not ready decides.
 pub fn combined(healths: impl IntoIterator<Item = Health>) -> Health {
     let mut result = Health::Ready;

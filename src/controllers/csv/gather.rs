@@ -2,6 +2,7 @@
 //! the CSVs this one replaces or is replaced by.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -17,6 +18,7 @@ use crate::api::{
 use crate::cluster::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL, selector_matches};
 
 use super::context::{Error, Round, now};
+use super::deployment::Rollout;
 use super::found::gather_requirements;
 use super::{deployment, membership, mount, owned, pods, requirements, serving};
 
@@ -82,15 +84,17 @@ pub(super) async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
     let spread = ctx.rbac.spread(&owner, &targets, &serving_plan);
     let (replaces, replaced_by) = related(round);
     let serving_missing = shortfall.as_ref().map(|s| s.message().to_string());
+    let (health, settling) = health(
+        round,
+        &built,
+        strategy_problem.is_some(),
+        serving_missing.as_ref(),
+    )
+    .await;
     let observed = Observation {
         group: group_state,
-        health: health(
-            round,
-            &built,
-            strategy_problem.is_some(),
-            serving_missing.as_ref(),
-        )
-        .await,
+        health,
+        settling,
         strategy_problem,
         webhook_problem: serving.problem.clone(),
         owner_conflict: serving.owner_conflict.clone(),
@@ -192,21 +196,29 @@ async fn not_upgradeable(
         .map(|why| why.to_string()))
 }
 
-/// How the strategy's Deployments stand, and the serving objects the cluster lacks. The
-/// pods of a Deployment that is ours but not available are listed (by its selector, in its
-/// namespace) to say which pod fails and why; a ready Deployment costs no call.
+/// How the strategy's Deployments stand, and the serving objects the cluster lacks; and,
+/// when an Available Deployment's pod restarted too recently to count, when to look again.
+///
+/// Pods are read only where they tell something: the pods of a Deployment that is ours but
+/// not available (which pod fails, and why), and those of an Available one while the CSV is
+/// Installing or Failed (a container that exits at once is Ready for a moment after each
+/// restart, and its Deployment Available). A Succeeded CSV whose Deployments are Available
+/// costs no call. Listed by the Deployment's selector, in its namespace: no Pod watch.
 async fn health(
     round: &Round<'_>,
     built: &[(String, Value)],
     strategy_problem: bool,
     serving_missing: Option<&String>,
-) -> Health {
+) -> (Health, Option<Duration>) {
     if built.is_empty() && !strategy_problem {
         return match serving_missing {
-            Some(missing) => Health::NotReady(missing.clone()),
-            None => Health::Ready,
+            Some(missing) => (Health::NotReady(missing.clone()), None),
+            None => (Health::Ready, None),
         };
     }
+    let phase = round.csv.status.as_ref().and_then(|s| s.phase);
+    let check_restarts = matches!(phase, Some(CsvPhase::Installing | CsvPhase::Failed));
+    let mut settling: Option<Duration> = None;
     let mut healths = Vec::with_capacity(built.len());
     for (name, body) in built {
         let found = round
@@ -219,21 +231,37 @@ async fn health(
             &round.name,
             deployment::spec_hash(body),
         );
-        let pod = match found.as_deref() {
-            Some(found) if rollout.pods_tell() => unhealthy_pod(round, name, found).await,
-            _ => None,
+        let health = match found.as_deref() {
+            Some(found) if rollout.pods_tell() => {
+                let pods = deployment_pods(round, name, found).await;
+                let story = pods::first_unhealthy(&pods::of_deployment(name, &pods));
+                deployment::health(name, rollout, story.as_deref())
+            }
+            Some(found) if rollout == Rollout::Ready && check_restarts => {
+                let pods = deployment_pods(round, name, found).await;
+                let mine = pods::of_deployment(name, &pods);
+                match pods::unsettled(&mine, now(), pods::SETTLE_AFTER_RESTART) {
+                    Some((story, left)) => {
+                        settling = Some(settling.map_or(left, |s| s.max(left)));
+                        deployment::unsettled(name, &story)
+                    }
+                    None => Health::Ready,
+                }
+            }
+            _ => deployment::health(name, rollout, None),
         };
-        healths.push(deployment::health(name, rollout, pod.as_deref()));
+        healths.push(health);
     }
-    match (deployment::combined(healths), serving_missing) {
+    let health = match (deployment::combined(healths), serving_missing) {
         (Health::Ready, Some(missing)) => Health::NotReady(missing.clone()),
         (health, _) => health,
-    }
+    };
+    (health, settling)
 }
 
-/// What the first unhealthy pod of Deployment `name` says. The pods only add detail to a
-/// message: a failed list is logged and the round goes on without it.
-async fn unhealthy_pod(round: &Round<'_>, name: &str, found: &Deployment) -> Option<String> {
+/// The pods of Deployment `name`, listed by its selector. They only add detail to the
+/// health a Deployment shows: a failed list is logged and the round goes on without them.
+async fn deployment_pods(round: &Round<'_>, name: &str, found: &Deployment) -> Vec<Pod> {
     let selector = &found.spec.selector;
     let labels = selector
         .match_labels
@@ -242,20 +270,19 @@ async fn unhealthy_pod(round: &Round<'_>, name: &str, found: &Deployment) -> Opt
         .map(|(key, value)| format!("{key}={value}"))
         .collect::<Vec<_>>()
         .join(",");
-    let pods: Api<Pod> = Api::namespaced(round.client(), &round.namespace);
-    let listed = match pods.list(&ListParams::default().labels(&labels)).await {
-        Ok(listed) => listed.items,
+    let api: Api<Pod> = Api::namespaced(round.client(), &round.namespace);
+    match api.list(&ListParams::default().labels(&labels)).await {
+        Ok(listed) => listed
+            .items
+            .into_iter()
+            .filter(|pod| selector_matches(selector, pod.labels()))
+            .collect(),
         Err(error) => {
             tracing::warn!(%error, deployment = name, csv = %round.name, namespace = %round.namespace,
-                "cannot list the pods of a deployment that is not ready");
-            return None;
+                "cannot list the pods of a deployment");
+            Vec::new()
         }
-    };
-    let matching: Vec<Pod> = listed
-        .into_iter()
-        .filter(|pod| selector_matches(selector, pod.labels()))
-        .collect();
-    pods::first_unhealthy(&pods::of_deployment(name, &matching))
+    }
 }
 
 /// Whether a Deployment the strategy lists is missing, not ours, or not what we would make.

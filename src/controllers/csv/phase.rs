@@ -110,6 +110,9 @@ pub struct Observation {
     /// A CSV that replaces this one.
     pub replaced_by: Option<Related>,
     pub health: Health,
+    /// A Deployment is Available, but a pod of it restarted too recently to count: look
+    /// again after this long.
+    pub settling: Option<Duration>,
     pub now: Timestamp,
     pub install_check_timeout: Duration,
 }
@@ -518,10 +521,13 @@ impl Decision<'_> {
             // Pending (a requirement lost after Succeeded ends there).
             _ if !self.observed.unmet.is_empty() => self.unmet(),
             CsvReason::ComponentUnhealthy | CsvReason::InstallCheckFailed => {
-                match self.health_step(true) {
-                    Some(healed) => healed,
-                    // An unhealthy Deployment that was changed or deleted is put back.
-                    None => self.stay().installing(),
+                match (self.health_step(true), self.observed.settling) {
+                    (Some(healed), _) => healed,
+                    // An unhealthy Deployment that was changed or deleted is put back; one
+                    // Available again whose pods just restarted is looked at once they
+                    // have run long enough (nothing else wakes the CSV then).
+                    (None, Some(after)) => self.stay().installing().requeue(after),
+                    (None, None) => self.stay().installing(),
                 }
             }
             _ if self.since >= REINSTALL_AFTER => Step::to(
@@ -651,6 +657,7 @@ mod tests {
             replaces: None,
             replaced_by: None,
             health: Health::Ready,
+            settling: None,
             now: at(100),
             install_check_timeout: Duration::from_secs(300),
         }
@@ -940,6 +947,25 @@ mod tests {
                 &observed()
             ),
             (Succeeded, CsvReason::InstallSucceeded)
+        );
+        // Available again, but its pod restarted a moment ago: still Failed, looked at
+        // again once the pod has run long enough.
+        let settling = Observation {
+            health: Health::NotReady("waiting for deployment op to become ready: pod".into()),
+            settling: Some(Duration::from_secs(22)),
+            ..observed()
+        };
+        let wait = decide(
+            Some(&status(Failed, CsvReason::ComponentUnhealthy, 0)),
+            &settling,
+        );
+        assert_eq!(
+            (wait.phase, wait.reason, wait.requeue_after),
+            (
+                Failed,
+                CsvReason::ComponentUnhealthy,
+                Some(Duration::from_secs(22))
+            )
         );
         assert_eq!(
             next(

@@ -4,10 +4,18 @@
 //! [`DETAIL_LIMIT`] characters; what changes on every restart (the back-off delay) is left
 //! out, so a crash-looping pod does not rewrite the CSV's status at each back-off.
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod, PodCondition};
+use k8s_openapi::jiff::Timestamp;
 
 /// At most this many characters of a kubelet or scheduler message.
 pub const DETAIL_LIMIT: usize = 200;
+
+/// How long a container that restarted must have been running again before its CSV reads
+/// Succeeded: one that exits at once is Running and Ready for a moment after each restart,
+/// long enough for its Deployment to turn Available.
+pub const SETTLE_AFTER_RESTART: Duration = Duration::from_secs(30);
 
 /// `text` cut to `limit` characters, with `…` where it was cut.
 pub fn bounded(text: &str, limit: usize) -> String {
@@ -46,6 +54,29 @@ pub fn first_unhealthy(pods: &[&Pod]) -> Option<String> {
     pods.iter().find_map(|pod| unhealthy(pod))
 }
 
+/// The first pod among `pods` with a container that restarted and has been running again
+/// for less than `settle` at `now`: what it says, and how long until it has settled.
+pub fn unsettled(pods: &[&Pod], now: Timestamp, settle: Duration) -> Option<(String, Duration)> {
+    pods.iter().find_map(|pod| {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let statuses = pod.status.as_ref()?.container_statuses.iter().flatten();
+        statuses.filter(|c| c.restart_count > 0).find_map(|c| {
+            let running = c.state.as_ref()?.running.as_ref()?;
+            let started = running.started_at.as_ref().map_or(now, |t| t.0);
+            let ran = Duration::try_from(now.duration_since(started)).unwrap_or_default();
+            let left = settle.checked_sub(ran).filter(|left| !left.is_zero())?;
+            let history = last_run(c).join(", ");
+            Some((
+                format!(
+                    "pod {name} container {:?}: running again after {history}",
+                    c.name
+                ),
+                left,
+            ))
+        })
+    })
+}
+
 fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
     pod.status
         .as_ref()?
@@ -53,10 +84,6 @@ fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
         .iter()
         .flatten()
         .find(|c| c.type_ == type_)
-}
-
-fn is_false(condition: Option<&PodCondition>) -> bool {
-    condition.is_some_and(|c| c.status == "False")
 }
 
 /// `reason: message`, either part left out when empty.
@@ -82,9 +109,7 @@ fn unhealthy(pod: &Pod) -> Option<String> {
         let why = reason_and_message(status.reason.as_deref(), status.message.as_deref());
         return Some(format!("pod {name}: Failed: {why}"));
     }
-    let scheduled = condition(pod, "PodScheduled");
-    if is_false(scheduled) {
-        let c = scheduled.expect("checked");
+    if let Some(c) = condition(pod, "PodScheduled").filter(|c| c.status == "False") {
         let why = reason_and_message(c.reason.as_deref(), c.message.as_deref());
         return Some(format!("pod {name}: not scheduled: {why}"));
     }
@@ -346,6 +371,48 @@ mod tests {
         assert!(text.chars().count() < DETAIL_LIMIT + 60, "{}", text.len());
         assert_eq!(bounded("äöü", 2), "äö…");
         assert_eq!(bounded(" ok ", 5), "ok");
+    }
+
+    #[test]
+    fn a_restarted_container_has_not_settled_until_it_ran_long_enough() {
+        let status = |restarts: i32| {
+            json!({
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [{
+                    "name": "manager", "image": "busybox", "imageID": "", "ready": true,
+                    "restartCount": restarts,
+                    "state": {"running": {"startedAt": "2026-11-28T10:00:10Z"}},
+                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}
+                }]
+            })
+        };
+        let at = |s: &str| -> Timestamp { s.parse().unwrap() };
+        let pods = [pod("op-7d9f-x2k4l", status(4))];
+        let mine = of_deployment("op", &pods);
+        // Ready, so not unhealthy; but it restarted 8 s ago.
+        assert_eq!(first_unhealthy(&mine), None);
+        assert_eq!(
+            unsettled(&mine, at("2026-11-28T10:00:18Z"), SETTLE_AFTER_RESTART),
+            Some((
+                "pod op-7d9f-x2k4l container \"manager\": running again after 4 restarts, last exit: Error (exit code 1)".into(),
+                Duration::from_secs(22)
+            ))
+        );
+        assert_eq!(
+            unsettled(&mine, at("2026-11-28T10:00:40Z"), SETTLE_AFTER_RESTART),
+            None
+        );
+        // A container that never restarted is settled as soon as it is ready.
+        let fresh = [pod("op-7d9f-x2k4l", status(0))];
+        assert_eq!(
+            unsettled(
+                &of_deployment("op", &fresh),
+                at("2026-11-28T10:00:11Z"),
+                SETTLE_AFTER_RESTART
+            ),
+            None
+        );
     }
 
     #[test]
