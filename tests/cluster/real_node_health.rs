@@ -191,6 +191,7 @@ async fn an_image_that_cannot_be_pulled_keeps_the_csv_installing_then_fails_it()
     )
     .await;
     let text = message(&waiting);
+    eprintln!("{text}");
     assert!(
         text.starts_with(
             "installing: waiting for deployment pull to become ready: 0 of 1 replicas available"
@@ -216,6 +217,7 @@ async fn an_image_that_cannot_be_pulled_keeps_the_csv_installing_then_fails_it()
     })
     .await;
     let text = message(&failed);
+    eprintln!("{text}");
     assert!(
         text.starts_with(
             "install failed: deployment pull exceeded its progress deadline: ReplicaSet \"pull-"
@@ -264,6 +266,7 @@ async fn a_crash_looping_container_is_named_with_its_exit_and_a_late_crash_fails
     })
     .await;
     let text = message(&crashing);
+    eprintln!("{text}");
     assert!(
         text.contains("waiting for deployment crash to become ready: 0 of 1 replicas available"),
         "{text}"
@@ -298,6 +301,7 @@ async fn a_crash_looping_container_is_named_with_its_exit_and_a_late_crash_fails
         .as_str()
         .unwrap_or_default()
         .to_string();
+    eprintln!("{text}");
     assert!(
         text.starts_with("installing: waiting for deployment late to become ready: "),
         "{text}"

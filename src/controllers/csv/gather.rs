@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use super::phase::{GroupState, Health, Observation, Related};
 use crate::api::{
-    ClusterServiceVersion, CsvPhase, OPERATOR_LABEL_PREFIX, OperatorGroup, SubscriptionConfig,
+    ClusterServiceVersion, CsvPhase, CsvReason, OPERATOR_LABEL_PREFIX, OperatorGroup,
+    SubscriptionConfig,
 };
 use crate::cluster::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL, selector_matches};
 
@@ -216,8 +217,7 @@ async fn health(
             None => (Health::Ready, None),
         };
     }
-    let phase = round.csv.status.as_ref().and_then(|s| s.phase);
-    let check_restarts = matches!(phase, Some(CsvPhase::Installing | CsvPhase::Failed));
+    let check_restarts = may_succeed_now(round.csv.status.as_ref());
     let mut settling: Option<Duration> = None;
     let mut healths = Vec::with_capacity(built.len());
     for (name, body) in built {
@@ -234,7 +234,12 @@ async fn health(
         let health = match found.as_deref() {
             Some(found) if rollout.pods_tell() => {
                 let pods = deployment_pods(round, name, found).await;
-                let story = pods::first_unhealthy(&pods::of_deployment(name, &pods));
+                let mine = pods::of_deployment(name, &pods);
+                // A container may be running again by the time its crash reaches the
+                // Deployment: then its restart is the story.
+                let story = pods::first_unhealthy(&mine).or_else(|| {
+                    pods::unsettled(&mine, now(), pods::SETTLE_AFTER_RESTART).map(|(s, _)| s)
+                });
                 deployment::health(name, rollout, story.as_deref())
             }
             Some(found) if rollout == Rollout::Ready && check_restarts => {
@@ -257,6 +262,23 @@ async fn health(
         (health, _) => health,
     };
     (health, settling)
+}
+
+/// Whether the phase machine moves the CSV to Succeeded as soon as its Deployments are
+/// ready: Installing, or Failed for their health.
+fn may_succeed_now(status: Option<&crate::api::ClusterServiceVersionStatus>) -> bool {
+    let Some(status) = status else {
+        return false;
+    };
+    let reason = CsvReason::read_back(status.reason.as_deref());
+    match status.phase {
+        Some(CsvPhase::Installing) => true,
+        Some(CsvPhase::Failed) => matches!(
+            reason,
+            CsvReason::ComponentUnhealthy | CsvReason::InstallCheckFailed
+        ),
+        _ => false,
+    }
 }
 
 /// The pods of Deployment `name`, listed by its selector. They only add detail to the
