@@ -1,5 +1,5 @@
-//! The gather step of a round: the group, the Deployments to make and their health, and
-//! the CSVs this one replaces or is replaced by.
+//! The gather step of a round: the group, the Deployments to make and their health (with
+//! the pods of those not ready), and the CSVs this one replaces or is replaced by.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -221,40 +221,10 @@ async fn health(
     let mut settling: Option<Duration> = None;
     let mut healths = Vec::with_capacity(built.len());
     for (name, body) in built {
-        let found = round
-            .ctx
-            .deployments
-            .get(&ObjectRef::new(name).within(&round.namespace));
-        let rollout = deployment::rollout(
-            name,
-            found.as_deref(),
-            &round.name,
-            deployment::spec_hash(body),
-        );
-        let health = match found.as_deref() {
-            Some(found) if rollout.pods_tell() => {
-                let pods = deployment_pods(round, name, found).await;
-                let mine = pods::of_deployment(name, &pods);
-                // A container may be running again by the time its crash reaches the
-                // Deployment: then its restart is the story.
-                let story = pods::first_unhealthy(&mine).or_else(|| {
-                    pods::unsettled(&mine, now(), pods::SETTLE_AFTER_RESTART).map(|(s, _)| s)
-                });
-                deployment::health(name, rollout, story.as_deref())
-            }
-            Some(found) if rollout == Rollout::Ready && check_restarts => {
-                let pods = deployment_pods(round, name, found).await;
-                let mine = pods::of_deployment(name, &pods);
-                match pods::unsettled(&mine, now(), pods::SETTLE_AFTER_RESTART) {
-                    Some((story, left)) => {
-                        settling = Some(settling.map_or(left, |s| s.max(left)));
-                        deployment::unsettled(name, &story)
-                    }
-                    None => Health::Ready,
-                }
-            }
-            _ => deployment::health(name, rollout, None),
-        };
+        let (health, left) = deployment_health(round, name, body, check_restarts).await;
+        if let Some(left) = left {
+            settling = Some(settling.map_or(left, |s| s.max(left)));
+        }
         healths.push(health);
     }
     let health = match (deployment::combined(healths), serving_missing) {
@@ -262,6 +232,46 @@ async fn health(
         (health, _) => health,
     };
     (health, settling)
+}
+
+/// How Deployment `name` (built as `body`) stands, its pods asked where they tell
+/// something (see [`health`]); and, when it is Available but a pod of it restarted too
+/// recently to count, when that pod will have run long enough.
+async fn deployment_health(
+    round: &Round<'_>,
+    name: &str,
+    body: &Value,
+    check_restarts: bool,
+) -> (Health, Option<Duration>) {
+    let found = round
+        .ctx
+        .deployments
+        .get(&ObjectRef::new(name).within(&round.namespace));
+    let rollout = deployment::rollout(
+        name,
+        found.as_deref(),
+        &round.name,
+        deployment::spec_hash(body),
+    );
+    let Some(found) = found
+        .as_deref()
+        .filter(|_| rollout.pods_tell() || rollout == Rollout::Ready && check_restarts)
+    else {
+        return (deployment::health(name, rollout, None), None);
+    };
+    let pods = deployment_pods(round, name, found).await;
+    let mine = pods::of_deployment(name, &pods);
+    let unsettled = pods::unsettled(&mine, now(), pods::SETTLE_AFTER_RESTART);
+    if rollout.pods_tell() {
+        // A container may be running again by the time its crash reaches the Deployment:
+        // then its restart is the story.
+        let story = pods::first_unhealthy(&mine).or(unsettled.map(|(story, _)| story));
+        return (deployment::health(name, rollout, story.as_deref()), None);
+    }
+    match unsettled {
+        Some((story, left)) => (deployment::unsettled(name, &story), Some(left)),
+        None => (Health::Ready, None),
+    }
 }
 
 /// Whether the phase machine moves the CSV to Succeeded as soon as its Deployments are
