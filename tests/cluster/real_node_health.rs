@@ -145,27 +145,32 @@ fn message(status: &Value) -> &str {
     status["message"].as_str().unwrap_or_default()
 }
 
-/// The conditions the Operator `<name>.<namespace>` lists for the CSV.
-async fn operator_csv_condition(
+/// A condition the Operator `<name>.<namespace>` lists for its component of `kind`.
+async fn operator_condition(
     namespace: &str,
     name: &str,
+    kind: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
     let operator = format!("operator.operators.coreos.com/{name}.{namespace}");
-    eventually(&format!("{operator} listing the CSV's state"), WAIT, || {
-        let out = kubectl(&["get", &operator, "-o", "json"], None);
-        let found = out.success().then(|| {
-            let object: Value = serde_json::from_str(&out.stdout()).unwrap();
-            object["status"]["components"]["refs"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|r| r["kind"] == "ClusterServiceVersion")
-                .flat_map(|r| r["conditions"].as_array().cloned().unwrap_or_default())
-                .find(|c| check(c))
-        });
-        async move { found.flatten() }
-    })
+    eventually(
+        &format!("{operator} listing a {kind}'s state"),
+        WAIT,
+        || {
+            let out = kubectl(&["get", &operator, "-o", "json"], None);
+            let found = out.success().then(|| {
+                let object: Value = serde_json::from_str(&out.stdout()).unwrap();
+                object["status"]["components"]["refs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| r["kind"] == kind)
+                    .flat_map(|r| r["conditions"].as_array().cloned().unwrap_or_default())
+                    .find(|c| check(c))
+            });
+            async move { found.flatten() }
+        },
+    )
     .await
 }
 
@@ -201,7 +206,7 @@ async fn an_image_that_cannot_be_pulled_keeps_the_csv_installing_then_fails_it()
     assert!(text.contains("; pod pull-"), "{text}");
     assert!(text.contains("container \"manager\": "), "{text}");
     assert!(text.contains("127.0.0.1:1/none:v1"), "{text}");
-    let shown = operator_csv_condition(&ns.name, "pull", |c| {
+    let shown = operator_condition(&ns.name, "pull", "ClusterServiceVersion", |c| {
         c["type"] == "Installing"
             && c["reason"] == "InstallWaiting"
             && c["message"]
@@ -234,8 +239,13 @@ async fn an_image_that_cannot_be_pulled_keeps_the_csv_installing_then_fails_it()
         .filter_map(|c| c["phase"].as_str())
         .collect();
     assert!(!history.contains(&"Succeeded"), "{history:?}");
-    operator_csv_condition(&ns.name, "pull", |c| {
+    operator_condition(&ns.name, "pull", "ClusterServiceVersion", |c| {
         c["type"] == "Failed" && c["reason"] == "InstallCheckFailed"
+    })
+    .await;
+    // The Deployment is a component too, with its own conditions.
+    operator_condition(&ns.name, "pull", "Deployment", |c| {
+        c["type"] == "Progressing" && c["reason"] == "ProgressDeadlineExceeded"
     })
     .await;
 }
@@ -282,7 +292,7 @@ async fn a_crash_looping_container_is_named_with_its_exit_and_a_late_crash_fails
         );
     }
     let reason = crashing["reason"].clone();
-    operator_csv_condition(&ns.name, "crash", |c| {
+    operator_condition(&ns.name, "crash", "ClusterServiceVersion", |c| {
         c["reason"] == reason
             && c["message"]
                 .as_str()
