@@ -9,7 +9,8 @@
 //! `quay.io`, so the operators' images keep the names their bundles give them.
 //!
 //! By topic: OLM deployed from `deploy/` as an admin deploys it ([`deploy`]); our operators
-//! installed, running and upgraded ([`operators`]).
+//! installed, running and upgraded ([`operators`]); a CSV's health read from pods that
+//! cannot pull or keep crashing ([`health`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ use serde_json::Value;
 use crate::harness::{TestNamespace, kubeconfig_path, kubectl, olm_bin, repo_root};
 
 mod deploy;
+mod health;
 mod operators;
 
 /// Pods on a real node pull images and start processes: slower than kwok's.
