@@ -268,11 +268,17 @@ async fn deployment_health(
         let story = pods::first_unhealthy(&mine).or(unsettled.map(|(story, _)| story));
         return (deployment::health(name, rollout, story.as_deref()), None);
     }
-    match unsettled {
-        Some((story, left)) => (deployment::unsettled(name, &story), Some(left)),
-        None => (Health::Ready, None),
+    match (unsettled, pods::first_unhealthy(&mine)) {
+        (Some((story, left)), _) => (deployment::unsettled(name, &story), Some(left)),
+        // The Deployment's Available lags a container that exited again since: its pod
+        // already says so (looked at again shortly, as nothing else wakes the CSV).
+        (None, Some(story)) => (deployment::unsettled(name, &story), Some(RELOOK_UNHEALTHY)),
+        (None, None) => (Health::Ready, None),
     }
 }
+
+/// When to look again at an Available Deployment whose pod says it is not healthy.
+const RELOOK_UNHEALTHY: Duration = Duration::from_secs(5);
 
 /// Whether the phase machine moves the CSV to Succeeded as soon as its Deployments are
 /// ready: Installing, or Failed for their health.
