@@ -44,8 +44,12 @@ impl Candidate {
     }
 }
 
-/// Waits until `candidate` holds the Lease, then keeps it in a task of its own.
-pub async fn acquire(client: &Client, candidate: Candidate) -> Result<(), kube::Error> {
+/// Waits until `candidate` holds the Lease, then keeps it in a task of its own, which ends
+/// once it has released the Lease on a stop signal (await it before the process exits).
+pub async fn acquire(
+    client: &Client,
+    candidate: Candidate,
+) -> Result<tokio::task::JoinHandle<()>, kube::Error> {
     let api: Api<Lease> = Api::namespaced(client.clone(), &candidate.namespace);
     tracing::info!(lease = %candidate.name, identity = %candidate.identity, "waiting for leadership");
     loop {
@@ -63,8 +67,7 @@ pub async fn acquire(client: &Client, candidate: Candidate) -> Result<(), kube::
         }
     }
     tracing::info!(lease = %candidate.name, "leading");
-    tokio::spawn(keep(api, candidate));
-    Ok(())
+    Ok(tokio::spawn(keep(api, candidate)))
 }
 
 /// Renews until the process is told to stop (then releases) or cannot renew in time (then

@@ -56,6 +56,8 @@ pub struct Runtime {
     pub namespaces: Namespaces,
     pub recorder: Recorder,
     pub health: Arc<Health>,
+    /// The task that keeps the Lease (`--leader-elect`); see [`Runtime::finish`].
+    leadership: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Runtime {
@@ -93,13 +95,15 @@ impl Runtime {
             instance: std::env::var("POD_NAME").ok(),
         };
         tracing::info!(operator, namespaces = %namespaces, probes = %address, "starting");
+        let mut leadership = None;
         if args.leader_elect {
             let candidate = Candidate::of_this_pod(operator).ok_or(Error::NoLeaseNamespace)?;
             let lease = candidate.name.clone();
             health.set_standby(true);
-            leader::acquire(&client, candidate)
+            let keeper = leader::acquire(&client, candidate)
                 .await
                 .map_err(|error| Error::Leadership { lease, error })?;
+            leadership = Some(keeper);
             health.set_standby(false);
         }
         Ok(Runtime {
@@ -107,7 +111,16 @@ impl Runtime {
             client,
             namespaces,
             health,
+            leadership,
         })
+    }
+
+    /// After the controllers stopped on a signal: waits (a few seconds at most) until the
+    /// Lease is released, so that the next leader, a rolling update's new pod, starts now.
+    pub async fn finish(self) {
+        if let Some(keeper) = self.leadership {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), keeper).await;
+        }
     }
 
     /// Lists one `K` in every watched namespace: fails naming the resource and namespace

@@ -66,6 +66,7 @@ async fn run(args: Args) -> Result<(), runner::Error> {
     });
     rt.health.set_started();
     futures::future::join_all(controllers).await;
+    rt.finish().await;
     tracing::info!("{OPERATOR} shut down");
     Ok(())
 }

@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use super::mount::{Mount, mount, object};
 use super::owned::Owner;
 use super::phase::Health;
+use super::pods::{DETAIL_LIMIT, bounded};
 use crate::api::{StrategyDeploymentSpec, SubscriptionConfig};
 use crate::cluster::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL, hash_json};
 use crate::controllers::kit::ConditionStatus;
@@ -176,36 +177,58 @@ fn append_unique<'a>(
     }
 }
 
+/// How one Deployment's rollout stands, before its pods are asked.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Rollout {
+    Ready,
+    /// Not there, or not yet what we applied: no pod of ours runs to ask (why).
+    NotOurs(String),
+    /// Ours, rolling out or not available: its pods can tell why (the rollout's state).
+    Waiting(String),
+    /// Past its progress deadline: waiting will not heal it (the condition's message).
+    Stuck(String),
+}
+
+impl Rollout {
+    /// Whether the Deployment's pods may say more than the Deployment does.
+    pub fn pods_tell(&self) -> bool {
+        matches!(self, Rollout::Waiting(_) | Rollout::Stuck(_))
+    }
+}
+
 /// Whether the Deployment applied for `csv` with `hash` is ready: our latest spec is on it
 /// (hash and owner labels), `observedGeneration ≥ generation`, `updatedReplicas == replicas`,
-/// and `Available=True`. ProgressDeadlineExceeded will not heal by waiting.
-pub fn health(name: &str, found: Option<&Deployment>, csv: &str, hash: Option<&str>) -> Health {
+/// no old replicas left, and `Available=True`. ProgressDeadlineExceeded will not heal by
+/// waiting.
+pub fn rollout(name: &str, found: Option<&Deployment>, csv: &str, hash: Option<&str>) -> Rollout {
     let Some(deployment) = found else {
-        return Health::NotReady(format!("deployment {name} not found"));
+        return Rollout::NotOurs(format!("deployment {name} not found"));
     };
     let labels = deployment.metadata.labels.clone().unwrap_or_default();
     if labels.get(OWNER_LABEL).map(String::as_str) != Some(csv)
         || hash
             .is_some_and(|h| labels.get(DEPLOYMENT_SPEC_HASH_LABEL).map(String::as_str) != Some(h))
     {
-        return Health::NotReady(format!("deployment {name} not yet updated"));
+        return Rollout::NotOurs(format!("deployment {name} not yet updated"));
     }
     let status = deployment.status.clone().unwrap_or_default();
     let conditions = status.conditions.unwrap_or_default();
-    if let Some(c) = conditions.iter().find(|c| {
-        c.type_.as_deref() == Some("Progressing")
-            && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
-    }) {
-        return Health::Failed(format!(
-            "deployment {name} exceeded its progress deadline: {}",
-            c.message.clone().unwrap_or_default()
+    let condition = |type_: &str| {
+        conditions
+            .iter()
+            .find(|c| c.type_.as_deref() == Some(type_))
+    };
+    if let Some(c) =
+        condition("Progressing").filter(|c| c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
+    {
+        return Rollout::Stuck(bounded(
+            c.message.as_deref().unwrap_or_default(),
+            DETAIL_LIMIT,
         ));
     }
     let generation = deployment.metadata.generation.unwrap_or(0);
     if status.observed_generation.unwrap_or(0) < generation {
-        return Health::NotReady(format!(
-            "waiting for deployment {name} spec update to be observed"
-        ));
+        return Rollout::Waiting("its spec update is not yet observed".into());
     }
     // As `kubectl rollout status`: all replicas updated, the old ones gone, the updated ones
     // available. During a rolling update the Available condition stays True on the old
@@ -213,35 +236,69 @@ pub fn health(name: &str, found: Option<&Deployment>, csv: &str, hash: Option<&s
     let replicas = deployment.spec.replicas.unwrap_or(1);
     let updated = status.updated_replicas.unwrap_or(0);
     if updated < replicas {
-        return Health::NotReady(format!(
-            "waiting for deployment {name} rollout to finish: {updated} out of {replicas} new replicas have been updated"
-        ));
+        return Rollout::Waiting(format!("{updated} of {replicas} replicas updated"));
     }
-    let old = status.replicas.unwrap_or(0) - updated;
+    let old = status.replicas.unwrap_or(0).saturating_sub(updated);
     if old > 0 {
-        return Health::NotReady(format!(
-            "waiting for deployment {name} rollout to finish: {old} old replicas are pending termination"
-        ));
+        return Rollout::Waiting(format!("{old} old replicas pending termination"));
     }
-    let available_updated = status.available_replicas.unwrap_or(0);
-    if available_updated < updated {
-        return Health::NotReady(format!(
-            "waiting for deployment {name} rollout to finish: {available_updated} of {updated} updated replicas are available"
-        ));
-    }
-    let available = conditions.iter().any(|c| {
-        c.type_.as_deref() == Some("Available")
-            && c.status
-                .as_deref()
-                .is_some_and(|s| ConditionStatus::True.is(s))
-    });
-    if !available {
-        return Health::NotReady(format!(
-            "deployment {name} not available: {} of {replicas} replicas available",
+    let available = condition("Available");
+    if !available
+        .and_then(|c| c.status.as_deref())
+        .is_some_and(|s| ConditionStatus::True.is(s))
+    {
+        let mut why = format!(
+            "{} of {replicas} replicas available",
             status.available_replicas.unwrap_or(0)
+        );
+        if let Some(c) = available {
+            let said = [c.reason.as_deref(), c.message.as_deref()];
+            let said: Vec<&str> = said
+                .into_iter()
+                .flatten()
+                .filter(|s| !s.is_empty())
+                .collect();
+            if !said.is_empty() {
+                why = format!("{why} ({})", bounded(&said.join(": "), DETAIL_LIMIT));
+            }
+        }
+        return Rollout::Waiting(why);
+    }
+    // With maxUnavailable above zero the condition can be True while updated pods still
+    // start: as `kubectl rollout status`, every updated replica must be available.
+    let available = status.available_replicas.unwrap_or(0);
+    if available < updated {
+        return Rollout::Waiting(format!(
+            "{available} of {updated} updated replicas available"
         ));
     }
-    Health::Ready
+    Rollout::Ready
+}
+
+/// The health of Deployment `name` from its rollout and what its first unhealthy pod says.
+pub fn health(name: &str, rollout: Rollout, pod: Option<&str>) -> Health {
+    let with_pod = |text: String| match pod {
+        Some(pod) => format!("{text}; {pod}"),
+        None => text,
+    };
+    match rollout {
+        Rollout::Ready => Health::Ready,
+        Rollout::NotOurs(why) => Health::NotReady(why),
+        Rollout::Waiting(why) => Health::NotReady(with_pod(format!(
+            "waiting for deployment {name} to become ready: {why}"
+        ))),
+        Rollout::Stuck(why) => Health::Failed(with_pod(format!(
+            "deployment {name} exceeded its progress deadline: {why}"
+        ))),
+    }
+}
+
+/// The health of Deployment `name`, Available, while a pod of it restarted too recently to
+/// count (what that pod says).
+pub fn unsettled(name: &str, pod: &str) -> Health {
+    Health::NotReady(format!(
+        "waiting for deployment {name} to become ready: {pod}"
+    ))
 }
 
 /// All Deployments together: the first that is not ready decides.
@@ -445,45 +502,41 @@ mod tests {
 
     #[test]
     fn health_needs_observed_generation_updated_replicas_and_available() {
-        let h = |d: Deployment| health("op", Some(&d), "op.v1", Some("h"));
-        assert_eq!(h(deployment(2, 2, 1, true)), Health::Ready);
-        assert!(matches!(h(deployment(3, 2, 1, true)), Health::NotReady(_)));
-        assert!(matches!(h(deployment(2, 2, 0, true)), Health::NotReady(_)));
-        assert!(matches!(h(deployment(2, 2, 1, false)), Health::NotReady(_)));
-        // Mid-rollout the Available condition is True on the old pod alone: the new pod
-        // exists (updated) but is not available yet, then the old one still terminates.
-        let mut rolling = deployment(2, 2, 1, true);
-        let status = rolling.status.as_mut().unwrap();
-        (status.replicas, status.available_replicas) = (Some(2), Some(1));
-        assert!(matches!(h(rolling.clone()), Health::NotReady(m) if m.contains("1 old replicas")));
-        let status = rolling.status.as_mut().unwrap();
+        let r = |d: Deployment| rollout("op", Some(&d), "op.v1", Some("h"));
+        assert_eq!(r(deployment(2, 2, 1, true)), Rollout::Ready);
+        assert_eq!(
+            r(deployment(3, 2, 1, true)),
+            Rollout::Waiting("its spec update is not yet observed".into())
+        );
+        assert_eq!(
+            r(deployment(2, 2, 0, true)),
+            Rollout::Waiting("0 of 1 replicas updated".into())
+        );
+        assert_eq!(
+            r(deployment(2, 2, 1, false)),
+            Rollout::Waiting("0 of 1 replicas available".into())
+        );
+        let mut surging = deployment(2, 2, 1, true);
+        surging.status.as_mut().unwrap().replicas = Some(2);
+        assert_eq!(
+            r(surging.clone()),
+            Rollout::Waiting("1 old replicas pending termination".into())
+        );
+        // Old pods gone, the Available condition True, an updated pod not yet available.
+        let status = surging.status.as_mut().unwrap();
         (status.replicas, status.available_replicas) = (Some(1), Some(0));
-        assert!(
-            matches!(h(rolling), Health::NotReady(m) if m.contains("0 of 1 updated replicas are available"))
+        assert_eq!(
+            r(surging),
+            Rollout::Waiting("0 of 1 updated replicas available".into())
         );
-        assert!(
-            matches!(health("op", None, "op.v1", None), Health::NotReady(m) if m.contains("not found"))
+        assert_eq!(
+            rollout("op", None, "op.v1", None),
+            Rollout::NotOurs("deployment op not found".into())
         );
-        // Another CSV's (not yet adopted) Deployment is not ours to call ready.
-        assert!(matches!(
-            health("op", Some(&deployment(1, 1, 1, true)), "op.v2", None),
-            Health::NotReady(_)
-        ));
-        let mut stuck = deployment(1, 1, 0, false);
-        stuck
-            .status
-            .as_mut()
-            .unwrap()
-            .conditions
-            .as_mut()
-            .unwrap()
-            .push(DeploymentCondition {
-                type_: Some("Progressing".into()),
-                status: Some("False".into()),
-                reason: Some("ProgressDeadlineExceeded".into()),
-                ..DeploymentCondition::default()
-            });
-        assert!(matches!(h(stuck), Health::Failed(_)));
+        // Another CSV's (not yet adopted) Deployment is not ours to call ready, nor are its
+        // pods ours to ask.
+        let theirs = rollout("op", Some(&deployment(1, 1, 1, true)), "op.v2", None);
+        assert!(matches!(&theirs, Rollout::NotOurs(_)) && !theirs.pods_tell());
         assert_eq!(
             combined([
                 Health::Ready,
@@ -491,6 +544,69 @@ mod tests {
                 Health::Failed("b".into())
             ]),
             Health::Failed("b".into())
+        );
+    }
+
+    /// A Deployment from the API server: one replica whose pod cannot start.
+    fn unavailable(extra_condition: serde_json::Value) -> Deployment {
+        let mut conditions = vec![json!({
+            "type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
+            "message": "Deployment does not have minimum availability."
+        })];
+        conditions.push(extra_condition);
+        serde_json::from_value(json!({
+            "metadata": {"name": "op", "generation": 1, "labels": {
+                "olm.owner": "op.v1", "olm.deployment-spec-hash": "h"
+            }},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "op"}}, "template": {}},
+            "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+                "unavailableReplicas": 1, "conditions": conditions}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_waiting_deployment_says_why_and_which_pod_fails() {
+        let progressing = json!({"type": "Progressing", "status": "True",
+            "reason": "ReplicaSetUpdated", "message": "ReplicaSet \"op-7d9f\" is progressing."});
+        let waiting = rollout("op", Some(&unavailable(progressing)), "op.v1", Some("h"));
+        assert!(waiting.pods_tell());
+        let pod = "pod op-7d9f-x2k4l container \"manager\": ImagePullBackOff: Back-off pulling image \"127.0.0.1:1/none:v1\"";
+        assert_eq!(
+            health("op", waiting.clone(), Some(pod)),
+            Health::NotReady(format!(
+                "waiting for deployment op to become ready: 0 of 1 replicas available (MinimumReplicasUnavailable: Deployment does not have minimum availability.); {pod}"
+            ))
+        );
+        assert_eq!(
+            health("op", waiting, None),
+            Health::NotReady(
+                "waiting for deployment op to become ready: 0 of 1 replicas available (MinimumReplicasUnavailable: Deployment does not have minimum availability.)".into()
+            )
+        );
+    }
+
+    #[test]
+    fn a_deployment_past_its_progress_deadline_fails_with_its_condition_message() {
+        let stuck = json!({"type": "Progressing", "status": "False",
+            "reason": "ProgressDeadlineExceeded",
+            "message": "ReplicaSet \"op-7d9f\" has timed out progressing."});
+        let stuck = rollout("op", Some(&unavailable(stuck)), "op.v1", Some("h"));
+        assert!(stuck.pods_tell());
+        let pod = "pod op-7d9f-x2k4l container \"manager\": CrashLoopBackOff: 4 restarts, last exit: Error (exit code 1)";
+        assert_eq!(
+            health("op", stuck, Some(pod)),
+            Health::Failed(format!(
+                "deployment op exceeded its progress deadline: ReplicaSet \"op-7d9f\" has timed out progressing.; {pod}"
+            ))
+        );
+        assert_eq!(
+            health(
+                "op",
+                Rollout::NotOurs("deployment op not found".into()),
+                Some(pod)
+            ),
+            Health::NotReady("deployment op not found".into())
         );
     }
 }

@@ -1,22 +1,27 @@
-//! The gather step of a round: the group, the Deployments to make and their health, and
-//! the CSVs this one replaces or is replaced by.
+//! The gather step of a round: the group, the Deployments to make and their health (with
+//! the pods of those not ready), and the CSVs this one replaces or is replaced by.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 
 use super::phase::{GroupState, Health, Observation, Related};
 use crate::api::{
-    ClusterServiceVersion, CsvPhase, OPERATOR_LABEL_PREFIX, OperatorGroup, SubscriptionConfig,
+    ClusterServiceVersion, CsvPhase, CsvReason, OPERATOR_LABEL_PREFIX, OperatorGroup,
+    SubscriptionConfig,
 };
-use crate::cluster::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL};
+use crate::cluster::ownership::{DEPLOYMENT_SPEC_HASH_LABEL, OWNER_LABEL, selector_matches};
 
 use super::context::{Error, Round, now};
+use super::deployment::Rollout;
 use super::found::gather_requirements;
-use super::{deployment, membership, mount, owned, requirements, serving};
+use super::{deployment, membership, mount, owned, pods, requirements, serving};
 
 pub(super) const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
 pub(super) const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
@@ -80,14 +85,17 @@ pub(super) async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
     let spread = ctx.rbac.spread(&owner, &targets, &serving_plan);
     let (replaces, replaced_by) = related(round);
     let serving_missing = shortfall.as_ref().map(|s| s.message().to_string());
+    let (health, settling) = health(
+        round,
+        &built,
+        strategy_problem.is_some(),
+        serving_missing.as_ref(),
+    )
+    .await;
     let observed = Observation {
         group: group_state,
-        health: health(
-            round,
-            &built,
-            strategy_problem.is_some(),
-            serving_missing.as_ref(),
-        ),
+        health,
+        settling,
         strategy_problem,
         webhook_problem: serving.problem.clone(),
         owner_conflict: serving.owner_conflict.clone(),
@@ -189,37 +197,129 @@ async fn not_upgradeable(
         .map(|why| why.to_string()))
 }
 
-/// How the strategy's Deployments stand, and the serving objects the cluster lacks.
-fn health(
+/// How the strategy's Deployments stand, and the serving objects the cluster lacks; and,
+/// when an Available Deployment's pod restarted too recently to count, when to look again.
+///
+/// Pods are read only where they tell something: the pods of a Deployment that is ours but
+/// not available (which pod fails, and why), and those of an Available one while the CSV is
+/// Installing or Failed (a container that exits at once is Ready for a moment after each
+/// restart, and its Deployment Available). A Succeeded CSV whose Deployments are Available
+/// costs no call. Listed by the Deployment's selector, in its namespace: no Pod watch.
+async fn health(
     round: &Round<'_>,
     built: &[(String, Value)],
     strategy_problem: bool,
     serving_missing: Option<&String>,
-) -> Health {
+) -> (Health, Option<Duration>) {
     if built.is_empty() && !strategy_problem {
         return match serving_missing {
-            Some(missing) => Health::NotReady(missing.clone()),
-            None => Health::Ready,
+            Some(missing) => (Health::NotReady(missing.clone()), None),
+            None => (Health::Ready, None),
         };
     }
-    let healths = built.iter().map(|(name, body)| {
-        let found = round
-            .ctx
-            .deployments
-            .get(&ObjectRef::new(name).within(&round.namespace));
-        deployment::health(
-            name,
-            found.as_deref(),
-            &round.name,
-            deployment::spec_hash(body),
-        )
-    });
-    match (
-        deployment::combined(healths.collect::<Vec<_>>()),
-        serving_missing,
-    ) {
+    let check_restarts = may_succeed_now(round.csv.status.as_ref());
+    let mut settling: Option<Duration> = None;
+    let mut healths = Vec::with_capacity(built.len());
+    for (name, body) in built {
+        let (health, left) = deployment_health(round, name, body, check_restarts).await;
+        if let Some(left) = left {
+            settling = Some(settling.map_or(left, |s| s.max(left)));
+        }
+        healths.push(health);
+    }
+    let health = match (deployment::combined(healths), serving_missing) {
         (Health::Ready, Some(missing)) => Health::NotReady(missing.clone()),
         (health, _) => health,
+    };
+    (health, settling)
+}
+
+/// How Deployment `name` (built as `body`) stands, its pods asked where they tell
+/// something (see [`health`]); and, when it is Available but a pod of it restarted too
+/// recently to count, when that pod will have run long enough.
+async fn deployment_health(
+    round: &Round<'_>,
+    name: &str,
+    body: &Value,
+    check_restarts: bool,
+) -> (Health, Option<Duration>) {
+    let found = round
+        .ctx
+        .deployments
+        .get(&ObjectRef::new(name).within(&round.namespace));
+    let rollout = deployment::rollout(
+        name,
+        found.as_deref(),
+        &round.name,
+        deployment::spec_hash(body),
+    );
+    let Some(found) = found
+        .as_deref()
+        .filter(|_| rollout.pods_tell() || rollout == Rollout::Ready && check_restarts)
+    else {
+        return (deployment::health(name, rollout, None), None);
+    };
+    let pods = deployment_pods(round, name, found).await;
+    let mine = pods::of_deployment(name, &pods);
+    let unsettled = pods::unsettled(&mine, now(), pods::SETTLE_AFTER_RESTART);
+    if rollout.pods_tell() {
+        // A container may be running again by the time its crash reaches the Deployment:
+        // then its restart is the story.
+        let story = pods::first_unhealthy(&mine).or(unsettled.map(|(story, _)| story));
+        return (deployment::health(name, rollout, story.as_deref()), None);
+    }
+    match (unsettled, pods::first_unhealthy(&mine)) {
+        (Some((story, left)), _) => (deployment::unsettled(name, &story), Some(left)),
+        // The Deployment's Available lags a container that exited again since: its pod
+        // already says so (looked at again shortly, as nothing else wakes the CSV).
+        (None, Some(story)) => (deployment::unsettled(name, &story), Some(RELOOK_UNHEALTHY)),
+        (None, None) => (Health::Ready, None),
+    }
+}
+
+/// When to look again at an Available Deployment whose pod says it is not healthy.
+const RELOOK_UNHEALTHY: Duration = Duration::from_secs(5);
+
+/// Whether the phase machine moves the CSV to Succeeded as soon as its Deployments are
+/// ready: Installing, or Failed for their health.
+fn may_succeed_now(status: Option<&crate::api::ClusterServiceVersionStatus>) -> bool {
+    let Some(status) = status else {
+        return false;
+    };
+    let reason = CsvReason::read_back(status.reason.as_deref());
+    match status.phase {
+        Some(CsvPhase::Installing) => true,
+        Some(CsvPhase::Failed) => matches!(
+            reason,
+            CsvReason::ComponentUnhealthy | CsvReason::InstallCheckFailed
+        ),
+        _ => false,
+    }
+}
+
+/// The pods of Deployment `name`, listed by its selector. They only add detail to the
+/// health a Deployment shows: a failed list is logged and the round goes on without them.
+async fn deployment_pods(round: &Round<'_>, name: &str, found: &Deployment) -> Vec<Pod> {
+    let selector = &found.spec.selector;
+    let labels = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let api: Api<Pod> = Api::namespaced(round.client(), &round.namespace);
+    match api.list(&ListParams::default().labels(&labels)).await {
+        Ok(listed) => listed
+            .items
+            .into_iter()
+            .filter(|pod| selector_matches(selector, pod.labels()))
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, deployment = name, csv = %round.name, namespace = %round.namespace,
+                "cannot list the pods of a deployment");
+            Vec::new()
+        }
     }
 }
 

@@ -3,8 +3,9 @@
 //! namespaces, and cleans up after it.
 //!
 //! Each round gathers (caches: CSVs, OperatorGroups, the Deployments OLM made, namespaces,
-//! copies, Subscriptions; reads: CRDs and ServiceAccounts by name), decides (pure:
-//! [`phase`], [`requirements`], [`deployment`], [`rbac`], [`copies`]) and applies
+//! copies, Subscriptions; reads: CRDs and ServiceAccounts by name, the pods of a Deployment
+//! that is not ready by its selector), decides (pure: [`phase`], [`requirements`],
+//! [`deployment`], [`pods`], [`rbac`], [`copies`]) and applies
 //! (server-side apply under `olm-csv`; Deployments and RBAC only on install or drift,
 //! copies only when their source changed, status only when it differs).
 
@@ -26,6 +27,7 @@ mod mount;
 mod orphans;
 pub mod owned;
 pub mod phase;
+mod pods;
 pub mod rbac;
 mod rbac_cache;
 pub mod requirements;

@@ -21,6 +21,10 @@ pub const HISTORY_LIMIT: usize = 20;
 pub const REINSTALL_AFTER: Duration = Duration::from_secs(60);
 /// How often a CSV with unmet requirements looks again when nothing wakes it.
 pub const UNMET_RECHECK: Duration = Duration::from_secs(10);
+/// How often an installing CSV whose Deployments are not ready looks again when nothing
+/// wakes it: a pod's image pull failing or its container crashing changes no Deployment
+/// (nothing wakes the CSV), yet its message should say so well before the install times out.
+pub const HEALTH_RECHECK: Duration = Duration::from_secs(15);
 
 /// Whether the stored status shows that no strategy of this CSV was ever applied before the
 /// first install: nothing in its history went past `InstallReady`, the history is not capped
@@ -106,6 +110,9 @@ pub struct Observation {
     /// A CSV that replaces this one.
     pub replaced_by: Option<Related>,
     pub health: Health,
+    /// A Deployment is Available, but a pod of it restarted too recently to count: look
+    /// again after this long.
+    pub settling: Option<Duration>,
     pub now: Timestamp,
     pub install_check_timeout: Duration,
 }
@@ -444,7 +451,7 @@ impl Decision<'_> {
                 format!("installing: {why}"),
             )
             .installing()
-            .requeue(observed.install_check_timeout - self.since)
+            .requeue((observed.install_check_timeout - self.since).min(HEALTH_RECHECK))
         }
     }
 
@@ -514,10 +521,13 @@ impl Decision<'_> {
             // Pending (a requirement lost after Succeeded ends there).
             _ if !self.observed.unmet.is_empty() => self.unmet(),
             CsvReason::ComponentUnhealthy | CsvReason::InstallCheckFailed => {
-                match self.health_step(true) {
-                    Some(healed) => healed,
-                    // An unhealthy Deployment that was changed or deleted is put back.
-                    None => self.stay().installing(),
+                match (self.health_step(true), self.observed.settling) {
+                    (Some(healed), _) => healed,
+                    // An unhealthy Deployment that was changed or deleted is put back; one
+                    // Available again whose pods just restarted is looked at once they
+                    // have run long enough (nothing else wakes the CSV then).
+                    (None, Some(after)) => self.stay().installing().requeue(after),
+                    (None, None) => self.stay().installing(),
                 }
             }
             _ if self.since >= REINSTALL_AFTER => Step::to(
@@ -647,6 +657,7 @@ mod tests {
             replaces: None,
             replaced_by: None,
             health: Health::Ready,
+            settling: None,
             now: at(100),
             install_check_timeout: Duration::from_secs(300),
         }
@@ -854,7 +865,16 @@ mod tests {
             (waiting.phase, waiting.reason),
             (Installing, CsvReason::InstallWaiting)
         );
-        assert_eq!(waiting.requeue_after, Some(Duration::from_secs(200)));
+        assert_eq!(waiting.message, "installing: deployment op not available");
+        // Pods change no Deployment when they fail: the CSV looks again on its own, and
+        // never later than the timeout.
+        assert_eq!(waiting.requeue_after, Some(HEALTH_RECHECK));
+        let almost = Observation {
+            now: at(290),
+            ..unready.clone()
+        };
+        let last = decide(Some(&installing), &almost);
+        assert_eq!(last.requeue_after, Some(Duration::from_secs(10)));
         let late = Observation {
             now: at(301),
             ..unready
@@ -867,9 +887,14 @@ mod tests {
             health: Health::Failed("ProgressDeadlineExceeded".into()),
             ..observed()
         };
+        let failed = decide(Some(&installing), &deadline);
         assert_eq!(
-            next(Some(installing), &deadline),
-            (Failed, CsvReason::InstallCheckFailed)
+            (failed.phase, failed.reason, failed.message.as_str()),
+            (
+                Failed,
+                CsvReason::InstallCheckFailed,
+                "install failed: ProgressDeadlineExceeded"
+            )
         );
     }
 
@@ -922,6 +947,25 @@ mod tests {
                 &observed()
             ),
             (Succeeded, CsvReason::InstallSucceeded)
+        );
+        // Available again, but its pod restarted a moment ago: still Failed, looked at
+        // again once the pod has run long enough.
+        let settling = Observation {
+            health: Health::NotReady("waiting for deployment op to become ready: pod".into()),
+            settling: Some(Duration::from_secs(22)),
+            ..observed()
+        };
+        let wait = decide(
+            Some(&status(Failed, CsvReason::ComponentUnhealthy, 0)),
+            &settling,
+        );
+        assert_eq!(
+            (wait.phase, wait.reason, wait.requeue_after),
+            (
+                Failed,
+                CsvReason::ComponentUnhealthy,
+                Some(Duration::from_secs(22))
+            )
         );
         assert_eq!(
             next(

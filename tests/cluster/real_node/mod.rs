@@ -9,8 +9,9 @@
 //! `quay.io`, so the operators' images keep the names their bundles give them.
 //!
 //! By topic: OLM deployed from `deploy/` as an admin deploys it ([`deploy`]); our operators
-//! installed, running and upgraded ([`operators`]); webhooks, certificate rotation and
-//! OperatorConditions served and set from a pod ([`webhooks`]).
+//! installed, running and upgraded ([`operators`]); a CSV's health read from pods that
+//! cannot pull or keep crashing ([`health`]); webhooks, certificate rotation, an owned
+//! APIService and OperatorConditions served and set from a pod ([`webhooks`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use serde_json::Value;
 use crate::harness::{TestNamespace, kubeconfig_path, kubectl, olm_bin, repo_root};
 
 mod deploy;
+mod health;
 mod operators;
 mod webhooks;
 

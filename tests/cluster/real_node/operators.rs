@@ -144,7 +144,10 @@ async fn reverse_words_runs_and_upgrades_from_0_2_0_to_0_5_0_on_the_real_node() 
         "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\n  namespace: {0}\nspec:\n  targetNamespaces: [{0}]\n---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: reverse-words\n  namespace: {0}\nspec:\n  name: reverse-words\n  channel: stable\n  source: operators\n  sourceNamespace: {0}\n  startingCSV: reverse-words.v0.2.0\n  installPlanApproval: Manual\n",
         ns.name
     ));
-    approve_pending(&ns.name);
+    eventually("the first InstallPlan approved", WAIT, || async {
+        approve_pending(&ns.name).then_some(())
+    })
+    .await;
     expect_operator_running(&ns.name, "reverse-words.v0.2.0", "v0.2.0").await;
     expect_app_answering(&ns.name, "words").await;
 
@@ -178,7 +181,7 @@ async fn reverse_words_runs_and_upgrades_from_0_2_0_to_0_5_0_on_the_real_node() 
 
     // Approve each next plan until the head of the channel runs.
     eventually("reverse-words.v0.5.0 Succeeded", WAIT * 2, || async {
-        approve_pending(&ns.name);
+        let _ = approve_pending(&ns.name);
         let out = kubectl(
             &[
                 "get",
@@ -221,15 +224,17 @@ fn version(tag: &str) -> semver::Version {
     semver::Version::parse(tag.trim_start_matches('v')).unwrap()
 }
 
-/// Approves every InstallPlan of `namespace` not yet approved.
-fn approve_pending(namespace: &str) {
+/// Approves every InstallPlan of `namespace` not yet approved; true when it approved one.
+fn approve_pending(namespace: &str) -> bool {
     let out = kubectl(
         &["get", "installplans", "-n", namespace, "-o", "json"],
         None,
     );
     let plans: Value = serde_json::from_str(&out.stdout()).unwrap_or_default();
+    let mut approved = false;
     for plan in plans["items"].as_array().into_iter().flatten() {
         if plan["spec"]["approved"] == false {
+            approved = true;
             let name = plan["metadata"]["name"].as_str().unwrap();
             kubectl(
                 &[
@@ -248,4 +253,5 @@ fn approve_pending(namespace: &str) {
             .ok();
         }
     }
+    approved
 }
