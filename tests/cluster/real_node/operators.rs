@@ -22,22 +22,32 @@ const OPERATOR_IMAGE: &str = "quay.io/olm-rs/reverse-words-operator:";
 
 /// The CSV `csv` Succeeded, and its operator pod runs the image tagged `tag`, for real.
 pub async fn expect_operator_running(namespace: &str, csv: &str, tag: &str) {
-    eventually(&format!("{csv} Succeeded"), WAIT, || async {
-        let phase = kubectl(
-            &[
-                "get",
-                "csv",
-                csv,
-                "-n",
-                namespace,
-                "-o",
-                "jsonpath={.status.phase}",
-            ],
-            None,
-        );
-        (phase.stdout() == "Succeeded").then_some(())
+    let succeeded = tokio::time::timeout(WAIT, async {
+        loop {
+            let phase = kubectl(
+                &[
+                    "get",
+                    "csv",
+                    csv,
+                    "-n",
+                    namespace,
+                    "-o",
+                    "jsonpath={.status.phase}",
+                ],
+                None,
+            );
+            if phase.stdout() == "Succeeded" {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
     })
     .await;
+    assert!(
+        succeeded.is_ok(),
+        "{csv} not Succeeded after {WAIT:?}:\n{}",
+        diagnostics(namespace)
+    );
     let image = format!("{OPERATOR_IMAGE}{tag}");
     let pod = eventually(&format!("a Ready pod of {image}"), WAIT, || async {
         all_pods(namespace)
@@ -88,6 +98,43 @@ pub async fn expect_app_answering(namespace: &str, name: &str) {
     })
     .await;
     assert!(answer.contains("CLAP"), "{answer}");
+}
+
+/// What a person would look at when an install on the node does not finish: the CSVs'
+/// status, the pods, and the operator pods' logs.
+fn diagnostics(namespace: &str) -> String {
+    let get = |args: &[&str]| {
+        let out = kubectl(args, None);
+        format!(
+            "$ kubectl {}\n{}{}",
+            args.join(" "),
+            out.stdout(),
+            out.stderr()
+        )
+    };
+    let mut text = get(&[
+        "get",
+        "csv",
+        "-n",
+        namespace,
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.status.reason}: {.status.message}{\"\\n\"}{end}",
+    ]);
+    text += &get(&["get", "pods,lease", "-n", namespace, "-o", "wide"]);
+    for pod in all_pods(namespace) {
+        if image_of(&pod).starts_with(OPERATOR_IMAGE) {
+            let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+            text += &get(&[
+                "logs",
+                "-n",
+                namespace,
+                name,
+                "--tail=30",
+                "--all-containers",
+            ]);
+        }
+    }
+    text
 }
 
 fn all_pods(namespace: &str) -> Vec<Value> {
