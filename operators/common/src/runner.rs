@@ -166,6 +166,12 @@ where
                 health.reconciled(kind, true);
             }
             Err(controller::Error::ReconcilerFailed(_, _)) => health.reconciled(kind, false),
+            // The API server let the watch's resourceVersion expire (410): the watcher
+            // lists again by itself. Not a failure; before, /readyz stayed failing until
+            // the next reconcile, which never comes while the operator has no objects.
+            Err(controller::Error::QueueError(error)) if expired(&error) => {
+                tracing::info!(kind, %error, "watch expired; listing again");
+            }
             Err(controller::Error::QueueError(error)) => {
                 health.watch_failed();
                 tracing::error!(kind, %error, "watch failed");
@@ -183,5 +189,28 @@ pub fn exit_code(operator: &str, result: Result<(), Error>) -> std::process::Exi
             tracing::error!(%error, "{operator} stopped");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// A watch whose resourceVersion is too old (410 Gone, reason Expired), which the watcher
+/// recovers from by listing again.
+fn expired(error: &kube::runtime::watcher::Error) -> bool {
+    matches!(error, kube::runtime::watcher::Error::WatchError(status) if status.code == 410)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_expired_watch_is_not_a_failure_other_watch_errors_are() {
+        let status = |code: u16| {
+            let mut status = kube::core::Status::failure("too old resource version", "Expired");
+            status.code = code;
+            kube::runtime::watcher::Error::WatchError(Box::new(status))
+        };
+        assert!(expired(&status(410)));
+        assert!(!expired(&status(403)));
+        assert!(!expired(&kube::runtime::watcher::Error::NoResourceVersion));
     }
 }

@@ -90,6 +90,8 @@ impl Node {
             let reference = format!("{}/olm-rs/{name}:{tag}", self.registry);
             if pushed.insert(reference.clone()) {
                 run_olm(&["image", "push", layout.to_str().unwrap(), &reference]);
+                // The node may hold an older build under this tag (IfNotPresent).
+                forget_on_node(&format!("quay.io/olm-rs/{name}:{tag}"));
             }
         }
     }
@@ -110,6 +112,17 @@ impl Node {
         ]);
         reference
     }
+}
+
+/// Removes `reference` from the node's containerd (`hack/node/forget-images`).
+fn forget_on_node(reference: &str) {
+    let cluster_dir = kubeconfig_path().parent().unwrap().to_path_buf();
+    let status = Command::new(repo_root().join("hack/node/forget-images"))
+        .arg(reference)
+        .env("OLM_CLUSTER_DIR", cluster_dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "hack/node/forget-images {reference}");
 }
 
 /// Where `cargo build --workspace --bins` put the binaries the images are made of.
