@@ -219,3 +219,35 @@ pub fn http_through_service(
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// Approves every InstallPlan of `namespace` not yet approved; how many there were.
+pub fn approve_pending(namespace: &str) -> usize {
+    let out = kubectl(
+        &["get", "installplans", "-n", namespace, "-o", "json"],
+        None,
+    );
+    let plans: Value = serde_json::from_str(&out.stdout()).unwrap_or_default();
+    let mut approved = 0;
+    for plan in plans["items"].as_array().into_iter().flatten() {
+        if plan["spec"]["approved"] == false {
+            let name = plan["metadata"]["name"].as_str().unwrap();
+            kubectl(
+                &[
+                    "patch",
+                    "installplan",
+                    name,
+                    "-n",
+                    namespace,
+                    "--type",
+                    "merge",
+                    "-p",
+                    r#"{"spec":{"approved":true}}"#,
+                ],
+                None,
+            )
+            .ok();
+            approved += 1;
+        }
+    }
+    approved
+}

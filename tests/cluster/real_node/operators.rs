@@ -12,7 +12,9 @@ use kube::runtime::watcher;
 use olm::api::ClusterServiceVersion;
 use serde_json::Value;
 
-use super::{Node, WAIT, assert_running_for_real, http_through_service, namespace};
+use super::{
+    Node, WAIT, approve_pending, assert_running_for_real, http_through_service, namespace,
+};
 use crate::catalog_sources::{catalog_source_yaml, wait_for_state};
 use crate::harness::{client, eventually, install_crds, kubectl, repo_root};
 use crate::operators::apply;
@@ -192,7 +194,7 @@ async fn reverse_words_runs_and_upgrades_from_0_2_0_to_0_5_0_on_the_real_node() 
         ns.name
     ));
     eventually("the first InstallPlan approved", WAIT, || async {
-        approve_pending(&ns.name).then_some(())
+        (approve_pending(&ns.name) > 0).then_some(())
     })
     .await;
     expect_operator_running(&ns.name, "reverse-words.v0.2.0", "v0.2.0").await;
@@ -269,36 +271,4 @@ async fn reverse_words_runs_and_upgrades_from_0_2_0_to_0_5_0_on_the_real_node() 
 
 fn version(tag: &str) -> semver::Version {
     semver::Version::parse(tag.trim_start_matches('v')).unwrap()
-}
-
-/// Approves every InstallPlan of `namespace` not yet approved; true when it approved one.
-fn approve_pending(namespace: &str) -> bool {
-    let out = kubectl(
-        &["get", "installplans", "-n", namespace, "-o", "json"],
-        None,
-    );
-    let plans: Value = serde_json::from_str(&out.stdout()).unwrap_or_default();
-    let mut approved = false;
-    for plan in plans["items"].as_array().into_iter().flatten() {
-        if plan["spec"]["approved"] == false {
-            approved = true;
-            let name = plan["metadata"]["name"].as_str().unwrap();
-            kubectl(
-                &[
-                    "patch",
-                    "installplan",
-                    name,
-                    "-n",
-                    namespace,
-                    "--type",
-                    "merge",
-                    "-p",
-                    r#"{"spec":{"approved":true}}"#,
-                ],
-                None,
-            )
-            .ok();
-        }
-    }
-    approved
 }

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{Node, WAIT, assert_running_for_real, namespace};
+use super::{Node, WAIT, approve_pending, assert_running_for_real, namespace};
 use crate::catalog_sources::{catalog_source_yaml, wait_for_state};
 use crate::csv_lifecycle::{apply_json, get, operator_group, wait_for_phase};
 use crate::harness::{client, eventually, install_crds, kubectl, repo_root};
@@ -396,38 +396,6 @@ fn catalog(dir: &Path) -> PathBuf {
         out.to_str().unwrap(),
     ]);
     out
-}
-
-/// Approves every InstallPlan of `namespace` not yet approved; how many there were.
-fn approve_pending(namespace: &str) -> usize {
-    let out = kubectl(
-        &["get", "installplans", "-n", namespace, "-o", "json"],
-        None,
-    );
-    let plans: Value = serde_json::from_str(&out.stdout()).unwrap_or_default();
-    let mut approved = 0;
-    for plan in plans["items"].as_array().into_iter().flatten() {
-        if plan["spec"]["approved"] == false {
-            let name = plan["metadata"]["name"].as_str().unwrap();
-            kubectl(
-                &[
-                    "patch",
-                    "installplan",
-                    name,
-                    "-n",
-                    namespace,
-                    "--type",
-                    "merge",
-                    "-p",
-                    r#"{"spec":{"approved":true}}"#,
-                ],
-                None,
-            )
-            .ok();
-            approved += 1;
-        }
-    }
-    approved
 }
 
 #[tokio::test]
