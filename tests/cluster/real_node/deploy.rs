@@ -189,10 +189,7 @@ async fn olm_from_deploy_runs_on_the_real_node_and_installs_an_operator() {
     assert!(listed.contains("Image catalog"), "{listed}");
 
     // And it installs: the operator's pod and the app's pod run on the node.
-    apply(&format!(
-        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\n  namespace: {0}\nspec:\n  targetNamespaces: [{0}]\n---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: reverse-words\n  namespace: {0}\nspec:\n  name: reverse-words\n  channel: stable\n  source: operators\n  sourceNamespace: {0}\n",
-        ns.name
-    ));
+    apply(&super::reverse_words_subscription(&ns.name, ""));
     super::operators::expect_operator_running(&ns.name, "reverse-words.v0.5.0", "v0.5.0").await;
     super::operators::expect_app_answering(&ns.name, "words").await;
 }

@@ -251,3 +251,11 @@ pub fn approve_pending(namespace: &str) -> usize {
     }
     approved
 }
+
+/// An OperatorGroup targeting `namespace` and a Subscription there to reverse-words'
+/// stable channel of the CatalogSource `operators`, with `extra_spec` lines added.
+pub fn reverse_words_subscription(namespace: &str, extra_spec: &str) -> String {
+    format!(
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\n  namespace: {namespace}\nspec:\n  targetNamespaces: [{namespace}]\n---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: reverse-words\n  namespace: {namespace}\nspec:\n  name: reverse-words\n  channel: stable\n  source: operators\n  sourceNamespace: {namespace}\n{extra_spec}"
+    )
+}

@@ -189,9 +189,9 @@ async fn reverse_words_runs_and_upgrades_from_0_2_0_to_0_5_0_on_the_real_node() 
         "",
     ));
     wait_for_state(&ns.name, "operators", "READY");
-    apply(&format!(
-        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\n  namespace: {0}\nspec:\n  targetNamespaces: [{0}]\n---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: reverse-words\n  namespace: {0}\nspec:\n  name: reverse-words\n  channel: stable\n  source: operators\n  sourceNamespace: {0}\n  startingCSV: reverse-words.v0.2.0\n  installPlanApproval: Manual\n",
-        ns.name
+    apply(&super::reverse_words_subscription(
+        &ns.name,
+        "  startingCSV: reverse-words.v0.2.0\n  installPlanApproval: Manual\n",
     ));
     eventually("the first InstallPlan approved", WAIT, || async {
         (approve_pending(&ns.name) > 0).then_some(())
