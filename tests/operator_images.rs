@@ -115,6 +115,7 @@ fn newest_bundles_run_images_this_repository_builds() {
         "bundles/reverse-words",
         "bundles/at",
         "bundles/ptemplate",
+        "bundles/kernel-module-management",
         "tests/bundles/webhook-test",
     ] {
         let mut images = BTreeSet::new();

@@ -147,6 +147,28 @@ impl Runtime {
     }
 }
 
+impl Runtime {
+    /// As [`Runtime::check_access`], for a kind that is not a type of ours (a dynamic
+    /// object): `resource` names it in the error.
+    pub async fn check_dynamic_access(
+        &self,
+        resource: &str,
+        api_for: impl Fn(&Option<String>) -> Api<kube::api::DynamicObject>,
+    ) -> Result<(), Error> {
+        for scope in self.namespaces.scopes() {
+            api_for(&scope)
+                .list_metadata(&ListParams::default().limit(1))
+                .await
+                .map_err(|error| Error::NoAccess {
+                    resource: resource.into(),
+                    scope: scope.clone().unwrap_or_else(|| "all namespaces".into()),
+                    error,
+                })?;
+        }
+        Ok(())
+    }
+}
+
 /// Runs a controller's result stream to its end: reconcile outcomes become metrics (their
 /// errors are logged by each operator's error_policy), a failing watch is logged as an error
 /// and makes /readyz fail until a watch succeeds again.

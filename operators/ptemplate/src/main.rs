@@ -66,7 +66,9 @@ async fn run(args: Args) -> Result<(), runner::Error> {
     rt.check_access(|s| api::<Ptemplate>(&client, s)).await?;
     rt.check_access(|s| api::<DaemonSet>(&client, s)).await?;
     rt.check_access(|s| api::<Pod>(&client, s)).await?;
-    check_modules(&rt, &client).await?;
+    // A missing KMM CRD or permission stops the operator at start-up, naming it.
+    rt.check_dynamic_access("modules.kmm.sigs.x-k8s.io", |s| modules(&client, s))
+        .await?;
     let ctx = Arc::new(Context {
         client: client.clone(),
         recorder: rt.recorder.clone(),
@@ -95,21 +97,5 @@ async fn run(args: Args) -> Result<(), runner::Error> {
     futures::future::join_all(controllers).await;
     rt.finish().await;
     tracing::info!("{OPERATOR} shut down");
-    Ok(())
-}
-
-/// Modules are dynamic objects: listed like the typed kinds, so a missing KMM CRD or
-/// permission stops the operator at start-up, naming it.
-async fn check_modules(rt: &Runtime, client: &kube::Client) -> Result<(), runner::Error> {
-    for scope in rt.namespaces.scopes() {
-        modules(client, &scope)
-            .list_metadata(&kube::api::ListParams::default().limit(1))
-            .await
-            .map_err(|error| runner::Error::NoAccess {
-                resource: "modules.kmm.sigs.x-k8s.io".into(),
-                scope: scope.clone().unwrap_or_else(|| "all namespaces".into()),
-                error,
-            })?;
-    }
     Ok(())
 }
