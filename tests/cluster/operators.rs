@@ -81,6 +81,23 @@ impl Installed {
 
     /// As [`Installed::subscribe`], with an OperatorGroup targeting `targets`.
     pub async fn subscribe_to(test: &str, package: &str, csv: &str, targets: Targets) -> Installed {
+        Self::subscribe_in(test, package, csv, targets, serde_json::json!({})).await
+    }
+
+    /// As [`Installed::subscribe`], in a namespace whose every pod runs on the real node
+    /// (push the operator's image to the node first).
+    pub async fn subscribe_on_real_node(test: &str, package: &str, csv: &str) -> Installed {
+        let annotations = super::real_node::on_real_node();
+        Self::subscribe_in(test, package, csv, Targets::Own, annotations).await
+    }
+
+    async fn subscribe_in(
+        test: &str,
+        package: &str,
+        csv: &str,
+        targets: Targets,
+        annotations: serde_json::Value,
+    ) -> Installed {
         let apps = (package == "reverse-words")
             .then(|| reverse_words_apps_lock(matches!(targets, Targets::All)));
         let crds = ["at", "ptemplate"]
@@ -102,7 +119,7 @@ impl Installed {
         }
         install_crds();
         let client = client().await;
-        let ns = TestNamespace::create(&client, test).await;
+        let ns = TestNamespace::create_annotated(&client, test, annotations).await;
         let port = free_port();
         let server = olm_serve(&repo_root().join("catalog"), port);
         // Copies of an AllNamespaces CSV would go into every namespace of the shared test

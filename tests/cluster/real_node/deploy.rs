@@ -190,7 +190,12 @@ async fn olm_from_deploy_runs_on_the_real_node_and_installs_an_operator() {
 
     // And it installs: the operator's pod and the app's pod run on the node.
     apply(&super::reverse_words_subscription(&ns.name, ""));
-    super::operators::expect_operator_running(&ns.name, "reverse-words.v0.5.0", "v0.5.0").await;
+    super::expect_operator_running(
+        &ns.name,
+        "reverse-words.v0.5.0",
+        "quay.io/olm-rs/reverse-words-operator:v0.5.0",
+    )
+    .await;
     super::operators::expect_app_answering(&ns.name, "words").await;
 }
 

@@ -9,7 +9,8 @@
 //! `quay.io`, so the operators' images keep the names their bundles give them.
 //!
 //! By topic: OLM deployed from `deploy/` as an admin deploys it ([`deploy`]); our operators
-//! installed, running and upgraded ([`operators`]); a CSV's health read from pods that
+//! installed, running and upgraded ([`operators`]), at running its command and ptemplate
+//! with its KMM dependency ([`at_and_ptemplate`]); a CSV's health read from pods that
 //! cannot pull or keep crashing ([`health`]); webhooks, certificate rotation, an owned
 //! APIService and OperatorConditions served and set from a pod ([`webhooks`]).
 
@@ -22,8 +23,9 @@ use std::time::Duration;
 use kube::Client;
 use serde_json::Value;
 
-use crate::harness::{TestNamespace, kubeconfig_path, kubectl, olm_bin, repo_root};
+use crate::harness::{TestNamespace, eventually, kubeconfig_path, kubectl, olm_bin, repo_root};
 
+mod at_and_ptemplate;
 mod deploy;
 mod health;
 mod operators;
@@ -258,4 +260,94 @@ pub fn reverse_words_subscription(namespace: &str, extra_spec: &str) -> String {
     format!(
         "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\n  namespace: {namespace}\nspec:\n  targetNamespaces: [{namespace}]\n---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: reverse-words\n  namespace: {namespace}\nspec:\n  name: reverse-words\n  channel: stable\n  source: operators\n  sourceNamespace: {namespace}\n{extra_spec}"
     )
+}
+
+/// The CSV `csv` Succeeded, and a pod of `image` runs for real.
+pub async fn expect_operator_running(namespace: &str, csv: &str, image: &str) {
+    let succeeded = tokio::time::timeout(WAIT, async {
+        loop {
+            let phase = kubectl(
+                &[
+                    "get",
+                    "csv",
+                    csv,
+                    "-n",
+                    namespace,
+                    "-o",
+                    "jsonpath={.status.phase}",
+                ],
+                None,
+            );
+            if phase.stdout() == "Succeeded" {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    assert!(
+        succeeded.is_ok(),
+        "{csv} not Succeeded after {WAIT:?}:\n{}",
+        diagnostics(namespace)
+    );
+    let pod = eventually(&format!("a Ready pod of {image}"), WAIT, || async {
+        all_pods(namespace)
+            .into_iter()
+            .find(|p| image_of(p) == image && ready(p))
+    })
+    .await;
+    assert_running_for_real(&pod);
+}
+
+/// What a person would look at when an install on the node does not finish: the CSVs'
+/// status, the pods, and the operator pods' logs.
+fn diagnostics(namespace: &str) -> String {
+    let get = |args: &[&str]| {
+        let out = kubectl(args, None);
+        format!(
+            "$ kubectl {}\n{}{}",
+            args.join(" "),
+            out.stdout(),
+            out.stderr()
+        )
+    };
+    let mut text = get(&[
+        "get",
+        "csv",
+        "-n",
+        namespace,
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.status.reason}: {.status.message}{\"\\n\"}{end}",
+    ]);
+    text += &get(&["get", "pods,lease", "-n", namespace, "-o", "wide"]);
+    for pod in all_pods(namespace) {
+        if image_of(&pod).starts_with("quay.io/olm-rs/") {
+            let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+            text += &get(&[
+                "logs",
+                "-n",
+                namespace,
+                name,
+                "--tail=30",
+                "--all-containers",
+            ]);
+        }
+    }
+    text
+}
+
+pub fn all_pods(namespace: &str) -> Vec<Value> {
+    pods(namespace, "")
+}
+
+pub fn image_of(pod: &Value) -> &str {
+    pod["spec"]["containers"][0]["image"].as_str().unwrap_or("")
+}
+
+pub fn ready(pod: &Value) -> bool {
+    pod["metadata"]["deletionTimestamp"].is_null()
+        && pod["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
 }

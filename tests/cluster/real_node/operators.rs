@@ -10,10 +10,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::runtime::watcher;
 use olm::api::ClusterServiceVersion;
-use serde_json::Value;
 
 use super::{
-    Node, WAIT, approve_pending, assert_running_for_real, http_through_service, namespace,
+    Node, WAIT, all_pods, approve_pending, assert_running_for_real, expect_operator_running,
+    http_through_service, image_of, namespace, ready,
 };
 use crate::catalog_sources::{catalog_source_yaml, wait_for_state};
 use crate::harness::{client, eventually, install_crds, kubectl, repo_root};
@@ -21,44 +21,6 @@ use crate::operators::apply;
 use crate::processes::{OlmRun, free_port, olm_serve};
 
 const OPERATOR_IMAGE: &str = "quay.io/olm-rs/reverse-words-operator:";
-
-/// The CSV `csv` Succeeded, and its operator pod runs the image tagged `tag`, for real.
-pub async fn expect_operator_running(namespace: &str, csv: &str, tag: &str) {
-    let succeeded = tokio::time::timeout(WAIT, async {
-        loop {
-            let phase = kubectl(
-                &[
-                    "get",
-                    "csv",
-                    csv,
-                    "-n",
-                    namespace,
-                    "-o",
-                    "jsonpath={.status.phase}",
-                ],
-                None,
-            );
-            if phase.stdout() == "Succeeded" {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        }
-    })
-    .await;
-    assert!(
-        succeeded.is_ok(),
-        "{csv} not Succeeded after {WAIT:?}:\n{}",
-        diagnostics(namespace)
-    );
-    let image = format!("{OPERATOR_IMAGE}{tag}");
-    let pod = eventually(&format!("a Ready pod of {image}"), WAIT, || async {
-        all_pods(namespace)
-            .into_iter()
-            .find(|p| image_of(p) == image && ready(p))
-    })
-    .await;
-    assert_running_for_real(&pod);
-}
 
 /// A `ReverseWordsApp` named `name`: its pod runs on the node and its Service answers.
 pub async fn expect_app_answering(namespace: &str, name: &str) {
@@ -100,59 +62,6 @@ pub async fn expect_app_answering(namespace: &str, name: &str) {
     })
     .await;
     assert!(answer.contains("CLAP"), "{answer}");
-}
-
-/// What a person would look at when an install on the node does not finish: the CSVs'
-/// status, the pods, and the operator pods' logs.
-fn diagnostics(namespace: &str) -> String {
-    let get = |args: &[&str]| {
-        let out = kubectl(args, None);
-        format!(
-            "$ kubectl {}\n{}{}",
-            args.join(" "),
-            out.stdout(),
-            out.stderr()
-        )
-    };
-    let mut text = get(&[
-        "get",
-        "csv",
-        "-n",
-        namespace,
-        "-o",
-        "jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.status.reason}: {.status.message}{\"\\n\"}{end}",
-    ]);
-    text += &get(&["get", "pods,lease", "-n", namespace, "-o", "wide"]);
-    for pod in all_pods(namespace) {
-        if image_of(&pod).starts_with(OPERATOR_IMAGE) {
-            let name = pod["metadata"]["name"].as_str().unwrap_or_default();
-            text += &get(&[
-                "logs",
-                "-n",
-                namespace,
-                name,
-                "--tail=30",
-                "--all-containers",
-            ]);
-        }
-    }
-    text
-}
-
-fn all_pods(namespace: &str) -> Vec<Value> {
-    super::pods(namespace, "")
-}
-
-fn image_of(pod: &Value) -> &str {
-    pod["spec"]["containers"][0]["image"].as_str().unwrap_or("")
-}
-
-fn ready(pod: &Value) -> bool {
-    pod["metadata"]["deletionTimestamp"].is_null()
-        && pod["status"]["conditions"].as_array().is_some_and(|c| {
-            c.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
 }
 
 /// The reverse-words operator's images that are Ready right now, by tag.
@@ -197,7 +106,12 @@ async fn reverse_words_runs_and_upgrades_from_0_2_0_to_0_5_0_on_the_real_node() 
         (approve_pending(&ns.name) > 0).then_some(())
     })
     .await;
-    expect_operator_running(&ns.name, "reverse-words.v0.2.0", "v0.2.0").await;
+    expect_operator_running(
+        &ns.name,
+        "reverse-words.v0.2.0",
+        &format!("{OPERATOR_IMAGE}v0.2.0"),
+    )
+    .await;
     expect_app_answering(&ns.name, "words").await;
 
     // Every CSV deletion from here on, with the operator images Ready at that moment.
@@ -246,7 +160,12 @@ async fn reverse_words_runs_and_upgrades_from_0_2_0_to_0_5_0_on_the_real_node() 
         (out.stdout() == "Succeeded").then_some(())
     })
     .await;
-    expect_operator_running(&ns.name, "reverse-words.v0.5.0", "v0.5.0").await;
+    expect_operator_running(
+        &ns.name,
+        "reverse-words.v0.5.0",
+        &format!("{OPERATOR_IMAGE}v0.5.0"),
+    )
+    .await;
     eventually("every old CSV gone", WAIT, || async {
         let left = existing.lock().unwrap().clone();
         (left.len() == 1 && left.contains("reverse-words.v0.5.0")).then_some(())
