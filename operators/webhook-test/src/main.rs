@@ -16,9 +16,7 @@
 mod aggregated;
 mod condition;
 mod review;
-mod tls;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -26,6 +24,7 @@ use axum::Json;
 use axum::Router;
 use axum::routing::{get, post};
 use serde_json::Value;
+use webhook_test_operator::tls;
 
 const OPERATOR: &str = "webhook-test-operator";
 /// Where OLM mounts a webhook Deployment's serving certificate.
@@ -40,11 +39,6 @@ const DEFAULT_APISERVICE_PORT: u16 = 5443;
 enum Error {
     #[error("{0}")]
     Tls(#[from] tls::TlsError),
-    #[error("listening on {address}: {source}")]
-    Listen {
-        address: SocketAddr,
-        source: std::io::Error,
-    },
     #[error("{name} {value:?} is no port number")]
     Port { name: &'static str, value: String },
 }
@@ -74,25 +68,9 @@ fn port(name: &'static str, default: u16) -> Result<u16, Error> {
     }
 }
 
-/// A TLS listener on `port` with the certificate of `files`, kept up to date.
-async fn listen(
-    port: u16,
-    files: tls::Files,
-    router: Router,
-) -> Result<impl Future<Output = ()>, Error> {
-    let certificate = tls::Reloading::load(files)?;
-    tokio::spawn(certificate.clone().watch());
-    let address = SocketAddr::from(([0, 0, 0, 0], port));
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .map_err(|source| Error::Listen { address, source })?;
-    tracing::info!(%address, "listening");
-    Ok(tls::serve(listener, certificate.server_config()?, router))
-}
-
 async fn run() -> Result<(), Error> {
     let cert_dir = PathBuf::from(env_or("CERT_DIR", DEFAULT_CERT_DIR));
-    let webhooks = listen(
+    let webhooks = tls::listen(
         port("WEBHOOK_PORT", DEFAULT_PORT)?,
         tls::Files::webhook(&cert_dir),
         router(),
@@ -101,7 +79,7 @@ async fn run() -> Result<(), Error> {
     let api_dir = PathBuf::from(env_or("APISERVICE_CERT_DIR", DEFAULT_APISERVICE_CERT_DIR));
     let api_files = tls::Files::api_service(&api_dir);
     if api_files.cert.exists() {
-        let api = listen(
+        let api = tls::listen(
             port("APISERVICE_PORT", DEFAULT_APISERVICE_PORT)?,
             api_files,
             aggregated::router(),

@@ -35,6 +35,28 @@ pub enum TlsError {
     },
     #[error("the key and certificate do not load: {0}")]
     Rustls(#[from] rustls::Error),
+    #[error("listening on {address}: {source}")]
+    Listen {
+        address: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// A TLS listener on `port` with the certificate of `files`, kept up to date: the future
+/// that serves `router` on it.
+pub async fn listen(
+    port: u16,
+    files: Files,
+    router: axum::Router,
+) -> Result<impl Future<Output = ()>, TlsError> {
+    let certificate = Reloading::load(files)?;
+    tokio::spawn(certificate.clone().watch());
+    let address = std::net::SocketAddr::from(([0, 0, 0, 0], port));
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|source| TlsError::Listen { address, source })?;
+    tracing::info!(%address, "listening");
+    Ok(serve(listener, certificate.server_config()?, router))
 }
 
 fn provider() -> Arc<CryptoProvider> {

@@ -1,0 +1,37 @@
+//! The mock extension API server of upstream's e2e specs, ours: see
+//! [`webhook_test_operator::mock`].
+
+use std::process::ExitCode;
+
+use webhook_test_operator::{mock, tls};
+
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error("{0}")]
+    Args(#[from] mock::ArgsError),
+    #[error("{0}")]
+    Tls(#[from] tls::TlsError),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(%error, "mock-extension-apiserver failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = mock::parse(&args)?;
+    tracing::info!(group = %args.group, version = %args.version, kinds = ?args.kinds, "serving");
+    let files = tls::Files::api_service(&args.cert_dir);
+    tls::listen(args.port, files, mock::router(&args)).await?.await;
+    Ok(())
+}
