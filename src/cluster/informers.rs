@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, Weak};
 use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
@@ -229,6 +229,9 @@ pub struct Informers {
     /// controller's, by its owner labels.
     pub owned_deployments: Informer<Deployment>,
     pub owned_service_accounts: Informer<PartialObjectMeta<ServiceAccount>>,
+    /// The serving-certificate Secrets OLM made for CSVs, metadata only: one edited or
+    /// deleted by someone else wakes its CSV, which checks and reissues the certificate.
+    pub owned_secrets: Informer<PartialObjectMeta<Secret>>,
     pub cluster: Arc<ClusterInformers>,
 }
 
@@ -343,6 +346,7 @@ impl Informers {
             ),
             owned_deployments: Informer::new("Deployment", api_in(client, scope), owned()),
             owned_service_accounts: Informer::new("ServiceAccount", api_in(client, scope), owned()),
+            owned_secrets: Informer::new("Secret", api_in(client, scope), owned()),
             cluster,
         }
     }

@@ -92,10 +92,16 @@ pub fn parse(args: &[String]) -> Result<Args, ArgsError> {
 pub fn plural(kind: &str) -> String {
     let lower = kind.to_lowercase();
     let consonant_y = lower.ends_with('y')
-        && !matches!(lower.chars().rev().nth(1), Some('a' | 'e' | 'i' | 'o' | 'u'));
+        && !matches!(
+            lower.chars().rev().nth(1),
+            Some('a' | 'e' | 'i' | 'o' | 'u')
+        );
     if consonant_y {
         format!("{}ies", &lower[..lower.len() - 1])
-    } else if ["s", "x", "z", "ch", "sh"].iter().any(|e| lower.ends_with(e)) {
+    } else if ["s", "x", "z", "ch", "sh"]
+        .iter()
+        .any(|e| lower.ends_with(e))
+    {
         format!("{lower}es")
     } else {
         format!("{lower}s")

@@ -22,6 +22,7 @@ mod gather;
 mod index;
 mod install;
 mod install_error;
+mod legacy;
 mod membership;
 mod mount;
 mod orphans;
@@ -188,6 +189,7 @@ fn start(shared: &Arc<Context>) -> (Arc<CsvContext>, Wakes, copier::Copier) {
     let (groups, group_changes) = informers.operator_groups.subscribe_touched();
     let (deployments, deployment_changes) = informers.owned_deployments.subscribe_touched();
     let (service_accounts, account_changes) = informers.owned_service_accounts.subscribe_touched();
+    let (_, secret_changes) = informers.owned_secrets.subscribe_touched();
     let (namespaces, _) = informers.cluster.namespaces.subscribe();
     let (subscriptions, subscription_changes) = informers.subscriptions.subscribe_touched();
     let (crd_meta, crd_changes) = informers.cluster.crds.subscribe_touched();
@@ -225,6 +227,7 @@ fn start(shared: &Arc<Context>) -> (Arc<CsvContext>, Wakes, copier::Copier) {
         groups: group_changes.boxed(),
         deployments: deployment_changes.boxed(),
         accounts: account_changes.boxed(),
+        secrets: secret_changes.boxed(),
         subscriptions: subscription_changes.boxed(),
         crds: crd_changes.boxed(),
         rbac: rbac_wakes.boxed(),

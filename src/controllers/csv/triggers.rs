@@ -11,11 +11,11 @@ use kube::{Resource, ResourceExt};
 
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::runtime::controller::Controller;
 
 use crate::api::{ClusterServiceVersion, CsvPhase, OperatorCondition, OperatorGroup, Subscription};
-use crate::cluster::ownership::{OWNER_LABEL, OWNER_NAMESPACE_LABEL};
+use crate::cluster::ownership::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 use crate::controllers::context::Context;
 
 use super::context::{CsvContext, CsvRef};
@@ -34,6 +34,7 @@ pub(super) struct Wakes {
     pub(super) groups: BoxStream<'static, Arc<DeserializeGuard<OperatorGroup>>>,
     pub(super) deployments: BoxStream<'static, Arc<Deployment>>,
     pub(super) accounts: BoxStream<'static, Arc<PartialObjectMeta<ServiceAccount>>>,
+    pub(super) secrets: BoxStream<'static, Arc<PartialObjectMeta<Secret>>>,
     pub(super) subscriptions: BoxStream<'static, Arc<DeserializeGuard<Subscription>>>,
     pub(super) crds: BoxStream<'static, Arc<PartialObjectMeta<CustomResourceDefinition>>>,
     pub(super) rbac: BoxStream<'static, CsvRef>,
@@ -70,6 +71,8 @@ pub(super) fn controller(
         .watches_shared_stream(wakes.deployments, |d| owner_csv(d.labels()))
         // An account of the CSV's that goes (or comes back) is a requirement that changed.
         .watches_shared_stream(wakes.accounts, |a| owner_csv(a.labels()))
+        // A serving certificate replaced or removed by someone else is checked again.
+        .watches_shared_stream(wakes.secrets, |s| owner_csv(s.labels()))
         .reconcile_on(wakes.rbac)
         // An owned APIService that becomes Available (or stops being) moves its CSV.
         .watches_shared_stream(api_services, |service| owner_csv(service.labels()))
@@ -264,6 +267,14 @@ pub(super) fn crd_wake(present: bool, spec_changed: bool, read_ready: bool) -> C
 pub(super) fn owner_csv(
     labels: &BTreeMap<String, String>,
 ) -> Vec<ObjectRef<DeserializeGuard<ClusterServiceVersion>>> {
+    // OperatorGroups own objects with the same labels (their ClusterRoles, say): those name
+    // no CSV, and waking one by that name only fails to find it in the cache.
+    if labels
+        .get(OWNER_KIND_LABEL)
+        .is_some_and(|kind| kind != "ClusterServiceVersion")
+    {
+        return vec![];
+    }
     match (labels.get(OWNER_LABEL), labels.get(OWNER_NAMESPACE_LABEL)) {
         (Some(name), Some(ns)) => vec![ObjectRef::new(name).within(ns)],
         _ => vec![],
@@ -273,6 +284,23 @@ pub(super) fn owner_csv(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_objects_a_csv_owns_wake_that_csv() {
+        let labels = |kind: Option<&str>| {
+            let mut l = BTreeMap::from([
+                (OWNER_LABEL.to_string(), "og".to_string()),
+                (OWNER_NAMESPACE_LABEL.to_string(), "ns".to_string()),
+            ]);
+            if let Some(kind) = kind {
+                l.insert(OWNER_KIND_LABEL.to_string(), kind.to_string());
+            }
+            l
+        };
+        assert!(owner_csv(&labels(Some("OperatorGroup"))).is_empty());
+        assert_eq!(owner_csv(&labels(Some("ClusterServiceVersion"))).len(), 1);
+        assert_eq!(owner_csv(&labels(None)).len(), 1);
+    }
 
     #[test]
     fn annotation_churn_wakes_no_one_once_the_crd_was_read_ready() {

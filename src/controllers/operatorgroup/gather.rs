@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use super::context::{Error, OperatorGroupContext, key, kube_error};
-use super::status::{self, Gathered, NamespaceInfo};
+use super::status::{self, ApiSource, Gathered, NamespaceInfo};
 use crate::api::{ClusterServiceVersion, OperatorGroup};
 
 /// What a round reads: the caches, the group's ServiceAccount and the provided APIs' CRDs.
@@ -52,26 +53,14 @@ pub(super) async fn gather(
         .filter(|csv| !csv.is_copy())
         .cloned()
         .collect();
-    // Roles per API only once its CRD exists (they are owned by it). Its UID comes from
-    // the shared CRD cache, read from the API server only when the cache has not seen it:
-    // a CRD that many installs share was read once per group round, thousands of times.
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let cached = ctx.shared.informers.cluster.crds.store();
-    let mut crd_uids = BTreeMap::new();
+    // Roles per API only once its CRD or APIService exists (they are owned by it). Its UID
+    // comes from the shared caches, read from the API server only when a cache has not
+    // seen it: a CRD that many installs share was read once per group round, thousands of
+    // times.
+    let mut source_uids = BTreeMap::new();
     for api in status::provided_apis(&members) {
-        let uid = match cached
-            .get(&ObjectRef::new(&api.crd))
-            .and_then(|crd| crd.metadata.uid.clone())
-        {
-            Some(uid) => Some(uid),
-            None => crds
-                .get_metadata_opt(&api.crd)
-                .await
-                .map_err(kube_error(group, "read_crd"))?
-                .and_then(|crd| crd.metadata.uid),
-        };
-        if let Some(uid) = uid {
-            crd_uids.insert(api.crd, uid);
+        if let Some(uid) = source_uid(ctx, client, group, &api.source).await? {
+            source_uids.insert(api.source, uid);
         }
     }
     Ok(Gathered {
@@ -79,6 +68,48 @@ pub(super) async fn gather(
         groups_in_namespace,
         service_account_uid,
         members,
-        crd_uids,
+        source_uids,
     })
+}
+
+/// The UID of the CRD or APIService that defines a provided API, if it exists: from the
+/// shared cache, else from the API server.
+async fn source_uid(
+    ctx: &OperatorGroupContext,
+    client: &kube::Client,
+    group: &OperatorGroup,
+    source: &ApiSource,
+) -> Result<Option<String>, Error> {
+    let cluster = &ctx.shared.informers.cluster;
+    let name = source.name();
+    let cached = match source {
+        ApiSource::Crd(_) => cluster.crds.store().get(&ObjectRef::new(name)),
+        ApiSource::ApiService(_) => None,
+    };
+    let cached = cached
+        .and_then(|o| o.metadata.uid.clone())
+        .or_else(|| match source {
+            ApiSource::ApiService(_) => cluster
+                .owned_api_services
+                .store()
+                .get(&ObjectRef::new(name))
+                .and_then(|o| o.metadata.uid.clone()),
+            ApiSource::Crd(_) => None,
+        });
+    if let Some(uid) = cached {
+        return Ok(Some(uid));
+    }
+    let uid = match source {
+        ApiSource::Crd(_) => Api::<CustomResourceDefinition>::all(client.clone())
+            .get_metadata_opt(name)
+            .await
+            .map_err(kube_error(group, "read_crd"))?
+            .and_then(|o| o.metadata.uid),
+        ApiSource::ApiService(_) => Api::<APIService>::all(client.clone())
+            .get_metadata_opt(name)
+            .await
+            .map_err(kube_error(group, "read_api_service"))?
+            .and_then(|o| o.metadata.uid),
+    };
+    Ok(uid)
 }

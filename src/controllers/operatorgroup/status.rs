@@ -152,7 +152,8 @@ pub struct Gathered {
     /// The CSVs of the group's namespace (no copies).
     pub members: Vec<ClusterServiceVersion>,
     /// The uid of each provided API's CRD that exists, by CRD name.
-    pub crd_uids: BTreeMap<String, String>,
+    /// The UID of each provided API's CRD or APIService that exists (it owns the roles).
+    pub source_uids: BTreeMap<ApiSource, String>,
 }
 
 /// What a round writes; each part only when the object differs from it.
@@ -254,7 +255,7 @@ pub fn decide(group: &OperatorGroup, gathered: &Gathered, now: Timestamp) -> Pla
     let namespace_labels = namespace_labels(group, &targets, &gathered.namespaces);
     let mut cluster_roles = group_cluster_roles(group, &apis);
     for api in &apis {
-        if let Some(uid) = gathered.crd_uids.get(&api.crd) {
+        if let Some(uid) = gathered.source_uids.get(&api.source) {
             cluster_roles.extend(api_cluster_roles(api, uid));
         }
     }
@@ -310,15 +311,32 @@ pub fn has_annotations(csv: &ClusterServiceVersion, wanted: &BTreeMap<String, St
         .all(|(k, v)| current.and_then(|a| a.get(k)) == Some(v))
 }
 
-/// One API a CSV provides through an owned CRD.
+/// One API a CSV provides through an owned CRD or an owned APIService.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ProvidedApi {
     pub kind: String,
     pub version: String,
     pub group: String,
     pub plural: String,
-    /// The CRD's name (`<plural>.<group>`).
-    pub crd: String,
+    /// What defines it, and owns its roles.
+    pub source: ApiSource,
+}
+
+/// What defines a provided API, by name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ApiSource {
+    /// The CRD `<plural>.<group>`.
+    Crd(String),
+    /// The APIService `<version>.<group>`.
+    ApiService(String),
+}
+
+impl ApiSource {
+    pub fn name(&self) -> &str {
+        match self {
+            ApiSource::Crd(name) | ApiSource::ApiService(name) => name,
+        }
+    }
 }
 
 impl ProvidedApi {
@@ -342,20 +360,29 @@ pub fn provided_apis<'a>(
         .into_iter()
         .filter(|csv| !csv.is_copy() && !csv.lost_its_apis())
         .flat_map(|csv| {
-            csv.spec
-                .customresourcedefinitions
-                .iter()
-                .flat_map(|crds| crds.owned.iter())
-        })
-        .filter_map(|owned| {
-            let (plural, group) = owned.name.split_once('.')?;
-            Some(ProvidedApi {
-                kind: owned.kind.clone(),
-                version: owned.version.clone(),
-                group: group.into(),
-                plural: plural.into(),
-                crd: owned.name.clone(),
-            })
+            let crds = csv.spec.customresourcedefinitions.iter();
+            let crds = crds.flat_map(|crds| crds.owned.iter()).filter_map(|owned| {
+                let (plural, group) = owned.name.split_once('.')?;
+                Some(ProvidedApi {
+                    kind: owned.kind.clone(),
+                    version: owned.version.clone(),
+                    group: group.into(),
+                    plural: plural.into(),
+                    source: ApiSource::Crd(owned.name.clone()),
+                })
+            });
+            let services = csv.spec.apiservicedefinitions.iter();
+            let services = services
+                .flat_map(|d| d.owned.iter())
+                .map(|owned| ProvidedApi {
+                    kind: owned.kind.clone(),
+                    version: owned.version.clone(),
+                    group: owned.group.clone(),
+                    // Upstream's roles name the description's `name` as the resource.
+                    plural: owned.name.clone(),
+                    source: ApiSource::ApiService(format!("{}.{}", owned.version, owned.group)),
+                });
+            crds.chain(services).collect::<Vec<_>>()
         })
         .collect();
     apis.sort();
@@ -433,19 +460,32 @@ pub fn group_cluster_roles(group: &OperatorGroup, apis: &[ProvidedApi]) -> Vec<C
         .collect()
 }
 
-/// Per provided API: `<crd>-<version>-<admin|edit|view>` (aggregated into the built-in
-/// admin/edit/view roles and into the group roles) and `<crd>-<version>-crdview` (get on
-/// the CRD itself), owned by the CRD (`crd_uid`), so they live exactly as long as the API.
-pub fn api_cluster_roles(api: &ProvidedApi, crd_uid: &str) -> Vec<ClusterRole> {
+/// Per provided API: `<name>-<version>-<admin|edit|view>` (aggregated into the built-in
+/// admin/edit/view roles and into the group roles), owned by what defines the API (`uid`),
+/// so they live exactly as long as the API. `<name>` is the CRD's name, or for an APIService
+/// the description's (the resource); a CRD's API also gets `<crd>-<version>-crdview` (get on
+/// the CRD itself).
+pub fn api_cluster_roles(api: &ProvidedApi, uid: &str) -> Vec<ClusterRole> {
+    let (api_version, kind, prefix) = match &api.source {
+        ApiSource::Crd(crd) => (
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            format!("{crd}-{}-", api.version),
+        ),
+        ApiSource::ApiService(_) => (
+            "apiregistration.k8s.io/v1",
+            "APIService",
+            format!("{}-{}-", api.plural, api.version),
+        ),
+    };
     let owner = OwnerReference {
-        api_version: "apiextensions.k8s.io/v1".into(),
-        kind: "CustomResourceDefinition".into(),
-        name: api.crd.clone(),
-        uid: crd_uid.into(),
+        api_version: api_version.into(),
+        kind: kind.into(),
+        name: api.source.name().to_string(),
+        uid: uid.into(),
         controller: Some(false),
         block_owner_deletion: Some(false),
     };
-    let prefix = format!("{}-{}-", api.crd, api.version);
     let role = |name: String, suffix: &str, rule: PolicyRule| {
         with_hash(ClusterRole {
             metadata: ObjectMeta {
@@ -480,17 +520,19 @@ pub fn api_cluster_roles(api: &ProvidedApi, crd_uid: &str) -> Vec<ClusterRole> {
             )
         })
         .collect();
-    roles.push(role(
-        format!("{prefix}crdview"),
-        "view",
-        PolicyRule {
-            api_groups: Some(vec!["apiextensions.k8s.io".into()]),
-            resources: Some(vec!["customresourcedefinitions".into()]),
-            resource_names: Some(vec![api.crd.clone()]),
-            verbs: vec!["get".into()],
-            ..PolicyRule::default()
-        },
-    ));
+    if let ApiSource::Crd(crd) = &api.source {
+        roles.push(role(
+            format!("{prefix}crdview"),
+            "view",
+            PolicyRule {
+                api_groups: Some(vec!["apiextensions.k8s.io".into()]),
+                resources: Some(vec!["customresourcedefinitions".into()]),
+                resource_names: Some(vec![crd.clone()]),
+                verbs: vec!["get".into()],
+                ..PolicyRule::default()
+            },
+        ));
+    }
     roles
 }
 
@@ -662,9 +704,10 @@ mod tests {
         assert_eq!(first.annotate_members, ["rw.v1"]);
         assert_eq!(first.member_annotations["olm.targetNamespaces"], "a");
         let group_roles = first.cluster_roles.len();
-        gathered
-            .crd_uids
-            .insert("reversewordsapps.apps.linuxera.org".into(), "uid".into());
+        gathered.source_uids.insert(
+            ApiSource::Crd("reversewordsapps.apps.linuxera.org".into()),
+            "uid".into(),
+        );
         assert_eq!(
             decide(&og, &gathered, now).cluster_roles.len(),
             group_roles + 4,
@@ -706,6 +749,45 @@ mod tests {
         assert!(
             crowded.status.is_some(),
             "TooManyOperatorGroups is reported"
+        );
+    }
+
+    #[test]
+    fn an_owned_api_service_is_provided_with_roles_owned_by_the_api_service() {
+        let mut csv = reverse_words_csv();
+        csv.spec.customresourcedefinitions = None;
+        csv.spec.apiservicedefinitions = serde_json::from_value(serde_json::json!({
+            "owned": [{"name": "fedoras", "group": "hats.redhat.com", "version": "v1alpha1",
+                       "kind": "Fedora", "deploymentName": "hat"}],
+        }))
+        .unwrap();
+        let apis = provided_apis([&csv]);
+        assert_eq!(
+            provided_apis_annotation(&apis),
+            "Fedora.v1alpha1.hats.redhat.com"
+        );
+        let roles = api_cluster_roles(&apis[0], "uid");
+        let names: Vec<&str> = roles
+            .iter()
+            .filter_map(|r| r.metadata.name.as_deref())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "fedoras-v1alpha1-admin",
+                "fedoras-v1alpha1-edit",
+                "fedoras-v1alpha1-view"
+            ]
+        );
+        let owner = &roles[0].metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("APIService", "v1alpha1.hats.redhat.com")
+        );
+        let rule = &roles[0].rules.as_ref().unwrap()[0];
+        assert_eq!(
+            rule.resources.as_deref(),
+            Some(&["fedoras".to_string()][..])
         );
     }
 

@@ -32,6 +32,8 @@ async fn run() -> Result<(), Error> {
     let args = mock::parse(&args)?;
     tracing::info!(group = %args.group, version = %args.version, kinds = ?args.kinds, "serving");
     let files = tls::Files::api_service(&args.cert_dir);
-    tls::listen(args.port, files, mock::router(&args)).await?.await;
+    tls::listen(args.port, files, mock::router(&args))
+        .await?
+        .await;
     Ok(())
 }
