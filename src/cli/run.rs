@@ -91,6 +91,11 @@ pub struct RunArgs {
     /// A registry (`host:port`) reached over plain HTTP; loopback addresses always are.
     #[arg(long = "insecure-registry", value_name = "HOST:PORT")]
     pub insecure_registries: Vec<String>,
+    /// Registry mirrors for the catalog and bundle images `olm run` pulls itself, in
+    /// containers-registries.conf(5) v2 form (the file the nodes' tools read). A missing
+    /// file means no mirrors.
+    #[arg(long, default_value = "/etc/containers/registries.conf")]
+    pub registries_conf: std::path::PathBuf,
     /// Elect a leader on a coordination.k8s.io Lease, so that replicas never act at once.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "OLM_LEADER_ELECT")]
     pub leader_elect: bool,
@@ -189,6 +194,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             disable_copied_csvs: args.disable_copied_csvs,
             image_cache_dir: args.image_cache_dir,
             insecure_registries: args.insecure_registries,
+            mirrors: std::sync::Arc::new(crate::oci::mirrors::Mirrors::load(
+                &args.registries_conf,
+            )?),
         },
     };
     // Memory: jemalloc, tuned for a server (crate::allocator).

@@ -53,6 +53,8 @@ pub struct Settings {
     pub image_cache_dir: std::path::PathBuf,
     /// Registries (`host:port`) reached over plain HTTP; loopback always is.
     pub insecure_registries: Vec<String>,
+    /// Registry mirrors for every pull (registries.conf); empty without the file.
+    pub mirrors: std::sync::Arc<crate::oci::mirrors::Mirrors>,
 }
 
 impl Default for Settings {
@@ -70,6 +72,7 @@ impl Default for Settings {
             disable_copied_csvs: false,
             image_cache_dir: std::env::temp_dir().join("olm-rs-images"),
             insecure_registries: Vec::new(),
+            mirrors: std::sync::Arc::default(),
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod bundle;
 pub mod catalog;
 pub mod input;
 pub mod layout;
+pub mod mirrors;
 pub mod registry;
 pub mod unpack;
 

@@ -366,14 +366,28 @@ impl Session {
         select: &Select,
         expected_digest: Option<&str>,
     ) -> Result<PulledImage, RegistryError> {
+        self.pull_stored_as(reference, reference, cache, select, expected_digest)
+            .await
+    }
+
+    /// As [`Session::pull`], kept in the cache under `stored_as`: an image pulled from a
+    /// mirror is cached under the name it is known by (the digest is the same).
+    pub async fn pull_stored_as(
+        &self,
+        reference: &Reference,
+        stored_as: &Reference,
+        cache: &Path,
+        select: &Select,
+        expected_digest: Option<&str>,
+    ) -> Result<PulledImage, RegistryError> {
         let digest = match expected_digest {
             Some(d) => d.to_string(),
             None => self.resolve_digest(reference).await?,
         };
         let dir = super::cache_entry(
             cache,
-            reference.resolve_registry(),
-            reference.repository(),
+            stored_as.resolve_registry(),
+            stored_as.repository(),
             &digest,
         )
         .ok_or_else(|| RegistryError::Image {

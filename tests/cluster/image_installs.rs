@@ -20,7 +20,7 @@ use super::registry::{PASSWORD, TestRegistry, USER};
 const WAIT: Duration = Duration::from_secs(120);
 
 /// A bundles/ folder with only these reverse-words versions.
-fn bundles_with(dir: &Path, versions: &[&str]) -> PathBuf {
+pub(crate) fn bundles_with(dir: &Path, versions: &[&str]) -> PathBuf {
     let root = dir.join("bundles");
     for version in versions {
         copy_dir(
@@ -45,7 +45,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// `olm catalog publish` with no inline objects; returns the catalog's FBC directory.
-fn publish(registry: &TestRegistry, bundles: &Path, auth: &Path) -> PathBuf {
+pub(crate) fn publish(registry: &TestRegistry, bundles: &Path, auth: &Path) -> PathBuf {
     let work = &registry.dir;
     let catalog_dir = work.join("published");
     let out = Command::new(olm_bin())
@@ -80,7 +80,7 @@ fn apply(yaml: &str) {
     kubectl(&["apply", "-f", "-"], Some(yaml)).ok();
 }
 
-fn setup_namespace(ns: &str, registry: &TestRegistry, og_annotations: &str) {
+pub(crate) fn setup_namespace(ns: &str, registry: &TestRegistry, og_annotations: &str) {
     kubectl(
         &[
             "create",
@@ -101,19 +101,19 @@ fn setup_namespace(ns: &str, registry: &TestRegistry, og_annotations: &str) {
     ));
 }
 
-fn catalog_source(ns: &str, name: &str, image: &str) {
+pub(crate) fn catalog_source(ns: &str, name: &str, image: &str) {
     apply(&format!(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  sourceType: grpc\n  image: {image}\n  secrets: [pull]\n  updateStrategy:\n    registryPoll:\n      interval: 1s\n"
     ));
 }
 
-fn subscribe(ns: &str, source: &str) {
+pub(crate) fn subscribe(ns: &str, source: &str) {
     apply(&format!(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: reverse-words\n  namespace: {ns}\nspec:\n  name: reverse-words\n  channel: stable\n  source: {source}\n  sourceNamespace: {ns}\n"
     ));
 }
 
-async fn installed(ns: &str, csv: &str) -> Value {
+pub(crate) async fn installed(ns: &str, csv: &str) -> Value {
     eventually(&format!("installedCSV {csv}"), WAIT, || async {
         let s = get_json(ns, "subscription/reverse-words");
         (s["status"]["installedCSV"] == csv && s["status"]["state"] == "AtLatestKnown").then_some(s)

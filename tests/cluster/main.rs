@@ -30,6 +30,7 @@ mod install_modes;
 #[cfg(feature = "upstream-tests")]
 mod kubectl_operator;
 mod leader_election;
+mod mirrors;
 mod operator_conditions;
 mod operator_groups;
 mod operators;

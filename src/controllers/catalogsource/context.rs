@@ -97,6 +97,8 @@ struct SourceState {
         Arc<crate::oci::registry::Session>,
     )>,
     last_load: Option<LoadRecord>,
+    /// Image catalogs: the mirror host the image was last resolved at (None: its own).
+    mirror: Option<String>,
 }
 
 /// The last attempt to read a catalog's content.
@@ -175,6 +177,14 @@ impl CatalogSourceState {
             state.uid = uid.map(str::to_string);
             earlier
         })
+    }
+
+    pub(crate) fn set_mirror(&self, source: &CatalogRef, mirror: Option<String>) {
+        self.with(source, |state| state.mirror = mirror);
+    }
+
+    pub(crate) fn mirror(&self, source: &CatalogRef) -> Option<String> {
+        self.with(source, |state| state.mirror.clone())
     }
 
     pub(crate) fn last_load(&self, source: &CatalogRef) -> Option<LoadRecord> {

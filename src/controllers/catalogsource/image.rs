@@ -50,25 +50,30 @@ pub async fn sync_image(
         .and_then(|s| parse_origin(&s.origin).map(|(r, d)| (r.to_string(), d.to_string())))
         .filter(|(reference, _)| reference == image);
     let failure = cctx.state.last_load(source_ref).and_then(|r| r.failure);
+    let mirror = cctx.state.mirror(source_ref);
     Round {
-        connection: connection(image, serving, failure),
+        connection: connection(image, serving, failure, mirror.as_deref()),
         config_map: None,
         spec_problem,
         requeue_after: Some(requeue_after),
     }
 }
 
-/// What the connection state says: the image served (`(reference, digest)`, if any) and
-/// the last check's failure.
+/// What the connection state says: the image served (`(reference, digest)`, if any), the
+/// last check's failure, and the mirror it was resolved at.
 fn connection(
     image: &str,
     serving: Option<(String, String)>,
     failure: Option<Failure>,
+    mirror: Option<&str>,
 ) -> Connection {
+    let from = mirror
+        .map(|m| format!(" from mirror {m}"))
+        .unwrap_or_default();
     match (serving, failure) {
         (Some((reference, digest)), None) => Connection::Ready {
             address: None,
-            message: format!("image {reference} resolved to {digest}; served in-process"),
+            message: format!("image {reference} resolved to {digest}{from}; served in-process"),
         },
         (Some((reference, digest)), Some((_, message))) => Connection::Ready {
             address: None,
@@ -98,10 +103,17 @@ async fn poll_once(
     image: &str,
 ) {
     let ctx = &cctx.shared;
-    let (reference, session, digest) = match resolve(source, source_ref, cctx, image).await {
+    let Resolved {
+        reference,
+        known_as,
+        session,
+        digest,
+        mirror,
+    } = match resolve(source, source_ref, cctx, image).await {
         Ok(resolved) => resolved,
         Err(failure) => return record_failure(cctx, source_ref, failure, origin(image, "")),
     };
+    cctx.state.set_mirror(source_ref, mirror);
     let loaded_from = origin(image, &digest);
     let in_use = ctx
         .snapshots
@@ -120,8 +132,9 @@ async fn poll_once(
         return;
     }
     let pulled = session
-        .pull(
+        .pull_stored_as(
             &reference,
+            &known_as,
             &ctx.settings.image_cache_dir,
             &select_catalog,
             Some(&digest),
@@ -140,33 +153,83 @@ async fn poll_once(
     accept(source, source_ref, cctx, loaded_from, loaded, &[]).await;
 }
 
-/// The image's reference, a registry session with the pull credentials, and the digest
-/// its tag names now.
+/// Where the image was resolved: the reference there, its registry session with the pull
+/// credentials for that host, the digest its tag names now, and the mirror (if one).
+struct Resolved {
+    reference: Reference,
+    /// The image's own name (the cache keeps it under that).
+    known_as: Reference,
+    session: Arc<Session>,
+    digest: String,
+    mirror: Option<String>,
+}
+
+/// Resolves the image at each place the mirror configuration names, in order, until one
+/// answers; a failure names every place tried.
 async fn resolve(
     source: &CatalogSource,
     source_ref: &CatalogRef,
     cctx: &CatalogSourceContext,
     image: &str,
-) -> Result<(Reference, Arc<Session>, String), Failure> {
+) -> Result<Resolved, Failure> {
     let settings = &cctx.shared.settings;
     let reference = parse_reference(image)
         .map_err(|e| (PullCause::InvalidImage.into(), format!("spec.image: {e}")))?;
-    let auth = pull_auth(source, source_ref, cctx, reference.resolve_registry())
-        .await
-        .map_err(|(cause, message)| (cause.into(), format!("image {image}: {message}")))?;
     let options = Options {
         insecure: settings.insecure_registries.clone(),
         timeout: Some(settings.registry_timeout.max(Duration::from_secs(30))),
     };
+    let attempts = settings
+        .mirrors
+        .attempts(&reference, &options)
+        .map_err(|e| (PullCause::Unreachable.into(), format!("image {image}: {e}")))?;
+    let several = attempts.len() > 1;
+    let mut failures = Vec::new();
+    for attempt in attempts {
+        match resolve_at(source, source_ref, cctx, &attempt).await {
+            Ok((session, digest)) => {
+                return Ok(Resolved {
+                    reference: attempt.reference,
+                    known_as: reference,
+                    session,
+                    digest,
+                    mirror: attempt.mirror,
+                });
+            }
+            Err((reason, message)) if several => {
+                failures.push((reason, format!("{}: {message}", attempt.reference)));
+            }
+            Err((reason, message)) => failures.push((reason, message)),
+        }
+    }
+    let reason = failures
+        .last()
+        .map(|f| f.0)
+        .unwrap_or(PullCause::Unreachable.into());
+    let tried: Vec<String> = failures.into_iter().map(|f| f.1).collect();
+    Err((reason, format!("image {image}: {}", tried.join("; "))))
+}
+
+/// One place: credentials for its host, its session, the digest.
+async fn resolve_at(
+    source: &CatalogSource,
+    source_ref: &CatalogRef,
+    cctx: &CatalogSourceContext,
+    attempt: &crate::oci::mirrors::Attempt,
+) -> Result<(Arc<Session>, String), Failure> {
+    let reference = &attempt.reference;
+    let auth = pull_auth(source, source_ref, cctx, reference.resolve_registry())
+        .await
+        .map_err(|(cause, message)| (cause.into(), message))?;
     let session = cctx
         .state
-        .image_session(source_ref, &reference, auth, &options)
-        .map_err(|e| (e.cause().into(), format!("image {image}: {e}")))?;
+        .image_session(source_ref, reference, auth, &attempt.options)
+        .map_err(|e| (e.cause().into(), e.to_string()))?;
     let digest = session
-        .resolve_digest(&reference)
+        .resolve_digest(reference)
         .await
-        .map_err(|e| (e.cause().into(), format!("image {image}: {e}")))?;
-    Ok((reference, session, digest))
+        .map_err(|e| (e.cause().into(), e.to_string()))?;
+    Ok((session, digest))
 }
 
 /// Records a check that failed; the last good snapshot stays.

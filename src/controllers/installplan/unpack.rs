@@ -86,36 +86,46 @@ pub async fn pull_lookup(
         })?
         .map(|source| source.spec.secrets)
         .unwrap_or_default();
-    let auth = crate::cluster::pull_secrets::registry_auth(
-        &ctx.client,
-        catalog_namespace,
-        &secrets,
-        reference.resolve_registry(),
-    )
-    .await
-    .map_err(|(cause, message)| {
-        failure(cause, format!("CatalogSource {catalog}: {message}"), false)
-    })?;
     let options = Options {
         insecure: ctx.settings.insecure_registries.clone(),
         timeout: Some(ctx.settings.registry_timeout.max(Duration::from_secs(30))),
     };
-    let session = Session::new(&reference, auth, &options)
-        .map_err(|e| failure(e.cause(), e.to_string(), false))?;
-    let cache = &ctx.settings.image_cache_dir;
-    let pulled = tokio::time::timeout(limit, session.pull(&reference, cache, &select_bundle, None))
+    let attempts = (ctx.settings.mirrors.attempts(&reference, &options))
+        .map_err(|message| failure(PullCause::Unreachable, message, false))?;
+    let several = attempts.len() > 1;
+    let mut failures: Vec<PullFailure> = Vec::new();
+    let mut pulled = None;
+    for attempt in &attempts {
+        let target = (&attempt.reference, &reference);
+        match pull_at(
+            target,
+            &attempt.options,
+            ctx,
+            (catalog, catalog_namespace),
+            &secrets,
+            limit,
+        )
         .await
-        .map_err(|_| {
-            failure(
-                PullCause::Timeout,
-                format!("the pull took longer than {limit:?}"),
-                false,
-            )
-        })?
-        .map_err(|e| {
-            let cause = e.cause();
-            failure(cause, e.to_string(), cause == PullCause::InvalidImage)
-        })?;
+        {
+            Ok(image) => {
+                pulled = Some(image);
+                break;
+            }
+            // An image that is not a bundle is that wherever it comes from.
+            Err(f) if f.permanent => return Err(failure(f.cause, f.message, true)),
+            Err(mut f) => {
+                if several {
+                    f.message = format!("{}: {}", attempt.reference, f.message);
+                }
+                failures.push(f);
+            }
+        }
+    }
+    let Some(pulled) = pulled else {
+        let cause = failures.last().map_or(PullCause::Unreachable, |f| f.cause);
+        let tried: Vec<String> = failures.into_iter().map(|f| f.message).collect();
+        return Err(failure(cause, tried.join("; "), false));
+    };
     let (rootfs, name) = (pulled.rootfs.clone(), lookup.identifier.clone());
     let objects = tokio::task::spawn_blocking(move || bundle_objects(&rootfs, &name))
         .await
@@ -129,6 +139,51 @@ pub async fn pull_lookup(
         .map_err(|refused| failure(PullCause::InvalidImage, refused.to_string(), true))?;
     tracing::info!(bundle = %lookup.identifier, image, digest = %pulled.digest, "bundle image pulled");
     Ok(objects)
+}
+
+/// One place to pull a bundle image from (the image itself or a mirror): the catalog's
+/// pull Secrets matched to that host, then the pull, bounded by `limit`, cached under the
+/// name the catalog knows it by.
+async fn pull_at(
+    (reference, known_as): (&oci_client::Reference, &oci_client::Reference),
+    options: &Options,
+    ctx: &Context,
+    (catalog, catalog_namespace): (&str, &str),
+    secrets: &[String],
+    limit: Duration,
+) -> Result<crate::oci::registry::PulledImage, PullFailure> {
+    let failure = |cause: PullCause, message: String, permanent: bool| PullFailure {
+        cause,
+        message,
+        permanent,
+    };
+    let auth = crate::cluster::pull_secrets::registry_auth(
+        &ctx.client,
+        catalog_namespace,
+        secrets,
+        reference.resolve_registry(),
+    )
+    .await
+    .map_err(|(cause, message)| {
+        failure(cause, format!("CatalogSource {catalog}: {message}"), false)
+    })?;
+    let session = Session::new(reference, auth, options)
+        .map_err(|e| failure(e.cause(), e.to_string(), false))?;
+    let cache = &ctx.settings.image_cache_dir;
+    let pull = session.pull_stored_as(reference, known_as, cache, &select_bundle, None);
+    tokio::time::timeout(limit, pull)
+        .await
+        .map_err(|_| {
+            failure(
+                PullCause::Timeout,
+                format!("the pull took longer than {limit:?}"),
+                false,
+            )
+        })?
+        .map_err(|e| {
+            let cause = e.cause();
+            failure(cause, e.to_string(), cause == PullCause::InvalidImage)
+        })
 }
 
 /// The unpack timeout of a namespace: its OperatorGroup's annotation when it parses.
