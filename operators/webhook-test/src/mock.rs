@@ -141,7 +141,7 @@ pub fn group(args: &Args) -> Value {
 
 pub fn router(args: &Args) -> Router {
     let (group, resources) = (group(args), resources(args));
-    let groups = json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [group.clone()]});
+    let groups = json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [group]});
     Router::new()
         .route("/apis", get(move || async move { Json(groups) }))
         .route(
@@ -161,7 +161,7 @@ mod tests {
     use super::*;
 
     fn strings(args: &[&str]) -> Vec<String> {
-        args.iter().map(|s| s.to_string()).collect()
+        args.iter().map(ToString::to_string).collect()
     }
 
     #[test]

@@ -96,7 +96,7 @@ pub async fn remove(
         }
         match api.delete(&object.name, &DeleteParams::default()).await {
             Ok(_) => {
-                tracing::info!(kind = object.kind, name = %object.name, csv, "deleted an object of the old APIService naming")
+                tracing::info!(kind = object.kind, name = %object.name, csv, "deleted an object of the old APIService naming");
             }
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(e) => return Err(failed(&e)),
