@@ -20,6 +20,12 @@ pub enum MirrorError {
     },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
+    #[error("{path}: {reference} makes no image reference: {message}")]
+    Rewritten {
+        path: PathBuf,
+        reference: String,
+        message: String,
+    },
     #[error("{reference}: registry {prefix} is blocked in {path}")]
     Blocked {
         reference: String,
@@ -220,7 +226,7 @@ impl Mirrors {
         &self,
         reference: &oci_client::Reference,
         options: &crate::oci::registry::Options,
-    ) -> Result<Vec<Attempt>, String> {
+    ) -> Result<Vec<Attempt>, MirrorError> {
         if self.is_empty() {
             return Ok(vec![Attempt {
                 reference: reference.clone(),
@@ -228,14 +234,18 @@ impl Mirrors {
                 mirror: None,
             }]);
         }
-        let found = self
-            .candidates(&reference.whole())
-            .map_err(|e| e.to_string())?;
+        let found = self.candidates(&reference.whole())?;
         found
             .into_iter()
             .map(|candidate| {
-                let parsed = crate::oci::registry::parse_reference(&candidate.reference)
-                    .map_err(|e| format!("{}: {e}", self.path.display()))?;
+                let parsed =
+                    crate::oci::registry::parse_reference(&candidate.reference).map_err(|e| {
+                        MirrorError::Rewritten {
+                            path: self.path.clone(),
+                            reference: candidate.reference.clone(),
+                            message: e.to_string(),
+                        }
+                    })?;
                 let host = parsed.resolve_registry().to_string();
                 let mut options = options.clone();
                 if candidate.insecure {

@@ -16,7 +16,7 @@ use crate::cluster::ownership::owner_selector;
 
 use super::context::{FIELD_MANAGER, Round};
 use super::install_error::InstallError;
-use super::{legacy, owned, rbac, serving, webhooks};
+use super::{owned, rbac, serving, webhooks};
 
 pub(super) fn resource_of(kind: &str) -> ApiResource {
     match kind {
@@ -79,9 +79,6 @@ pub(super) async fn install(
         None => round.client(),
     };
     apply_all(round, &client, rbac, deployments, serving).await?;
-    // OLM's own identity, as the sweep: these were never the group account's to write.
-    let legacy = legacy::objects(&round.namespace, webhooks::owned_api_services(round.csv));
-    legacy::remove(&round.client(), &legacy, &round.name, &round.namespace).await?;
     if !sweep {
         return Ok(());
     }

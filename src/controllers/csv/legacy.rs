@@ -12,6 +12,7 @@ use kube::api::DeleteParams;
 use crate::api::ApiServiceDescription;
 use crate::cluster::ownership::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 
+use super::context::Round;
 use super::install::{api_message, dynamic_api};
 use super::install_error::InstallError;
 use super::webhooks;
@@ -73,14 +74,13 @@ pub fn adoptable(labels: Option<&BTreeMap<String, String>>, csv: &str, namespace
         && get(OWNER_LABEL) == Some(csv)
 }
 
-/// Deletes each of `objects` that exists and is adoptable.
+/// Deletes each object of the old naming of `owned` that exists and is adoptable.
 pub async fn remove(
-    client: &kube::Client,
-    objects: &[Legacy],
-    csv: &str,
-    namespace: &str,
+    round: &Round<'_>,
+    owned: &[ApiServiceDescription],
 ) -> Result<(), InstallError> {
-    for object in objects {
+    let client = round.client();
+    for object in objects(&round.namespace, owned) {
         let api = dynamic_api(client.clone(), object.kind, object.namespace.as_deref());
         let failed = |e: &kube::Error| InstallError::Delete {
             kind: object.kind,
@@ -91,12 +91,16 @@ pub async fn remove(
         let Some(found) = found.map_err(|e| failed(&e))? else {
             continue;
         };
-        if !adoptable(found.metadata.labels.as_ref(), csv, namespace) {
+        if !adoptable(
+            found.metadata.labels.as_ref(),
+            &round.name,
+            &round.namespace,
+        ) {
             continue;
         }
         match api.delete(&object.name, &DeleteParams::default()).await {
             Ok(_) => {
-                tracing::info!(kind = object.kind, name = %object.name, csv, "deleted an object of the old APIService naming");
+                tracing::info!(kind = object.kind, name = %object.name, csv = %round.name, "deleted an object of the old APIService naming");
             }
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(e) => return Err(failed(&e)),

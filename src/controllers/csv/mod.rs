@@ -143,6 +143,12 @@ async fn sync(csv: &ClusterServiceVersion, ctx: &CsvContext) -> Result<Action, E
                 !phase::never_installed(csv.status.as_ref()),
             )
             .await;
+            // The objects of the old APIService naming go with OLM's own identity, as the
+            // sweep's: they were never the group account's to write.
+            let applied = match applied {
+                Ok(()) => legacy::remove(&round, webhooks::owned_api_services(csv)).await,
+                failed => failed,
+            };
             if applied.is_ok() {
                 certs = gathered.serving.status_times();
             }

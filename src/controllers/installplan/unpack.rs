@@ -91,7 +91,7 @@ pub async fn pull_lookup(
         timeout: Some(ctx.settings.registry_timeout.max(Duration::from_secs(30))),
     };
     let attempts = (ctx.settings.mirrors.attempts(&reference, &options))
-        .map_err(|message| failure(PullCause::Unreachable, message, false))?;
+        .map_err(|e| failure(PullCause::Unreachable, e.to_string(), false))?;
     let several = attempts.len() > 1;
     let mut failures: Vec<PullFailure> = Vec::new();
     let mut pulled = None;
