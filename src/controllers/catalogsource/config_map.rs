@@ -84,20 +84,14 @@ pub async fn sync_config_map(
         .status
         .as_ref()
         .and_then(|s| s.config_map_reference.as_ref());
-    let reference = match previous {
-        Some(p)
-            if p.name == name && p.resource_version.as_deref() == Some(loaded_version.as_str()) =>
-        {
-            p.clone()
-        }
-        _ => ConfigMapResourceReference {
-            name: name.to_string(),
-            namespace: source_ref.namespace.clone(),
-            uid: watched.metadata.uid.clone(),
-            resource_version: Some(loaded_version),
-            last_update_time: Some(Time(now)),
-        },
+    let fresh = ConfigMapResourceReference {
+        name: name.to_string(),
+        namespace: source_ref.namespace.clone(),
+        uid: watched.metadata.uid.clone(),
+        resource_version: Some(loaded_version),
+        last_update_time: Some(Time(now)),
     };
+    let (reference, requeue_after) = next_reference(previous, fresh, now);
     Ok(Round {
         connection: Connection::Ready {
             address: None,
@@ -105,7 +99,7 @@ pub async fn sync_config_map(
         },
         config_map: Some(reference),
         spec_problem: None,
-        requeue_after: None,
+        requeue_after,
     })
 }
 
@@ -231,3 +225,68 @@ fn config_map_origin(name: &str, resource_version: &str) -> String {
 /// (its loader never checked): package names that are not DNS-1123 labels, and two bundles
 /// of a package with one version. Loaded with a warning in the log.
 const CONFIG_MAP_TOLERATES: &[Rule] = &[Rule::PackageName, Rule::DuplicateVersion];
+/// The reference the status shows: the previous one while the same version is loaded; a
+/// new version's with its update time. Times are written in whole seconds, and clients
+/// (upstream's test helpers among them) wait for a strictly later `lastUpdateTime`: a new
+/// version read within the second of the previous update keeps the previous reference until
+/// that second has passed (the returned wait brings the controller back then).
+fn next_reference(
+    previous: Option<&ConfigMapResourceReference>,
+    fresh: ConfigMapResourceReference,
+    now: Timestamp,
+) -> (ConfigMapResourceReference, Option<std::time::Duration>) {
+    let Some(previous) = previous.filter(|p| p.name == fresh.name) else {
+        return (fresh, None);
+    };
+    if previous.resource_version == fresh.resource_version {
+        return (previous.clone(), None);
+    }
+    let updated = previous.last_update_time.as_ref().map(|t| t.0.as_second());
+    match updated {
+        Some(second) if now.as_second() <= second => {
+            let next = Timestamp::from_second(second + 1).unwrap_or(now);
+            let wait = now.duration_until(next).unsigned_abs();
+            (
+                previous.clone(),
+                Some(wait + std::time::Duration::from_millis(20)),
+            )
+        }
+        _ => (fresh, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(version: &str, second: i64) -> ConfigMapResourceReference {
+        ConfigMapResourceReference {
+            name: "cm".into(),
+            namespace: "ns".into(),
+            uid: None,
+            resource_version: Some(version.into()),
+            last_update_time: Some(Time(Timestamp::from_second(second).unwrap())),
+        }
+    }
+
+    #[test]
+    fn a_new_version_is_stamped_strictly_later_than_the_last() {
+        let at = |ms: i64| Timestamp::from_millisecond(ms).unwrap();
+        let previous = reference("1", 100);
+        // The same version: unchanged.
+        let (same, wait) = next_reference(Some(&previous), reference("1", 101), at(101_000));
+        assert_eq!((same, wait), (previous.clone(), None));
+        // A new version within the same second: the old reference until the next second.
+        let (kept, wait) = next_reference(Some(&previous), reference("2", 100), at(100_400));
+        assert_eq!(kept, previous);
+        assert_eq!(wait, Some(std::time::Duration::from_millis(620)));
+        // Once the second has passed: the new version, later.
+        let (moved, wait) = next_reference(Some(&previous), reference("2", 101), at(101_000));
+        assert_eq!((moved.resource_version.as_deref(), wait), (Some("2"), None));
+        // No previous reference, or another ConfigMap's: the new one at once.
+        assert_eq!(
+            next_reference(None, reference("2", 100), at(100_000)).1,
+            None
+        );
+    }
+}
