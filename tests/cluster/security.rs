@@ -264,8 +264,8 @@ async fn a_scoped_group_writes_the_whole_install_as_its_account() {
 }
 
 /// Row 4: a plan's steps are limited to upstream's kinds. A plan with a ConfigMap and then an
-/// APIService fails naming the step (UnsupportedResource), before any step runs: the
-/// ConfigMap is not there either.
+/// APIService, or a listed kind in a group a CRD serves, fails naming the step
+/// (UnsupportedResource), before any step runs: the ConfigMap is not there either.
 #[tokio::test]
 async fn a_plan_may_create_only_upstreams_kinds_and_nothing_runs_otherwise() {
     let t = Tenancy::new("sec-kinds", None).await;
@@ -298,6 +298,47 @@ async fn a_plan_may_create_only_upstreams_kinds_and_nothing_runs_otherwise() {
         "a step ran before the refusal"
     );
     assert!(!kubectl(&["get", "apiservice", &format!("v1.{group}")], None).success());
+
+    // A look-alike: a listed kind (ServiceMonitor) in a group someone's CRD serves. Refused
+    // before any step runs, as the APIService (unserved, it would only be retried as not
+    // found on the cluster, as upstream's executor does).
+    let crd = format!("servicemonitors.{group}");
+    admin_apply(
+        &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": "servicemonitors", "singular": "servicemonitor", "kind": "ServiceMonitor"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}),
+    );
+    kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/{crd}"),
+            "--timeout=60s",
+        ],
+        None,
+    )
+    .ok();
+    let look_alike = json!({"apiVersion": format!("{group}/v1"), "kind": "ServiceMonitor",
+        "metadata": {"name": "second"}});
+    hand_written_plan(
+        t.name(),
+        "look-alike",
+        &[
+            step("ConfigMap", "first", &config_map),
+            step("ServiceMonitor", "second", &look_alike),
+        ],
+    );
+    let plan = plan_phase(t.name(), "look-alike", "Failed").await;
+    let message = plan["status"]["message"].as_str().unwrap();
+    assert!(message.contains("UnsupportedResource"), "{message}");
+    assert!(
+        get(t.name(), "configmap/first").is_none(),
+        "a step ran before the refusal of the look-alike"
+    );
+    kubectl(&["delete", "crd", &crd, "--wait=false"], None).ok();
 
     // A namespaced step is written into the plan's namespace, whatever its manifest says.
     let elsewhere = json!({"apiVersion": "v1", "kind": "ConfigMap",

@@ -84,7 +84,11 @@ pub fn unsupported(r: &StepResource, gvk: &GroupVersionKind) -> Option<StepError
 
 /// The first step of `steps` the plan may not carry. A step that refers to its bundle in
 /// the catalog is the catalog's object, checked when its plan was made.
-pub fn admit(steps: &[Step]) -> Result<(), Inadmissible> {
+/// Steps of a known kind in another group come back as look-alikes: refused by the caller
+/// when their group is served (a tenant's CRD of that kind name), and otherwise left to
+/// fail at their turn as not found on the cluster, as upstream's executor fails them.
+pub fn admit(steps: &[Step]) -> Result<Vec<Inadmissible>, Inadmissible> {
+    let mut look_alikes = Vec::new();
     for (i, step) in steps.iter().enumerate() {
         let r = &step.resource;
         let object: Value =
@@ -100,17 +104,28 @@ pub fn admit(steps: &[Step]) -> Result<(), Inadmissible> {
             continue;
         }
         let gvk = step_gvk(r, &object);
-        if !supported(&gvk) {
-            return Err(Inadmissible::Unsupported {
-                index: i + 1,
-                group: gvk.group,
-                version: gvk.version,
-                kind: gvk.kind,
-                name: r.name.clone(),
-            });
+        if supported(&gvk) {
+            continue;
         }
+        let known = listed_kind(&gvk.kind);
+        let refused = Inadmissible::Unsupported {
+            index: i + 1,
+            group: gvk.group,
+            version: gvk.version,
+            kind: gvk.kind,
+            name: r.name.clone(),
+        };
+        if !known {
+            return Err(refused);
+        }
+        look_alikes.push(refused);
     }
-    Ok(())
+    Ok(look_alikes)
+}
+
+/// A kind name upstream's list has (in whatever group).
+pub fn listed_kind(kind: &str) -> bool {
+    supported_group(kind).is_some()
 }
 
 /// What a step creates: the manifest's own apiVersion and kind when it has them (clients
@@ -195,7 +210,7 @@ mod tests {
             // Upstream's own tests write CRDs as `v1`: the kind's group is found by name.
             step(KIND_CRD, &json!({"apiVersion": "v1", "kind": KIND_CRD})),
         ];
-        assert_eq!(admit(&ok), Ok(()));
+        assert_eq!(admit(&ok), Ok(vec![]));
         for (kind, api_version) in [
             ("APIService", "apiregistration.k8s.io/v1"),
             (
@@ -203,7 +218,6 @@ mod tests {
                 "admissionregistration.k8s.io/v1",
             ),
             ("Namespace", "v1"),
-            ("ServiceMonitor", "evil.example.com/v1"),
         ] {
             let mut steps = ok.to_vec();
             steps.push(step(
@@ -217,6 +231,18 @@ mod tests {
                 "{refused}"
             );
         }
+    }
+
+    #[test]
+    fn a_listed_kind_in_another_group_is_a_look_alike_for_the_caller_to_check() {
+        let look_alike = step(
+            "ServiceMonitor",
+            &json!({"apiVersion": "evil.example.com/v1", "kind": "ServiceMonitor"}),
+        );
+        let found = admit(&[look_alike]).unwrap();
+        assert!(
+            matches!(&found[..], [Inadmissible::Unsupported { group, index: 1, .. }] if group == "evil.example.com")
+        );
     }
 
     #[test]

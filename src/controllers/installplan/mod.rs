@@ -116,7 +116,7 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
             }
             Ok(Action::await_change())
         }
-        InstallPlanPhase::Installing => match admit::admit(&status.plan) {
+        InstallPlanPhase::Installing => match admitted(plan, &status.plan, ctx).await? {
             Ok(()) => execute::execute(plan, status, ctx).await,
             Err(refused) => refuse(plan, status, &refused, ctx).await,
         },
@@ -172,6 +172,39 @@ async fn unpack_lookups(
 }
 
 /// A plan with a step it may not carry fails before any step runs, the step marked.
+/// [`admit::admit`], and each look-alike step refused when its group is served.
+async fn admitted(
+    plan: &InstallPlan,
+    steps: &[crate::api::Step],
+    ctx: &InstallPlanContext,
+) -> Result<Result<(), admit::Inadmissible>, Error> {
+    let look_alikes = match admit::admit(steps) {
+        Ok(look_alikes) => look_alikes,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    for refused in look_alikes {
+        let admit::Inadmissible::Unsupported {
+            group,
+            version,
+            kind,
+            ..
+        } = &refused
+        else {
+            continue;
+        };
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        let served = step::served(&gvk, ctx).await.map_err(|e| Error::Other {
+            namespace: plan.namespace().unwrap_or_default(),
+            name: plan.name_any(),
+            message: format!("discovering {group}/{version} {kind}: {e}"),
+        })?;
+        if served {
+            return Ok(Err(refused));
+        }
+    }
+    Ok(Ok(()))
+}
+
 async fn refuse(
     plan: &InstallPlan,
     mut status: InstallPlanStatus,

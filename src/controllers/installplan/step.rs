@@ -45,7 +45,12 @@ pub async fn run(
     let r = &step.resource;
     let object = object_of(step, namespace, ctx).await?;
     let gvk = step_gvk(r, &object);
-    if let Some(refused) = admit::unsupported(r, &gvk) {
+    // A kind name not on upstream's list is refused at once; a known kind in another group
+    // only once its group is served (a look-alike CRD): unserved, it is not found on the
+    // cluster and retried, as upstream's executor does.
+    if !admit::listed_kind(&gvk.kind)
+        && let Some(refused) = admit::unsupported(r, &gvk)
+    {
         return Err(refused);
     }
     let Some((resource, caps)) = discover(&gvk, ctx).await? else {
@@ -58,6 +63,9 @@ pub async fn run(
             served_kind: gvk.kind,
         });
     };
+    if let Some(refused) = admit::unsupported(r, &gvk) {
+        return Err(refused);
+    }
     let namespaced = caps.scope == Scope::Namespaced;
     let mut shaped = decide::shape(object, &gvk, namespaced, namespace, step);
     for (i, csv) in std::mem::take(&mut shaped.owner_uids) {
@@ -298,6 +306,14 @@ async fn csv_uid(
 }
 
 /// Where objects of `gvk` are served, as OLM discovers it (cached); None when they are not.
+/// Whether the API server serves `gvk`.
+pub(super) async fn served(
+    gvk: &GroupVersionKind,
+    ctx: &InstallPlanContext,
+) -> Result<bool, StepError> {
+    Ok(discover(gvk, ctx).await?.is_some())
+}
+
 async fn discover(
     gvk: &GroupVersionKind,
     ctx: &InstallPlanContext,
