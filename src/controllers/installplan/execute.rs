@@ -196,7 +196,7 @@ fn installed_message(status: &InstallPlanStatus) -> Option<String> {
 
 /// The OperatorGroups of `namespace`, from the shared cache: a waiting plan is looked at
 /// every few seconds, and a LIST per look was one request per plan per round.
-async fn groups_in(namespace: &str, ctx: &InstallPlanContext) -> Vec<OperatorGroup> {
+pub(super) async fn groups_in(namespace: &str, ctx: &InstallPlanContext) -> Vec<OperatorGroup> {
     let cache = ctx.shared.informers.operator_groups.store();
     crate::controllers::kit::cache_ready::listed(&cache).await;
     cache

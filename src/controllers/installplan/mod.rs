@@ -116,10 +116,19 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
             }
             Ok(Action::await_change())
         }
-        InstallPlanPhase::Installing => match admitted(plan, &status.plan, ctx).await? {
-            Ok(()) => execute::execute(plan, status, ctx).await,
-            Err(refused) => refuse(plan, status, &refused, ctx).await,
-        },
+        InstallPlanPhase::Installing => {
+            // As upstream, a namespace without exactly one group is said first (the plan
+            // waits, nothing runs: `execute` only writes why); its steps are judged after.
+            let namespace = plan.namespace().unwrap_or_default();
+            let groups = execute::groups_in(&namespace, ctx).await;
+            if execute::group_problem(groups.len()).is_some() {
+                return execute::execute(plan, status, ctx).await;
+            }
+            match admitted(plan, &status.plan, ctx).await? {
+                Ok(()) => execute::execute(plan, status, ctx).await,
+                Err(refused) => refuse(plan, status, &refused, ctx).await,
+            }
+        }
         // No phase or Planning: its writer has not handed it over yet; upstream leaves such
         // a plan alone too (its Subscription says InstallPlanNotYetReconciled).
         InstallPlanPhase::None | InstallPlanPhase::Planning => Ok(Action::await_change()),
