@@ -84,11 +84,12 @@ pub fn unsupported(r: &StepResource, gvk: &GroupVersionKind) -> Option<StepError
 
 /// The first step of `steps` the plan may not carry. A step that refers to its bundle in
 /// the catalog is the catalog's object, checked when its plan was made.
-/// Steps of a known kind in another group come back as look-alikes: refused by the caller
-/// when their group is served (a tenant's CRD of that kind name), and otherwise left to
-/// fail at their turn as not found on the cluster, as upstream's executor fails them.
+/// Steps of kinds off the list come back for the caller to refuse when the API server serves
+/// their kind (an APIService, a webhook configuration, a tenant's look-alike CRD): one it
+/// does not serve could create nothing, and fails at its turn as not found on the cluster
+/// after the retry timeout, as upstream's executor fails it.
 pub fn admit(steps: &[Step]) -> Result<Vec<Inadmissible>, Inadmissible> {
-    let mut look_alikes = Vec::new();
+    let mut unlisted = Vec::new();
     for (i, step) in steps.iter().enumerate() {
         let r = &step.resource;
         let object: Value =
@@ -104,28 +105,17 @@ pub fn admit(steps: &[Step]) -> Result<Vec<Inadmissible>, Inadmissible> {
             continue;
         }
         let gvk = step_gvk(r, &object);
-        if supported(&gvk) {
-            continue;
+        if !supported(&gvk) {
+            unlisted.push(Inadmissible::Unsupported {
+                index: i + 1,
+                group: gvk.group,
+                version: gvk.version,
+                kind: gvk.kind,
+                name: r.name.clone(),
+            });
         }
-        let known = listed_kind(&gvk.kind);
-        let refused = Inadmissible::Unsupported {
-            index: i + 1,
-            group: gvk.group,
-            version: gvk.version,
-            kind: gvk.kind,
-            name: r.name.clone(),
-        };
-        if !known {
-            return Err(refused);
-        }
-        look_alikes.push(refused);
     }
-    Ok(look_alikes)
-}
-
-/// A kind name upstream's list has (in whatever group).
-pub fn listed_kind(kind: &str) -> bool {
-    supported_group(kind).is_some()
+    Ok(unlisted)
 }
 
 /// What a step creates: the manifest's own apiVersion and kind when it has them (clients
@@ -193,7 +183,7 @@ mod tests {
     }
 
     #[test]
-    fn upstreams_kinds_pass_and_any_other_is_refused_naming_the_step() {
+    fn upstreams_kinds_pass_and_any_other_is_named_for_the_caller_to_refuse() {
         let ok = [
             step(
                 "ClusterRole",
@@ -218,31 +208,23 @@ mod tests {
                 "admissionregistration.k8s.io/v1",
             ),
             ("Namespace", "v1"),
+            ("ServiceMonitor", "evil.example.com/v1"),
         ] {
             let mut steps = ok.to_vec();
             steps.push(step(
                 kind,
                 &json!({"apiVersion": api_version, "kind": kind}),
             ));
-            let refused = admit(&steps).unwrap_err();
-            assert_eq!(refused.index(), 4, "{refused}");
+            // For the caller to refuse when served.
+            let unlisted = admit(&steps).unwrap();
+            assert_eq!(unlisted.len(), 1, "{unlisted:?}");
+            assert_eq!(unlisted[0].index(), 4, "{}", unlisted[0]);
             assert!(
-                refused.to_string().contains("UnsupportedResource"),
-                "{refused}"
+                unlisted[0].to_string().contains("UnsupportedResource"),
+                "{}",
+                unlisted[0]
             );
         }
-    }
-
-    #[test]
-    fn a_listed_kind_in_another_group_is_a_look_alike_for_the_caller_to_check() {
-        let look_alike = step(
-            "ServiceMonitor",
-            &json!({"apiVersion": "evil.example.com/v1", "kind": "ServiceMonitor"}),
-        );
-        let found = admit(&[look_alike]).unwrap();
-        assert!(
-            matches!(&found[..], [Inadmissible::Unsupported { group, index: 1, .. }] if group == "evil.example.com")
-        );
     }
 
     #[test]
@@ -252,7 +234,7 @@ mod tests {
             &json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService"}),
         );
         assert!(
-            matches!(admit(&[disguised]), Err(Inadmissible::Unsupported { kind, .. }) if kind == "APIService")
+            matches!(&admit(&[disguised]).unwrap()[..], [Inadmissible::Unsupported { kind, .. }] if kind == "APIService")
         );
         let broken = step("ConfigMap", &json!(null));
         let mut broken = broken;

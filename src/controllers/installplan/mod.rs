@@ -181,17 +181,18 @@ async fn unpack_lookups(
 }
 
 /// A plan with a step it may not carry fails before any step runs, the step marked.
-/// [`admit::admit`], and each look-alike step refused when its group is served.
+/// [`admit::admit`], and each step of a kind off the list refused when that kind is served:
+/// nothing runs of a plan that carries one.
 async fn admitted(
     plan: &InstallPlan,
     steps: &[crate::api::Step],
     ctx: &InstallPlanContext,
 ) -> Result<Result<(), admit::Inadmissible>, Error> {
-    let look_alikes = match admit::admit(steps) {
-        Ok(look_alikes) => look_alikes,
+    let unlisted = match admit::admit(steps) {
+        Ok(unlisted) => unlisted,
         Err(refused) => return Ok(Err(refused)),
     };
-    for refused in look_alikes {
+    for refused in unlisted {
         let admit::Inadmissible::Unsupported {
             group,
             version,

@@ -45,14 +45,8 @@ pub async fn run(
     let r = &step.resource;
     let object = object_of(step, namespace, ctx).await?;
     let gvk = step_gvk(r, &object);
-    // A kind name not on upstream's list is refused at once; a known kind in another group
-    // only once its group is served (a look-alike CRD): unserved, it is not found on the
-    // cluster and retried, as upstream's executor does.
-    if !admit::listed_kind(&gvk.kind)
-        && let Some(refused) = admit::unsupported(r, &gvk)
-    {
-        return Err(refused);
-    }
+    // A kind off upstream's list is refused once the API server serves it; unserved, it is
+    // not found on the cluster and retried, as upstream's executor does.
     let Some((resource, caps)) = discover(&gvk, ctx).await? else {
         // Not served (yet): its CRD may be on its way; retried until the retry timeout.
         return Err(StepError::NotServed {
