@@ -126,6 +126,35 @@ fn pwn_csv(namespace: &str) -> Value {
     })
 }
 
+/// A CSV claiming to own an APIService of the core group (whose built-in `v1.` always
+/// exists) gets no per-API roles: `view` would otherwise aggregate `get` on every Secret of
+/// every namespace. Roles follow only an APIService OLM made for a member CSV.
+#[tokio::test]
+async fn a_csv_claiming_a_built_in_api_service_aggregates_nothing_into_view() {
+    let t = Tenancy::new("sec-apiservice-roles", None).await;
+    let mut csv = pwn_csv(t.name());
+    csv["metadata"]["name"] = json!("claims.v0.0.1");
+    csv["spec"]["apiservicedefinitions"] = json!({"owned": [{
+        "name": "secrets", "group": "", "version": "v1", "kind": "Secret",
+        "deploymentName": "pwn", "containerPort": 5443, "displayName": "Secret"}]});
+    t.kubectl(&["apply", "-f", "-"], Some(&csv.to_string()))
+        .ok();
+    // The group has read the CSV once it lists the API among those its members provide.
+    eventually("the group lists the claimed API", WAIT, || async {
+        let og = get(t.name(), "operatorgroup/og")?;
+        let provided = og["metadata"]["annotations"]["olm.providedAPIs"].as_str()?;
+        provided.contains("Secret.v1.").then_some(())
+    })
+    .await;
+    for suffix in ["admin", "edit", "view"] {
+        let role = format!("clusterrole/secrets-v1-{suffix}");
+        assert!(
+            !kubectl(&["get", &role], None).success(),
+            "{role} was made for a CSV's claim on the core group"
+        );
+    }
+}
+
 /// Row 1: a CSV alone grants nothing. It waits Pending (RequirementsNotMet), lists what its
 /// account lacks in upstream's shape, and OLM makes no account, RBAC or Deployment for it.
 #[tokio::test]

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -59,7 +58,7 @@ pub(super) async fn gather(
     // times.
     let mut source_uids = BTreeMap::new();
     for api in status::provided_apis(&members) {
-        if let Some(uid) = source_uid(ctx, client, group, &api.source).await? {
+        if let Some(uid) = source_uid(ctx, client, group, &api.source, &members).await? {
             source_uids.insert(api.source, uid);
         }
     }
@@ -72,44 +71,91 @@ pub(super) async fn gather(
     })
 }
 
-/// The UID of the CRD or APIService that defines a provided API, if it exists: from the
-/// shared cache, else from the API server.
+/// The UID of what defines a provided API, if it may own the API's roles. A CRD: when it
+/// exists (shared cache, else the API server). An APIService: only one OLM made for a member
+/// CSV (its owner labels name it; from the cache of those): a CSV may claim any group, and
+/// the built-in `v1.` for the core group always exists, so the name alone would let a tenant
+/// who may write a CSV have `view` aggregate, say, Secrets.
 async fn source_uid(
     ctx: &OperatorGroupContext,
     client: &kube::Client,
     group: &OperatorGroup,
     source: &ApiSource,
+    members: &[ClusterServiceVersion],
 ) -> Result<Option<String>, Error> {
     let cluster = &ctx.shared.informers.cluster;
     let name = source.name();
-    let cached = match source {
-        ApiSource::Crd(_) => cluster.crds.store().get(&ObjectRef::new(name)),
-        ApiSource::ApiService(_) => None,
-    };
-    let cached = cached
-        .and_then(|o| o.metadata.uid.clone())
-        .or_else(|| match source {
-            ApiSource::ApiService(_) => cluster
-                .owned_api_services
-                .store()
-                .get(&ObjectRef::new(name))
-                .and_then(|o| o.metadata.uid.clone()),
-            ApiSource::Crd(_) => None,
-        });
-    if let Some(uid) = cached {
+    if let ApiSource::ApiService(_) = source {
+        let Some(service) = cluster
+            .owned_api_services
+            .store()
+            .get(&ObjectRef::new(name))
+        else {
+            return Ok(None);
+        };
+        let (namespace, _) = key(group);
+        return Ok(made_for_member(service.labels(), &namespace, members)
+            .then(|| service.metadata.uid.clone())
+            .flatten());
+    }
+    let cached = cluster.crds.store().get(&ObjectRef::new(name));
+    if let Some(uid) = cached.and_then(|o| o.metadata.uid.clone()) {
         return Ok(Some(uid));
     }
-    let uid = match source {
-        ApiSource::Crd(_) => Api::<CustomResourceDefinition>::all(client.clone())
-            .get_metadata_opt(name)
-            .await
-            .map_err(kube_error(group, "read_crd"))?
-            .and_then(|o| o.metadata.uid),
-        ApiSource::ApiService(_) => Api::<APIService>::all(client.clone())
-            .get_metadata_opt(name)
-            .await
-            .map_err(kube_error(group, "read_api_service"))?
-            .and_then(|o| o.metadata.uid),
-    };
-    Ok(uid)
+    Ok(Api::<CustomResourceDefinition>::all(client.clone())
+        .get_metadata_opt(name)
+        .await
+        .map_err(kube_error(group, "read_crd"))?
+        .and_then(|o| o.metadata.uid))
+}
+
+/// Whether owner `labels` name one of `members` (CSVs of `namespace`).
+fn made_for_member(
+    labels: &BTreeMap<String, String>,
+    namespace: &str,
+    members: &[ClusterServiceVersion],
+) -> bool {
+    use crate::cluster::ownership::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
+    labels.get(OWNER_KIND_LABEL).map(String::as_str) == Some("ClusterServiceVersion")
+        && labels.get(OWNER_NAMESPACE_LABEL).map(String::as_str) == Some(namespace)
+        && labels.get(OWNER_LABEL).is_some_and(|owner| {
+            members
+                .iter()
+                .any(|m| m.metadata.name.as_ref() == Some(owner))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_api_service_made_for_a_member_owns_roles() {
+        let member = ClusterServiceVersion::new("op.v1", Default::default());
+        let labels = |kind: &str, ns: &str, name: &str| {
+            BTreeMap::from([
+                ("olm.owner.kind".to_string(), kind.to_string()),
+                ("olm.owner.namespace".to_string(), ns.to_string()),
+                ("olm.owner".to_string(), name.to_string()),
+            ])
+        };
+        let members = [member];
+        assert!(made_for_member(
+            &labels("ClusterServiceVersion", "ns", "op.v1"),
+            "ns",
+            &members
+        ));
+        // The built-in `v1.` has no owner labels; another namespace's or CSV's is not ours.
+        assert!(!made_for_member(&BTreeMap::new(), "ns", &members));
+        assert!(!made_for_member(
+            &labels("ClusterServiceVersion", "other", "op.v1"),
+            "ns",
+            &members
+        ));
+        assert!(!made_for_member(
+            &labels("ClusterServiceVersion", "ns", "op.v2"),
+            "ns",
+            &members
+        ));
+    }
 }
