@@ -45,16 +45,7 @@ enum Error {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
-    match run().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!(%error, "{OPERATOR} failed");
-            ExitCode::FAILURE
-        }
-    }
+    webhook_test_operator::main(OPERATOR, run()).await
 }
 
 fn env_or(name: &str, default: &str) -> String {

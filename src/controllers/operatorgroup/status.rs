@@ -752,6 +752,13 @@ mod tests {
         );
     }
 
+    fn role_names(roles: &[ClusterRole]) -> Vec<&str> {
+        roles
+            .iter()
+            .filter_map(|r| r.metadata.name.as_deref())
+            .collect()
+    }
+
     #[test]
     fn an_owned_api_service_is_provided_with_roles_owned_by_the_api_service() {
         let mut csv = reverse_words_csv();
@@ -767,10 +774,7 @@ mod tests {
             "Fedora.v1alpha1.hats.redhat.com"
         );
         let roles = api_cluster_roles(&apis[0], "uid");
-        let names: Vec<&str> = roles
-            .iter()
-            .filter_map(|r| r.metadata.name.as_deref())
-            .collect();
+        let names = role_names(&roles);
         assert_eq!(
             names,
             [
@@ -800,10 +804,7 @@ mod tests {
             "ReverseWordsApp.v1alpha1.apps.linuxera.org"
         );
         let roles = api_cluster_roles(&apis[0], "uid");
-        let names: Vec<&str> = roles
-            .iter()
-            .filter_map(|r| r.metadata.name.as_deref())
-            .collect();
+        let names = role_names(&roles);
         assert_eq!(
             names,
             [

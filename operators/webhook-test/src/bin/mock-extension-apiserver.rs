@@ -15,16 +15,7 @@ enum Error {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
-    match run().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!(%error, "mock-extension-apiserver failed");
-            ExitCode::FAILURE
-        }
-    }
+    webhook_test_operator::main("mock-extension-apiserver", run()).await
 }
 
 async fn run() -> Result<(), Error> {
