@@ -49,6 +49,16 @@ pub fn parse(args: &[String]) -> Result<Args, ArgsError> {
         if matches!(name, "debug" | "v") {
             continue;
         }
+        let known = [
+            "mock-group-version",
+            "mock-kinds",
+            "secure-port",
+            "cert-dir",
+            "kubeconfig",
+        ];
+        if !known.contains(&name) {
+            return Err(ArgsError::Unknown(arg.clone()));
+        }
         let value = match inline {
             Some(value) => value,
             None => rest
@@ -192,6 +202,10 @@ mod tests {
         assert_eq!(
             parse(&strings(&[kinds[0], kinds[1], "--bogus=1"])),
             Err(ArgsError::Unknown("--bogus=1".into()))
+        );
+        assert_eq!(
+            parse(&strings(&[kinds[0], kinds[1], "--bogus"])),
+            Err(ArgsError::Unknown("--bogus".into()))
         );
         assert_eq!(
             parse(&strings(&[kinds[0], "--mock-group-version=g"])),
