@@ -68,7 +68,7 @@ pub fn deployment(
 ) -> Deployment {
     let name = app.metadata.name.clone().unwrap_or_default();
     let replicas = app.spec.replicas.max(1);
-    let probe = Probe {
+    let liveness = Probe {
         http_get: Some(HTTPGetAction {
             path: Some("/health".into()),
             port: IntOrString::Int(PORT),
@@ -78,6 +78,13 @@ pub fn deployment(
         timeout_seconds: Some(2),
         period_seconds: Some(15),
         ..Probe::default()
+    };
+    // The app listens within milliseconds of starting; asking every 15 s, as the Go
+    // original does, would keep a new replica out of its Service for up to 20 s.
+    let readiness = Probe {
+        initial_delay_seconds: Some(1),
+        period_seconds: Some(2),
+        ..liveness.clone()
     };
     Deployment {
         metadata: metadata(deployment_name(&name), app, owner),
@@ -101,8 +108,8 @@ pub fn deployment(
                             name: Some(CONTAINER.into()),
                             ..ContainerPort::default()
                         }]),
-                        liveness_probe: Some(probe.clone()),
-                        readiness_probe: Some(probe),
+                        liveness_probe: Some(liveness),
+                        readiness_probe: Some(readiness),
                         ..Container::default()
                     }],
                     ..PodSpec::default()
