@@ -26,6 +26,14 @@ pub enum MirrorError {
         reference: String,
         message: String,
     },
+    #[error(
+        "{reference}: no mirror of {prefix} takes this reference, and {origin} forbids asking {prefix} itself (NeverContactSource)"
+    )]
+    NoMirror {
+        reference: String,
+        prefix: String,
+        origin: String,
+    },
     #[error("{reference}: registry {prefix} is blocked in {path}")]
     Blocked {
         reference: String,
@@ -54,6 +62,10 @@ struct Registry {
     mirror_by_digest_only: bool,
     #[serde(default)]
     mirror: Vec<Mirror>,
+    /// Only the mirrors, never the source: set by an ImageDigestMirrorSet or
+    /// ImageTagMirrorSet with `mirrorSourcePolicy: NeverContactSource` (named here).
+    #[serde(skip)]
+    mirrors_only: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -85,7 +97,7 @@ pub struct Candidate {
 }
 
 /// The parsed configuration; empty when there is no file.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Mirrors {
     path: PathBuf,
     registries: Vec<Registry>,
@@ -181,6 +193,16 @@ impl Mirrors {
                 mirror: true,
             })
             .collect();
+        if let Some(origin) = &registry.mirrors_only {
+            if found.is_empty() {
+                return Err(MirrorError::NoMirror {
+                    reference: reference.into(),
+                    prefix: prefix.unwrap_or_default(),
+                    origin: origin.clone(),
+                });
+            }
+            return Ok(found);
+        }
         // A wildcard prefix keeps the matched host; a location rewrites it.
         let location = match &registry.location {
             Some(location) if !registry.prefix.as_deref().unwrap_or("").starts_with("*.") => {
@@ -209,6 +231,95 @@ impl Mirrors {
                 matched(prefix, reference).map(|m| (registry, m))
             })
             .max_by_key(|(_, m)| m.len())
+    }
+}
+
+/// One rule of an ImageDigestMirrorSet (`by_digest`) or ImageTagMirrorSet: pulls of
+/// `source` (a registry, repository or `*.domain`) try `mirrors` in order, for digests or
+/// for tags only, and the source last unless `mirrors_only` names the object forbidding it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MirrorSetRule {
+    pub source: String,
+    pub mirrors: Vec<String>,
+    pub by_digest: bool,
+    pub mirrors_only: Option<String>,
+}
+
+impl Mirrors {
+    /// This configuration with the mirror sets' rules added: a rule for a prefix the file
+    /// already has appends its mirrors to that entry's (the file's first), as OpenShift's
+    /// machine-config operator merges them into the nodes' registries.conf.
+    pub fn with_sets(&self, rules: &[MirrorSetRule]) -> Mirrors {
+        let mut merged = self.clone();
+        for rule in rules {
+            let index = merged
+                .registries
+                .iter()
+                .position(|r| r.prefix.as_deref().or(r.location.as_deref()) == Some(&rule.source))
+                .unwrap_or_else(|| {
+                    merged.registries.push(Registry {
+                        prefix: Some(rule.source.clone()),
+                        location: (!rule.source.starts_with("*.")).then(|| rule.source.clone()),
+                        ..Registry::default()
+                    });
+                    merged.registries.len() - 1
+                });
+            let entry = &mut merged.registries[index];
+            // Per mirror from here on: digest-only and tag-only mirrors share the entry.
+            if std::mem::take(&mut entry.mirror_by_digest_only) {
+                for m in &mut entry.mirror {
+                    m.pull_from_mirror = Some(PullFrom::DigestOnly);
+                }
+            }
+            let from = if rule.by_digest {
+                PullFrom::DigestOnly
+            } else {
+                PullFrom::TagOnly
+            };
+            entry
+                .mirror
+                .extend(rule.mirrors.iter().map(|location| Mirror {
+                    location: location.clone(),
+                    insecure: false,
+                    pull_from_mirror: Some(from),
+                }));
+            if entry.mirrors_only.is_none() {
+                entry.mirrors_only = rule.mirrors_only.clone();
+            }
+        }
+        merged
+    }
+}
+
+/// The configuration in use: the file's, with the cluster's mirror sets added as they
+/// change (see `crate::cluster::mirror_sets`).
+#[derive(Debug, Default)]
+pub struct LiveMirrors {
+    file: Mirrors,
+    current: std::sync::RwLock<std::sync::Arc<Mirrors>>,
+}
+
+impl LiveMirrors {
+    pub fn new(file: Mirrors) -> LiveMirrors {
+        LiveMirrors {
+            current: std::sync::RwLock::new(std::sync::Arc::new(file.clone())),
+            file,
+        }
+    }
+
+    pub fn current(&self) -> std::sync::Arc<Mirrors> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set_rules(&self, rules: &[MirrorSetRule]) {
+        let merged = std::sync::Arc::new(self.file.with_sets(rules));
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = merged;
     }
 }
 
@@ -386,6 +497,76 @@ pull-from-mirror = "digest-only"
             Mirrors::load(Path::new("/nonexistent/registries.conf"))
                 .unwrap()
                 .is_empty()
+        );
+    }
+
+    fn rule(source: &str, mirrors: &[&str], by_digest: bool, only: bool) -> MirrorSetRule {
+        MirrorSetRule {
+            source: source.into(),
+            mirrors: mirrors.iter().map(|m| m.to_string()).collect(),
+            by_digest,
+            mirrors_only: only.then(|| "ImageDigestMirrorSet/never".into()),
+        }
+    }
+
+    #[test]
+    fn mirror_sets_add_digest_and_tag_mirrors_after_the_file_s() {
+        let merged = conf(QUAY).with_sets(&[
+            rule("quay.io/olm-rs", &["idms.local/olm"], true, false),
+            rule("quay.io/olm-rs", &["itms.local/olm"], false, false),
+            rule("registry.example/team", &["idms.local/team"], true, false),
+        ]);
+        assert_eq!(
+            refs(merged.candidates("quay.io/olm-rs/catalog:v1").unwrap()),
+            [
+                "mirror.local:5000/olm-rs/catalog:v1",
+                "itms.local/olm/catalog:v1",
+                "quay.io/olm-rs/catalog:v1"
+            ]
+        );
+        assert_eq!(
+            refs(merged.candidates("quay.io/olm-rs/c@sha256:abc").unwrap()),
+            [
+                "mirror.local:5000/olm-rs/c@sha256:abc",
+                "backup.local/olm/c@sha256:abc",
+                "idms.local/olm/c@sha256:abc",
+                "quay.io/olm-rs/c@sha256:abc"
+            ]
+        );
+        // A digest-only set mirrors no tag: the tag goes to the source.
+        assert_eq!(
+            refs(merged.candidates("registry.example/team/x:1").unwrap()),
+            ["registry.example/team/x:1"]
+        );
+    }
+
+    #[test]
+    fn never_contact_source_leaves_only_the_mirrors() {
+        let live = LiveMirrors::new(Mirrors::default());
+        live.set_rules(&[rule(
+            "registry.example/team",
+            &["idms.local/team"],
+            true,
+            true,
+        )]);
+        let m = live.current();
+        assert_eq!(
+            refs(m.candidates("registry.example/team/x@sha256:abc").unwrap()),
+            ["idms.local/team/x@sha256:abc"]
+        );
+        let refused = m.candidates("registry.example/team/x:1").unwrap_err();
+        assert!(
+            refused.to_string().contains("ImageDigestMirrorSet/never"),
+            "{refused}"
+        );
+        live.set_rules(&[]);
+        assert_eq!(
+            refs(
+                live.current()
+                    .candidates("registry.example/team/x:1")
+                    .unwrap()
+            ),
+            ["registry.example/team/x:1"]
         );
     }
 }

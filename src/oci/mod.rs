@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod input;
 pub mod layout;
 pub mod mirrors;
+pub mod proxy;
 pub mod registry;
 pub mod unpack;
 

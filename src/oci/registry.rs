@@ -151,6 +151,9 @@ impl Session {
         ensure_crypto_provider();
         let registry = reference.resolve_registry().to_string();
         let plain = is_loopback(&registry) || options.insecure.contains(&registry);
+        let scheme = if plain { "http" } else { "https" };
+        let proxies = super::proxy::from_environment();
+        let client_proxies = proxies.for_client(scheme, &registry);
         let config = ClientConfig {
             protocol: if plain {
                 ClientProtocol::HttpsExcept(vec![registry.clone()])
@@ -160,17 +163,21 @@ impl Session {
             platform_resolver: Some(Box::new(choose_platform)),
             read_timeout: options.timeout,
             connect_timeout: Some(options.timeout.unwrap_or(Duration::from_secs(10))),
+            http_proxy: client_proxies.http,
+            https_proxy: client_proxies.https,
+            no_proxy: Some(client_proxies.no_proxy),
             ..ClientConfig::default()
         };
         let plain_head = (auth == RegistryAuth::Anonymous)
             .then(|| {
                 reqwest::Client::builder()
                     .timeout(options.timeout.unwrap_or(Duration::from_secs(30)))
+                    .proxy(reqwest::Proxy::custom(|url| proxies.for_url(url).cloned()))
                     .build()
                     .ok()
             })
             .flatten()
-            .map(|c| (c, if plain { "http" } else { "https" }));
+            .map(|c| (c, scheme));
         // Not Client::new: it falls back to a default client that panics without TLS roots.
         let client = Client::try_from(config).map_err(|e| RegistryError::Client {
             registry,

@@ -74,6 +74,11 @@ pub async fn run(config: RunConfig) -> anyhow::Result<()> {
     let cluster = Arc::new(ClusterInformers::new(&client));
     let scope = config.settings.watch_namespace.as_deref();
     let informers = Arc::new(Informers::new(&client, scope, cluster));
+    tokio::spawn(crate::cluster::mirror_sets::run(
+        client.clone(),
+        Arc::clone(&informers.cluster),
+        Arc::clone(&config.settings.mirrors),
+    ));
     let (ctx, events) = Context::new(
         client,
         informers,
@@ -235,9 +240,15 @@ fn spawn_packages(
     ))
 }
 
-/// Every controller once per scope.
+/// Every controller once per scope; those of cluster singletons once, with the first scope's
+/// context (they read every scope through the shared cluster informers).
 fn hosted_controllers(scoped: Vec<Arc<Context>>) -> Vec<(Arc<Context>, host::Controller)> {
     let mut hosted = Vec::new();
+    if let Some(first) = scoped.first() {
+        for controller in controllers::once_per_process() {
+            hosted.push((Arc::clone(first), controller));
+        }
+    }
     for scoped in scoped {
         for controller in controllers::all() {
             hosted.push((Arc::clone(&scoped), controller));

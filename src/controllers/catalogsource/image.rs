@@ -181,6 +181,7 @@ async fn resolve(
     };
     let attempts = settings
         .mirrors
+        .current()
         .attempts(&reference, &options)
         .map_err(|e| (PullCause::Unreachable.into(), format!("image {image}: {e}")))?;
     let several = attempts.len() > 1;

@@ -282,7 +282,15 @@ pub fn desired_status(
         )
     });
 
-    let first_failure = [Some(&connected), Some(&loaded), spec_valid.as_ref()]
+    // Upstream's order: a spec it cannot use at all, then the poll interval (named whatever
+    // state the source is in), then the source, then its content.
+    let unusable_spec = matches!(observed.connection, Connection::InvalidSpec { .. });
+    let order = if unusable_spec {
+        [Some(&connected), spec_valid.as_ref(), Some(&loaded)]
+    } else {
+        [spec_valid.as_ref(), Some(&connected), Some(&loaded)]
+    };
+    let first_failure = order
         .into_iter()
         .flatten()
         .find(|c| !ConditionStatus::True.is(&c.status));
@@ -817,6 +825,30 @@ mod tests {
                 .iter()
                 .any(|e| e.warning && e.reason == "InvalidIntervalError")
         );
+
+        // Named before the source's own state, as upstream does...
+        let mut unreachable = observed.clone();
+        unreachable.connection = Connection::Failed {
+            address: None,
+            reason: CatalogSourceReason::ConnectionFailed,
+            message: "dial tcp: connection refused".into(),
+        };
+        let status = desired_status(Some(&bad), &unreachable);
+        assert_eq!(status.reason.as_deref(), Some("InvalidIntervalError"));
+        assert!(
+            status
+                .message
+                .as_deref()
+                .unwrap()
+                .contains("Using the default value")
+        );
+        assert_eq!(cond(&status, CONDITION_CONNECTED).status, "False");
+        // ...but after a spec that cannot work at all.
+        unreachable.connection = Connection::InvalidSpec {
+            message: "unknown sourcetype: ftp".into(),
+        };
+        let status = desired_status(Some(&bad), &unreachable);
+        assert_ne!(status.reason.as_deref(), Some("InvalidIntervalError"));
 
         let fixed = desired_status(Some(&bad), &ready(Content::Loaded(summary("a")), 2));
         assert!(
