@@ -282,18 +282,7 @@ pub fn desired_status(
         )
     });
 
-    // Upstream's order: a spec it cannot use at all, then the poll interval (named whatever
-    // state the source is in), then the source, then its content.
-    let unusable_spec = matches!(observed.connection, Connection::InvalidSpec { .. });
-    let order = if unusable_spec {
-        [Some(&connected), spec_valid.as_ref(), Some(&loaded)]
-    } else {
-        [spec_valid.as_ref(), Some(&connected), Some(&loaded)]
-    };
-    let first_failure = order
-        .into_iter()
-        .flatten()
-        .find(|c| !ConditionStatus::True.is(&c.status));
+    let first_failure = first_failure(observed, &connected, &loaded, spec_valid.as_ref());
     let mut status = current.cloned().unwrap_or_default();
     status.connection_state = grpc_state;
     status.reason = first_failure.map(|c| c.reason.clone());
@@ -332,6 +321,27 @@ pub fn desired_status(
         }
     }
     status
+}
+
+/// The condition that gives `status.reason` and `message`, in upstream's order: a spec it
+/// cannot use at all, then the poll interval (named whatever state the source is in), then
+/// the source, then its content.
+fn first_failure<'a>(
+    observed: &Observation,
+    connected: &'a Condition,
+    loaded: &'a Condition,
+    spec_valid: Option<&'a Condition>,
+) -> Option<&'a Condition> {
+    let unusable_spec = matches!(observed.connection, Connection::InvalidSpec { .. });
+    let order = if unusable_spec {
+        [Some(connected), spec_valid, Some(loaded)]
+    } else {
+        [spec_valid, Some(connected), Some(loaded)]
+    };
+    order
+        .into_iter()
+        .flatten()
+        .find(|c| !ConditionStatus::True.is(&c.status))
 }
 
 /// Upstream's clients take a ConfigMap catalog as updated once `lastConnect` is after the

@@ -90,12 +90,9 @@ pub async fn pull_lookup(
         insecure: ctx.settings.insecure_registries.clone(),
         timeout: Some(ctx.settings.registry_timeout.max(Duration::from_secs(30))),
     };
-    let attempts = (ctx
-        .settings
-        .mirrors
-        .current()
-        .attempts(&reference, &options))
-    .map_err(|e| failure(PullCause::Unreachable, e.to_string(), false))?;
+    let mirrors = ctx.settings.mirrors.current();
+    let attempts = (mirrors.attempts(&reference, &options))
+        .map_err(|e| failure(PullCause::Unreachable, e.to_string(), false))?;
     let several = attempts.len() > 1;
     let mut failures: Vec<PullFailure> = Vec::new();
     let mut pulled = None;
