@@ -441,7 +441,7 @@ impl Session {
         let only = only.as_deref();
 
         std::fs::create_dir_all(&parent).map_err(|e| io_err(&parent, e))?;
-        let temp = parent.join(format!(".partial-{hex}-{}", std::process::id()));
+        let temp = partial_dir(&parent, &hex);
         let _ = std::fs::remove_dir_all(&temp);
         std::fs::create_dir_all(temp.join("rootfs")).map_err(|e| io_err(&temp, e))?;
         let result = self
@@ -453,8 +453,7 @@ impl Session {
         }
         std::fs::write(temp.join("config.json"), &config).map_err(|e| io_err(&temp, e))?;
         std::fs::write(temp.join("complete"), b"").map_err(|e| io_err(&temp, e))?;
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::rename(&temp, &dir).map_err(|e| io_err(&dir, e))?;
+        install_pulled(&temp, &dir).map_err(|e| io_err(&dir, e))?;
         PulledImage::new(reference, digest, dir, &config)
     }
 
@@ -515,6 +514,28 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// A scratch directory beside the cache entry, of this pull alone: two catalogs of the same
+/// image pull it at the same time, and must not write into (or remove) each other's.
+fn partial_dir(parent: &Path, hex: &str) -> PathBuf {
+    static PULLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = PULLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    parent.join(format!(".partial-{hex}-{}-{n}", std::process::id()))
+}
+
+/// Moves a finished pull into its cache entry. When another pull of the same digest got
+/// there first, its entry stays (a reader may be using it) and this copy goes; an entry left
+/// incomplete by a crash is replaced.
+fn install_pulled(temp: &Path, dir: &Path) -> std::io::Result<()> {
+    if std::fs::rename(temp, dir).is_ok() {
+        return Ok(());
+    }
+    if dir.join("complete").is_file() {
+        return std::fs::remove_dir_all(temp);
+    }
+    std::fs::remove_dir_all(dir)?;
+    std::fs::rename(temp, dir)
 }
 
 /// What to extract of an image, decided from its labels (see [`Session::pull`]).
@@ -744,6 +765,38 @@ pub fn human_bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pulled(parent: &Path, hex: &str, file: &str) -> PathBuf {
+        let temp = partial_dir(parent, hex);
+        std::fs::create_dir_all(temp.join("rootfs")).unwrap();
+        std::fs::write(temp.join("rootfs").join(file), b"").unwrap();
+        std::fs::write(temp.join("complete"), b"").unwrap();
+        temp
+    }
+
+    #[test]
+    fn concurrent_pulls_of_one_image_keep_one_complete_entry() {
+        let cache = std::env::temp_dir().join(format!("olm-pull-race-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&cache);
+        let dir = cache.join("abc");
+        let (first, second) = (
+            pulled(&cache, "abc", "first"),
+            pulled(&cache, "abc", "second"),
+        );
+        assert_ne!(
+            first, second,
+            "each pull has a scratch directory of its own"
+        );
+        install_pulled(&first, &dir).unwrap();
+        install_pulled(&second, &dir).unwrap();
+        assert!(dir.join("rootfs/first").is_file(), "the entry in use stays");
+        assert!(!second.exists() && !first.exists());
+        // An entry a crash left without its marker is replaced.
+        std::fs::remove_file(dir.join("complete")).unwrap();
+        install_pulled(&pulled(&cache, "abc", "third"), &dir).unwrap();
+        assert!(dir.join("rootfs/third").is_file() && dir.join("complete").is_file());
+        std::fs::remove_dir_all(&cache).unwrap();
+    }
 
     #[test]
     fn only_loopback_is_plain_http_by_default() {
