@@ -296,7 +296,15 @@ async fn a_bad_spec_or_an_unreadable_object_is_reported_and_the_rest_keeps_worki
         "",
     );
     let good = catalog_source_yaml(&ns.name, "good", &format!("127.0.0.1:{port}"), "");
-    for yaml in [&unreadable, &no_address, &nobody, &good] {
+    // An interval Go cannot parse, on a source nobody serves: upstream names the interval
+    // first, whatever state the source is in.
+    let bad_interval = catalog_source_yaml(
+        &ns.name,
+        "bad-interval",
+        &format!("127.0.0.1:{}", free_port()),
+        "  updateStrategy:\n    registryPoll:\n      interval: 1x\n",
+    );
+    for yaml in [&unreadable, &no_address, &nobody, &good, &bad_interval] {
         kubectl(&["apply", "-f", "-"], Some(yaml)).ok();
     }
 
@@ -339,6 +347,16 @@ async fn a_bad_spec_or_an_unreadable_object_is_reported_and_the_rest_keeps_worki
         bogus["status"]
     );
     assert_eq!(bogus["status"]["message"], "unknown sourcetype: bogus");
+
+    wait_for_state(&ns.name, "bad-interval", "TRANSIENT_FAILURE");
+    let bad_interval = get_json(&ns.name, "catalogsource/bad-interval");
+    assert_eq!(bad_interval["status"]["reason"], "InvalidIntervalError");
+    assert_eq!(
+        bad_interval["status"]["message"],
+        "error parsing spec.updateStrategy.registryPoll.interval. Using the default value of \
+         15m0s instead. Error: time: unknown unit \"x\" in duration \"1x\""
+    );
+    assert_eq!(condition(&bad_interval, "Connected")["status"], "False");
     assert!(olm.snapshot(&ns.name, "good").is_some());
 }
 
