@@ -503,7 +503,7 @@ pull-from-mirror = "digest-only"
     fn rule(source: &str, mirrors: &[&str], by_digest: bool, only: bool) -> MirrorSetRule {
         MirrorSetRule {
             source: source.into(),
-            mirrors: mirrors.iter().map(|m| m.to_string()).collect(),
+            mirrors: mirrors.iter().map(ToString::to_string).collect(),
             by_digest,
             mirrors_only: only.then(|| "ImageDigestMirrorSet/never".into()),
         }

@@ -226,6 +226,8 @@ async fn image_digest_and_tag_mirror_sets_are_followed_once_their_crds_exist() {
     let _cleanup = ClusterObjects(vec![
         format!("imagedigestmirrorset.config.openshift.io/{name}"),
         format!("imagetagmirrorset.config.openshift.io/{name}"),
+        "crd/imagedigestmirrorsets.config.openshift.io".into(),
+        "crd/imagetagmirrorsets.config.openshift.io".into(),
     ]);
     kubectl(&["apply", "-f", "-"], Some(MIRROR_SET_CRDS)).ok();
     for crd in ["imagedigestmirrorsets", "imagetagmirrorsets"] {

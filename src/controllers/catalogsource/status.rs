@@ -837,7 +837,7 @@ mod tests {
         );
 
         // Named before the source's own state, as upstream does...
-        let mut unreachable = observed.clone();
+        let mut unreachable = observed;
         unreachable.connection = Connection::Failed {
             address: None,
             reason: CatalogSourceReason::ConnectionFailed,
