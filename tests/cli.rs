@@ -79,6 +79,7 @@ fn crds_prints_every_crd_as_one_yaml_stream() {
             "catalogsources.operators.coreos.com",
             "clusterserviceversions.operators.coreos.com",
             "installplans.operators.coreos.com",
+            "olmconfigs.operators.coreos.com",
             "operators.operators.coreos.com",
             "operatorconditions.operators.coreos.com",
             "operatorgroups.operators.coreos.com",

@@ -46,3 +46,10 @@ condition_types! {
         InstallPlanFailed,
     }
 }
+
+condition_types! {
+    /// An OLMConfig's conditions (upstream's `DisabledCopiedCSVsConditionType`).
+    pub enum OlmConfigConditionType {
+        DisabledCopiedCSVs,
+    }
+}

@@ -7,7 +7,7 @@ use kube::CustomResourceExt;
 use kube::core::crd::merge_crds;
 
 use super::operatorgroup::{v1, v1alpha2};
-use super::{CatalogSource, ClusterServiceVersion, InstallPlan, Operator, Subscription};
+use super::{CatalogSource, ClusterServiceVersion, InstallPlan, OlmConfig, Operator, Subscription};
 
 /// One CRD and the file it lives in under `crds/`.
 pub struct CrdManifest {
@@ -29,6 +29,10 @@ pub fn all_crds() -> Vec<CrdManifest> {
         CrdManifest {
             file_name: "operators.coreos.com_installplans.yaml",
             crd: InstallPlan::crd(),
+        },
+        CrdManifest {
+            file_name: "operators.coreos.com_olmconfigs.yaml",
+            crd: olm_config_crd(),
         },
         CrdManifest {
             file_name: "operators.coreos.com_operators.yaml",
@@ -85,6 +89,34 @@ fn operator_group_crd() -> CustomResourceDefinition {
                 k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(default),
             );
             spec.nullable = None;
+        }
+    }
+    crd
+}
+
+/// Upstream's OLMConfig may omit `spec` (its own manifest of `cluster` has none): `spec` is
+/// optional and defaulted to `{}` by the server, so every reader finds one. The schema's
+/// title is the kind, as the other CRDs' (the Rust type is `OlmConfig`).
+fn olm_config_crd() -> CustomResourceDefinition {
+    let mut crd = OlmConfig::crd();
+    for version in &mut crd.spec.versions {
+        let Some(root) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        root.title = Some("OLMConfig".into());
+        if let Some(required) = root.required.as_mut() {
+            required.retain(|field| field != "spec");
+        }
+        if let Some(spec) = property_mut(root, &["spec"]) {
+            spec.default = Some(
+                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(
+                    serde_json::json!({}),
+                ),
+            );
         }
     }
     crd
@@ -214,6 +246,38 @@ mod tests {
                     .contains(&"spec".to_string())
             );
         }
+    }
+
+    /// Upstream's shape: cluster-scoped, category `olm`, no short names, an optional spec,
+    /// the sync interval's pattern, conditions merged by type.
+    #[test]
+    fn olm_config_is_cluster_scoped_with_an_optional_spec() {
+        let crd = olm_config_crd();
+        assert_eq!(crd.spec.scope, "Cluster");
+        assert_eq!(crd.spec.names.kind, "OLMConfig");
+        assert_eq!(crd.spec.names.categories, Some(vec!["olm".to_string()]));
+        assert_eq!(crd.spec.names.short_names, None);
+        let yaml = render_yaml(&crd);
+        let doc: serde_json::Value =
+            serde_yaml::from_str(yaml.trim_start_matches(|c| c != '\n')).unwrap();
+        let version = &doc["spec"]["versions"][0];
+        assert_eq!(version["name"], "v1");
+        assert_eq!(version["subresources"]["status"], serde_json::json!({}));
+        let root = &version["schema"]["openAPIV3Schema"];
+        let required = root["required"].as_array().cloned().unwrap_or_default();
+        assert!(
+            !required.contains(&serde_json::json!("spec")),
+            "{required:?}"
+        );
+        assert_eq!(root["properties"]["spec"]["default"], serde_json::json!({}));
+        let features = &root["properties"]["spec"]["properties"]["features"]["properties"];
+        assert_eq!(features["disableCopiedCSVs"]["type"], "boolean");
+        assert_eq!(
+            features["packageServerSyncInterval"]["pattern"],
+            r"^([0-9]+(\.[0-9]+)?(s|m|h))+$"
+        );
+        let conditions = &root["properties"]["status"]["properties"]["conditions"];
+        assert_eq!(conditions["x-kubernetes-list-type"], "map");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub fn check_csv_schema(object: &serde_json::Value) -> Result<(), serde_json::Er
 }
 mod condition_types;
 mod installplan;
+mod olmconfig;
 mod operator;
 pub mod operatorcondition;
 pub mod operatorgroup;
@@ -27,6 +28,7 @@ pub use condition_types::*;
 pub use crdgen::{CrdManifest, all_crds, render_all_yaml, render_yaml};
 pub use csv::*;
 pub use installplan::*;
+pub use olmconfig::{Features, OLM_CONFIG_NAME, OlmConfig, OlmConfigSpec, OlmConfigStatus};
 pub use operator::*;
 pub use operatorcondition::{
     NotUpgradeable, OperatorCondition, OperatorConditionEntry, upgradeable,

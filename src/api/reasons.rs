@@ -285,12 +285,23 @@ reasons! {
     }
 }
 
+reasons! {
+    /// OLMConfig reasons: of its DisabledCopiedCSVs condition, upstream's spellings.
+    pub enum OlmConfigReason {
+        /// Copied CSVs are made (the condition is False).
+        CopiedCSVsEnabled = "CopiedCSVsEnabled",
+        /// Copied CSVs are disabled (True once none is left).
+        CopiedCSVsDisabled = "CopiedCSVsDisabled",
+    }
+}
+
 condition_reasons!(
     CatalogSourceReason,
     SubscriptionReason,
     InstallPlanReason,
     CsvReason,
-    OperatorGroupReason
+    OperatorGroupReason,
+    OlmConfigReason
 );
 
 #[cfg(test)]
@@ -491,6 +502,18 @@ mod tests {
                 ),
                 (R::ServiceAccountNotFound, "ServiceAccountNotFound"),
                 (R::TargetNamespacesChanged, "TargetNamespacesChanged"),
+            ],
+        );
+    }
+
+    #[test]
+    fn olm_config_reasons_keep_their_spellings() {
+        use OlmConfigReason as R;
+        assert_spellings(
+            R::all(),
+            &[
+                (R::CopiedCSVsEnabled, "CopiedCSVsEnabled"),
+                (R::CopiedCSVsDisabled, "CopiedCSVsDisabled"),
             ],
         );
     }

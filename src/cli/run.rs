@@ -81,7 +81,9 @@ pub struct RunArgs {
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub bundle_unpack_timeout: Duration,
     /// Make no copied CSVs for AllNamespaces operators (and delete existing ones): with many
-    /// namespaces they cost more than they give (upstream #2701).
+    /// namespaces they cost more than they give (upstream #2701). The switch is the
+    /// OLMConfig `cluster`'s `spec.features.disableCopiedCSVs`, read live; this flag only
+    /// seeds the OLMConfig OLM creates when there is none, and never changes an existing one.
     #[arg(long, env = "OLM_DISABLE_COPIED_CSVS")]
     pub disable_copied_csvs: bool,
     /// Where image catalogs are pulled to (one directory per image digest; kept across
@@ -194,9 +196,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             disable_copied_csvs: args.disable_copied_csvs,
             image_cache_dir: args.image_cache_dir,
             insecure_registries: args.insecure_registries,
-            mirrors: std::sync::Arc::new(crate::oci::mirrors::Mirrors::load(
-                &args.registries_conf,
-            )?),
+            mirrors: std::sync::Arc::new(crate::oci::mirrors::LiveMirrors::new(
+                crate::oci::mirrors::Mirrors::load(&args.registries_conf)?,
+            )),
         },
     };
     // Memory: jemalloc, tuned for a server (crate::allocator).

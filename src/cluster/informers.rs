@@ -37,8 +37,8 @@ pub use super::fanout::Change;
 use super::fanout::{self, Feed};
 use super::ownership::OWNER_KIND_LABEL;
 use crate::api::{
-    COPIED_FROM_LABEL, CatalogSource, ClusterServiceVersion, InstallPlan, Operator,
-    OperatorCondition, OperatorGroup, Subscription,
+    COPIED_FROM_LABEL, CatalogSource, ClusterServiceVersion, InstallPlan, OLM_CONFIG_NAME,
+    OlmConfig, Operator, OperatorCondition, OperatorGroup, Subscription,
 };
 use crate::cluster::api::api_in;
 
@@ -239,6 +239,8 @@ pub struct ClusterInformers {
     pub namespaces: Informer<PartialObjectMeta<Namespace>>,
     pub crds: Informer<PartialObjectMeta<CustomResourceDefinition>>,
     pub operators: Informer<DeserializeGuard<Operator>>,
+    /// The OLMConfig `cluster`, OLM's settings (the only one OLM reads).
+    pub olm_configs: Informer<DeserializeGuard<OlmConfig>>,
     /// The APIServices OLM made for CSVs (labelled as a CSV's), metadata only.
     pub owned_api_services: Informer<PartialObjectMeta<APIService>>,
     /// RBAC, for what a CSV's accounts already hold (its requirements) and the Roles a CSV
@@ -295,6 +297,11 @@ impl ClusterInformers {
                 config(),
             ),
             operators: Informer::new("Operator", Api::all(client.clone()), config()),
+            olm_configs: Informer::new(
+                "OLMConfig",
+                Api::all(client.clone()),
+                config().fields(&format!("metadata.name={OLM_CONFIG_NAME}")),
+            ),
             owned_api_services: Informer::new(
                 "APIService",
                 Api::all(client.clone()),

@@ -1,6 +1,6 @@
 //! The one Context every controller shares: the client, one event Recorder (it aggregates
 //! repeated events into series, so there must be only one), metrics, the catalog snapshots,
-//! the process-wide settings, and whether this replica leads.
+//! the process-wide settings, the copied-CSV switch, and whether this replica leads.
 //!
 //! Events are published in the background, in order, by one task (as client-go's
 //! broadcaster does): a reconcile never waits for an Event to be written.
@@ -18,6 +18,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::{mpsc, watch};
 
 use crate::cluster::informers::Informers;
+use crate::controllers::copied_csvs::CopiedCsvs;
 use crate::controllers::metrics::Metrics;
 use crate::snapshots::CatalogSnapshots;
 
@@ -46,15 +47,17 @@ pub struct Settings {
     /// (upstream's `--bundle-unpack-timeout`; the OperatorGroup annotation
     /// `operatorframework.io/bundle-unpack-timeout` overrides it per namespace).
     pub bundle_unpack_timeout: Duration,
-    /// No copied CSVs for AllNamespaces operators (upstream's OLMConfig
-    /// `spec.features.disableCopiedCSVs`); existing ones are deleted.
+    /// `--disable-copied-csvs`: what the OLMConfig OLM creates when there is none says
+    /// (`spec.features.disableCopiedCSVs`). The switch in effect is the OLMConfig's, read
+    /// live ([`Context::copied_csvs`]); an existing OLMConfig is never changed by the flag.
     pub disable_copied_csvs: bool,
     /// Where image catalogs (and bundle images) are pulled to, one directory per digest.
     pub image_cache_dir: std::path::PathBuf,
     /// Registries (`host:port`) reached over plain HTTP; loopback always is.
     pub insecure_registries: Vec<String>,
-    /// Registry mirrors for every pull (registries.conf); empty without the file.
-    pub mirrors: std::sync::Arc<crate::oci::mirrors::Mirrors>,
+    /// Registry mirrors for every pull: registries.conf, and the cluster's
+    /// ImageDigestMirrorSets and ImageTagMirrorSets as they change.
+    pub mirrors: std::sync::Arc<crate::oci::mirrors::LiveMirrors>,
 }
 
 impl Default for Settings {
@@ -85,6 +88,8 @@ pub struct Context {
     pub settings: Settings,
     /// One watch per kind read by several controllers, for this context's scope.
     pub informers: Arc<Informers>,
+    /// The copied-CSV switch and the copies, shared by every scope of the process.
+    pub copied_csvs: Arc<CopiedCsvs>,
     leading: watch::Receiver<bool>,
 }
 
@@ -114,13 +119,14 @@ impl Context {
             metrics,
             snapshots,
             settings,
+            copied_csvs: Arc::default(),
             leading,
         };
         (context, publish_events(recorder, queue))
     }
 
-    /// The same process-wide parts (one Recorder, metrics, snapshots, leadership) for
-    /// controllers scoped to another namespace.
+    /// The same process-wide parts (one Recorder, metrics, snapshots, copied-CSV switch,
+    /// leadership) for controllers scoped to another namespace.
     pub fn scoped_to(&self, namespace: Option<String>, informers: Arc<Informers>) -> Context {
         Context {
             informers,
@@ -132,6 +138,7 @@ impl Context {
                 watch_namespace: namespace,
                 ..self.settings.clone()
             },
+            copied_csvs: Arc::clone(&self.copied_csvs),
             leading: self.leading.clone(),
         }
     }

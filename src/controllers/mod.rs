@@ -6,11 +6,13 @@
 pub mod authz;
 pub mod catalogsource;
 pub mod context;
+pub mod copied_csvs;
 pub mod csv;
 pub mod host;
 pub mod installplan;
 pub mod kit;
 pub mod metrics;
+pub mod olmconfig;
 pub mod operator;
 pub mod operatorcondition;
 pub mod operatorgroup;
@@ -19,7 +21,8 @@ pub mod subscription;
 
 use crate::controllers::host::{Controller, Role};
 
-/// Every controller of `olm run`, with when it runs.
+/// Every controller of `olm run` that runs once per watched namespace (or once for all), with
+/// when it runs.
 pub fn all() -> Vec<Controller> {
     vec![
         Controller::new(
@@ -40,4 +43,13 @@ pub fn all() -> Vec<Controller> {
             operatorcondition::run,
         ),
     ]
+}
+
+/// The controllers of cluster singletons: once per process, whatever the watched namespaces.
+pub fn once_per_process() -> Vec<Controller> {
+    vec![Controller::new(
+        olmconfig::CONTROLLER,
+        Role::Leader,
+        olmconfig::run,
+    )]
 }

@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use kube::Client;
 use kube::api::{Api, ListParams};
 use tokio::sync::watch;
@@ -263,12 +263,22 @@ async fn ensure_crds_installed(client: &Client, namespace: Option<&str>) -> anyh
         Some(namespace) => Api::namespaced(client.clone(), namespace),
         None => Api::all(client.clone()),
     };
-    match api.list_metadata(&ListParams::default().limit(1)).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => bail!(
+    let missing = || {
+        anyhow::anyhow!(
             "the operators.coreos.com CRDs are not installed; install them with `olm crds | kubectl apply --server-side -f -`"
-        ),
-        Err(error) => Err(error).context("listing CatalogSources"),
+        )
+    };
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => return Err(missing()),
+        Err(error) => return Err(error).context("listing CatalogSources"),
+    }
+    // Added later than the others: a cluster whose CRDs predate it would otherwise get no
+    // copied CSVs (the copier waits for the OLMConfig) and no word why.
+    let configs: Api<crate::api::OlmConfig> = Api::all(client.clone());
+    match configs.list_metadata(&ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(status)) if status.code == 404 => Err(missing()),
+        _ => Ok(()),
     }
 }
 

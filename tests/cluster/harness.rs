@@ -141,15 +141,42 @@ fn install_crds_now() {
         )
         .ok();
     }
+    // The test cluster's copied-CSV switch, whatever an earlier run or `hack/demo` left (see
+    // `olm_config_lock`).
+    let _switch = olm_config_lock(false);
+    kubectl(
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager",
+            TEST_CLUSTER_MANAGER,
+            "-f",
+            "-",
+        ],
+        Some(TEST_CLUSTER_OLM_CONFIG),
+    )
+    .ok();
 }
 
-pub const OLM_CRDS: [&str; 5] = [
+pub const OLM_CRDS: [&str; 6] = [
     "catalogsources.operators.coreos.com",
     "clusterserviceversions.operators.coreos.com",
     "installplans.operators.coreos.com",
+    "olmconfigs.operators.coreos.com",
     "operatorgroups.operators.coreos.com",
     "subscriptions.operators.coreos.com",
 ];
+
+/// Who sets the test cluster's OLMConfig (server-side apply).
+const TEST_CLUSTER_MANAGER: &str = "olm-rs-tests";
+
+/// The test cluster's OLMConfig: no copied CSVs for AllNamespaces operators.
+const TEST_CLUSTER_OLM_CONFIG: &str = "apiVersion: operators.coreos.com/v1
+kind: OLMConfig
+metadata: {name: cluster}
+spec: {features: {disableCopiedCSVs: true}}
+";
 
 /// A namespace owned by one test; deleted (without waiting) when dropped. It reads the
 /// objects in it typed (see "Typed reads" below).
@@ -433,6 +460,24 @@ pub fn operator_crds_lock() -> std::fs::File {
     let file = lock_file("operator-crds.lock");
     file.lock()
         .expect("locking target/cluster/operator-crds.lock");
+    file
+}
+
+/// The OLMConfig `cluster` is the cluster's, so whether AllNamespaces operators get copied
+/// CSVs is one switch for every test. The test cluster keeps it off ([`install_crds`] sets
+/// it): a test's AllNamespaces copies would land in every other test's namespace, under
+/// names other tests' CSVs need. An `olm run` started with `--disable-copied-csvs` counts on
+/// that and holds this lock shared for its life (`processes::OlmRun`); the test that turns
+/// copies on (`olm_config.rs`) holds it exclusively and takes no other lock meanwhile, so
+/// there is no lock order to get wrong.
+pub fn olm_config_lock(exclusive: bool) -> std::fs::File {
+    let file = lock_file("olm-config.lock");
+    if exclusive {
+        file.lock()
+    } else {
+        file.lock_shared()
+    }
+    .expect("locking target/cluster/olm-config.lock");
     file
 }
 

@@ -164,6 +164,18 @@ pub fn opm_serve(dir: &Path, port: u16) -> Process {
 pub struct OlmRun {
     pub process: Process,
     pub admin_port: u16,
+    /// Held while a process started with `--disable-copied-csvs` runs: it counts on the
+    /// test cluster's OLMConfig keeping copies off (see `harness::olm_config_lock`).
+    /// Released after the process is stopped (fields drop in order).
+    _copies_off: Option<std::fs::File>,
+}
+
+/// The shared lock of a process that counts on copied CSVs being off.
+fn copies_off(extra: &[impl AsRef<str>]) -> Option<std::fs::File> {
+    extra
+        .iter()
+        .any(|flag| flag.as_ref() == "--disable-copied-csvs")
+        .then(|| crate::harness::olm_config_lock(false))
 }
 
 impl OlmRun {
@@ -203,6 +215,7 @@ impl OlmRun {
     }
 
     fn cluster_wide(extra: &[&str]) -> OlmRun {
+        let copies_off = copies_off(extra);
         let admin_port = free_port();
         let mut process = Process::spawn(
             "olm-run",
@@ -217,6 +230,7 @@ impl OlmRun {
         OlmRun {
             process,
             admin_port,
+            _copies_off: copies_off,
         }
     }
 
@@ -231,6 +245,7 @@ impl OlmRun {
 
     fn launch_command(mut command: Command, namespace: &str, extra: &[&str]) -> OlmRun {
         let extra = without_packages(extra);
+        let copies_off = copies_off(&extra);
         let admin_port = free_port();
         let mut process = Process::spawn(
             "olm-run",
@@ -252,6 +267,7 @@ impl OlmRun {
         OlmRun {
             process,
             admin_port,
+            _copies_off: copies_off,
         }
     }
 

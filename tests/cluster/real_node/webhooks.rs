@@ -169,6 +169,8 @@ fn ca_bundle(kind: &str, namespace: &str) -> String {
 async fn webhooks_served_from_a_pod_answer_the_api_server_across_a_rotation() {
     let _turn = TURN.lock().await;
     install_crds();
+    // Copies off from the first OLM to the second, not only while each runs.
+    let _copies_off = crate::harness::olm_config_lock(false);
     let node = Node::get();
     node.push_binary(IMAGE, &[TAG]);
     let client = client().await;

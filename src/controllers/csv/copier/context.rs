@@ -32,13 +32,14 @@ pub struct CopierContext {
 }
 
 impl CopierContext {
-    /// Every cache has been listed once: until then a namespace or copy not seen is not
-    /// missing.
+    /// Every cache has been listed once (until then a namespace or copy not seen is not
+    /// missing), and the copied-CSV switch read.
     pub async fn caches_ready(&self) -> bool {
         listed(&self.groups).await
             && listed(&self.namespaces).await
             && self.names.listed().await
             && listed(&self.csvs).await
+            && self.shared.copied_csvs.known().await
     }
 }
 

@@ -4,7 +4,8 @@
 //! AllNamespaces operator on a large cluster that is hundreds of writes. Done inside the
 //! phase machine's round they delayed every other install behind them; here they run on
 //! their own queue and context, a few sources at a time, fed by the phase machine's rounds,
-//! by changes to the copies themselves and by namespaces coming and going.
+//! by changes to the copies themselves, by namespaces coming and going, and by the
+//! copied-CSV switch (the OLMConfig's, read live: [`crate::controllers::copied_csvs`]).
 
 pub mod context;
 pub mod copies;
@@ -30,6 +31,7 @@ use super::membership::group_of;
 use super::phase::GroupState;
 use crate::api::ClusterServiceVersion;
 use crate::controllers::context::Context;
+use crate::controllers::copied_csvs::CopiesView;
 use crate::controllers::kit::{self, KitState, ObjectKey, Reconciler, Shutdown};
 
 pub use write::delete_copy;
@@ -58,12 +60,23 @@ pub fn start(shared: &Arc<Context>, index: Arc<CsvIndex>) -> (Copies, Copier) {
     let (namespaces, namespace_changes) = informers.cluster.namespaces.subscribe_touched();
     let (csvs, _) = informers.csvs.subscribe();
     let (names, changed_copies) = watch::watch_csv_names(shared.client.clone());
+    // A copy of one of this scope's operators changed: the OLMConfig's status looks again.
+    let (switch, scope) = (
+        Arc::clone(&shared.copied_csvs),
+        shared.settings.watch_namespace.clone(),
+    );
+    let changed_copies = changed_copies.inspect(move |source: &CsvRef| {
+        if scope.is_none() || source.namespace == scope {
+            switch.copies_changed();
+        }
+    });
+    let wakes = futures::stream::select(namespace_changes.map(drop), shared.copied_csvs.switched());
     let (requests, asked) = mpsc::unbounded_channel();
     let requests_stream = futures::stream::select(
         UnboundedReceiverStream::new(asked),
         futures::stream::select(
             changed_copies,
-            watch::all_namespaces_sources(namespace_changes, groups.clone(), csvs.clone(), index),
+            watch::all_namespaces_sources(wakes, groups.clone(), csvs.clone(), index),
         ),
     );
     let ctx = Arc::new(CopierContext {
@@ -85,6 +98,7 @@ impl Copier {
     /// Runs until shutdown: one round per source CSV asked for, and the orphans' pruner.
     pub async fn run(self, shutdown: Shutdown) {
         let pruner = tokio::spawn(prune::prune_orphans(Arc::clone(&self.ctx)));
+        let registrar = tokio::spawn(register_names(Arc::clone(&self.ctx)));
         let queue = self
             .requests
             .map(Ok::<_, std::convert::Infallible>)
@@ -107,6 +121,27 @@ impl Copier {
         })
         .await;
         pruner.abort();
+        registrar.abort();
+    }
+}
+
+/// Makes the names known to the process once listed (the OLMConfig's status reads them).
+async fn register_names(ctx: Arc<CopierContext>) {
+    if ctx.names.listed().await {
+        ctx.shared.copied_csvs.register(Arc::new(ctx.names.clone()));
+    }
+}
+
+impl CopiesView for CsvNames {
+    fn copies_of(&self, source_namespace: &str, name: &str) -> Vec<String> {
+        self.copies(Some((source_namespace, name)))
+            .into_iter()
+            .map(|copy| copy.namespace)
+            .collect()
+    }
+
+    fn holds(&self, namespace: &str, name: &str) -> bool {
+        self.get(namespace, name).is_some()
     }
 }
 
@@ -142,7 +177,13 @@ impl Reconciler for CopierContext {
         let source = Source::new(csv, self);
         let (_, state) = group_of(csv, &source.namespace, &self.groups, &self.shared);
         if let GroupState::Member { targets, .. } = state {
-            write::sync(&source, &targets).await?;
+            // Read once the caches are: the OLMConfig's switch, live.
+            let disabled = self
+                .shared
+                .copied_csvs
+                .disabled()
+                .unwrap_or(self.shared.settings.disable_copied_csvs);
+            write::sync(&source, &targets, disabled).await?;
         }
         Ok(Action::await_change())
     }

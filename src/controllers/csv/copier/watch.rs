@@ -1,12 +1,11 @@
 //! What asks the copier for a source's copies besides the phase machine: a change to a
-//! copy (the metadata watch of every CSV's name), and a namespace coming or going (the
-//! copies of AllNamespaces operators follow the namespaces).
+//! copy (the metadata watch of every CSV's name), and a namespace coming or going or the
+//! copied-CSV switch moving (the copies of AllNamespaces operators follow both).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -39,15 +38,15 @@ pub fn watch_csv_names(
     (names, sources)
 }
 
-/// The CSVs of AllNamespaces groups, each time a namespace comes or goes (their copies
-/// follow the namespaces).
+/// The CSVs of AllNamespaces groups, each time `wakes` yields: a namespace came or went, or
+/// the copied-CSV switch moved (their copies follow both).
 pub fn all_namespaces_sources(
-    namespace_changes: impl Stream<Item = Arc<PartialObjectMeta<Namespace>>> + Send + 'static,
+    wakes: impl Stream<Item = ()> + Send + 'static,
     groups: Store<DeserializeGuard<OperatorGroup>>,
     csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
     index: Arc<CsvIndex>,
 ) -> impl Stream<Item = CsvRef> + Send + 'static {
-    namespace_changes.flat_map(move |_namespace| {
+    wakes.flat_map(move |()| {
         let global: HashSet<String> = groups
             .state()
             .iter()

@@ -13,10 +13,15 @@ use kube::ResourceExt;
 /// Copy writes in flight for one source.
 const COPY_WRITERS: usize = 16;
 
-/// Creates or updates the copies whose source changed; deletes those no longer targeted.
-/// Copies follow settled phases only (Succeeded, Failed): an install's passage through
-/// Pending, InstallReady and Installing would otherwise cost two writes per namespace each.
-pub async fn sync(source: &Source<'_>, targets: &[String]) -> Result<(), CopyError> {
+/// Creates or updates the copies whose source changed; deletes those no longer targeted
+/// (all of an AllNamespaces operator's when copies are `disabled`). Copies follow settled
+/// phases only (Succeeded, Failed): an install's passage through Pending, InstallReady and
+/// Installing would otherwise cost two writes per namespace each.
+pub async fn sync(
+    source: &Source<'_>,
+    targets: &[String],
+    disabled: bool,
+) -> Result<(), CopyError> {
     let ctx = source.ctx;
     let all: Vec<String> = ctx
         .namespaces
@@ -24,12 +29,7 @@ pub async fn sync(source: &Source<'_>, targets: &[String]) -> Result<(), CopyErr
         .iter()
         .map(|n| n.name_any())
         .collect();
-    let wanted = copies::copy_namespaces(
-        targets,
-        &source.namespace,
-        &all,
-        ctx.shared.settings.disable_copied_csvs,
-    );
+    let wanted = copies::copy_namespaces(targets, &source.namespace, &all, disabled);
     let phase = source.csv.status.as_ref().and_then(|s| s.phase);
     if copies::settled(phase) {
         let (object, copy_status, hash) = copies::build(source.csv, "");
