@@ -4,9 +4,17 @@
 //! lists them, so clients (kubectl-operator's `list-operands` and `uninstall`, consoles)
 //! find what an install made without knowing how OLM made it.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
-use kube::CustomResource;
+use std::borrow::Cow;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
+    CustomResourceDefinitionVersion, CustomResourceSubresourceStatus, CustomResourceSubresources,
+    CustomResourceValidation,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+use kube::core::{ClusterResourceScope, Resource};
 use schemars::JsonSchema;
+use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize};
 
 /// The prefix of the component label; the rest is the Operator's name.
@@ -14,18 +22,163 @@ pub const OPERATOR_LABEL_PREFIX: &str = "operators.coreos.com/";
 /// Upstream truncates component label names to a label name's 63 characters.
 const LABEL_NAME_MAX: usize = 63;
 
-/// Empty: OLM creates the Operator and everything about it is in the status.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "operators.coreos.com",
-    version = "v1",
-    kind = "Operator",
-    doc = "An operator installed by OLM: one package in one namespace, named `<package>.<namespace>`. Its status lists the objects the install is made of, found by the label `operators.coreos.com/<package>.<namespace>`.",
-    plural = "operators",
-    status = "OperatorStatus",
-    category = "olm"
+const GROUP: &str = "operators.coreos.com";
+const VERSION: &str = "v1";
+const KIND: &str = "Operator";
+const PLURAL: &str = "operators";
+
+// Written out rather than derived with `CustomResource`: upstream's `spec` is optional (a
+// user may apply an Operator without one), and the derive makes it required in the schema
+// and in deserialization alike. The schema's description is the CRD's.
+#[derive(Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(
+    title = "Operator",
+    description = "An operator installed by OLM: one package in one namespace, named `<package>.<namespace>`. Its status lists the objects the install is made of, found by the label `operators.coreos.com/<package>.<namespace>`."
 )]
+pub struct Operator {
+    // Validated by the API server itself, as every object's.
+    #[schemars(skip)]
+    pub metadata: ObjectMeta,
+    // Read as empty when left out; no server-side default either.
+    #[serde(default)]
+    #[schemars(transform = without_default)]
+    pub spec: OperatorSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<OperatorStatus>,
+}
+
+/// Empty: OLM creates the Operator and everything about it is in the status.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct OperatorSpec {}
+
+/// `spec` is optional without a server-side default, as upstream's schema has it.
+fn without_default(schema: &mut schemars::Schema) {
+    schema.remove("default");
+}
+
+impl Operator {
+    /// An Operator named `name` without status.
+    pub fn new(name: &str, spec: OperatorSpec) -> Self {
+        Operator {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                ..ObjectMeta::default()
+            },
+            spec,
+            status: None,
+        }
+    }
+}
+
+impl Serialize for Operator {
+    /// With `apiVersion` and `kind`, which server-side apply needs in the body.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let fields = 4 + usize::from(self.status.is_some());
+        let mut object = serializer.serialize_struct(KIND, fields)?;
+        object.serialize_field("apiVersion", &Self::api_version(&()))?;
+        object.serialize_field("kind", KIND)?;
+        object.serialize_field("metadata", &self.metadata)?;
+        object.serialize_field("spec", &self.spec)?;
+        if let Some(status) = &self.status {
+            object.serialize_field("status", status)?;
+        }
+        object.end()
+    }
+}
+
+impl Resource for Operator {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind((): &()) -> Cow<'_, str> {
+        KIND.into()
+    }
+
+    fn group((): &()) -> Cow<'_, str> {
+        GROUP.into()
+    }
+
+    fn version((): &()) -> Cow<'_, str> {
+        VERSION.into()
+    }
+
+    fn plural((): &()) -> Cow<'_, str> {
+        PLURAL.into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl kube::core::crd::v1::CustomResourceExt for Operator {
+    /// The CRD as `#[derive(CustomResource)]` would make it, with the schema generated the
+    /// same way (inline, structural), but `spec` optional.
+    fn crd() -> CustomResourceDefinition {
+        let generator = schemars::generate::SchemaSettings::openapi3()
+            .with(|s| {
+                s.inline_subschemas = true;
+                s.meta_schema = None;
+            })
+            .with_transform(schemars::transform::AddNullable::default())
+            .with_transform(kube::core::schema::StructuralSchemaRewriter)
+            .with_transform(kube::core::schema::OptionalEnum)
+            .with_transform(kube::core::schema::OptionalIntOrString)
+            .into_generator();
+        let schema = serde_json::to_value(generator.into_root_schema_for::<Self>())
+            .and_then(serde_json::from_value)
+            .expect("the Operator schema is valid JSONSchemaProps");
+        CustomResourceDefinition {
+            metadata: ObjectMeta {
+                name: Some(Self::crd_name().to_string()),
+                ..ObjectMeta::default()
+            },
+            spec: CustomResourceDefinitionSpec {
+                group: GROUP.into(),
+                names: CustomResourceDefinitionNames {
+                    categories: Some(vec!["olm".into()]),
+                    kind: KIND.into(),
+                    plural: PLURAL.into(),
+                    singular: Some("operator".into()),
+                    ..CustomResourceDefinitionNames::default()
+                },
+                scope: "Cluster".into(),
+                versions: vec![CustomResourceDefinitionVersion {
+                    name: VERSION.into(),
+                    schema: Some(CustomResourceValidation {
+                        open_api_v3_schema: Some(schema),
+                    }),
+                    served: true,
+                    storage: true,
+                    subresources: Some(CustomResourceSubresources {
+                        scale: None,
+                        status: Some(CustomResourceSubresourceStatus(serde_json::json!({}))),
+                    }),
+                    ..CustomResourceDefinitionVersion::default()
+                }],
+                ..CustomResourceDefinitionSpec::default()
+            },
+            status: None,
+        }
+    }
+
+    fn crd_name() -> &'static str {
+        "operators.operators.coreos.com"
+    }
+
+    fn api_resource() -> kube::core::ApiResource {
+        kube::core::ApiResource::erase::<Self>(&())
+    }
+
+    fn shortnames() -> &'static [&'static str] {
+        &[]
+    }
+}
 
 /// What the Operator is made of.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -139,5 +292,38 @@ mod tests {
             ("olm.managed".to_string(), "true".to_string()),
         ]);
         assert_eq!(operator_names(&labels), ["etcd.ops"]);
+    }
+
+    #[test]
+    fn spec_is_optional_as_upstream_has_it() {
+        use kube::CustomResourceExt;
+        // Read without `spec` (as `kubectl apply` stores one written without it).
+        let operator: Operator = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1",
+            "kind": "Operator",
+            "metadata": {"name": "etcd.ops"},
+        }))
+        .unwrap();
+        assert_eq!(operator, Operator::new("etcd.ops", OperatorSpec::default()));
+        // Written with apiVersion and kind.
+        let written = serde_json::to_value(&operator).unwrap();
+        assert_eq!(written["apiVersion"], "operators.coreos.com/v1");
+        assert_eq!(written["kind"], "Operator");
+        assert_eq!(written["spec"], serde_json::json!({}));
+        assert!(written.get("status").is_none());
+        // The schema neither requires `spec` nor defaults it in.
+        let crd = Operator::crd();
+        let version = &crd.spec.versions[0];
+        let root = version.schema.as_ref().unwrap().open_api_v3_schema.as_ref();
+        let root = root.unwrap();
+        assert!(root.required.is_none(), "{:?}", root.required);
+        let spec = &root.properties.as_ref().unwrap()["spec"];
+        assert!(spec.default.is_none());
+        assert_eq!(crd.spec.scope, "Cluster");
+        assert!(version.subresources.as_ref().unwrap().status.is_some());
+        assert_eq!(
+            Operator::url_path(&(), None),
+            "/apis/operators.coreos.com/v1/operators"
+        );
     }
 }

@@ -31,6 +31,8 @@ mod install_modes;
 mod kubectl_operator;
 mod leader_election;
 mod mirrors;
+mod olm_config;
+mod operator_api;
 mod operator_conditions;
 mod operator_groups;
 mod operators;
@@ -40,6 +42,7 @@ mod operators_reverse_words;
 mod packagemanifests;
 #[cfg(feature = "upstream-tests")]
 mod packagemanifests_upstream;
+mod pull_proxy;
 mod real_csvs;
 mod real_node;
 mod runtime_hardening;

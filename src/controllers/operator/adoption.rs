@@ -1,8 +1,7 @@
 //! Adoption, per Subscription, as upstream's adoption controller does: the Operator of its
 //! package and namespace exists, and the Subscription, its installed CSV and its newest
-//! plan carry the Operator's label (installs made before the label existed). A user may
-//! delete an Operator whose components are gone; it comes back only with a new
-//! Subscription, since only a Subscription's round creates one.
+//! plan carry the Operator's label (installs made before the label existed). An Operator
+//! deleted while labelled components remain is made again by [`super::recreate`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,8 +32,9 @@ pub struct AdoptionContext {
     pub(super) operators: Store<DeserializeGuard<Operator>>,
     pub(super) csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
     pub(super) plans: Store<DeserializeGuard<InstallPlan>>,
-    /// Operators this controller created that its cache may not show yet.
-    pub(super) created: RecentCreates,
+    /// Operators this controller or the recreation queue created that the cache may not
+    /// show yet.
+    pub(super) created: Arc<RecentCreates>,
 }
 
 impl Reconciler for AdoptionContext {
@@ -129,28 +129,28 @@ impl RecentCreates {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn made(&self, name: &str) {
+    pub(super) fn made(&self, name: &str) {
         let mut names = self.names();
         names.retain(|_, at| at.elapsed() < CREATE_SETTLE);
         names.insert(name.to_string(), std::time::Instant::now());
     }
 
-    fn in_flight(&self, name: &str) -> bool {
+    pub(super) fn in_flight(&self, name: &str) -> bool {
         self.names()
             .get(name)
             .is_some_and(|at| at.elapsed() < CREATE_SETTLE)
     }
 
-    fn seen(&self, name: &str) {
+    pub(super) fn seen(&self, name: &str) {
         self.names().remove(name);
     }
 }
 
 /// Creates the Operator `name`; one that exists already (created by another round, or
 /// by a user) is no error.
-async fn create_operator(ctx: &Context, name: &str) -> Result<(), Error> {
+pub(super) async fn create_operator(ctx: &Context, name: &str) -> Result<(), Error> {
     let api: Api<Operator> = Api::all(ctx.client.clone());
-    let operator = Operator::new(name, OperatorSpec {});
+    let operator = Operator::new(name, OperatorSpec::default());
     match api.create(&PostParams::default(), &operator).await {
         Ok(_) => {
             tracing::info!(operator = name, "Operator created");

@@ -3,11 +3,15 @@
 //! conditions it reports, sorted so that an unchanged set writes nothing).
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, Time,
+};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
 use crate::api::{
-    ClusterServiceVersion, ComponentCondition, Components, InstallPlan, OperatorStatus,
-    RichReference, Subscription,
+    ClusterServiceVersion, ComponentCondition, Components, InstallPlan, OperatorCondition,
+    OperatorStatus, RichReference, Subscription,
 };
 
 /// A reference to a component of kind `kind`.
@@ -94,6 +98,93 @@ pub fn deployment_conditions(deployment: &Deployment) -> Vec<ComponentCondition>
         .collect()
 }
 
+/// A condition of a kind without `lastUpdateTime`; an empty reason or message is left out,
+/// as upstream's copy (`omitempty`) shows it.
+pub fn condition(
+    type_: &str,
+    status: &str,
+    reason: Option<&str>,
+    message: Option<&str>,
+    last_transition_time: Option<&Time>,
+) -> ComponentCondition {
+    let text = |s: Option<&str>| s.filter(|s| !s.is_empty()).map(str::to_string);
+    ComponentCondition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: text(reason),
+        message: text(message),
+        last_update_time: None,
+        last_transition_time: last_transition_time.cloned(),
+    }
+}
+
+pub fn service_conditions(service: &Service) -> Vec<ComponentCondition> {
+    service
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .map(|c| {
+            let time = Some(&c.last_transition_time);
+            condition(&c.type_, &c.status, Some(&c.reason), Some(&c.message), time)
+        })
+        .collect()
+}
+
+pub fn namespace_conditions(namespace: &Namespace) -> Vec<ComponentCondition> {
+    namespace
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .map(|c| {
+            let (reason, message) = (c.reason.as_deref(), c.message.as_deref());
+            condition(
+                &c.type_,
+                &c.status,
+                reason,
+                message,
+                c.last_transition_time.as_ref(),
+            )
+        })
+        .collect()
+}
+
+pub fn api_service_conditions(api_service: &APIService) -> Vec<ComponentCondition> {
+    api_service
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .map(|c| {
+            let (reason, message) = (c.reason.as_deref(), c.message.as_deref());
+            condition(
+                &c.type_,
+                &c.status,
+                reason,
+                message,
+                c.last_transition_time.as_ref(),
+            )
+        })
+        .collect()
+}
+
+pub fn operator_condition_conditions(
+    condition_object: &OperatorCondition,
+) -> Vec<ComponentCondition> {
+    condition_object
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .map(|c| {
+            condition(
+                &c.type_,
+                &c.status,
+                Some(&c.reason),
+                Some(&c.message),
+                c.last_transition_time.as_ref(),
+            )
+        })
+        .collect()
+}
+
 /// The status listing `refs` under the selector of `label`.
 pub fn status(label: &str, mut refs: Vec<RichReference>) -> OperatorStatus {
     refs.sort_by(|a, b| {
@@ -121,16 +212,6 @@ pub fn status(label: &str, mut refs: Vec<RichReference>) -> OperatorStatus {
             refs,
         }),
     }
-}
-
-/// Whether an uninstall is under way: the Subscription is gone but components remain, some
-/// of kinds this controller does not watch (their deletion would go unseen).
-pub fn settling(refs: &[RichReference], watched: &[&str]) -> bool {
-    let has = |kind: &str| refs.iter().any(|r| r.kind.as_deref() == Some(kind));
-    !has("Subscription")
-        && refs
-            .iter()
-            .any(|r| !watched.contains(&r.kind.as_deref().unwrap_or_default()))
 }
 
 #[cfg(test)]
@@ -182,32 +263,66 @@ mod tests {
     }
 
     #[test]
-    fn an_uninstall_settles_until_unwatched_kinds_are_gone() {
-        let watched = [
-            "Subscription",
-            "ClusterServiceVersion",
-            "CustomResourceDefinition",
-        ];
-        let crd = reference(
-            "apiextensions.k8s.io/v1",
-            "CustomResourceDefinition",
-            None,
-            "c",
-            vec![],
+    fn conditions_are_copied_from_each_kind_as_upstream_shows_them() {
+        let api_service: APIService = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "v1.example.com"},
+            "spec": {"groupPriorityMinimum": 10, "versionPriority": 10},
+            "status": {"conditions": [{
+                "type": "Available", "status": "True", "reason": "Local",
+                "message": "Local APIServices are always available",
+                "lastTransitionTime": "2026-11-28T10:00:00Z",
+            }]},
+        }))
+        .unwrap();
+        let available = &api_service_conditions(&api_service)[0];
+        assert_eq!(
+            (available.type_.as_str(), available.status.as_str()),
+            ("Available", "True")
         );
-        let sa = reference("v1", "ServiceAccount", Some("ns"), "op", vec![]);
-        let sub = reference(
-            "operators.coreos.com/v1alpha1",
-            "Subscription",
-            Some("ns"),
-            "op",
-            vec![],
+        assert_eq!(available.reason.as_deref(), Some("Local"));
+        assert!(available.last_transition_time.is_some());
+        assert!(available.last_update_time.is_none());
+
+        let namespace: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "ns"},
+            "status": {"phase": "Terminating", "conditions": [{
+                "type": "NamespaceDeletionContentFailure", "status": "True",
+                "reason": "ContentDeletionFailed", "message": "",
+            }]},
+        }))
+        .unwrap();
+        let failure = &namespace_conditions(&namespace)[0];
+        assert_eq!(failure.type_, "NamespaceDeletionContentFailure");
+        assert_eq!(failure.message, None, "an empty message is left out");
+
+        // metav1.Condition: reason and message are plain strings; empty ones are left out.
+        let condition: OperatorCondition = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "op.v1", "namespace": "ns"},
+            "spec": {},
+            "status": {"conditions": [{
+                "type": "Upgradeable", "status": "False", "reason": "Migrating",
+                "message": "", "lastTransitionTime": "2026-11-28T10:00:00Z",
+            }]},
+        }))
+        .unwrap();
+        let upgradeable = &operator_condition_conditions(&condition)[0];
+        assert_eq!(upgradeable.reason.as_deref(), Some("Migrating"));
+        assert_eq!(upgradeable.message, None);
+
+        let service: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "svc", "namespace": "ns"},
+            "status": {"conditions": [{
+                "type": "LoadBalancerReady", "status": "True", "reason": "Ready",
+                "message": "ready", "lastTransitionTime": "2026-11-28T10:00:00Z",
+            }]},
+        }))
+        .unwrap();
+        assert_eq!(
+            service_conditions(&service)[0].message.as_deref(),
+            Some("ready")
         );
-        assert!(settling(&[crd.clone(), sa.clone()], &watched));
-        assert!(
-            !settling(std::slice::from_ref(&crd), &watched),
-            "only watched kinds left"
-        );
-        assert!(!settling(&[sub, sa], &watched), "installed");
+        // Kinds without conditions, or without status, give none.
+        assert!(service_conditions(&Service::default()).is_empty());
+        assert!(namespace_conditions(&Namespace::default()).is_empty());
     }
 }

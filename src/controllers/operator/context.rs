@@ -5,32 +5,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use kube::core::{DeserializeGuard, PartialObjectMeta};
+use kube::core::DeserializeGuard;
 use kube::runtime::reflector::Store;
 
 use super::labelled::Labelled;
-use crate::api::{ClusterServiceVersion, InstallPlan, Subscription};
+use crate::api::{ClusterServiceVersion, InstallPlan, OperatorCondition, Subscription};
 use crate::controllers::context::Context;
 use crate::controllers::kit::{KitState, ObjectKey, PanicError, ReconcileError};
 
 pub const CONTROLLER: &str = "operator";
 /// Field manager of the Operators' status and of the labels adoption sets.
 pub const FIELD_MANAGER: &str = "olm-operator";
-/// How often an Operator is looked at while an uninstall is under way.
-pub(super) const SETTLING_RECHECK: Duration = Duration::from_secs(3);
 /// Bursts of component changes (an install writes a CSV's status several times, its CRDs
 /// turn Established one by one) make one round.
 pub(super) const DEBOUNCE: Duration = Duration::from_secs(2);
-/// Kinds whose changes reach this controller through the informers.
-pub(super) const WATCHED: [&str; 4] = [
-    "ClusterServiceVersion",
-    "Subscription",
-    "InstallPlan",
-    "CustomResourceDefinition",
-];
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -67,6 +57,14 @@ pub(super) fn kube_error(
     }
 }
 
+/// Whether the Operator `name` is this process's to look after. Operators are
+/// cluster-scoped, but a scoped context sees only its namespace's components: it keeps only
+/// its own namespace's Operators (`<package>.<namespace>`; namespaces have no dots), or
+/// scopes would overwrite each other's lists.
+pub(super) fn in_scope(scope: Option<&str>, name: &str) -> bool {
+    scope.is_none_or(|scope| name.rsplit_once('.').map(|(_, namespace)| namespace) == Some(scope))
+}
+
 /// The object behind a guard, unless it could not be read.
 pub(super) fn ok<K>(guarded: &Arc<DeserializeGuard<K>>) -> Option<&K> {
     guarded.0.as_ref().ok()
@@ -87,7 +85,7 @@ pub struct OperatorContext {
     pub(super) csvs: Store<DeserializeGuard<ClusterServiceVersion>>,
     pub(super) subscriptions: Store<DeserializeGuard<Subscription>>,
     pub(super) plans: Store<DeserializeGuard<InstallPlan>>,
-    pub(super) crds: Store<PartialObjectMeta<CustomResourceDefinition>>,
-    /// Components of the other kinds (Deployments, RBAC, …).
+    pub(super) operator_conditions: Store<DeserializeGuard<OperatorCondition>>,
+    /// Components of the other kinds (Deployments, RBAC, CRDs, …).
     pub(super) labelled: Labelled,
 }

@@ -1,9 +1,9 @@
 //! What a status round reads of the kinds OLM watches anyway (CSVs, Subscriptions,
-//! InstallPlans, CRDs): the shared informers' caches, no API call. The other kinds come
-//! from [`super::labelled`].
+//! InstallPlans, OperatorConditions): the shared informers' caches, no API call. The other
+//! kinds come from [`super::labelled`].
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 
 use super::components::{self, reference};
 use super::context::{OperatorContext, ok};
@@ -30,15 +30,10 @@ impl OperatorContext {
                 refs.push(component(plan, components::install_plan_conditions(plan)));
             }
         }
-        for crd in self.crds.state() {
-            if labelled(&crd.metadata) {
-                refs.push(reference(
-                    "apiextensions.k8s.io/v1",
-                    "CustomResourceDefinition",
-                    None,
-                    &crd.name_any(),
-                    Vec::new(),
-                ));
+        for condition in self.operator_conditions.state().iter().filter_map(ok) {
+            if labelled(&condition.metadata) {
+                let conditions = components::operator_condition_conditions(condition);
+                refs.push(component(condition, conditions));
             }
         }
         refs

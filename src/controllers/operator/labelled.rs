@@ -1,35 +1,50 @@
-//! The Operators' components of the kinds the shared informers do not hold (Deployments,
-//! ServiceAccounts, Services, Secrets, ConfigMaps, Roles, RoleBindings, ClusterRoles,
-//! ClusterRoleBindings), kept from one watch per kind.
+//! The Operators' components of the kinds the shared informers do not hold as an Operator
+//! lists them (Deployments, ServiceAccounts, Services, Secrets, ConfigMaps, Roles,
+//! RoleBindings, ClusterRoles, ClusterRoleBindings, Namespaces, APIServices, and CRDs, whose
+//! shared informer has no conditions), kept from one watch per kind.
 //!
 //! They used to be listed by label, nine lists per Operator round. A thousand installs at
 //! once made about 7,700 rounds and 69,000 label-selected lists, each of which the API
 //! server answers by scanning every object of the kind in the cluster: quadratic in the
 //! number of tenants. The watches deliver every object, but only those with an Operator's
-//! label (`operators.coreos.com/<name>`) are kept, as a reference (and a Deployment's
-//! conditions); a change to one wakes the Operators whose label it carries or carried.
+//! label (`operators.coreos.com/<name>`) are kept, as a reference with the conditions of the
+//! kinds that have them (`status.conditions` of Deployments, Services, Namespaces,
+//! APIServices and CRDs; the others are watched as metadata only); a change to one wakes
+//! the Operators whose reference changed. A CRD that a thousand installs share carries a
+//! thousand labels, and each install adds one: only the Operator whose label came wakes,
+//! not the thousand (nor on a change of the CRD's schema or annotations).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionCondition,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::{DeserializeGuard, PartialObjectMeta};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use kube::core::{ClusterResourceScope, DeserializeGuard, PartialObjectMeta};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::components::{deployment_conditions, reference};
+use super::components::{
+    api_service_conditions, condition, deployment_conditions, namespace_conditions, reference,
+    service_conditions,
+};
 use crate::api::{ComponentCondition, RichReference, operator_names};
 use crate::cluster::api::api_in;
 
-/// The kinds kept here, as (apiVersion, kind); a component's kind is its index.
-const KINDS: [(&str, &str); 9] = [
+/// The kinds kept here, as (apiVersion, kind); a component's kind is its index. With the
+/// informers' kinds (CSVs, Subscriptions, InstallPlans, OperatorConditions: `super::gather`)
+/// they are upstream's component kinds (`componentLists` in operator-lifecycle-manager's
+/// `pkg/controller/operators/components.go`).
+const KINDS: [(&str, &str); 12] = [
     ("apps/v1", "Deployment"),
     ("v1", "ServiceAccount"),
     ("v1", "Service"),
@@ -39,8 +54,14 @@ const KINDS: [(&str, &str); 9] = [
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    ("v1", "Namespace"),
+    ("apiregistration.k8s.io/v1", "APIService"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
 ];
 const ALL_LISTED: u16 = (1 << KINDS.len()) - 1;
+/// CRDs are listed a few at a time: their schemas make them the largest objects there are
+/// (megabytes each), and a whole list at once would be all of them in memory together.
+const CRD_PAGE: u32 = 10;
 /// How long a round waits for every kind's first list.
 const LIST_PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
 
@@ -169,15 +190,37 @@ impl Labelled {
             listed: watch::Sender::new(0),
         };
         let tasks = vec![
-            labelled.watch_deployments(api_in(client, scope), wakes.clone()),
+            labelled.watch_full(
+                0,
+                api_in(client, scope),
+                wakes.clone(),
+                deployment_conditions,
+            ),
             labelled.watch_metadata::<ServiceAccount>(1, api_in(client, scope), wakes.clone()),
-            labelled.watch_metadata::<Service>(2, api_in(client, scope), wakes.clone()),
+            labelled.watch_full(2, api_in(client, scope), wakes.clone(), service_conditions),
             labelled.watch_metadata::<Secret>(3, api_in(client, scope), wakes.clone()),
             labelled.watch_metadata::<ConfigMap>(4, api_in(client, scope), wakes.clone()),
             labelled.watch_metadata::<Role>(5, api_in(client, scope), wakes.clone()),
             labelled.watch_metadata::<RoleBinding>(6, api_in(client, scope), wakes.clone()),
             labelled.watch_metadata::<ClusterRole>(7, Api::all(client.clone()), wakes.clone()),
-            labelled.watch_metadata::<ClusterRoleBinding>(8, Api::all(client.clone()), wakes),
+            labelled.watch_metadata::<ClusterRoleBinding>(
+                8,
+                Api::all(client.clone()),
+                wakes.clone(),
+            ),
+            labelled.watch_full::<Namespace>(
+                9,
+                Api::all(client.clone()),
+                wakes.clone(),
+                namespace_conditions,
+            ),
+            labelled.watch_full::<APIService>(
+                10,
+                Api::all(client.clone()),
+                wakes.clone(),
+                api_service_conditions,
+            ),
+            labelled.watch_crds(Api::all(client.clone()), wakes),
         ];
         (labelled, tasks)
     }
@@ -240,19 +283,40 @@ impl Labelled {
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
     {
-        self.watch(kind, api, wakes, move |o| {
+        self.watch(kind, api, any(), wakes, move |o| {
             seen(kind, &o.metadata, Vec::new())
         })
     }
 
-    fn watch_deployments(
+    /// Watches whole objects of kind `kind`, for the conditions `conditions` reads; one
+    /// that does not deserialize is kept by its metadata, without conditions.
+    fn watch_full<K>(
         &self,
-        api: Api<DeserializeGuard<Deployment>>,
+        kind: usize,
+        api: Api<DeserializeGuard<K>>,
+        wakes: mpsc::UnboundedSender<String>,
+        conditions: fn(&K) -> Vec<ComponentCondition>,
+    ) -> JoinHandle<()>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    {
+        self.watch(kind, api, any(), wakes, move |guarded| match &guarded.0 {
+            Ok(object) => seen(kind, object.meta(), conditions(object)),
+            Err(invalid) => seen(kind, &invalid.metadata, Vec::new()),
+        })
+    }
+
+    /// Watches CRDs for their labels and conditions, [`CRD_PAGE`] a list page (a consistent
+    /// list: pages are honoured only then).
+    fn watch_crds(
+        &self,
+        api: Api<DeserializeGuard<CrdConditions>>,
         wakes: mpsc::UnboundedSender<String>,
     ) -> JoinHandle<()> {
-        self.watch(0, api, wakes, |guarded| match &guarded.0 {
-            Ok(d) => seen(0, &d.metadata, deployment_conditions(d)),
-            Err(invalid) => seen(0, &invalid.metadata, Vec::new()),
+        let config = watcher::Config::default().page_size(CRD_PAGE);
+        self.watch(11, api, config, wakes, |guarded| match &guarded.0 {
+            Ok(crd) => seen(11, &crd.metadata, crd.conditions()),
+            Err(invalid) => seen(11, &invalid.metadata, Vec::new()),
         })
     }
 
@@ -261,6 +325,7 @@ impl Labelled {
         &self,
         kind: usize,
         api: Api<T>,
+        config: watcher::Config,
         wakes: mpsc::UnboundedSender<String>,
         read: impl Fn(T) -> Seen + Send + 'static,
     ) -> JoinHandle<()>
@@ -271,7 +336,7 @@ impl Labelled {
         let this = self.clone();
         // A private watch: the kinds labelled for Operators are found at run time (any
         // kind, by label), which the typed shared informers cannot hold.
-        let events = watcher(api, watcher::Config::default().any_semantic()).default_backoff();
+        let events = watcher(api, config).default_backoff();
         tokio::spawn(async move {
             let mut events = std::pin::pin!(events);
             while let Some(event) = events.next().await {
@@ -283,6 +348,71 @@ impl Labelled {
                 }
             }
         })
+    }
+}
+
+/// Lists served from the API server's cache, whole.
+fn any() -> watcher::Config {
+    watcher::Config::default().any_semantic()
+}
+
+/// A CRD as far as an Operator lists it: its metadata and conditions. The schema, most of a
+/// CRD's bytes, is skipped while reading and never held.
+#[derive(Clone, Debug, Deserialize)]
+struct CrdConditions {
+    metadata: ObjectMeta,
+    #[serde(default)]
+    status: Option<CrdStatus>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+struct CrdStatus {
+    #[serde(default)]
+    conditions: Option<Vec<CustomResourceDefinitionCondition>>,
+}
+
+impl CrdConditions {
+    fn conditions(&self) -> Vec<ComponentCondition> {
+        let conditions = self
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter().flatten());
+        conditions
+            .map(|c| {
+                let (reason, message) = (c.reason.as_deref(), c.message.as_deref());
+                let time = c.last_transition_time.as_ref();
+                condition(&c.type_, &c.status, reason, message, time)
+            })
+            .collect()
+    }
+}
+
+impl Resource for CrdConditions {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind((): &()) -> std::borrow::Cow<'_, str> {
+        CustomResourceDefinition::kind(&())
+    }
+
+    fn group((): &()) -> std::borrow::Cow<'_, str> {
+        CustomResourceDefinition::group(&())
+    }
+
+    fn version((): &()) -> std::borrow::Cow<'_, str> {
+        CustomResourceDefinition::version(&())
+    }
+
+    fn plural((): &()) -> std::borrow::Cow<'_, str> {
+        CustomResourceDefinition::plural(&())
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
     }
 }
 
@@ -386,6 +516,62 @@ mod tests {
             ["b"]
         );
         assert_eq!(names(&state, "b"), ["d"]);
+    }
+
+    #[test]
+    fn a_shared_crd_wakes_only_the_operators_whose_reference_changed() {
+        let crd = |operators: &[&str], established: &str| Seen {
+            key: (11, "".into(), "apps.example.com".into()),
+            operators: operators.iter().map(ToString::to_string).collect(),
+            conditions: vec![ComponentCondition {
+                type_: "Established".into(),
+                status: established.into(),
+                ..ComponentCondition::default()
+            }],
+        };
+        let mut state = State::default();
+        let mut apply = |seen| {
+            let mut woken = state.apply(11, watcher::Event::Apply(seen));
+            woken.sort();
+            woken
+        };
+        assert_eq!(apply(crd(&["app.a", "app.b"], "False")), ["app.a", "app.b"]);
+        // Another install adds its label: that Operator alone.
+        assert_eq!(apply(crd(&["app.a", "app.b", "app.c"], "False")), ["app.c"]);
+        // Its schema or annotations changed (nothing an Operator lists): nobody.
+        assert!(apply(crd(&["app.a", "app.b", "app.c"], "False")).is_empty());
+        // Established: every Operator listing it.
+        assert_eq!(
+            apply(crd(&["app.a", "app.b", "app.c"], "True")),
+            ["app.a", "app.b", "app.c"]
+        );
+        // A label removed: its Operator.
+        assert_eq!(apply(crd(&["app.b", "app.c"], "True")), ["app.a"]);
+    }
+
+    #[test]
+    fn a_crd_is_read_for_its_labels_and_conditions_only() {
+        let crd: CrdConditions = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "apps.example.com", "labels": {"operators.coreos.com/app.ns": ""}},
+            "spec": {"group": "example.com", "versions": [{"name": "v1", "schema": {"openAPIV3Schema": {"type": "object"}}}]},
+            "status": {"conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": "2026-11-28T10:00:00Z"},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"},
+            ]},
+        }))
+        .unwrap();
+        let seen = seen(11, &crd.metadata, crd.conditions());
+        assert_eq!(seen.operators, ["app.ns"]);
+        let types: Vec<&str> = seen.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, ["NamesAccepted", "Established"]);
+        assert_eq!(
+            seen.conditions[1].reason.as_deref(),
+            Some("InitialNamesAccepted")
+        );
+        assert_eq!(CrdConditions::plural(&()), "customresourcedefinitions");
+        assert_eq!(CrdConditions::api_version(&()), KINDS[11].0);
     }
 
     #[test]

@@ -398,7 +398,14 @@ async fn each_install_has_an_operator_listing_its_components() {
             r.kind.as_deref() == Some("ClusterServiceVersion")
                 && r.conditions.first().is_some_and(|c| c.type_ == "Succeeded")
         });
-        (all_listed && csv_listed_succeeded).then_some(operator)
+        // A CRD with its own conditions, as upstream copies them.
+        let crd_established = refs.iter().any(|r| {
+            r.kind.as_deref() == Some("CustomResourceDefinition")
+                && r.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+        });
+        (all_listed && csv_listed_succeeded && crd_established).then_some(operator)
     })
     .await;
     let listed = components(&operator);
