@@ -24,7 +24,7 @@ use super::registry::{PASSWORD, TestRegistry};
 const WAIT: Duration = Duration::from_secs(120);
 
 /// The `Connected` condition of a CatalogSource once it says `status`.
-async fn connected(ns: &str, name: &str, status: &str) -> Value {
+pub(crate) async fn connected(ns: &str, name: &str, status: &str) -> Value {
     eventually(&format!("{name}: Connected={status}"), WAIT, || async {
         let source = get_json(ns, &format!("catalogsource/{name}"));
         let condition = source["status"]["conditions"]
@@ -142,7 +142,7 @@ async fn a_catalog_and_its_bundles_are_pulled_from_a_mirror_only() {
 
 /// A catalog image under `{registry}/olm/mirrored:latest` whose bundles are named under
 /// `source/` (a registry that cannot be reached).
-fn mirrored_catalog(registry: &TestRegistry, source: &str) {
+pub(crate) fn mirrored_catalog(registry: &TestRegistry, source: &str) {
     let auth = registry.auth_file(PASSWORD);
     let work = registry.dir.clone();
     let catalog_dir = publish(registry, &bundles_with(&work.join("v1"), &["0.2.0"]), &auth);

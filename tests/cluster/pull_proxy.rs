@@ -6,22 +6,14 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use serde_json::Value;
-
-use super::catalog_sources::get_json;
-use super::harness::{TestNamespace, client, eventually, install_crds, olm_bin};
-use super::image_installs::{
-    bundles_with, catalog_source, installed, publish, setup_namespace, subscribe,
-};
+use super::harness::{TestNamespace, client, install_crds};
+use super::image_installs::{catalog_source, installed, setup_namespace, subscribe};
+use super::mirrors::{connected, mirrored_catalog};
 use super::processes::OlmRun;
-use super::registry::{PASSWORD, TestRegistry};
-
-const WAIT: Duration = Duration::from_secs(120);
+use super::registry::TestRegistry;
 
 /// An HTTP forward proxy that sends every connection to one upstream and keeps the
 /// request line of each connection's first request (`GET http://host/path HTTP/1.1`).
@@ -111,51 +103,16 @@ fn relay(client: TcpStream, upstream: SocketAddr, log: &Mutex<Vec<String>>) {
     down.join().ok();
 }
 
-async fn connected(ns: &str, name: &str, status: &str) -> String {
-    eventually(&format!("{name}: Connected={status}"), WAIT, || async {
-        let source: Value = get_json(ns, &format!("catalogsource/{name}"));
-        let condition = source["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == "Connected")?
-            .clone();
-        (condition["status"] == status).then(|| condition["message"].to_string())
-    })
-    .await
-}
-
 #[tokio::test]
 async fn pulls_go_through_the_proxy_the_environment_names_except_no_proxy_and_loopback() {
     install_crds();
     let client = client().await;
     let ns = TestNamespace::create(&client, "pull-proxy").await;
     let registry = TestRegistry::start("pull-proxy", false);
-    let auth = registry.auth_file(PASSWORD);
     let work = registry.dir.clone();
-    let catalog_dir = publish(
-        &registry,
-        &bundles_with(&work.join("v1"), &["0.2.0"]),
-        &auth,
-    );
     // The catalog names its bundles under a host only the proxy reaches.
-    let file = catalog_dir.join("reverse-words/catalog.json");
-    let text = std::fs::read_to_string(&file).unwrap();
-    let local = format!("{}/olm/", registry.host);
-    std::fs::write(&file, text.replace(&local, "proxied.invalid/olm/")).unwrap();
-    let image = format!("{}/olm/proxied:latest", registry.host);
-    let pushed = Command::new(olm_bin())
-        .args(["catalog", "build"])
-        .arg(&catalog_dir)
-        .args(["-t", &image, "--push", "--layout"])
-        .arg(work.join("layout"))
-        .env("REGISTRY_AUTH_FILE", &auth)
-        .output()
-        .unwrap();
-    assert!(
-        pushed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&pushed.stderr)
-    );
+    mirrored_catalog(&registry, "proxied.invalid/olm");
+    let image = format!("{}/olm/mirrored:latest", registry.host);
 
     let proxy = ForwardProxy::start(registry.host.parse().unwrap());
     let proxy_url = format!("http://{}", proxy.address);
@@ -176,13 +133,13 @@ async fn pulls_go_through_the_proxy_the_environment_names_except_no_proxy_and_lo
         ],
     );
     setup_namespace(&ns.name, &registry, "");
-    catalog_source(&ns.name, "proxied", "proxied.invalid/olm/proxied:latest");
+    catalog_source(&ns.name, "proxied", "proxied.invalid/olm/mirrored:latest");
     subscribe(&ns.name, "proxied");
     installed(&ns.name, "reverse-words.v0.2.0").await;
     let catalog = proxy.requests_for("proxied.invalid");
     let asked = |fragment: &str| catalog.iter().any(|line| line.contains(fragment));
     assert!(
-        asked("/v2/olm/proxied/"),
+        asked("/v2/olm/mirrored/"),
         "the catalog came through the proxy: {catalog:?}"
     );
     assert!(
@@ -191,8 +148,8 @@ async fn pulls_go_through_the_proxy_the_environment_names_except_no_proxy_and_lo
     );
 
     // NO_PROXY: asked directly, so the name does not resolve; the proxy never sees it.
-    catalog_source(&ns.name, "exempt", "exempt.invalid/olm/proxied:latest");
-    let refused = connected(&ns.name, "exempt", "False").await;
+    catalog_source(&ns.name, "exempt", "exempt.invalid/olm/mirrored:latest");
+    let refused = connected(&ns.name, "exempt", "False").await["message"].to_string();
     assert!(refused.contains("exempt.invalid"), "{refused}");
     assert_eq!(proxy.requests_for("exempt.invalid"), Vec::<String>::new());
 
