@@ -118,6 +118,23 @@ pub fn condition(
     }
 }
 
+/// [`condition`] of a kind whose reason, message and time are optional fields.
+fn optional(
+    type_: &str,
+    status: &str,
+    reason: &Option<String>,
+    message: &Option<String>,
+    time: &Option<Time>,
+) -> ComponentCondition {
+    condition(
+        type_,
+        status,
+        reason.as_deref(),
+        message.as_deref(),
+        time.as_ref(),
+    )
+}
+
 pub fn service_conditions(service: &Service) -> Vec<ComponentCondition> {
     service
         .status
@@ -136,13 +153,13 @@ pub fn namespace_conditions(namespace: &Namespace) -> Vec<ComponentCondition> {
         .iter()
         .flat_map(|s| s.conditions.iter().flatten())
         .map(|c| {
-            let (reason, message) = (c.reason.as_deref(), c.message.as_deref());
-            condition(
+            let (reason, message) = (&c.reason, &c.message);
+            optional(
                 &c.type_,
                 &c.status,
                 reason,
                 message,
-                c.last_transition_time.as_ref(),
+                &c.last_transition_time,
             )
         })
         .collect()
@@ -154,13 +171,13 @@ pub fn api_service_conditions(api_service: &APIService) -> Vec<ComponentConditio
         .iter()
         .flat_map(|s| s.conditions.iter().flatten())
         .map(|c| {
-            let (reason, message) = (c.reason.as_deref(), c.message.as_deref());
-            condition(
+            let (reason, message) = (&c.reason, &c.message);
+            optional(
                 &c.type_,
                 &c.status,
                 reason,
                 message,
-                c.last_transition_time.as_ref(),
+                &c.last_transition_time,
             )
         })
         .collect()

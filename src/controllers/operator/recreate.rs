@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 use super::adoption::{RecentCreates, create_operator};
 use super::context::{Error, OperatorContext, in_scope};
-use crate::api::{Operator, operator_label};
+use crate::api::{Operator, RichReference, operator_label};
 use crate::cluster::informers::Change;
 use crate::controllers::kit::backoff::Backoff;
 use crate::controllers::kit::{Shutdown, cache_ready, guard};
@@ -74,6 +74,18 @@ fn verdict(in_scope: bool, cached: bool, in_flight: bool) -> Verdict {
         Verdict::Leave
     } else {
         Verdict::CheckComponents
+    }
+}
+
+/// Whether a labelled component may bring its Operator into being: one that is
+/// cluster-scoped, or in the namespace the Operator is named for (`<package>.<namespace>`).
+/// A label is anyone's to write, and an Operator is cluster-scoped: a tenant who may only
+/// label a ConfigMap in their namespace gets no Operator named for another namespace.
+fn claims(name: &str, component: &RichReference) -> bool {
+    let named_for = name.rsplit_once('.').map(|(_, namespace)| namespace);
+    match component.namespace.as_deref() {
+        None => true,
+        Some(namespace) => named_for == Some(namespace),
     }
 }
 
@@ -177,12 +189,10 @@ impl Recreation {
         if verdict(in_scope(scope, name), cached, self.created.in_flight(name)) == Verdict::Leave {
             return Ok(());
         }
-        let remains = !self
-            .status
-            .watched_components(&operator_label(name))
-            .is_empty()
-            || !self.status.labelled.components(name).await.is_empty();
-        if !remains {
+        let label = operator_label(name);
+        let watched = self.status.watched_components(&label);
+        let labelled = self.status.labelled.components(name).await;
+        if !watched.iter().chain(&labelled).any(|c| claims(name, c)) {
             return Ok(());
         }
         create_operator(&self.status.shared, name).await?;
@@ -212,6 +222,22 @@ mod tests {
         );
         assert_eq!(verdict(true, true, false), Verdict::Leave, "cached");
         assert_eq!(verdict(true, false, true), Verdict::Leave, "just created");
+    }
+
+    #[test]
+    fn only_components_of_the_named_namespace_or_the_cluster_claim_an_operator() {
+        let at = |namespace: Option<&str>| RichReference {
+            namespace: namespace.map(str::to_string),
+            ..RichReference::default()
+        };
+        assert!(claims("etcd.team-a", &at(Some("team-a"))));
+        assert!(
+            claims("my.pkg.team-a", &at(Some("team-a"))),
+            "dots in the package"
+        );
+        assert!(claims("etcd.team-a", &at(None)), "cluster-scoped");
+        assert!(!claims("etcd.team-a", &at(Some("team-b"))));
+        assert!(!claims("nodots", &at(Some("nodots"))));
     }
 
     #[test]
