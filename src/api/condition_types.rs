@@ -44,6 +44,8 @@ condition_types! {
         InstallPlanPending,
         InstallPlanMissing,
         InstallPlanFailed,
+        /// This OLM's: whether an upgrade is held by `spec.upgradePolicy`, and why.
+        UpgradeHeld,
     }
 }
 

@@ -609,6 +609,28 @@ pub const COPIED_FROM_LABEL: &str = "olm.copiedFrom";
 pub const ANNOTATION_PROPERTIES: &str = "operatorframework.io/properties";
 
 impl ClusterServiceVersion {
+    /// Whether this CSV replaces `other` now: it names `other` in `spec.replaces`, unless
+    /// the two name each other and this one is the older object. Such a pair comes from a
+    /// rollback (the older version planned to replace the newer) or an upgrade after one;
+    /// the CSV created last is the replacement, the other's `replaces` is history.
+    pub fn replaces_now(&self, other: &ClusterServiceVersion) -> bool {
+        let names = |a: &ClusterServiceVersion, b: &ClusterServiceVersion| {
+            a.spec.replaces.is_some() && a.spec.replaces == b.metadata.name
+        };
+        if !names(self, other) {
+            return false;
+        }
+        if !names(other, self) {
+            return true;
+        }
+        let created = |c: &ClusterServiceVersion| c.metadata.creation_timestamp.clone();
+        match (created(self), created(other)) {
+            (Some(mine), Some(theirs)) if mine.0 != theirs.0 => mine.0 > theirs.0,
+            // Created in the same second (or not yet): the name decides, for one answer.
+            _ => self.metadata.name > other.metadata.name,
+        }
+    }
+
     /// The APIs this CSV provides, as `Kind.version.group` (upstream's `olm.providedAPIs`
     /// form): its owned CRDs and owned API services.
     pub fn provided_api_keys(&self) -> BTreeSet<String> {

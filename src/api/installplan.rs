@@ -103,6 +103,10 @@ pub struct InstallPlanStatus {
     /// Detail of what the plan is waiting for or why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// What running the plan changes, computed before it runs (this OLM's addition;
+    /// upstream clients ignore it). `olm plan show` prints it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impact: Option<super::PlanImpact>,
 }
 
 /// Condition types: Resolved, Installed.

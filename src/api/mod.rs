@@ -13,6 +13,7 @@ pub fn check_csv_schema(object: &serde_json::Value) -> Result<(), serde_json::Er
     ClusterServiceVersion::deserialize(object).map(drop)
 }
 mod condition_types;
+mod impact;
 mod installplan;
 mod olmconfig;
 mod operator;
@@ -27,6 +28,7 @@ pub use catalogsource::*;
 pub use condition_types::*;
 pub use crdgen::{CrdManifest, all_crds, render_all_yaml, render_yaml};
 pub use csv::*;
+pub use impact::*;
 pub use installplan::*;
 pub use olmconfig::{Features, OLM_CONFIG_NAME, OlmConfig, OlmConfigSpec, OlmConfigStatus};
 pub use operator::*;

@@ -176,6 +176,30 @@ reasons! {
         InstallPlanCreated = "InstallPlanCreated",
         /// Event: resolution newly fails.
         ResolutionFailed = "ResolutionFailed",
+        /// UpgradeHeld: the plan waits for a person (`installPlanApproval: Manual`).
+        ManualApproval = "ManualApproval",
+        /// UpgradeHeld: outside every maintenance window.
+        OutsideMaintenanceWindow = "OutsideMaintenanceWindow",
+        /// UpgradeHeld: the plan's impact preview is not computed yet.
+        AwaitingPreview = "AwaitingPreview",
+        /// UpgradeHeld: the plan adds rules its accounts did not have (holdNewPermissions).
+        NewPermissions = "NewPermissions",
+        /// UpgradeHeld: a newer version lies outside versionRange or above approvedVersion.
+        OutsideVersionPolicy = "OutsideVersionPolicy",
+        /// UpgradeHeld: the newer versions are rejected.
+        VersionRejected = "VersionRejected",
+        /// UpgradeHeld: held at the version rollbackTo names.
+        RolledBack = "RolledBack",
+        /// UpgradeHeld: the rollback cannot be done safely; the message says why.
+        RollbackRefused = "RollbackRefused",
+        /// UpgradeHeld False: the plan is approved; the message says by which policy.
+        UpgradeApproved = "UpgradeApproved",
+        /// UpgradeHeld False: nothing newer is held back.
+        NothingHeld = "NothingHeld",
+        /// Event: the policy approved a plan that waited.
+        InstallPlanApproved = "InstallPlanApproved",
+        /// Event: a waiting plan the policy no longer allows was deleted.
+        InstallPlanWithdrawn = "InstallPlanWithdrawn",
     }
 }
 

@@ -58,6 +58,63 @@ pub struct SubscriptionSpec {
     /// environment, volumes and annotations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<SubscriptionConfig>,
+    /// Which upgrades OLM makes on its own, which it holds for approval, and a rollback
+    /// (this OLM's addition; upstream OLM ignores it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade_policy: Option<UpgradePolicy>,
+}
+
+/// Declared control over upgrades. Every field is optional; without any, approval is
+/// `installPlanApproval` alone, as upstream.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradePolicy {
+    /// Approval of the plan that first installs the package; `installPlanApproval` when
+    /// unset. `Automatic` with a `Manual` Subscription installs at once and holds every
+    /// later upgrade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::plain_string")]
+    pub first_install: Option<Approval>,
+    /// Versions OLM may move to (a range as in `olm.skipRange`, e.g. `>=1.2.0 <2.0.0`).
+    /// Upgrades within it are approved at once; a newer version outside it is reported,
+    /// not planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_range: Option<String>,
+    /// The newest version OLM may move to: it goes there on its own, by the shortest path
+    /// the channel allows, and no further. Raise it to upgrade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_version: Option<String>,
+    /// Versions refused: OLM moves to none of them, nor to any older one, and waits for a
+    /// newer version or a changed policy. Nothing installed is removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected_versions: Vec<String>,
+    /// When upgrades may be approved automatically (UTC). Outside every window an upgrade
+    /// waits in RequiresApproval; approving the InstallPlan by hand overrides the windows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub maintenance_windows: Vec<MaintenanceWindow>,
+    /// Hold any upgrade whose preview adds a rule a ServiceAccount did not have, even
+    /// when the upgrade is otherwise approved automatically.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hold_new_permissions: bool,
+    /// Go back to this older version (the one the installed version replaced, for
+    /// `olm rollback`) and stay there until the field is removed. Refused, with the
+    /// reason, when the older bundle cannot serve or read what exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_to: Option<String>,
+}
+
+/// A recurring span of time, in UTC.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceWindow {
+    /// Days the window opens on: `Monday` … `Sunday` (or `Mon` … `Sun`); every day when
+    /// empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub days: Vec<String>,
+    /// When it opens, `HH:MM` in UTC.
+    pub start: String,
+    /// How long it stays open, e.g. `4h` or `90m`, at most a week.
+    pub duration: String,
 }
 
 /// Overrides applied to the operator's Deployments. The embedded core types keep unknown
@@ -139,6 +196,14 @@ pub struct SubscriptionStatus {
         skip_serializing_if = "Option::is_none"
     )]
     pub installed_csv: Option<String>,
+    /// The CSV `installedCSV` replaced here: where `olm rollback` goes back to (this OLM's
+    /// addition).
+    #[serde(
+        default,
+        rename = "replacedCSV",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub replaced_csv: Option<String>,
     /// Generation of the InstallPlan in `installPlanRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_plan_generation: Option<i32>,

@@ -211,6 +211,7 @@ fn parse_subscription(spec: &str, catalogs: &[Catalog]) -> anyhow::Result<Subscr
         channel: get(&pairs, "channel").map(String::from),
         source: catalog_ref(get(&pairs, "source"), package, catalogs, spec)?,
         starting_csv: get(&pairs, "starting").map(String::from),
+        versions: Default::default(),
     })
 }
 

@@ -92,7 +92,7 @@ pub(super) async fn cleanup(round: &Round<'_>) -> Result<(), Error> {
     let replaced = round.ctx.csvs.state().iter().any(|g| {
         g.0.as_ref().is_ok_and(|other| {
             other.metadata.namespace.as_deref() == Some(round.namespace.as_str())
-                && other.spec.replaces.as_deref() == Some(round.name.as_str())
+                && other.replaces_now(round.csv)
         })
     });
     if !replaced {

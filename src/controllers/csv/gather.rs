@@ -160,7 +160,12 @@ fn related(round: &Round<'_>) -> (Option<Related>, Option<Related>) {
     let replaces = replaces
         .filter(|r| !r.is_empty() && *r != round.name)
         .and_then(|name| csvs.get(&ObjectRef::new(name).within(&round.namespace)))
-        .and_then(|g| g.0.as_ref().ok().map(&related));
+        .and_then(|g| {
+            g.0.as_ref()
+                .ok()
+                .filter(|old| round.csv.replaces_now(old))
+                .map(&related)
+        });
     // From the store itself, not the index: the index follows the store a step behind, and
     // the round a replacement's change wakes must see that replacement.
     let replaced_by = csvs
@@ -169,7 +174,7 @@ fn related(round: &Round<'_>) -> (Option<Related>, Option<Related>) {
         .filter_map(|g| g.0.as_ref().ok())
         .find(|other| {
             other.metadata.namespace.as_deref() == Some(round.namespace.as_str())
-                && other.spec.replaces.as_deref() == Some(round.name.as_str())
+                && other.replaces_now(round.csv)
                 && other.metadata.deletion_timestamp.is_none()
         })
         .map(&related);

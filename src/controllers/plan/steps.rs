@@ -341,6 +341,7 @@ fn generated_subscription(name: &str, namespace: &str, b: &PlannedBundle) -> Val
             starting_csv: Some(b.name.clone()),
             install_plan_approval: Some(Approval::Automatic),
             config: None,
+            upgrade_policy: None,
         },
     );
     sub.metadata.annotations = Some(

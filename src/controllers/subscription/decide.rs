@@ -18,8 +18,8 @@ use crate::catalog::model::fbc::{PROP_GVK, Property};
 use crate::catalog::model::semver_range::parse_version;
 use crate::controllers::kit::{Cond, ConditionStatus};
 use crate::resolver::{
-    self, CatalogIndex, CatalogRef, InstalledCsv, Namespace, Outcome, Plan, Reason, ResolveError,
-    Step,
+    self, CatalogIndex, CatalogRef, Held, InstalledCsv, Namespace, Outcome, Plan, Reason,
+    ResolveError, Step,
 };
 
 pub use crate::api::ANNOTATION_PROPERTIES;
@@ -49,9 +49,18 @@ pub fn installed_csvs(
         .copied()
         .filter(|c| !c.labels().contains_key(LABEL_COPIED_FROM))
         .collect();
+    let by_name: BTreeMap<String, &ClusterServiceVersion> =
+        own.iter().map(|c| (c.name_any(), *c)).collect();
+    // Named by another CSV's `replaces`, unless that is a rollback's stale history.
     let replaced: BTreeSet<&str> = own
         .iter()
-        .filter_map(|c| c.spec.replaces.as_deref())
+        .filter_map(|c| {
+            let name = c.spec.replaces.as_deref()?;
+            by_name
+                .get(name)
+                .is_none_or(|old| c.replaces_now(old))
+                .then_some(name)
+        })
         .collect();
     let mut out = Vec::new();
     for csv in own {
@@ -157,6 +166,7 @@ pub fn resolver_subscription(sub: &Subscription) -> resolver::Subscription {
         channel: sub.spec.channel.clone(),
         source: CatalogRef::new(&sub.spec.source, &sub.spec.source_namespace),
         starting_csv: sub.spec.starting_csv.clone().filter(|s| !s.is_empty()),
+        versions: resolver::VersionPolicy::default(),
     }
 }
 
@@ -166,6 +176,8 @@ pub fn resolver_subscription(sub: &Subscription) -> resolver::Subscription {
 pub struct Resolution {
     pub plan: Plan,
     pub failures: BTreeMap<String, Failure>,
+    /// Subscriptions whose step goes back to an older version (`rollbackTo`).
+    pub rollbacks: BTreeSet<String>,
 }
 
 /// Resolves the namespace, keeping a Subscription that cannot be resolved from failing the
@@ -178,12 +190,18 @@ pub fn resolve_namespace(index: &CatalogIndex, mut namespace: Namespace) -> Reso
     loop {
         if namespace.subscriptions.is_empty() {
             return Resolution {
-                plan: Plan::default(),
                 failures,
+                ..Resolution::default()
             };
         }
         match resolver::resolve(index, &namespace) {
-            Ok(plan) => return Resolution { plan, failures },
+            Ok(plan) => {
+                return Resolution {
+                    plan,
+                    failures,
+                    ..Resolution::default()
+                };
+            }
             Err(ResolveError::Subscription(e)) => {
                 let name = e.subscription().to_string();
                 let reason = match *e {
@@ -230,8 +248,8 @@ pub fn resolve_namespace(index: &CatalogIndex, mut namespace: Namespace) -> Reso
                         );
                     }
                     return Resolution {
-                        plan: Plan::default(),
                         failures,
+                        ..Resolution::default()
                     };
                 }
                 for (name, message) in alone_failing {
@@ -272,6 +290,34 @@ impl PlanGroup {
         } else {
             Approval::Automatic
         }
+    }
+
+    /// What the plan does for each Subscription it serves, when any of them has an
+    /// upgrade policy (the plan then carries them, see [`super::policy`]); else none.
+    pub fn targets(
+        &self,
+        subs: &[&Subscription],
+        rollbacks: &BTreeSet<String>,
+    ) -> Vec<super::policy::PlanTarget> {
+        let governed = subs
+            .iter()
+            .any(|s| self.subscriptions.contains(&s.name_any()) && s.spec.upgrade_policy.is_some());
+        if !governed {
+            return Vec::new();
+        }
+        self.steps
+            .iter()
+            .filter_map(|step| match &step.reason {
+                Reason::Subscribed { subscription } => Some(super::policy::PlanTarget {
+                    subscription: subscription.clone(),
+                    csv: step.bundle.clone(),
+                    version: step.version.clone(),
+                    first_install: step.replaces.is_none(),
+                    rollback: rollbacks.contains(subscription),
+                }),
+                Reason::Dependency { .. } => None,
+            })
+            .collect()
     }
 
     pub fn planned_bundles(&self) -> Vec<PlannedBundle> {
@@ -465,6 +511,8 @@ pub struct Round<'a> {
     /// The live CSV of each package (the resolver's installed set: none on its way out).
     pub installed_by_package: &'a BTreeMap<String, String>,
     pub catalogs: &'a [CatalogHealth],
+    /// Waiting plans deleted this round because the policy no longer allows them.
+    pub withdrawn: &'a BTreeSet<String>,
     pub now: Time,
 }
 
@@ -486,6 +534,13 @@ pub fn statuses(subs: &[&Subscription], round: &Round<'_>, keep: usize) -> Statu
         .iter()
         .map(|r| (r.subscription.as_str(), &r.outcome))
         .collect();
+    let held: BTreeMap<&str, &Held> = round
+        .resolution
+        .plan
+        .subscriptions
+        .iter()
+        .filter_map(|r| Some((r.subscription.as_str(), r.held.as_ref()?)))
+        .collect();
     let find_plan = |name: &str| round.plans.iter().copied().find(|p| p.name_any() == name);
     let mut referenced: BTreeSet<String> = BTreeSet::new();
     let mut desired = Vec::with_capacity(subs.len());
@@ -496,6 +551,11 @@ pub fn statuses(subs: &[&Subscription], round: &Round<'_>, keep: usize) -> Statu
             .as_ref()
             .and_then(|s| s.install_plan_ref.as_ref())
             .and_then(|r| r.name.clone());
+        // A plan the policy withdrew is forgotten, not missing.
+        let withdrawn = referenced_name
+            .as_ref()
+            .is_some_and(|r| round.withdrawn.contains(r));
+        let referenced_name = referenced_name.filter(|_| !withdrawn);
         let (outcome, plan) = match (pinned_plan(sub, round.plans), round.plan_of.get(&name)) {
             (Some(p), _) => (None, Some(p)),
             (None, Some(new)) => (outcomes.get(name.as_str()).copied(), find_plan(new)),
@@ -527,9 +587,15 @@ pub fn statuses(subs: &[&Subscription], round: &Round<'_>, keep: usize) -> Statu
                 .map(String::as_str),
             csvs: round.csvs,
             catalogs: round.catalogs,
+            held: held.get(name.as_str()).copied(),
             now: round.now.clone(),
         };
-        let status = desired_status(sub, &input);
+        let mut status = desired_status(sub, &input);
+        if withdrawn && plan.is_none() {
+            status.install_plan_ref = None;
+            status.installplan = None;
+            status.install_plan_generation = None;
+        }
         if let Some(r) = status
             .install_plan_ref
             .as_ref()
@@ -587,6 +653,8 @@ pub struct StatusInput<'a> {
     /// CSVs present in the namespace.
     pub csvs: &'a BTreeSet<String>,
     pub catalogs: &'a [CatalogHealth],
+    /// A newer bundle its upgrade policy kept it from.
+    pub held: Option<&'a Held>,
     pub now: Time,
 }
 
@@ -595,6 +663,7 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
     let mut status = SubscriptionStatus {
         current_csv: previous.current_csv.clone(),
         installed_csv: previous.installed_csv.clone(),
+        replaced_csv: previous.replaced_csv.clone(),
         install_plan_generation: previous.install_plan_generation,
         install_plan_ref: previous.install_plan_ref.clone(),
         installplan: previous.installplan.clone(),
@@ -616,6 +685,10 @@ pub fn desired_status(sub: &Subscription, input: &StatusInput<'_>) -> Subscripti
     }
     let exists = |name: &Option<String>| name.as_ref().is_some_and(|n| input.csvs.contains(n));
     status.installed_csv = installed_csv(&status, &previous, input, exists);
+    // What the installed CSV replaced here: where a rollback goes back to.
+    if previous.installed_csv.is_some() && status.installed_csv != previous.installed_csv {
+        status.replaced_csv.clone_from(&previous.installed_csv);
+    }
     let plan_phase = input.plan.map(InstallPlan::phase);
     status.state = match (plan_phase, input.failure) {
         (Some(phase), _) if in_progress(phase) => Some(SubscriptionState::UpgradePending),
@@ -810,6 +883,12 @@ fn conditions(
             format!("InstallPlan {name} referenced by this Subscription does not exist"),
         ));
     }
+    conditions.extend(super::policy::explain(
+        sub,
+        input.plan,
+        input.held,
+        input.now.0,
+    ));
     conditions
 }
 

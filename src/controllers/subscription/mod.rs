@@ -21,8 +21,12 @@ pub mod decide;
 mod gather;
 mod indexes;
 mod plans;
+mod policy;
+mod release;
 mod resolve;
 mod triggers;
+mod under_policy;
+mod windows;
 
 pub use context::{CONTROLLER, FIELD_MANAGER, MAX_PLANS_PER_NAMESPACE, SubscriptionContext};
 
@@ -76,32 +80,42 @@ impl Reconciler for SubscriptionContext {
     async fn sync(&self, sub: &Subscription) -> Result<Action, Error> {
         // Before every cache has listed, an absent CSV or plan is only not yet seen:
         // resolving then could plan an install that exists already.
-        if self.caches_listed().await {
-            sync_namespace(&Self::key(&sub.metadata), self).await?;
+        if self.caches_listed().await
+            && let Some(wake) = sync_namespace(&Self::key(&sub.metadata), self).await?
+        {
+            // A plan waits for a maintenance window: look again when it opens.
+            return Ok(Action::requeue(wake));
         }
         Ok(Action::await_change())
     }
 }
 
-/// One round for a namespace: gather → (unchanged? stop) → resolve → plans → statuses.
-async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<(), Error> {
+/// One round for a namespace: gather → waiting plans judged → (unchanged? stop) →
+/// resolve → plans → statuses. Returns when to look again, when time alone can change a
+/// waiting plan's verdict.
+async fn sync_namespace(
+    namespace: &str,
+    ctx: &SubscriptionContext,
+) -> Result<Option<std::time::Duration>, Error> {
     let lock = ctx.lock(namespace);
     let _held = lock.lock().await;
     let mut gathered = ctx.gather(namespace);
     if gathered.subscriptions.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
+    let subs: Vec<&Subscription> = gathered.subscriptions.iter().collect();
+    let released = release::release(namespace, &subs, &gathered.cached_plans, ctx).await?;
     let fingerprint = gathered.fingerprint();
-    if ctx.resolved_from(namespace, fingerprint) {
-        return Ok(());
+    if !released.changed && ctx.resolved_from(namespace, fingerprint) {
+        return Ok(released.wake);
     }
     tracing::debug!(%namespace, "resolving");
-    let subs: Vec<&Subscription> = gathered.subscriptions.iter().collect();
 
     // Plans: the cache, plus those earlier rounds created that it does not hold yet, so
     // that nothing planned before is missed (rounds of a namespace never overlap). On a
     // restart the cache starts from a fresh list.
     let mut plans = ctx.known_plans(namespace, std::mem::take(&mut gathered.cached_plans));
+    plans.retain(|p| !released.withdrawn.contains(&p.name_any()));
 
     // What is installed, once: the resolver's input and the statuses' `installedCSV`.
     let csv_refs: Vec<&ClusterServiceVersion> = gathered.csvs.iter().collect();
@@ -122,12 +136,13 @@ async fn sync_namespace(namespace: &str, ctx: &SubscriptionContext) -> Result<()
         plan_of: &plan_of,
         csvs: &csv_names,
         catalogs: &gathered.catalog_health(),
+        withdrawn: &released.withdrawn,
         now: now(),
     };
     let statuses = decide::statuses(&subs, &round, MAX_PLANS_PER_NAMESPACE);
     apply::apply(namespace, &subs, &statuses, ctx).await?;
     ctx.record_resolved(namespace, fingerprint);
-    Ok(())
+    Ok(released.wake)
 }
 
 /// Runs the controller until `shutdown` (leader only).

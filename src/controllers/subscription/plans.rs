@@ -14,6 +14,7 @@ use super::decide::{
     Existing, PlanGroup, Resolution, existing_plan, names_exactly, next_generation, pinned_plan,
     split,
 };
+use super::policy::{self, PlanTarget, TARGETS_ANNOTATION};
 use crate::api::{
     Approval, ClusterServiceVersion, InstallPlan, InstallPlanSpec, Subscription,
     SubscriptionReason, operator_label, operator_name,
@@ -62,7 +63,9 @@ pub(super) async fn ensure_plans(
                 continue;
             }
             Existing::Completed(_) | Existing::None => {
-                let created = create_plan(namespace, &group, subs, &plan_refs, shared).await?;
+                let targets = group.targets(subs, &resolution.rollbacks);
+                let created =
+                    create_plan(namespace, &group, subs, &plan_refs, &targets, shared).await?;
                 let name = created.name_any();
                 ctx.remember_created(&created);
                 plans.push(created);
@@ -104,14 +107,22 @@ fn served<'a>(
 
 /// The InstallPlan to create for `group`: a generated name, owned by (and labelled as a
 /// component of the Operator of) each Subscription it serves, the next generation of the
-/// namespace's plans, approved at once unless a Subscription of it is Manual.
+/// namespace's plans, approved at once unless a Subscription of it is Manual or, with
+/// `targets` (an upgrade policy governs it), unless the policy holds it.
 fn new_plan(
     namespace: &str,
     group: &PlanGroup,
     subs: &[&Subscription],
     plans: &[&InstallPlan],
+    targets: &[PlanTarget],
 ) -> InstallPlan {
-    let approval = group.approval(subs);
+    let approval = if targets.is_empty() {
+        group.approval(subs)
+    } else if policy::approved_at_creation(targets, subs, kit::now()) {
+        Approval::Automatic
+    } else {
+        Approval::Manual
+    };
     let owners: Vec<OwnerReference> = served(group, subs)
         .map(|s| OwnerReference {
             api_version: Subscription::api_version(&()).into_owned(),
@@ -137,6 +148,10 @@ fn new_plan(
     plan.metadata.generate_name = Some("install-".into());
     plan.metadata.namespace = Some(namespace.to_string());
     plan.metadata.owner_references = Some(owners);
+    if !targets.is_empty() {
+        let targets = serde_json::to_string(targets).unwrap_or_default();
+        plan.metadata.annotations = Some([(TARGETS_ANNOTATION.to_string(), targets)].into());
+    }
     // The plan is a component of the Operator of each package it installs for a Subscription.
     plan.metadata.labels = Some(
         served(group, subs)
@@ -155,9 +170,10 @@ async fn create_plan(
     group: &PlanGroup,
     subs: &[&Subscription],
     plans: &[&InstallPlan],
+    targets: &[PlanTarget],
     ctx: &Context,
 ) -> Result<InstallPlan, Error> {
-    let plan = new_plan(namespace, group, subs, plans);
+    let plan = new_plan(namespace, group, subs, plans, targets);
     let approval = plan.spec.approval;
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), namespace);
     let created = api
@@ -250,7 +266,7 @@ mod tests {
             subscriptions: ["a".to_string(), "b".to_string()].into(),
             steps: Vec::new(),
         };
-        let plan = new_plan("ns", &group, &[&a, &b, &c], &[]);
+        let plan = new_plan("ns", &group, &[&a, &b, &c], &[], &[]);
         assert_eq!(plan.metadata.generate_name.as_deref(), Some("install-"));
         assert_eq!(plan.metadata.name, None);
         let owners: Vec<&str> = plan

@@ -6,9 +6,11 @@ use std::collections::BTreeMap;
 
 use kube::ResourceExt;
 
-use super::decide::{Failure, Resolution, resolve_namespace, resolver_subscription};
+use super::decide::{Failure, Resolution, resolver_subscription};
 use super::gather::Gathered;
 use super::indexes::Indexes;
+use super::policy::Policy;
+use super::under_policy::resolve_under_policies;
 use crate::api::{Subscription, SubscriptionReason};
 use crate::resolver::{CatalogRef, InstalledCsv, Namespace};
 
@@ -37,14 +39,41 @@ pub(super) async fn resolve(
             ..Resolution::default()
         };
     }
+    // A policy that cannot be read sets its Subscription aside, named by the field.
+    let mut policies = BTreeMap::new();
+    let mut unreadable = BTreeMap::new();
+    for sub in subs {
+        let Some(spec) = &sub.spec.upgrade_policy else {
+            continue;
+        };
+        match Policy::read(spec) {
+            Ok(policy) => {
+                policies.insert(sub.name_any(), policy);
+            }
+            Err(error) => {
+                let failure = Failure {
+                    reason: SubscriptionReason::SpecInvalidError,
+                    message: error.to_string(),
+                };
+                unreadable.insert(sub.name_any(), failure);
+            }
+        }
+    }
     let input = Namespace {
         name: namespace.to_string(),
         installed,
-        subscriptions: subs.iter().map(|s| resolver_subscription(s)).collect(),
+        subscriptions: subs
+            .iter()
+            .filter(|s| !unreadable.contains_key(&s.name_any()))
+            .map(|s| resolver_subscription(s))
+            .collect(),
     };
     let index = indexes.index_of(&gathered.snapshots).await;
-    let mut resolution = indexes.run(move || resolve_namespace(&index, input)).await;
+    let mut resolution = indexes
+        .run(move || resolve_under_policies(&index, input, policies))
+        .await;
     explain_failures(&mut resolution.failures, subs, gathered);
+    resolution.failures.extend(unreadable);
     resolution
 }
 

@@ -30,6 +30,7 @@ mod end_to_end;
 mod failures;
 mod install;
 mod plans;
+mod policies;
 mod restarts;
 mod upgrades;
 

@@ -94,6 +94,16 @@ pub enum SubscriptionError {
         catalog: CatalogRef,
         reasons: String,
     },
+    #[error(
+        "subscription {subscription}: no installable bundle of channel {channel:?} of package {package} is allowed by {policy} (newest: {newest})"
+    )]
+    NoAllowedVersion {
+        subscription: String,
+        package: String,
+        channel: String,
+        policy: String,
+        newest: String,
+    },
 }
 
 impl SubscriptionError {
@@ -107,7 +117,8 @@ impl SubscriptionError {
             | SubscriptionError::InvalidChannel { subscription, .. }
             | SubscriptionError::StartingCsvNotFound { subscription, .. }
             | SubscriptionError::StartingCsvNotInstallable { subscription, .. }
-            | SubscriptionError::NothingInstallable { subscription, .. } => subscription,
+            | SubscriptionError::NothingInstallable { subscription, .. }
+            | SubscriptionError::NoAllowedVersion { subscription, .. } => subscription,
         }
     }
 }

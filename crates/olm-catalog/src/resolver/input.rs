@@ -6,6 +6,7 @@ use std::fmt;
 use semver::Version;
 
 use crate::catalog::model::fbc::DeclarativeConfig;
+use crate::catalog::model::semver_range::VersionRange;
 
 /// A catalog as a CatalogSource exposes it.
 #[derive(Clone, Debug)]
@@ -62,6 +63,28 @@ pub struct Subscription {
     pub source: CatalogRef,
     /// Install this CSV instead of the channel head when nothing is installed yet.
     pub starting_csv: Option<String>,
+    /// The versions it may move to (its upgrade policy); any when empty.
+    pub versions: VersionPolicy,
+}
+
+/// Ranges a Subscription's target must lie in, each with what set it (for explanations).
+#[derive(Clone, Debug, Default)]
+pub struct VersionPolicy {
+    pub ranges: Vec<(VersionRange, String)>,
+}
+
+impl VersionPolicy {
+    /// The first range `version` lies outside of, with what set it; None when allowed.
+    pub fn refusal(&self, version: &Version) -> Option<&str> {
+        self.ranges
+            .iter()
+            .find(|(range, _)| !range.contains(version))
+            .map(|(_, why)| why.as_str())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
 }
 
 /// Everything one resolution looks at.

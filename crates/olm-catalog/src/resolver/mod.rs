@@ -17,6 +17,7 @@ pub mod index;
 pub mod input;
 pub mod plan;
 mod properties;
+pub mod rollback;
 pub mod solver;
 pub mod subscriptions;
 
@@ -27,8 +28,9 @@ use std::collections::BTreeSet;
 
 pub use error::{ResolveError, SubscriptionError};
 pub use index::CatalogIndex;
-pub use input::{Catalog, CatalogRef, InstalledCsv, Namespace, Subscription};
-pub use plan::{Outcome, Plan, Reason, Step, SubscriptionResult};
+pub use input::{Catalog, CatalogRef, InstalledCsv, Namespace, Subscription, VersionPolicy};
+pub use plan::{Held, Outcome, Plan, Reason, Step, SubscriptionResult};
+pub use rollback::{RollbackError, rollback_step};
 pub use solver::{ResolvoSolver, Solver};
 
 use candidates::{Choice, OlmProblem};

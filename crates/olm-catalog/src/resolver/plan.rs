@@ -50,6 +50,16 @@ pub enum Outcome {
 pub struct SubscriptionResult {
     pub subscription: String,
     pub outcome: Outcome,
+    /// A newer bundle the Subscription's version policy kept it from.
+    pub held: Option<Held>,
+}
+
+/// A bundle a version policy kept out, and the policy's words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    pub bundle: String,
+    pub version: String,
+    pub policy: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -185,9 +195,22 @@ fn outcome(
         },
         (None, None) => unreachable!("a satisfied subscription has a chosen candidate"),
     };
+    let held = target.held.as_ref().map(|(bundle, policy)| {
+        let info = &problem.index.bundles[*bundle];
+        Held {
+            bundle: info.name.clone(),
+            version: info
+                .version
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            policy: policy.clone(),
+        }
+    });
     let result = SubscriptionResult {
         subscription: sub.name.clone(),
         outcome,
+        held,
     };
     (result, to)
 }

@@ -18,6 +18,9 @@ pub struct Target {
     pub installed: Option<usize>,
     /// Bundles to move to, most preferred first; `installed` stays the last resort.
     pub candidates: Vec<BundleId>,
+    /// The most preferred bundle the Subscription's version policy kept out, and the
+    /// policy that did.
+    pub held: Option<(BundleId, String)>,
 }
 
 pub fn target(
@@ -91,6 +94,20 @@ pub fn target(
                 .collect(),
         },
     };
+    let (candidates, held) = allowed(index, sub, candidates);
+    if installed.is_none()
+        && candidates.is_empty()
+        && let Some((bundle, policy)) = &held
+    {
+        return Err(SubscriptionError::NoAllowedVersion {
+            subscription: name(),
+            package: sub.package.clone(),
+            channel,
+            policy: policy.clone(),
+            newest: index.bundles[*bundle].name.clone(),
+        }
+        .into());
+    }
     if installed.is_none() && candidates.is_empty() {
         return Err(SubscriptionError::NothingInstallable {
             subscription: name(),
@@ -107,7 +124,37 @@ pub fn target(
         channel,
         installed,
         candidates,
+        held,
     })
+}
+
+/// The candidates the Subscription's version policy allows, in order, and the most
+/// preferred one it kept out (with the policy's words).
+fn allowed(
+    index: &CatalogIndex,
+    sub: &Subscription,
+    candidates: Vec<BundleId>,
+) -> (Vec<BundleId>, Option<(BundleId, String)>) {
+    if sub.versions.is_empty() {
+        return (candidates, None);
+    }
+    let mut held = None;
+    let mut kept = Vec::with_capacity(candidates.len());
+    for bundle in candidates {
+        let refusal = index.bundles[bundle]
+            .version
+            .as_ref()
+            .and_then(|v| sub.versions.refusal(v));
+        match refusal {
+            // Held back only when nothing allowed is preferred to it.
+            Some(policy) if held.is_none() && kept.is_empty() => {
+                held = Some((bundle, policy.to_string()));
+            }
+            Some(_) => {}
+            None => kept.push(bundle),
+        }
+    }
+    (kept, held)
 }
 
 /// Why each installable entry of `graph` cannot be installed, `; `-separated.

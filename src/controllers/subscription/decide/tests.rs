@@ -426,6 +426,7 @@ fn status_follows_the_plan_then_the_csv_and_is_stable() {
         installed_of_package: None,
         csvs: &no_csvs,
         catalogs: &catalogs,
+        held: None,
         now: time(100),
     };
     let pending = desired_status(&s, &input);
@@ -463,6 +464,7 @@ fn status_follows_the_plan_then_the_csv_and_is_stable() {
         outcome: Some(&latest),
         plan: None,
         csvs: &csvs,
+        held: None,
         now: time(200),
         ..input
     };
@@ -485,6 +487,7 @@ fn status_follows_the_plan_then_the_csv_and_is_stable() {
     let again = desired_status(
         &s3,
         &StatusInput {
+            held: None,
             now: time(300),
             ..input
         },
@@ -527,6 +530,7 @@ fn installed_csv_survives_a_round_that_resolves_the_next_hop() {
         installed_of_package: None,
         csvs: &installed,
         catalogs: &catalogs,
+        held: None,
         now: time(100),
     };
     let status = desired_status(&s, &input);
@@ -538,6 +542,7 @@ fn installed_csv_survives_a_round_that_resolves_the_next_hop() {
         &s,
         &StatusInput {
             outcome: None,
+            held: None,
             now: time(150),
             ..input
         },
@@ -558,6 +563,7 @@ fn installed_csv_survives_a_round_that_resolves_the_next_hop() {
             outcome: None,
             csvs: &both,
             installed_of_package: Some("rw.v1"),
+            held: None,
             now: time(160),
             ..input
         },
@@ -596,6 +602,7 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
         installed_of_package: None,
         csvs: &none,
         catalogs: &catalogs,
+        held: None,
         now: time(1),
     };
     let status = desired_status(&s, &input);
@@ -614,6 +621,7 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
             &s,
             &StatusInput {
                 catalogs,
+                held: None,
                 now: time(1),
                 ..input
             },
@@ -655,6 +663,7 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
             failure: None,
             outcome: Some(&outcome),
             plan: Some(&manual),
+            held: None,
             now: time(1),
             ..input
         },
@@ -674,6 +683,7 @@ fn failures_manual_plans_and_unhealthy_catalogs_show_as_conditions() {
             failure: None,
             outcome: Some(&outcome),
             plan: Some(&failed_plan),
+            held: None,
             now: time(1),
             ..input
         },
@@ -723,6 +733,7 @@ fn a_failed_plan_passes_on_its_own_reason_as_it_is_spelled() {
             installed_of_package: None,
             csvs: &none,
             catalogs: &[],
+            held: None,
             now: time(1),
         };
         desired_status(&s, &input)
@@ -782,6 +793,7 @@ fn a_rounds_statuses_follow_held_new_and_missing_plans_and_prune_the_rest() {
         csvs: &csvs,
         installed_by_package: &BTreeMap::new(),
         catalogs: &[],
+        withdrawn: &BTreeSet::new(),
         now: time(100),
     };
     let statuses = statuses(&[&held, &fresh, &orphaned], &round, 5);
@@ -867,6 +879,7 @@ fn a_generated_subscription_refers_to_the_plan_that_created_it() {
         csvs: &csvs,
         installed_by_package: &BTreeMap::new(),
         catalogs: &[],
+        withdrawn: &BTreeSet::new(),
         now: time(100),
     };
     let statuses = statuses(&[&generated, &by_name, &plain], &round, 5);
@@ -907,6 +920,7 @@ fn a_pending_plan_is_relayed_with_upstreams_reasons_and_its_own_message() {
                 installed_of_package: None,
                 csvs: &none,
                 catalogs: &[],
+                held: None,
                 now: time(1),
             },
         );
@@ -940,4 +954,69 @@ fn a_pending_plan_is_relayed_with_upstreams_reasons_and_its_own_message() {
         ..Default::default()
     }];
     assert_eq!(pending(&waiting).1, "unpacking the bundle image.");
+}
+
+#[test]
+fn a_rollback_pair_counts_the_csv_created_last_as_installed() {
+    // 0.5.0 replaced 0.4.0 earlier; the rollback's 0.4.0 replaces 0.5.0 now.
+    let newer = csv(
+        "rw.v0.5.0",
+        Some("rw.v0.4.0"),
+        json!({"creationTimestamp": "2026-11-28T10:00:00Z"}),
+    );
+    let rolled_back = csv(
+        "rw.v0.4.0",
+        Some("rw.v0.5.0"),
+        json!({"creationTimestamp": "2026-11-28T11:00:00Z"}),
+    );
+    assert!(rolled_back.replaces_now(&newer));
+    assert!(!newer.replaces_now(&rolled_back));
+    let s = sub("rw", "rw", json!({}));
+    let installed = installed_csvs(&[&newer, &rolled_back], &[&s]);
+    let names: Vec<&str> = installed.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["rw.v0.4.0"]);
+}
+
+#[test]
+fn a_rollback_is_planned_in_place_of_resolution_and_refused_without_the_bundle() {
+    use super::super::policy::Policy;
+    use super::super::under_policy::resolve_under_policies;
+    let mut s = sub(
+        "rw",
+        "reverse-words",
+        json!({"channel": "stable", "upgradePolicy": {"rollbackTo": "0.3.0"}}),
+    );
+    let installed = vec![InstalledCsv {
+        name: "reverse-words.v0.4.0".into(),
+        package: "reverse-words".into(),
+        version: "0.4.0".parse().unwrap(),
+        source: Some(CatalogRef::new("operators", "ns")),
+        provided: Vec::new(),
+    }];
+    let resolve = |s: &Subscription| {
+        let policy = Policy::read(s.spec.upgrade_policy.as_ref().unwrap()).unwrap();
+        let namespace = Namespace {
+            name: "ns".into(),
+            installed: installed.clone(),
+            subscriptions: vec![resolver_subscription(s)],
+        };
+        resolve_under_policies(&our_index(), namespace, [("rw".to_string(), policy)].into())
+    };
+    let resolution = resolve(&s);
+    assert!(resolution.failures.is_empty(), "{:?}", resolution.failures);
+    assert!(resolution.rollbacks.contains("rw"));
+    let step = &resolution.plan.steps[0];
+    assert_eq!(
+        (step.bundle.as_str(), step.replaces.as_deref()),
+        ("reverse-words.v0.3.0", Some("reverse-words.v0.4.0"))
+    );
+    let targets = split(&resolution.plan)[0].targets(&[&s], &resolution.rollbacks);
+    assert!(targets[0].rollback && !targets[0].first_install);
+
+    s.spec.upgrade_policy.as_mut().unwrap().rollback_to = Some("0.0.9".into());
+    let refused = resolve(&s);
+    assert_eq!(
+        refused.failures["rw"].message,
+        "rollbackTo 0.0.9: catalog ns/operators has no bundle of package reverse-words at version 0.0.9"
+    );
 }

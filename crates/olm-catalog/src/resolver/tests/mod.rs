@@ -3,6 +3,7 @@
 
 mod deps;
 mod limits;
+mod policy;
 mod props;
 mod real;
 mod upgrades;
@@ -159,6 +160,7 @@ pub fn sub(package: &str, catalog: &str) -> Subscription {
         channel: None,
         source: CatalogRef::new(catalog, "olm"),
         starting_csv: None,
+        versions: Default::default(),
     }
 }
 
