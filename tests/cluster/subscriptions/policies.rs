@@ -31,6 +31,21 @@ async fn upgrade_held(
     (sub, condition)
 }
 
+/// Waits until `csv` is installed and the next upgrade is held for `reason` (the
+/// Subscription is UpgradePending meanwhile, as upstream shows a waiting plan).
+async fn held_at(s: &Setup, csv: &str, reason: &str) -> (Subscription, SubscriptionCondition) {
+    let sub = s
+        .sub_status(RW, &format!("installedCSV {csv}, UpgradeHeld True/{reason}"), |sub| {
+            sub.installed_csv() == csv
+                && sub.condition("UpgradeHeld").is_some_and(|c| {
+                    c.status == "True" && c.reason.as_deref() == Some(reason)
+                })
+        })
+        .await;
+    let condition = sub.condition("UpgradeHeld").unwrap().clone();
+    (sub, condition)
+}
+
 /// Replaces the Subscription's `spec.upgradePolicy` as a GitOps tool applying YAML would.
 fn set_policy(s: &Setup, policy_json: &str) {
     let patch = format!(r#"{{"spec":{{"upgradePolicy":{policy_json}}}}}"#);
@@ -48,7 +63,7 @@ fn set_policy(s: &Setup, policy_json: &str) {
         ],
         None,
     )
-    .expect("patching the Subscription's upgradePolicy");
+    .ok();
 }
 
 /// The CSVs each of the namespace's plans installs, oldest first.
@@ -69,8 +84,7 @@ async fn a_pinned_install_runs_at_once_and_every_later_upgrade_waits() {
         RW,
         "  channel: stable\n  startingCSV: reverse-words.v0.2.0\n  installPlanApproval: Manual\n  upgradePolicy:\n    firstInstall: Automatic\n",
     );
-    s.installed(RW, "reverse-words.v0.2.0").await;
-    let (sub, held) = upgrade_held(&s, "True", "ManualApproval").await;
+    let (sub, held) = held_at(&s, "reverse-words.v0.2.0", "ManualApproval").await;
     let plan = sub.plan_name().unwrap().to_string();
     let waiting = s
         .plan_phase(&plan, InstallPlanPhase::RequiresApproval)
@@ -167,8 +181,7 @@ async fn rejecting_a_waiting_plan_withdraws_it_and_uninstalls_nothing() {
         RW,
         "  channel: stable\n  startingCSV: reverse-words.v0.2.0\n  installPlanApproval: Manual\n  upgradePolicy:\n    firstInstall: Automatic\n",
     );
-    s.installed(RW, "reverse-words.v0.2.0").await;
-    let (sub, _) = upgrade_held(&s, "True", "ManualApproval").await;
+    let (sub, _) = held_at(&s, "reverse-words.v0.2.0", "ManualApproval").await;
     let waiting = sub.plan_name().unwrap().to_string();
 
     set_policy(
@@ -226,16 +239,14 @@ async fn a_maintenance_window_holds_an_upgrade_until_it_is_open_or_a_person_appr
         ),
     );
     // The first install is not an upgrade: it runs outside the window.
-    s.installed(RW, "reverse-words.v0.1.0").await;
-    let (sub, held) = upgrade_held(&s, "True", "OutsideMaintenanceWindow").await;
+    let (sub, held) = held_at(&s, "reverse-words.v0.1.0", "OutsideMaintenanceWindow").await;
     let message = held.message.unwrap_or_default();
     assert!(message.contains("(the next opens at "), "{message}");
     // The manual override: approving the plan by hand runs it now.
     s.approve(sub.plan_name().unwrap());
-    s.installed(RW, "reverse-words.v0.2.0").await;
 
     // The next hop waits again, until the window is moved to now.
-    let (sub, _) = upgrade_held(&s, "True", "OutsideMaintenanceWindow").await;
+    let (sub, _) = held_at(&s, "reverse-words.v0.2.0", "OutsideMaintenanceWindow").await;
     let plan = sub.plan_name().unwrap().to_string();
     let open_now = r#"{"start":"00:00","duration":"168h"}"#;
     set_policy(&s, &format!(r#"{{"maintenanceWindows":[{open_now}]}}"#));
