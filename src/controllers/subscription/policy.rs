@@ -189,8 +189,15 @@ impl Policy {
         })
     }
 
-    fn limit_named(&self, words: &str) -> Option<&Limit> {
-        self.limits.iter().find(|l| l.words() == words)
+    /// The limit the resolver named `words`; a `rollbackTo` given as a CSV name was
+    /// resolved to its version by then, so it is read back from the words.
+    fn limit_named(&self, words: &str) -> Option<Limit> {
+        let found = self.limits.iter().find(|l| l.words() == words).cloned();
+        found.or_else(|| {
+            let version = words.strip_prefix("rollbackTo ")?;
+            self.rollback_csv.as_ref()?;
+            parse_version(version).ok().map(Limit::RollbackTo)
+        })
     }
 }
 
@@ -433,8 +440,10 @@ pub fn explain(
     }
     if let Some(held) = held {
         let limit = policy.limit_named(&held.policy);
-        let reason = limit.map_or(Reason::OutsideVersionPolicy, Limit::reason);
-        let release = limit.map(|l| l.release(&held.version)).unwrap_or_default();
+        let reason = limit.as_ref().map_or(Reason::OutsideVersionPolicy, Limit::reason);
+        let release = limit
+            .map(|l| l.release(&held.version))
+            .unwrap_or_default();
         return cond(
             ConditionStatus::True,
             reason,

@@ -32,6 +32,7 @@ mod install;
 mod plans;
 mod policies;
 mod restarts;
+mod rollback;
 mod upgrades;
 
 const WAIT: Duration = Duration::from_secs(90);
