@@ -413,7 +413,12 @@ pub fn explain(
         let target = targets(p)?.into_iter().find(|t| t.subscription == name)?;
         Some((p, target))
     });
-    if let Some((plan, target)) = mine.filter(|(p, _)| super::decide::in_progress(p.phase())) {
+    if let Some((plan, target)) = mine.filter(|(p, _)| {
+        !matches!(
+            p.phase(),
+            InstallPlanPhase::Complete | InstallPlanPhase::Failed
+        )
+    }) {
         let impact = plan.status.as_ref().and_then(|s| s.impact.as_ref());
         let what = format!(
             "InstallPlan {} (to {} {})",
@@ -440,10 +445,10 @@ pub fn explain(
     }
     if let Some(held) = held {
         let limit = policy.limit_named(&held.policy);
-        let reason = limit.as_ref().map_or(Reason::OutsideVersionPolicy, Limit::reason);
-        let release = limit
-            .map(|l| l.release(&held.version))
-            .unwrap_or_default();
+        let reason = limit
+            .as_ref()
+            .map_or(Reason::OutsideVersionPolicy, Limit::reason);
+        let release = limit.map(|l| l.release(&held.version)).unwrap_or_default();
         return cond(
             ConditionStatus::True,
             reason,

@@ -85,14 +85,7 @@ pub fn target(
                 .filter_map(|e| usable(&e.name))
                 .collect()
         }
-        None => match &sub.starting_csv {
-            Some(csv) => vec![starting_bundle(index, sub, package, graph, &channel, csv)?],
-            None => graph
-                .installable()
-                .iter()
-                .filter_map(|e| usable(&e.name))
-                .collect(),
-        },
+        None => fresh_candidates(index, sub, package, graph, &channel, usable)?,
     };
     let (candidates, held) = allowed(index, sub, candidates);
     if installed.is_none()
@@ -125,6 +118,25 @@ pub fn target(
         installed,
         candidates,
         held,
+    })
+}
+
+/// With nothing installed: `startingCSV`, or the channel's installable entries head first.
+fn fresh_candidates(
+    index: &CatalogIndex,
+    sub: &Subscription,
+    package: &PackageInfo,
+    graph: &ChannelGraph,
+    channel: &str,
+    usable: impl Fn(&str) -> Option<BundleId>,
+) -> Result<Vec<BundleId>, ResolveError> {
+    Ok(match &sub.starting_csv {
+        Some(csv) => vec![starting_bundle(index, sub, package, graph, channel, csv)?],
+        None => graph
+            .installable()
+            .iter()
+            .filter_map(|e| usable(&e.name))
+            .collect(),
     })
 }
 

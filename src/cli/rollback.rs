@@ -1,0 +1,159 @@
+//! `olm rollback NAMESPACE/SUBSCRIPTION`: sets the Subscription's
+//! `spec.upgradePolicy.rollbackTo` to the CSV its installed one replaced (or `--to`), then
+//! follows the rollback: its plan's preview, and either the older CSV installed or the
+//! reason OLM refused. The field is the whole request, so GitOps does the same in YAML.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::wait::{Condition, await_condition};
+
+use crate::api::{InstallPlan, Subscription, SubscriptionCondition, SubscriptionState};
+
+const FIELD_MANAGER: &str = "olm-cli";
+
+#[derive(Args, Debug)]
+pub struct RollbackArgs {
+    /// The Subscription, as NAMESPACE/NAME.
+    pub subscription: String,
+    /// The version or CSV to go back to; default: the CSV the installed one replaced
+    /// (`status.replacedCSV`).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Ask for the rollback and return without waiting for it.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// How long to wait for the rollback to finish or be refused.
+    #[arg(long, default_value = "5m", value_parser = humantime_secs)]
+    pub timeout: Duration,
+}
+
+/// A `--timeout` that is not `N`, `Ns`, `Nm` or `Nh`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a duration such as 90s or 5m")]
+pub struct DurationError(String);
+
+fn humantime_secs(text: &str) -> Result<Duration, DurationError> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().map_err(|_| DurationError(text.into()))?;
+    let scale = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(DurationError(text.into())),
+    };
+    Ok(Duration::from_secs(n * scale))
+}
+
+pub fn run(args: RollbackArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(rollback(args))
+}
+
+async fn rollback(args: RollbackArgs) -> anyhow::Result<()> {
+    let (namespace, name) = args.subscription.split_once('/').with_context(|| {
+        format!(
+            "{:?}: name the Subscription as NAMESPACE/NAME",
+            args.subscription
+        )
+    })?;
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the cluster")?;
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), namespace);
+    let sub = subs
+        .get_opt(name)
+        .await?
+        .with_context(|| format!("subscription {namespace}/{name} does not exist"))?;
+    let status = sub.status.clone().unwrap_or_default();
+    let installed = status.installed_csv.clone().with_context(|| {
+        format!("subscription {namespace}/{name} has nothing installed to roll back")
+    })?;
+    let to = match args.to.or(status.replaced_csv) {
+        Some(to) => to,
+        None => bail!(
+            "subscription {namespace}/{name} records no earlier version (status.replacedCSV is empty); name one with --to"
+        ),
+    };
+    let patch = serde_json::json!({"spec": {"upgradePolicy": {"rollbackTo": to}}});
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    subs.patch(name, &params, &Patch::Merge(&patch)).await?;
+    println!("subscription {namespace}/{name}: rollbackTo {to} (installed: {installed})");
+    if args.no_wait {
+        return Ok(());
+    }
+    let settled = tokio::time::timeout(
+        args.timeout,
+        await_condition(subs.clone(), name, settled(installed.clone())),
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "subscription {namespace}/{name}: no answer within {:?}",
+            args.timeout
+        )
+    })??;
+    let sub = settled.with_context(|| format!("subscription {namespace}/{name} was deleted"))?;
+    print_plan(&client, namespace, &sub).await;
+    let status = sub.status.unwrap_or_default();
+    if let Some(refused) = refusal(&status.conditions) {
+        bail!("subscription {namespace}/{name}: {refused}");
+    }
+    println!(
+        "rolled back to {}; the Subscription holds there until spec.upgradePolicy.rollbackTo is removed",
+        status.installed_csv.unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// Settled: refused, failed to resolve, or at latest known with another CSV installed.
+fn settled(from: String) -> impl Condition<Subscription> {
+    move |sub: Option<&Subscription>| {
+        let Some(status) = sub.and_then(|s| s.status.as_ref()) else {
+            return true;
+        };
+        refusal(&status.conditions).is_some()
+            || (status.installed_csv.as_deref() != Some(from.as_str())
+                && status.state == Some(SubscriptionState::AtLatestKnown))
+    }
+}
+
+/// Why OLM will not roll back, from the Subscription's conditions.
+fn refusal(conditions: &[SubscriptionCondition]) -> Option<String> {
+    conditions
+        .iter()
+        .find(|c| {
+            c.status == "True"
+                && ((c.type_ == "UpgradeHeld" && c.reason.as_deref() == Some("RollbackRefused"))
+                    || c.type_ == "ResolutionFailed")
+        })
+        .map(|c| c.message.clone().unwrap_or_default())
+}
+
+/// The rollback plan's preview summary, when there is one.
+async fn print_plan(client: &kube::Client, namespace: &str, sub: &Subscription) {
+    let Some(plan) = sub
+        .status
+        .as_ref()
+        .and_then(|s| s.install_plan_ref.as_ref())
+        .and_then(|r| r.name.clone())
+    else {
+        return;
+    };
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), namespace);
+    if let Ok(Some(found)) = plans.get_opt(&plan).await
+        && let Some(impact) = found.status.and_then(|s| s.impact)
+    {
+        println!("InstallPlan {plan}: {}", impact.summary);
+    }
+}
