@@ -123,6 +123,7 @@ fn subscribe(package: &str, catalog: &str) -> Namespace {
             channel: None,
             source: CatalogRef::new(catalog, "olm"),
             starting_csv: None,
+            versions: Default::default(),
         }],
     }
 }

@@ -610,9 +610,10 @@ pub const ANNOTATION_PROPERTIES: &str = "operatorframework.io/properties";
 
 impl ClusterServiceVersion {
     /// Whether this CSV replaces `other` now: it names `other` in `spec.replaces`, unless
-    /// the two name each other and this one is the older object. Such a pair comes from a
-    /// rollback (the older version planned to replace the newer) or an upgrade after one;
-    /// the CSV created last is the replacement, the other's `replaces` is history.
+    /// the two name each other. Such a pair comes from a rollback (the older version planned
+    /// to replace the newer) or an upgrade after one, and the newcomer is the replacement:
+    /// the one not yet Succeeded beside a Succeeded one, or the one whose partner is
+    /// already on its way out; else the one created last (then the name, for one answer).
     pub fn replaces_now(&self, other: &ClusterServiceVersion) -> bool {
         let names = |a: &ClusterServiceVersion, b: &ClusterServiceVersion| {
             a.spec.replaces.is_some() && a.spec.replaces == b.metadata.name
@@ -623,10 +624,18 @@ impl ClusterServiceVersion {
         if !names(other, self) {
             return true;
         }
+        let phase = |c: &ClusterServiceVersion| c.status.as_ref().and_then(|s| s.phase);
+        let leaving = |c| matches!(phase(c), Some(CsvPhase::Replacing | CsvPhase::Deleting));
+        let succeeded = |c| phase(c) == Some(CsvPhase::Succeeded);
+        if leaving(other) != leaving(self) {
+            return leaving(other);
+        }
+        if succeeded(other) != succeeded(self) {
+            return succeeded(other);
+        }
         let created = |c: &ClusterServiceVersion| c.metadata.creation_timestamp.clone();
         match (created(self), created(other)) {
             (Some(mine), Some(theirs)) if mine.0 != theirs.0 => mine.0 > theirs.0,
-            // Created in the same second (or not yet): the name decides, for one answer.
             _ => self.metadata.name > other.metadata.name,
         }
     }

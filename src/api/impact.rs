@@ -83,6 +83,8 @@ pub struct CrdImpact {
     pub name: String,
     /// `Created` or `Updated`.
     pub change: String,
+    /// Versions the new CRD serves that the existing one did not (all it serves when
+    /// created).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub versions_added: Vec<String>,
     /// Versions still defined but no longer served.
@@ -97,7 +99,8 @@ pub struct CrdImpact {
     /// Whether any served version's schema changes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub schema_changed: bool,
-    /// Existing objects the new schema refuses, `namespace/name: why`, at most ten.
+    /// Existing objects the new schema refuses, `namespace/name: version: why`, at most
+    /// ten (checked in each version served before and after whose schema changes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub objects_failing: Vec<String>,
 }

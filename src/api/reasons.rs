@@ -192,6 +192,9 @@ reasons! {
         RolledBack = "RolledBack",
         /// UpgradeHeld: the rollback cannot be done safely; the message says why.
         RollbackRefused = "RollbackRefused",
+        /// UpgradeHeld: the upgrade's preview found blockers (or failed) under
+        /// holdNewPermissions.
+        PlanBlocked = "PlanBlocked",
         /// UpgradeHeld False: the plan is approved; the message says by which policy.
         UpgradeApproved = "UpgradeApproved",
         /// UpgradeHeld False: nothing newer is held back.
@@ -437,6 +440,19 @@ mod tests {
                 (R::SpecInvalidError, "SpecInvalidError"),
                 (R::InstallPlanCreated, "InstallPlanCreated"),
                 (R::ResolutionFailed, "ResolutionFailed"),
+                (R::ManualApproval, "ManualApproval"),
+                (R::OutsideMaintenanceWindow, "OutsideMaintenanceWindow"),
+                (R::AwaitingPreview, "AwaitingPreview"),
+                (R::NewPermissions, "NewPermissions"),
+                (R::OutsideVersionPolicy, "OutsideVersionPolicy"),
+                (R::VersionRejected, "VersionRejected"),
+                (R::RolledBack, "RolledBack"),
+                (R::RollbackRefused, "RollbackRefused"),
+                (R::PlanBlocked, "PlanBlocked"),
+                (R::UpgradeApproved, "UpgradeApproved"),
+                (R::NothingHeld, "NothingHeld"),
+                (R::InstallPlanApproved, "InstallPlanApproved"),
+                (R::InstallPlanWithdrawn, "InstallPlanWithdrawn"),
             ],
         );
     }

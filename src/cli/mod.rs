@@ -7,7 +7,9 @@ mod catalog;
 mod crds;
 mod fbc;
 mod image;
+mod plan;
 mod resolve;
+mod rollback;
 pub mod run;
 
 use clap::{Parser, Subcommand};
@@ -41,10 +43,16 @@ pub enum Command {
     /// Container images in OCI layouts and registries.
     #[command(subcommand)]
     Image(ImageCommand),
+    /// InstallPlans: `olm plan show NAMESPACE/PLAN` prints what running one changes.
+    #[command(subcommand)]
+    Plan(plan::PlanCommand),
     /// What would these Subscriptions install or upgrade, given these catalogs? (no cluster)
     Resolve(resolve::ResolveArgs),
     /// Run OLM's controllers against the cluster (leader-elected; admin server on 127.0.0.1:8080).
     Run(Box<run::RunArgs>),
+    /// Take a Subscription's package back to the version its installed one replaced, and
+    /// hold it there (sets `spec.upgradePolicy.rollbackTo`; refused when unsafe).
+    Rollback(rollback::RollbackArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -64,8 +72,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bundle(command) => catalog::run_bundle(command),
         Command::Image(ImageCommand::Push(args)) => image::push(args),
         Command::Image(ImageCommand::BuildBinary(args)) => image::build_binary(args),
+        Command::Plan(command) => plan::run(command),
         Command::Resolve(args) => resolve::run(args),
         Command::Run(args) => run::run(*args),
+        Command::Rollback(args) => rollback::run(args),
     }
 }
 

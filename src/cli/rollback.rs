@@ -7,10 +7,13 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
+use futures::TryStreamExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::wait::{Condition, await_condition};
+use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::api::{InstallPlan, Subscription, SubscriptionCondition, SubscriptionState};
+use crate::api::{
+    InstallPlan, InstallPlanPhase, Subscription, SubscriptionCondition, SubscriptionState,
+};
 
 const FIELD_MANAGER: &str = "olm-cli";
 
@@ -76,11 +79,10 @@ async fn rollback(args: RollbackArgs) -> anyhow::Result<()> {
     let installed = status.installed_csv.clone().with_context(|| {
         format!("subscription {namespace}/{name} has nothing installed to roll back")
     })?;
-    let to = match args.to.or(status.replaced_csv) {
-        Some(to) => to,
-        None => bail!(
+    let Some(to) = args.to.or(status.replaced_csv) else {
+        bail!(
             "subscription {namespace}/{name} records no earlier version (status.replacedCSV is empty); name one with --to"
-        ),
+        );
     };
     let patch = serde_json::json!({"spec": {"upgradePolicy": {"rollbackTo": to}}});
     let params = PatchParams {
@@ -92,40 +94,76 @@ async fn rollback(args: RollbackArgs) -> anyhow::Result<()> {
     if args.no_wait {
         return Ok(());
     }
-    let settled = tokio::time::timeout(
-        args.timeout,
-        await_condition(subs.clone(), name, settled(installed.clone())),
-    )
-    .await
-    .with_context(|| {
-        format!(
-            "subscription {namespace}/{name}: no answer within {:?}",
-            args.timeout
-        )
-    })??;
-    let sub = settled.with_context(|| format!("subscription {namespace}/{name} was deleted"))?;
-    print_plan(&client, namespace, &sub).await;
-    let status = sub.status.unwrap_or_default();
-    if let Some(refused) = refusal(&status.conditions) {
-        bail!("subscription {namespace}/{name}: {refused}");
-    }
+    let done = tokio::time::timeout(args.timeout, follow(&client, namespace, name, &installed))
+        .await
+        .with_context(|| {
+            format!(
+                "subscription {namespace}/{name}: no answer within {:?}",
+                args.timeout
+            )
+        })??;
     println!(
-        "rolled back to {}; the Subscription holds there until spec.upgradePolicy.rollbackTo is removed",
-        status.installed_csv.unwrap_or_default()
+        "rolled back to {done}; the Subscription holds there until spec.upgradePolicy.rollbackTo is removed"
     );
     Ok(())
 }
 
-/// Settled: refused, failed to resolve, or at latest known with another CSV installed.
-fn settled(from: String) -> impl Condition<Subscription> {
-    move |sub: Option<&Subscription>| {
-        let Some(status) = sub.and_then(|s| s.status.as_ref()) else {
-            return true;
+/// Follows the Subscription until its rollback plan is Complete with the older CSV
+/// installed (its name returned), or OLM says why not (an error). Prints the plan's
+/// preview summary once it has one.
+async fn follow(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    from: &str,
+) -> anyhow::Result<String> {
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), namespace);
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = std::pin::pin!(watcher(subs, config).applied_objects());
+    let mut shown = None;
+    while let Some(sub) = events.try_next().await? {
+        let status = sub.status.unwrap_or_default();
+        if let Some(refused) = refusal(&status.conditions) {
+            bail!("subscription {namespace}/{name}: {refused}");
+        }
+        let Some(plan_name) = status.install_plan_ref.and_then(|r| r.name) else {
+            continue;
         };
-        refusal(&status.conditions).is_some()
-            || (status.installed_csv.as_deref() != Some(from.as_str())
-                && status.state == Some(SubscriptionState::AtLatestKnown))
+        let Some(plan) = plans.get_opt(&plan_name).await? else {
+            continue;
+        };
+        if !rollback_plan(&plan) {
+            continue;
+        }
+        if shown.as_deref() != Some(plan_name.as_str())
+            && let Some(impact) = plan.status.as_ref().and_then(|s| s.impact.as_ref())
+        {
+            println!("InstallPlan {plan_name}: {}", impact.summary);
+            shown = Some(plan_name.clone());
+        }
+        let installed = status.installed_csv.unwrap_or_default();
+        if plan.phase() == InstallPlanPhase::Complete
+            && installed != from
+            && plan.spec.cluster_service_version_names.contains(&installed)
+            && status.state == Some(SubscriptionState::AtLatestKnown)
+        {
+            return Ok(installed);
+        }
     }
+    bail!("subscription {namespace}/{name} was deleted")
+}
+
+/// Whether OLM made `plan` for a rollback (its targets annotation says so).
+fn rollback_plan(plan: &InstallPlan) -> bool {
+    let targets: Vec<serde_json::Value> = plan
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("olm-rs.dev/targets"))
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default();
+    targets.iter().any(|t| t["rollback"] == true)
 }
 
 /// Why OLM will not roll back, from the Subscription's conditions.
@@ -135,25 +173,8 @@ fn refusal(conditions: &[SubscriptionCondition]) -> Option<String> {
         .find(|c| {
             c.status == "True"
                 && ((c.type_ == "UpgradeHeld" && c.reason.as_deref() == Some("RollbackRefused"))
-                    || c.type_ == "ResolutionFailed")
+                    || c.type_ == "ResolutionFailed"
+                    || c.type_ == "InstallPlanFailed")
         })
         .map(|c| c.message.clone().unwrap_or_default())
-}
-
-/// The rollback plan's preview summary, when there is one.
-async fn print_plan(client: &kube::Client, namespace: &str, sub: &Subscription) {
-    let Some(plan) = sub
-        .status
-        .as_ref()
-        .and_then(|s| s.install_plan_ref.as_ref())
-        .and_then(|r| r.name.clone())
-    else {
-        return;
-    };
-    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), namespace);
-    if let Ok(Some(found)) = plans.get_opt(&plan).await
-        && let Some(impact) = found.status.and_then(|s| s.impact)
-    {
-        println!("InstallPlan {plan}: {}", impact.summary);
-    }
 }

@@ -49,4 +49,5 @@ mod runtime_hardening;
 mod security;
 mod served_locally;
 mod subscriptions;
+mod upgrade_preview;
 mod webhooks;

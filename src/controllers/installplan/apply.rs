@@ -1,6 +1,5 @@
 //! The applier: carries out what [`super::decide`] chose for a step, and nothing else.
 
-use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::Value;
 
@@ -135,40 +134,46 @@ async fn check_existing_resources(
     schema: &Value,
     ctx: &InstallPlanContext,
 ) -> Result<(), StepError> {
+    let objects = existing_resources(new, version, &ctx.shared.client).await?;
+    let Some((object, problems)) = crd_upgrade::refused(schema, &objects, 1).pop() else {
+        return Ok(());
+    };
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
+    Err(StepError::InvalidExisting {
+        crd: text(&new["metadata"]["name"]),
+        kind: text(&new["spec"]["names"]["kind"]),
+        object,
+        version: version.into(),
+        problems: problems.join("; "),
+    })
+}
+
+/// The existing resources of the CRD `new` in `version`, as JSON (none while the version
+/// is not served).
+pub async fn existing_resources(
+    new: &Value,
+    version: &str,
+    client: &kube::Client,
+) -> Result<Vec<Value>, kube::Error> {
     let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
     let group = text(&new["spec"]["group"]);
-    let kind = text(&new["spec"]["names"]["kind"]);
     let resource = ApiResource {
         api_version: format!("{group}/{version}"),
         group,
         version: version.into(),
-        kind: kind.clone(),
+        kind: text(&new["spec"]["names"]["kind"]),
         plural: text(&new["spec"]["names"]["plural"]),
     };
-    let api: Api<DynamicObject> = Api::all_with(ctx.shared.client.clone(), &resource);
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let list = match api.list(&ListParams::default()).await {
         Ok(list) => list.items,
         // Not served yet (the CRD is not Established, e.g. created a moment ago by
         // another plan on a busy API server): no object of it can exist.
         Err(kube::Error::Api(e)) if e.code == 404 => Vec::new(),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
-    for cr in list {
-        let value = serde_json::to_value(&cr).unwrap_or_default();
-        let mut problems = Vec::new();
-        crd_upgrade::validate(schema, &value, "", &mut problems);
-        if !problems.is_empty() {
-            return Err(StepError::InvalidExisting {
-                crd: text(&new["metadata"]["name"]),
-                kind,
-                object: match cr.namespace() {
-                    Some(ns) => format!("{ns}/{}", cr.name_any()),
-                    None => cr.name_any(),
-                },
-                version: version.into(),
-                problems: problems.join("; "),
-            });
-        }
-    }
-    Ok(())
+    Ok(list
+        .iter()
+        .map(|cr| serde_json::to_value(cr).unwrap_or_default())
+        .collect())
 }

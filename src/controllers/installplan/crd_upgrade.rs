@@ -34,6 +34,44 @@ pub fn check_stored_versions(existing: &Value, new: &Value) -> Result<(), StepEr
     Ok(())
 }
 
+/// The versions in `existing`'s `status.storedVersions` that `new` does not serve (no
+/// longer defined, or defined but unserved): objects stored in them can no longer be read.
+pub fn stored_versions_unserved(existing: &Value, new: &Value) -> Vec<String> {
+    let served: BTreeSet<String> = served_schemas(new).into_iter().map(|(v, _)| v).collect();
+    existing["status"]["storedVersions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|stored| !served.contains(*stored))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The existing objects (as the API server lists them) that `schema` refuses, at most
+/// `limit`: each object's `namespace/name` (or name) and its problems.
+pub fn refused(schema: &Value, objects: &[Value], limit: usize) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for object in objects {
+        if out.len() >= limit {
+            break;
+        }
+        let mut problems = Vec::new();
+        validate(schema, object, "", &mut problems);
+        if problems.is_empty() {
+            continue;
+        }
+        let meta = &object["metadata"];
+        let name = meta["name"].as_str().unwrap_or_default();
+        let name = match meta["namespace"].as_str() {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.to_string(),
+        };
+        out.push((name, problems));
+    }
+    out
+}
+
 /// The served versions of a CRD with their schemas.
 pub fn served_schemas(crd: &Value) -> Vec<(String, Value)> {
     crd["spec"]["versions"]

@@ -8,6 +8,8 @@
 //!   bundle image in-process ([`unpack`]) and turned into steps; while a pull fails the
 //!   lookup names image and cause, and the plan fails (BundleLookupFailed) after the unpack
 //!   timeout.
+//! - Before any step runs, and before approval, the plan's impact preview
+//!   (`status.impact`, [`impact`]): RBAC, CRDs, images, webhooks and objects it changes.
 //! - RequiresApproval → Installing once `spec.approved` is true; a plan with no phase (or
 //!   Planning) is not run.
 //! - Installing: steps in order (CSVs, CRDs, the rest) with server-side apply under one field
@@ -29,6 +31,7 @@ mod crd_write;
 mod decide;
 mod error;
 mod execute;
+mod impact;
 mod referred;
 mod step;
 pub mod unpack;
@@ -100,6 +103,8 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
         // allowed to create a plan could name any catalog there, so it is no longer read.)
         _ if plan.status_is_empty() => Ok(Action::await_change()),
         _ if !status.bundle_lookups.is_empty() => unpack_lookups(plan, status, ctx).await,
+        // Before any step runs (and before approval), what running it would change.
+        _ if impact::wanted(&status) => impact::preview(plan, status, ctx).await,
         InstallPlanPhase::RequiresApproval => {
             if plan.spec.approved {
                 let mut next = status.clone();
@@ -279,6 +284,7 @@ pub async fn run(shared: Arc<Context>, shutdown: Shutdown) {
         crd_batches: Mutex::default(),
         crd_verdicts: SpecVerdicts::default(),
     });
+    impact::start(&shared.informers);
     let (plans, plan_changes) = shared.informers.install_plans.subscribe_touched();
     let (_, crd_changes) = shared.informers.cluster.crds.subscribe_touched();
     // A plan waiting for a CRD to be established goes on as soon as it is.

@@ -84,7 +84,7 @@ pub async fn run(
 /// The object `step` writes: its manifest, or for a plan too large for etcd (which carries
 /// its objects by reference) the object read back from the bundle in its catalog. A
 /// catalog busy or down is retried without failing the plan, and the plan's message says so.
-async fn object_of(
+pub(super) async fn object_of(
     step: &Step,
     namespace: &str,
     ctx: &InstallPlanContext,
@@ -308,7 +308,7 @@ pub(super) async fn served(
     Ok(discover(gvk, ctx).await?.is_some())
 }
 
-async fn discover(
+pub(super) async fn discover(
     gvk: &GroupVersionKind,
     ctx: &InstallPlanContext,
 ) -> Result<Option<(ApiResource, ApiCapabilities)>, StepError> {

@@ -55,8 +55,11 @@ pub(super) async fn ensure_plans(
                 }
                 name
             }
+            // A rollback goes back to CSVs an older plan once installed: only a completed
+            // rollback plan means they are installed now.
             Existing::Completed(name)
-                if csvs_exist(namespace, &group.csv_names(), shared).await? =>
+                if (!rolls_back(&group, resolution) || is_rollback(&plan_refs, &name))
+                    && csvs_exist(namespace, &group.csv_names(), shared).await? =>
             {
                 // Installed already; the CSV cache has not caught up yet.
                 tracing::debug!(%namespace, plan = %name, "CSVs of a Complete plan exist; not planning them again");
@@ -77,6 +80,23 @@ pub(super) async fn ensure_plans(
         }
     }
     Ok(plan_of)
+}
+
+/// Whether `group` takes a Subscription back to an older version.
+fn rolls_back(group: &PlanGroup, resolution: &Resolution) -> bool {
+    group
+        .subscriptions
+        .iter()
+        .any(|s| resolution.rollbacks.contains(s))
+}
+
+/// Whether plan `name` was made for a rollback.
+fn is_rollback(plans: &[&InstallPlan], name: &str) -> bool {
+    plans
+        .iter()
+        .find(|p| p.name_any() == name)
+        .and_then(|p| policy::targets(p))
+        .is_some_and(|targets| targets.iter().any(|t| t.rollback))
 }
 
 /// Whether every CSV of `names` exists, read fresh (the cache may lag behind a plan that

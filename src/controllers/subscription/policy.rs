@@ -225,10 +225,21 @@ impl Allowed {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Hold {
     Manual,
-    Window { next: Option<Timestamp> },
+    Window {
+        next: Option<Timestamp>,
+    },
     Preview,
-    NewPermissions { rules: usize },
-    Refused { blockers: Vec<String> },
+    NewPermissions {
+        rules: usize,
+    },
+    /// A rollback its preview refuses.
+    Refused {
+        blockers: Vec<String>,
+    },
+    /// An upgrade whose preview found blockers (or failed): a person decides.
+    Blocked {
+        blockers: Vec<String>,
+    },
 }
 
 /// What becomes of a plan that waits for approval.
@@ -293,6 +304,11 @@ pub fn verdict(
     if spec.hold_new_permissions {
         match impact {
             None => return Verdict::Hold(Hold::Preview),
+            Some(impact) if !impact.blockers.is_empty() => {
+                return Verdict::Hold(Hold::Blocked {
+                    blockers: impact.blockers.clone(),
+                });
+            }
             Some(impact) if impact.escalates() => {
                 let rules = impact
                     .rbac
@@ -431,7 +447,7 @@ pub fn explain(
                 let (reason, message) = held_words(&hold, &what, plan);
                 cond(ConditionStatus::True, reason, message)
             }
-            (true, Verdict::Approve(allowed)) | (false, Verdict::Approve(allowed)) => cond(
+            (true | false, Verdict::Approve(allowed)) => cond(
                 ConditionStatus::False,
                 Reason::UpgradeApproved,
                 format!("{what} is approved by {}", allowed.words()),
@@ -495,6 +511,13 @@ fn held_words(hold: &Hold, what: &str, plan: &InstallPlan) -> (Reason, String) {
             Reason::NewPermissions,
             format!(
                 "{what} adds {rules} rule(s) its ServiceAccounts did not have (holdNewPermissions): `{show}` lists them; approve it (spec.approved: true) to grant them"
+            ),
+        ),
+        Hold::Blocked { blockers } => (
+            Reason::PlanBlocked,
+            format!(
+                "{what} is held by its preview: {}; `{show}` shows it; approve it (spec.approved: true) to run it anyway",
+                blockers.join("; ")
             ),
         ),
         Hold::Refused { blockers } => (

@@ -123,7 +123,7 @@ mod tests {
 
     fn window(days: &[&str], start: &str, duration: &str) -> Window {
         Window::parse(&MaintenanceWindow {
-            days: days.iter().map(|d| d.to_string()).collect(),
+            days: days.iter().map(ToString::to_string).collect(),
             start: start.into(),
             duration: duration.into(),
         })
@@ -162,7 +162,7 @@ mod tests {
     fn a_bad_window_is_named_by_its_field() {
         let bad = |days: &[&str], start: &str, duration: &str| {
             Window::parse(&MaintenanceWindow {
-                days: days.iter().map(|d| d.to_string()).collect(),
+                days: days.iter().map(ToString::to_string).collect(),
                 start: start.into(),
                 duration: duration.into(),
             })

@@ -35,12 +35,16 @@ async fn upgrade_held(
 /// Subscription is UpgradePending meanwhile, as upstream shows a waiting plan).
 async fn held_at(s: &Setup, csv: &str, reason: &str) -> (Subscription, SubscriptionCondition) {
     let sub = s
-        .sub_status(RW, &format!("installedCSV {csv}, UpgradeHeld True/{reason}"), |sub| {
-            sub.installed_csv() == csv
-                && sub.condition("UpgradeHeld").is_some_and(|c| {
-                    c.status == "True" && c.reason.as_deref() == Some(reason)
-                })
-        })
+        .sub_status(
+            RW,
+            &format!("installedCSV {csv}, UpgradeHeld True/{reason}"),
+            |sub| {
+                sub.installed_csv() == csv
+                    && sub
+                        .condition("UpgradeHeld")
+                        .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some(reason))
+            },
+        )
         .await;
     let condition = sub.condition("UpgradeHeld").unwrap().clone();
     (sub, condition)

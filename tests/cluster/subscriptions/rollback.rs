@@ -14,7 +14,12 @@ use crate::harness::{CsvReads, SubscriptionReads, eventually, kubeconfig_path, o
 /// `olm rollback NAMESPACE/SUBSCRIPTION`, as a person runs it: (success, stdout + stderr).
 fn olm_rollback(namespace: &str, sub: &str) -> (bool, String) {
     let out = Command::new(olm_bin())
-        .args(["rollback", &format!("{namespace}/{sub}"), "--timeout", "150s"])
+        .args([
+            "rollback",
+            &format!("{namespace}/{sub}"),
+            "--timeout",
+            "150s",
+        ])
         .env("KUBECONFIG", kubeconfig_path())
         .output()
         .expect("running olm rollback");
@@ -42,12 +47,24 @@ async fn olm_rollback_goes_back_to_the_replaced_csv_and_holds_there() {
 
     let (ok, said) = olm_rollback(s.name(), "reverse-words");
     assert!(ok, "{said}");
-    assert!(said.contains("rolled back to reverse-words.v0.2.0"), "{said}");
-    assert!(said.contains("InstallPlan install-"), "the preview summary is shown: {said}");
+    assert!(
+        said.contains("rolled back to reverse-words.v0.2.0"),
+        "{said}"
+    );
+    assert!(
+        said.contains("InstallPlan install-"),
+        "the preview summary is shown: {said}"
+    );
 
-    let sub = s.installed("reverse-words", "reverse-words.v0.2.0").await;
+    let sub = s
+        .sub_status("reverse-words", "UpgradeHeld True/RolledBack", |sub| {
+            sub.installed_csv() == "reverse-words.v0.2.0"
+                && sub
+                    .condition("UpgradeHeld")
+                    .is_some_and(|c| c.reason.as_deref() == Some("RolledBack"))
+        })
+        .await;
     let held = sub.condition("UpgradeHeld").unwrap();
-    assert_eq!(held.reason.as_deref(), Some("RolledBack"), "{held:?}");
     assert_eq!(
         held.message.as_deref(),
         Some(
@@ -65,10 +82,18 @@ async fn olm_rollback_goes_back_to_the_replaced_csv_and_holds_there() {
     .await;
     // The rollback's plan had its own preview, and nothing blocked it.
     let plan = s.plan(sub.plan_name().unwrap()).await;
-    let impact = plan.status.unwrap().impact.expect("the rollback plan has a preview");
+    let impact = plan
+        .status
+        .unwrap()
+        .impact
+        .expect("the rollback plan has a preview");
     assert!(impact.blockers.is_empty(), "{impact:?}");
     assert!(
-        impact.objects.deleted.iter().any(|o| o.name == "reverse-words.v0.4.0"),
+        impact
+            .objects
+            .deleted
+            .iter()
+            .any(|o| o.name == "reverse-words.v0.4.0"),
         "{impact:?}"
     );
 }
@@ -82,8 +107,8 @@ async fn a_rollback_the_older_schema_cannot_read_is_refused_and_changes_nothing(
                 .iter_mut()
                 .filter(|o| o["kind"] == "CustomResourceDefinition")
             {
-                o["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-                    ["required"] = json!(["command"]);
+                o["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["required"] =
+                    json!(["command"]);
             }
         }
     });
@@ -112,7 +137,9 @@ async fn a_rollback_the_older_schema_cannot_read_is_refused_and_changes_nothing(
     assert!(!plan.spec.approved, "a refused rollback is never approved");
     assert_eq!(s.csv("at.v0.2.0").await.phase(), CsvPhase::Succeeded);
     assert!(
-        s.ns.get_opt::<ClusterServiceVersion>("at.v0.1.0").await.is_none(),
+        s.ns.get_opt::<ClusterServiceVersion>("at.v0.1.0")
+            .await
+            .is_none(),
         "nothing of the older version was created"
     );
 }
@@ -148,10 +175,18 @@ async fn new_permissions_hold_an_automatic_upgrade_until_a_person_approves() {
                 })
         })
         .await;
-    let message = sub.condition("UpgradeHeld").unwrap().message.clone().unwrap();
+    let message = sub
+        .condition("UpgradeHeld")
+        .unwrap()
+        .message
+        .clone()
+        .unwrap();
     let plan_name = sub.plan_name().unwrap().to_string();
     assert!(message.contains("adds 1 rule(s)"), "{message}");
-    assert!(message.contains(&format!("olm plan show {}/{plan_name}", s.name())), "{message}");
+    assert!(
+        message.contains(&format!("olm plan show {}/{plan_name}", s.name())),
+        "{message}"
+    );
     let plan = s.plan(&plan_name).await;
     let impact = plan.status.unwrap().impact.unwrap();
     let escalations: Vec<_> = impact

@@ -971,6 +971,23 @@ fn a_rollback_pair_counts_the_csv_created_last_as_installed() {
     );
     assert!(rolled_back.replaces_now(&newer));
     assert!(!newer.replaces_now(&rolled_back));
+    // Created in the same second: the newcomer is the one not yet Succeeded.
+    let mut succeeded = csv(
+        "rw.v0.5.0",
+        Some("rw.v0.4.0"),
+        json!({"creationTimestamp": "2026-11-28T10:00:00Z"}),
+    );
+    succeeded.status = Some(crate::api::ClusterServiceVersionStatus {
+        phase: Some(CsvPhase::Succeeded),
+        ..Default::default()
+    });
+    let same_second = csv(
+        "rw.v0.4.0",
+        Some("rw.v0.5.0"),
+        json!({"creationTimestamp": "2026-11-28T10:00:00Z"}),
+    );
+    assert!(same_second.replaces_now(&succeeded));
+    assert!(!succeeded.replaces_now(&same_second));
     let s = sub("rw", "rw", json!({}));
     let installed = installed_csvs(&[&newer, &rolled_back], &[&s]);
     let names: Vec<&str> = installed.iter().map(|c| c.name.as_str()).collect();
@@ -1019,4 +1036,39 @@ fn a_rollback_is_planned_in_place_of_resolution_and_refused_without_the_bundle()
         refused.failures["rw"].message,
         "rollbackTo 0.0.9: catalog ns/operators has no bundle of package reverse-words at version 0.0.9"
     );
+}
+
+#[test]
+fn after_a_rollback_the_newer_version_is_held_by_rollback_to() {
+    use super::super::policy::Policy;
+    use super::super::under_policy::resolve_under_policies;
+    let s = sub(
+        "rw",
+        "reverse-words",
+        json!({"channel": "stable", "upgradePolicy": {"rollbackTo": "reverse-words.v0.2.0"}}),
+    );
+    let namespace = Namespace {
+        name: "ns".into(),
+        installed: vec![InstalledCsv {
+            name: "reverse-words.v0.2.0".into(),
+            package: "reverse-words".into(),
+            version: "0.2.0".parse().unwrap(),
+            source: Some(CatalogRef::new("operators", "ns")),
+            provided: Vec::new(),
+        }],
+        subscriptions: vec![resolver_subscription(&s)],
+    };
+    let policy = Policy::read(s.spec.upgrade_policy.as_ref().unwrap()).unwrap();
+    let resolution =
+        resolve_under_policies(&our_index(), namespace, [("rw".to_string(), policy)].into());
+    assert!(
+        resolution.plan.steps.is_empty(),
+        "{:?}",
+        resolution.plan.steps
+    );
+    let held = resolution.plan.subscriptions[0]
+        .held
+        .clone()
+        .expect("0.4.0 is held");
+    assert_eq!(held.policy, "rollbackTo 0.2.0");
 }

@@ -1,0 +1,145 @@
+//! How a plan's CRD steps change the CRDs on the cluster: versions added, unserved and
+//! removed, stored versions left unserved, schemas changed, and existing objects the new
+//! schema refuses (checked as the executor checks them, [`crd_upgrade`]).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::api::CrdImpact;
+use crate::controllers::installplan::crd_upgrade;
+
+/// At most this many failing objects are listed per CRD.
+const FAILING_LISTED: usize = 10;
+
+/// The CRD of a step as found on the cluster.
+#[derive(Debug)]
+pub enum OnCluster {
+    Absent,
+    /// Known to hold the step's spec already (the executor's verdict cache): nothing to
+    /// compare, and no need to read it.
+    Unchanged,
+    Found(Value),
+}
+
+/// One CRD step with what was read for it.
+#[derive(Debug)]
+pub struct CrdFound {
+    /// The step's CRD.
+    pub new: Value,
+    pub on_cluster: OnCluster,
+    /// The existing custom resources, per version of [`versions_to_check`].
+    pub listed: Vec<(String, Vec<Value>)>,
+}
+
+/// Each version a CRD defines and whether it is served.
+fn versions(crd: &Value) -> BTreeMap<String, bool> {
+    crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| Some((v["name"].as_str()?.to_string(), v["served"] == true)))
+        .collect()
+}
+
+/// The versions served before and after whose schema changes: the existing objects are
+/// read in those and checked against the new schema (in other versions either nothing
+/// changes or nothing is served).
+pub fn versions_to_check(existing: &Value, new: &Value) -> Vec<String> {
+    let before: BTreeMap<String, Value> =
+        crd_upgrade::served_schemas(existing).into_iter().collect();
+    crd_upgrade::served_schemas(new)
+        .into_iter()
+        .filter(|(version, schema)| before.get(version).is_some_and(|old| old != schema))
+        .map(|(version, _)| version)
+        .collect()
+}
+
+/// How the CRD of `found` changes; None when the step leaves its versions and schemas as
+/// they are (it is still an updated object).
+pub fn impact(found: &CrdFound) -> Option<CrdImpact> {
+    let name = found.new["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let after = versions(&found.new);
+    let existing = match &found.on_cluster {
+        OnCluster::Unchanged => return None,
+        OnCluster::Absent => {
+            return Some(CrdImpact {
+                name,
+                change: "Created".into(),
+                versions_added: served(&after),
+                ..CrdImpact::default()
+            });
+        }
+        OnCluster::Found(existing) => existing,
+    };
+    let before = versions(existing);
+    let impact = CrdImpact {
+        name,
+        change: "Updated".into(),
+        versions_added: after
+            .iter()
+            .filter(|(v, served)| **served && before.get(*v) != Some(&true))
+            .map(|(v, _)| v.clone())
+            .collect(),
+        versions_unserved: after
+            .iter()
+            .filter(|(v, served)| !**served && before.get(*v) == Some(&true))
+            .map(|(v, _)| v.clone())
+            .collect(),
+        versions_removed: before
+            .keys()
+            .filter(|v| !after.contains_key(*v))
+            .cloned()
+            .collect(),
+        stored_versions_unserved: crd_upgrade::stored_versions_unserved(existing, &found.new),
+        schema_changed: !versions_to_check(existing, &found.new).is_empty(),
+        objects_failing: failing(found),
+    };
+    let changes = CrdImpact {
+        name: impact.name.clone(),
+        change: impact.change.clone(),
+        ..CrdImpact::default()
+    };
+    (impact != changes).then_some(impact)
+}
+
+fn served(versions: &BTreeMap<String, bool>) -> Vec<String> {
+    versions
+        .iter()
+        .filter(|(_, served)| **served)
+        .map(|(v, _)| v.clone())
+        .collect()
+}
+
+/// The listed objects the new schema of their version refuses, `namespace/name: why`.
+fn failing(found: &CrdFound) -> Vec<String> {
+    let schemas: BTreeMap<String, Value> = crd_upgrade::served_schemas(&found.new)
+        .into_iter()
+        .collect();
+    let mut out = Vec::new();
+    for (version, objects) in &found.listed {
+        let Some(schema) = schemas.get(version).filter(|s| !s.is_null()) else {
+            continue;
+        };
+        let room = FAILING_LISTED.saturating_sub(out.len());
+        for (object, problems) in crd_upgrade::refused(schema, objects, room) {
+            out.push(format!("{object}: {version}: {}", problems.join("; ")));
+        }
+    }
+    out
+}
+
+/// Why the CRD change must not run: each stored version left unserved, each failing object.
+pub fn blockers(crd: &CrdImpact) -> Vec<String> {
+    let name = &crd.name;
+    let stored = crd.stored_versions_unserved.iter().map(|v| {
+        format!("CustomResourceDefinition {name}: stored version {v} would no longer be served")
+    });
+    let failing = crd.objects_failing.iter().map(|object| {
+        format!("CustomResourceDefinition {name}: the new schema refuses existing {object}")
+    });
+    stored.chain(failing).collect()
+}

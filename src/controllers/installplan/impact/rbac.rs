@@ -1,0 +1,142 @@
+//! Rules added and removed per ServiceAccount between the CSVs a plan installs and the CSVs
+//! they replace, and which added rules the account's RBAC does not already allow.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+
+use crate::api::{AccountImpact, ClusterServiceVersion, RuleChange};
+use crate::controllers::authz::{Account, Grants, RbacView};
+
+/// `RuleChange.scope` of a CSV's `permissions` (a Role in the operator's namespace).
+pub const NAMESPACE: &str = "Namespace";
+/// `RuleChange.scope` of a CSV's `clusterPermissions` (a ClusterRole).
+pub const CLUSTER: &str = "Cluster";
+
+/// The cluster's RBAC as the shared caches held it when the preview was gathered.
+#[derive(Default)]
+pub struct Rbac {
+    pub roles: Vec<Arc<Role>>,
+    pub role_bindings: Vec<Arc<RoleBinding>>,
+    pub cluster_roles: Vec<Arc<ClusterRole>>,
+    pub cluster_role_bindings: Vec<Arc<ClusterRoleBinding>>,
+}
+
+impl Rbac {
+    fn view(&self) -> RbacView<'_> {
+        RbacView {
+            roles: &self.roles,
+            role_bindings: &self.role_bindings,
+            cluster_roles: &self.cluster_roles,
+            cluster_role_bindings: &self.cluster_role_bindings,
+        }
+    }
+}
+
+/// Per account, its rules keyed by scope and normalised text (so that two CSVs declaring
+/// the same rule with verbs in another order agree).
+type Declared = BTreeMap<String, BTreeMap<(&'static str, String), PolicyRule>>;
+
+/// The rule changes of every account the `new` or `old` CSVs name, in `namespace`; an
+/// added rule is an escalation when `rbac` does not already allow it to the account
+/// (namespaced rules judged in `namespace`, cluster rules cluster-wide).
+pub fn changes(
+    new: &[&ClusterServiceVersion],
+    old: &[&ClusterServiceVersion],
+    namespace: &str,
+    rbac: &Rbac,
+) -> Vec<AccountImpact> {
+    let (new, old) = (declared(new), declared(old));
+    let view = rbac.view();
+    let accounts: BTreeSet<&String> = new.keys().chain(old.keys()).collect();
+    let empty = BTreeMap::new();
+    let mut out = Vec::new();
+    for sa in accounts {
+        let (now, before) = (new.get(sa).unwrap_or(&empty), old.get(sa).unwrap_or(&empty));
+        let account = Account {
+            namespace,
+            name: sa,
+        };
+        let namespaced = Grants::of(&view, account, Some(namespace));
+        let cluster = Grants::of(&view, account, None);
+        let added: Vec<RuleChange> = now
+            .iter()
+            .filter(|(key, _)| !before.contains_key(key))
+            .map(|((scope, _), rule)| {
+                let grants = if *scope == CLUSTER {
+                    &cluster
+                } else {
+                    &namespaced
+                };
+                change(scope, rule, !grants.allows(rule))
+            })
+            .collect();
+        let removed: Vec<RuleChange> = before
+            .iter()
+            .filter(|(key, _)| !now.contains_key(key))
+            .map(|((scope, _), rule)| change(scope, rule, false))
+            .collect();
+        if !added.is_empty() || !removed.is_empty() {
+            out.push(AccountImpact {
+                service_account: format!("{namespace}/{sa}"),
+                added,
+                removed,
+            });
+        }
+    }
+    out
+}
+
+fn change(scope: &str, rule: &PolicyRule, escalation: bool) -> RuleChange {
+    RuleChange {
+        scope: scope.to_string(),
+        rule: serde_json::to_value(rule).unwrap_or_default(),
+        escalation,
+    }
+}
+
+/// The rules `csvs` declare, per account.
+fn declared(csvs: &[&ClusterServiceVersion]) -> Declared {
+    let mut out = Declared::new();
+    for csv in csvs {
+        let Some(strategy) = &csv.spec.install.spec else {
+            continue;
+        };
+        let scoped = [
+            (NAMESPACE, &strategy.permissions),
+            (CLUSTER, &strategy.cluster_permissions),
+        ];
+        for (scope, permissions) in scoped {
+            for permission in permissions {
+                let rules = out
+                    .entry(permission.service_account_name.clone())
+                    .or_default();
+                for rule in &permission.rules {
+                    let rule = normalised(rule);
+                    let key = serde_json::to_string(&rule).unwrap_or_default();
+                    rules.insert((scope, key), rule);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `rule` with each list sorted and deduplicated, and empty optional lists left out: the
+/// same permission however it is written.
+pub fn normalised(rule: &PolicyRule) -> PolicyRule {
+    fn sorted(list: &[String]) -> Vec<String> {
+        let set: BTreeSet<&String> = list.iter().collect();
+        set.into_iter().cloned().collect()
+    }
+    let optional =
+        |list: &Option<Vec<String>>| list.as_deref().filter(|l| !l.is_empty()).map(sorted);
+    PolicyRule {
+        api_groups: optional(&rule.api_groups),
+        non_resource_urls: optional(&rule.non_resource_urls),
+        resource_names: optional(&rule.resource_names),
+        resources: optional(&rule.resources),
+        verbs: sorted(&rule.verbs),
+    }
+}

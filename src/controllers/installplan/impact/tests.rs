@@ -1,0 +1,530 @@
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use serde_json::{Value, json};
+
+use super::crds::{CrdFound, OnCluster};
+use super::decide::{self, Found};
+use super::rbac::Rbac;
+use super::{crds, csvs, wanted};
+use crate::api::{
+    ClusterServiceVersion, InstallPlanPhase, InstallPlanStatus, NamedChange, ObjectRef, PlanImpact,
+    Step, StepResource, StepStatus,
+};
+
+const NS: &str = "ns";
+
+fn csv(name: &str, replaces: Option<&str>, spec: Value) -> ClusterServiceVersion {
+    let mut object = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"displayName": name, "replaces": replaces,
+                 "install": {"strategy": "deployment", "spec": {"deployments": []}}},
+    });
+    if let (Some(into), Some(extra)) = (object["spec"].as_object_mut(), spec.as_object()) {
+        for (key, value) in extra {
+            into.insert(key.clone(), value.clone());
+        }
+    }
+    serde_json::from_value(object).unwrap()
+}
+
+fn with_strategy(name: &str, replaces: Option<&str>, strategy: Value) -> ClusterServiceVersion {
+    csv(
+        name,
+        replaces,
+        json!({"install": {"strategy": "deployment", "spec": strategy}}),
+    )
+}
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
+    json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
+}
+
+fn deployment(name: &str, containers: &[(&str, &str)]) -> Value {
+    let containers: Vec<Value> = containers
+        .iter()
+        .map(|(name, image)| json!({"name": name, "image": image}))
+        .collect();
+    json!({"name": name, "spec": {"template": {"spec": {"containers": containers}}}})
+}
+
+/// The operator account holds what its old Role grants, plus `nodes` list cluster-wide.
+fn rbac_holding(rules: Value) -> Rbac {
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "old-role", "namespace": NS}, "rules": rules,
+    }))
+    .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "old-role", "namespace": NS},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "old-role"},
+        "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": NS}],
+    }))
+    .unwrap();
+    let cluster_role: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "nodes"}, "rules": [rule(&[""], &["nodes"], &["list"])],
+    }))
+    .unwrap();
+    let cluster_binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "nodes"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "nodes"},
+        "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": NS}],
+    }))
+    .unwrap();
+    Rbac {
+        roles: vec![Arc::new(role)],
+        role_bindings: vec![Arc::new(binding)],
+        cluster_roles: vec![Arc::new(cluster_role)],
+        cluster_role_bindings: vec![Arc::new(cluster_binding)],
+    }
+}
+
+/// An account's changes as text: (account, added (scope, rule, escalation), removed rules).
+type Said = (String, Vec<(String, String, bool)>, Vec<String>);
+
+/// Rules compare as declared (lists in any order); an added rule is an escalation unless
+/// the account's RBAC already allows it, namespaced rules in the plan's namespace and
+/// cluster rules cluster-wide; a removed rule never is.
+#[test]
+fn rules_added_and_removed_per_account_with_escalations() {
+    let kept = rule(&["apps"], &["deployments"], &["get", "list", "watch"]);
+    let reordered = rule(
+        &["apps"],
+        &["deployments"],
+        &["watch", "get", "list", "get"],
+    );
+    let dropped = rule(&[""], &["configmaps"], &["get", "create"]);
+    let narrower = rule(&[""], &["configmaps"], &["get"]);
+    let events = rule(&["events.k8s.io"], &["events"], &["create", "patch"]);
+    let old = with_strategy(
+        "op.v1",
+        None,
+        json!({"deployments": [], "permissions": [
+            {"serviceAccountName": "op", "rules": [kept, dropped]},
+            {"serviceAccountName": "gone", "rules": [narrower]},
+        ]}),
+    );
+    let new = with_strategy(
+        "op.v2",
+        Some("op.v1"),
+        json!({"deployments": [],
+               "permissions": [{"serviceAccountName": "op", "rules": [reordered, narrower, events]}],
+               "clusterPermissions": [{"serviceAccountName": "op", "rules": [
+                   rule(&[""], &["nodes"], &["list"]), rule(&[""], &["nodes"], &["delete"])]}]}),
+    );
+    let rbac = rbac_holding(json!([
+        rule(&["apps"], &["deployments"], &["get", "list", "watch"]),
+        dropped
+    ]));
+    let changes = super::rbac::changes(&[&new], &[&old], NS, &rbac);
+    let said: Vec<Said> = changes
+        .iter()
+        .map(|a| {
+            let added = a
+                .added
+                .iter()
+                .map(|r| (r.scope.clone(), r.rule.to_string(), r.escalation))
+                .collect();
+            let removed = a.removed.iter().map(|r| r.rule.to_string()).collect();
+            (a.service_account.clone(), added, removed)
+        })
+        .collect();
+    let text = |r: &str| r.to_string();
+    assert_eq!(
+        said,
+        [
+            (
+                text("ns/gone"),
+                vec![],
+                vec![text(
+                    r#"{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}"#
+                )]
+            ),
+            (
+                text("ns/op"),
+                vec![
+                    (
+                        text("Cluster"),
+                        text(r#"{"apiGroups":[""],"resources":["nodes"],"verbs":["delete"]}"#),
+                        true
+                    ),
+                    (
+                        text("Cluster"),
+                        text(r#"{"apiGroups":[""],"resources":["nodes"],"verbs":["list"]}"#),
+                        false
+                    ),
+                    (
+                        text("Namespace"),
+                        text(r#"{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}"#),
+                        false
+                    ),
+                    (
+                        text("Namespace"),
+                        text(
+                            r#"{"apiGroups":["events.k8s.io"],"resources":["events"],"verbs":["create","patch"]}"#
+                        ),
+                        true
+                    ),
+                ],
+                vec![text(
+                    r#"{"apiGroups":[""],"resources":["configmaps"],"verbs":["create","get"]}"#
+                )]
+            ),
+        ]
+    );
+    // A first install: every rule is added; what no binding grants yet escalates.
+    let first = super::rbac::changes(&[&new], &[], NS, &Rbac::default());
+    assert!(first[0].added.iter().all(|r| r.escalation));
+    assert!(first[0].removed.is_empty());
+}
+
+fn crd(versions: Value, stored: &[&str]) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "apps.example.com"},
+        "spec": {"group": "example.com", "names": {"plural": "apps", "kind": "App"},
+                 "scope": "Namespaced", "versions": versions},
+        "status": {"storedVersions": stored},
+    })
+}
+
+fn version(name: &str, served: bool, schema: Value) -> Value {
+    json!({"name": name, "served": served, "storage": false,
+           "schema": {"openAPIV3Schema": schema}})
+}
+
+/// Versions added, unserved and removed; stored versions the new CRD does not serve;
+/// schema changes; and existing objects the new schema refuses, each a blocker.
+#[test]
+fn crd_versions_stored_versions_and_failing_objects() {
+    let loose = json!({"type": "object"});
+    let strict = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "required": ["replicas"], "properties": {"replicas": {"type": "integer"}}}}});
+    let existing = crd(
+        json!([
+            version("v1alpha1", true, loose.clone()),
+            version("v1beta1", true, loose.clone()),
+            version("v0", true, loose.clone()),
+        ]),
+        &["v1alpha1", "v1beta1", "v0"],
+    );
+    let new = crd(
+        json!([
+            version("v1alpha1", false, loose.clone()),
+            version("v1beta1", true, strict),
+            version("v1", true, loose),
+        ]),
+        &[],
+    );
+    assert_eq!(crds::versions_to_check(&existing, &new), ["v1beta1"]);
+    let objects = vec![
+        json!({"metadata": {"name": "good", "namespace": NS}, "spec": {"replicas": 1}}),
+        json!({"metadata": {"name": "bad", "namespace": NS}, "spec": {}}),
+    ];
+    let found = CrdFound {
+        new: new.clone(),
+        on_cluster: OnCluster::Found(existing.clone()),
+        listed: vec![("v1beta1".into(), objects)],
+    };
+    let impact = crds::impact(&found).unwrap();
+    assert_eq!(impact.change, "Updated");
+    assert_eq!(impact.versions_added, ["v1"]);
+    assert_eq!(impact.versions_unserved, ["v1alpha1"]);
+    assert_eq!(impact.versions_removed, ["v0"]);
+    // In `status.storedVersions` order.
+    assert_eq!(impact.stored_versions_unserved, ["v1alpha1", "v0"]);
+    assert!(impact.schema_changed);
+    assert_eq!(
+        impact.objects_failing,
+        ["ns/bad: v1beta1: .spec.replicas: required"]
+    );
+    assert_eq!(
+        crds::blockers(&impact),
+        [
+            "CustomResourceDefinition apps.example.com: stored version v1alpha1 would no longer be served",
+            "CustomResourceDefinition apps.example.com: stored version v0 would no longer be served",
+            "CustomResourceDefinition apps.example.com: the new schema refuses existing ns/bad: v1beta1: .spec.replicas: required",
+        ]
+    );
+
+    // The same CRD again changes nothing worth a line; a new one is Created with its
+    // served versions; one known to hold the step's spec is not looked at.
+    let same = CrdFound {
+        new: existing.clone(),
+        on_cluster: OnCluster::Found(existing),
+        listed: vec![],
+    };
+    assert_eq!(crds::impact(&same), None);
+    let created = CrdFound {
+        new: new.clone(),
+        on_cluster: OnCluster::Absent,
+        listed: vec![],
+    };
+    let created = crds::impact(&created).unwrap();
+    assert_eq!(
+        (created.change.as_str(), created.versions_added.clone()),
+        ("Created", vec!["v1".to_string(), "v1beta1".to_string()])
+    );
+    assert!(created.stored_versions_unserved.is_empty() && !created.schema_changed);
+    let unchanged = CrdFound {
+        new,
+        on_cluster: OnCluster::Unchanged,
+        listed: vec![],
+    };
+    assert_eq!(crds::impact(&unchanged), None);
+}
+
+/// Images per Deployment and container; a Deployment on one side only has no image on
+/// the other.
+#[test]
+fn images_changed_per_deployment_and_container() {
+    let old = with_strategy(
+        "op.v1",
+        None,
+        json!({"deployments": [
+            deployment("op", &[("manager", "op:v1"), ("proxy", "proxy:v1")]),
+            deployment("gone", &[("c", "gone:v1")]),
+        ]}),
+    );
+    let new = with_strategy(
+        "op.v2",
+        Some("op.v1"),
+        json!({"deployments": [
+            deployment("op", &[("manager", "op:v2"), ("proxy", "proxy:v1")]),
+            deployment("extra", &[("c", "extra:v1")]),
+        ]}),
+    );
+    let said: Vec<(String, String, Option<String>, Option<String>)> =
+        csvs::images(&new, Some(&old))
+            .into_iter()
+            .map(|i| (i.deployment, i.container, i.from, i.to))
+            .collect();
+    let s = |t: &str| t.to_string();
+    assert_eq!(
+        said,
+        [
+            (s("extra"), s("c"), None, Some(s("extra:v1"))),
+            (s("gone"), s("c"), Some(s("gone:v1")), None),
+            (s("op"), s("manager"), Some(s("op:v1")), Some(s("op:v2"))),
+        ]
+    );
+    assert!(csvs::images(&new, Some(&new)).is_empty());
+}
+
+fn webhook(name: &str, type_: &str, failure_policy: &str) -> Value {
+    json!({"generateName": name, "type": type_, "sideEffects": "None",
+           "admissionReviewVersions": ["v1"], "failurePolicy": failure_policy})
+}
+
+fn api_service(group: &str, version: &str) -> Value {
+    json!({"name": format!("things.{group}"), "group": group, "version": version, "kind": "Thing"})
+}
+
+/// Webhooks by type and generateName, owned APIServices by `version.group`: added,
+/// removed, or changed in any field.
+#[test]
+fn webhooks_and_api_services_added_removed_changed() {
+    let old = csv(
+        "op.v1",
+        None,
+        json!({
+            "webhookdefinitions": [
+                webhook("v.example.com", "ValidatingAdmissionWebhook", "Fail"),
+                webhook("m.example.com", "MutatingAdmissionWebhook", "Fail"),
+            ],
+            "apiservicedefinitions": {"owned": [api_service("a.example.com", "v1")]},
+        }),
+    );
+    let new = csv(
+        "op.v2",
+        Some("op.v1"),
+        json!({
+            "webhookdefinitions": [
+                webhook("v.example.com", "ValidatingAdmissionWebhook", "Ignore"),
+                webhook("c.example.com", "ConversionWebhook", "Fail"),
+            ],
+            "apiservicedefinitions": {"owned": [
+                api_service("a.example.com", "v1"), api_service("b.example.com", "v2")]},
+        }),
+    );
+    let named = |kind: &str, name: &str, change: &str| NamedChange {
+        kind: kind.into(),
+        name: name.into(),
+        change: change.into(),
+    };
+    assert_eq!(
+        csvs::webhooks(&new, Some(&old)),
+        [
+            named("ConversionWebhook", "c.example.com", "Added"),
+            named("MutatingAdmissionWebhook", "m.example.com", "Removed"),
+            named("ValidatingAdmissionWebhook", "v.example.com", "Changed"),
+        ]
+    );
+    assert_eq!(
+        csvs::api_services(&new, Some(&old)),
+        [named("APIService", "v2.b.example.com", "Added")]
+    );
+}
+
+fn object(api_version: &str, kind: &str, name: &str) -> Value {
+    json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}})
+}
+
+fn obj(api_version: &str, kind: &str, namespaced: bool, name: &str) -> ObjectRef {
+    ObjectRef {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        namespace: namespaced.then(|| NS.to_string()),
+        name: name.into(),
+    }
+}
+
+/// Objects: each step's (updated when it exists), the new CSV's Deployments, and what goes
+/// with the replaced CSV that the plan does not carry again: the CSV, its plan's RBAC,
+/// Deployments the new strategy lacks. Sorted, without duplicates; the summary counts.
+#[test]
+fn objects_created_updated_and_deleted() {
+    let strategy = |deployments: Value, verbs: &[&str]| {
+        json!({"deployments": deployments, "permissions": [
+            {"serviceAccountName": "op", "rules": [rule(&[""], &["pods"], verbs)]}]})
+    };
+    let old = with_strategy(
+        "op.v1",
+        None,
+        strategy(
+            json!([
+                deployment("op", &[("m", "op:v1")]),
+                deployment("old-only", &[("m", "x")])
+            ]),
+            &["get"],
+        ),
+    );
+    let new = with_strategy(
+        "op.v2",
+        Some("op.v1"),
+        strategy(
+            json!([deployment("op", &[("m", "op:v2")])]),
+            &["get", "list"],
+        ),
+    );
+    let mut objects = vec![serde_json::to_value(&new).unwrap()];
+    objects.extend(crate::controllers::plan::rbac::objects(&new, NS));
+    objects.push(object("v1", "Service", "op-metrics"));
+    objects.push(object("v1", "Service", "op-metrics"));
+    let csvs = vec![(new, Some(old))];
+    let touched = decide::touched(&objects, &csvs, NS);
+    // Everything that may go exists, and of what is written the ServiceAccount and the
+    // Deployment `op`.
+    let mut existing: BTreeSet<ObjectRef> = touched.going;
+    existing.insert(obj("v1", "ServiceAccount", true, "op"));
+    existing.insert(obj("apps/v1", "Deployment", true, "op"));
+    let found = Found {
+        namespace: NS.into(),
+        objects,
+        csvs,
+        existing,
+        ..Found::default()
+    };
+    let impact = decide::decide(&found);
+    let kinds = |refs: &[ObjectRef]| -> Vec<String> {
+        refs.iter()
+            .map(|r| format!("{} {}", r.kind, r.name))
+            .collect()
+    };
+    let o = &impact.objects;
+    assert_eq!(
+        kinds(&o.updated),
+        ["Deployment op", "ServiceAccount op"],
+        "sorted by apiVersion first"
+    );
+    let created = kinds(&o.created);
+    assert_eq!(created.len(), 4, "{created:?}");
+    assert!(created.contains(&"ClusterServiceVersion op.v2".to_string()));
+    assert!(created.contains(&"Service op-metrics".to_string()));
+    assert!(created.iter().any(|c| c.starts_with("Role op.v2-op-")));
+    let deleted = kinds(&o.deleted);
+    assert_eq!(deleted.len(), 4, "{deleted:?}");
+    assert_eq!(deleted[0], "Deployment old-only");
+    assert_eq!(deleted[1], "ClusterServiceVersion op.v1");
+    assert!(
+        deleted[2].starts_with("Role op.v1-op-") && deleted[3].starts_with("RoleBinding op.v1-op-")
+    );
+    assert_eq!(
+        impact.summary,
+        "1 escalation; +1 -1 rules; 2 images changed; objects +4 ~2 -4"
+    );
+}
+
+#[test]
+fn the_summary_puts_blockers_first_and_counts_each_kind_of_change() {
+    let mut impact = PlanImpact {
+        blockers: vec![
+            "CRD x: stored version v1 would no longer be served".into(),
+            "two".into(),
+        ],
+        ..PlanImpact::default()
+    };
+    impact.crds = vec![
+        crate::api::CrdImpact {
+            change: "Created".into(),
+            ..Default::default()
+        },
+        crate::api::CrdImpact {
+            change: "Updated".into(),
+            ..Default::default()
+        },
+    ];
+    impact.webhooks = vec![NamedChange {
+        kind: "ConversionWebhook".into(),
+        name: "c".into(),
+        change: "Added".into(),
+    }];
+    assert_eq!(
+        decide::summary(&impact),
+        "BLOCKED: CRD x: stored version v1 would no longer be served (and 1 more); webhooks +1 -0 ~0; CRDs: 1 created, 1 updated; objects +0 ~0 -0"
+    );
+    assert_eq!(
+        decide::failed("reading CustomResourceDefinition x: 403").summary,
+        "preview failed: reading CustomResourceDefinition x: 403"
+    );
+}
+
+/// A preview is due once, before any step runs: waiting for approval or Installing
+/// untouched; not with lookups left, nor once a step has run.
+#[test]
+fn a_preview_is_due_once_before_any_step_runs() {
+    let step = |status| Step {
+        resolving: "op.v2".into(),
+        resource: StepResource {
+            kind: "ClusterServiceVersion".into(),
+            name: "op.v2".into(),
+            ..StepResource::default()
+        },
+        optional: None,
+        status,
+    };
+    let status = |phase, steps: Vec<Step>| InstallPlanStatus {
+        phase,
+        plan: steps,
+        ..InstallPlanStatus::default()
+    };
+    use InstallPlanPhase::{Complete, Installing, RequiresApproval};
+    assert!(wanted(&status(
+        RequiresApproval,
+        vec![step(StepStatus::Unknown)]
+    )));
+    assert!(wanted(&status(Installing, vec![step(StepStatus::Unknown)])));
+    assert!(!wanted(&status(
+        Installing,
+        vec![step(StepStatus::Created)]
+    )));
+    assert!(!wanted(&status(Installing, vec![])));
+    assert!(!wanted(&status(Complete, vec![step(StepStatus::Unknown)])));
+    let mut done = status(RequiresApproval, vec![step(StepStatus::Unknown)]);
+    done.impact = Some(PlanImpact::default());
+    assert!(!wanted(&done));
+    let mut lookups = status(Installing, vec![step(StepStatus::Unknown)]);
+    lookups.bundle_lookups = vec![crate::api::BundleLookup::default()];
+    assert!(!wanted(&lookups));
+}
