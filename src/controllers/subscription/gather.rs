@@ -124,6 +124,9 @@ impl Gathered {
             // may change only the Installed reason), and the bundle lookups' conditions.
             if let Some(status) = &p.status {
                 hash_json(&(&status.conditions, &status.message), &mut hasher);
+                // What an upgrade policy reads of its preview (UpgradeHeld follows it).
+                let impact = status.impact.as_ref();
+                hash_json(&impact.map(|i| (i.escalates(), &i.blockers)), &mut hasher);
                 for lookup in &status.bundle_lookups {
                     hash_json(&lookup.conditions, &mut hasher);
                 }
