@@ -296,18 +296,20 @@ CLUSTERS = {
     "catalog-ours": (REPO / "target/cluster-catalog-ours", 30543, 31890, 31900),
     "rest-upstream": (REPO / "target/cluster-rest-upstream", 30643, 31990, 32000),  # rest.py
     "rest-ours": (REPO / "target/cluster-rest-ours", 30743, 32090, 32100),
+    "upgrades": (REPO / "target/cluster-upgrades", 30843, 32190, 32200),  # upgrades.py
 }
 
 
 class Cluster:
-    """One hack/cluster instance of CLUSTERS, with audit on (OLM_AUDIT=1)."""
+    """One hack/cluster instance of CLUSTERS, with audit on (OLM_AUDIT=1) unless audit=False."""
 
-    def __init__(self, name, side=None):
+    def __init__(self, name, side=None, audit=True):
         self.dir, self.api_port, self.etcd_port, self.peer_port = CLUSTERS[name]
         self.side = side or name
+        self.audit = audit
         self.env = dict(os.environ, OLM_CLUSTER_DIR=str(self.dir), OLM_APISERVER_PORT=str(self.api_port),
                         OLM_ETCD_CLIENT_PORT=str(self.etcd_port), OLM_ETCD_PEER_PORT=str(self.peer_port),
-                        OLM_AUDIT="1")
+                        OLM_AUDIT="1" if audit else "0")
         self.kubeconfig = self.dir / "kubeconfig"
         self.audit_log = self.dir / "logs/audit.log"
         self.started = False
@@ -327,12 +329,13 @@ class Cluster:
         # Clean state: a previous, interrupted run may have left its directory behind.
         subprocess.run([REPO / "hack/cluster/down", "--clean"], env=self.env, cwd=REPO,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        log(f"{self.side}: starting a control plane in {self.dir.relative_to(REPO)} (API server :{self.api_port}, audit on)")
+        log(f"{self.side}: starting a control plane in {self.dir.relative_to(REPO)} (API server :{self.api_port}, "
+            f"audit {'on' if self.audit else 'off'})")
         out = subprocess.run([REPO / "hack/cluster/up", "--nodes", str(nodes)], env=self.env, cwd=REPO,
                              capture_output=True, text=True)
         if out.returncode != 0:
             raise BenchError(f"hack/cluster/up failed:\n{out.stderr[-3000:]}")
-        if not self.audit_log.exists():
+        if self.audit and not self.audit_log.exists():
             raise BenchError(f"no audit log at {self.audit_log}: does hack/cluster/up support OLM_AUDIT=1?")
 
     def down(self):
