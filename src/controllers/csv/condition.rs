@@ -4,32 +4,17 @@
 //! OLM fills are applied, so the operator's `spec.conditions` and an administrator's
 //! `spec.overrides` are never touched.
 
-use std::collections::BTreeSet;
-
 use serde_json::json;
 
 use super::owned::Owner;
 use super::owned::Planned;
 use crate::api::StrategyDetailsDeployment;
 use crate::cluster::ownership::MANAGED_LABEL;
+use crate::controllers::plan::spread;
 
 /// The OperatorCondition, Role and RoleBinding for `strategy`.
 pub fn plan(owner: &Owner, strategy: &StrategyDetailsDeployment) -> Vec<Planned> {
-    let mut accounts: Vec<&str> = Vec::new();
-    let mut seen = BTreeSet::new();
-    for permission in strategy
-        .cluster_permissions
-        .iter()
-        .chain(&strategy.permissions)
-    {
-        let sa = permission.service_account_name.as_str();
-        if !sa.is_empty() && seen.insert(sa) {
-            accounts.push(sa);
-        }
-    }
-    if accounts.is_empty() {
-        accounts.push("default");
-    }
+    let accounts = spread::condition_accounts(strategy);
     let deployments: Vec<&str> = strategy
         .deployments
         .iter()
@@ -80,13 +65,7 @@ pub fn plan(owner: &Owner, strategy: &StrategyDetailsDeployment) -> Vec<Planned>
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "Role",
                 "metadata": metadata,
-                "rules": [{
-                    "apiGroups": ["operators.coreos.com"],
-                    // Upstream grants the object only; v1 readers report in its status.
-                    "resources": ["operatorconditions", "operatorconditions/status"],
-                    "verbs": ["get", "update", "patch"],
-                    "resourceNames": [name],
-                }],
+                "rules": spread::condition_rules(name),
             }),
         },
         Planned {

@@ -12,129 +12,46 @@
 //! As upstream, whoever may write Roles and CSVs in an AllNamespaces group's namespace may
 //! thereby grant their own namespace's rights cluster-wide: that namespace is the admin's.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding};
-use serde_json::{Value, json};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 
 use super::owned::{Owner, Planned};
-use crate::api::COPIED_FROM_LABEL;
+use crate::controllers::plan::spread;
 
-/// Marks a ClusterRole or ClusterRoleBinding lifted from a Role for AllNamespaces, so that
-/// it goes when the group stops being AllNamespaces.
-pub const LIFTED_LABEL: &str = "olm.rbac.lifted";
-
-fn namespaces_rule() -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![String::new()]),
-        resources: Some(vec!["namespaces".into()]),
-        verbs: vec!["get".into(), "list".into(), "watch".into()],
-        ..PolicyRule::default()
-    }
-}
-
-fn is_all_namespaces(targets: &[String]) -> bool {
-    targets.len() == 1 && targets[0].is_empty()
-}
+pub use crate::controllers::plan::spread::LIFTED_LABEL;
 
 /// The copies and lifts of the CSV's `roles` and `bindings` (those in its namespace that
-/// carry its owner labels), given the group's targets.
+/// carry its owner labels), given the group's targets ([`spread::spread`], which the
+/// InstallPlan preview shares).
 pub fn plan(
     roles: &[&Role],
     bindings: &[&RoleBinding],
     owner: &Owner,
     targets: &[String],
 ) -> Vec<Planned> {
-    let mut planned = Vec::new();
-    if is_all_namespaces(targets) {
-        let labels = |of: &BTreeMap<String, String>| {
-            let mut labels = of.clone();
-            labels.insert(LIFTED_LABEL.into(), "true".into());
-            labels
-        };
-        for role in roles {
-            let mut rules = role.rules.clone().unwrap_or_default();
-            rules.push(namespaces_rule());
-            let name = role.metadata.name.clone().unwrap_or_default();
-            let labels = labels(&role.metadata.labels.clone().unwrap_or_default());
-            planned.push(cluster_object(
-                "ClusterRole",
-                &name,
-                &labels,
-                json!({ "rules": rules }),
-            ));
-        }
-        for binding in bindings {
-            let name = binding.metadata.name.clone().unwrap_or_default();
-            let labels = labels(&binding.metadata.labels.clone().unwrap_or_default());
-            let body = json!({
-                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": binding.role_ref.name },
-                "subjects": binding.subjects,
-            });
-            planned.push(cluster_object("ClusterRoleBinding", &name, &labels, body));
-        }
-        return planned;
-    }
-    for namespace in targets.iter().filter(|ns| **ns != owner.namespace) {
-        for role in roles {
-            let body = json!({ "rules": role.rules });
-            planned.push(copy("Role", &role.metadata, namespace, owner, body));
-        }
-        for binding in bindings {
-            let body = json!({ "roleRef": binding.role_ref, "subjects": binding.subjects });
-            planned.push(copy(
-                "RoleBinding",
-                &binding.metadata,
-                namespace,
-                owner,
+    spread::spread(roles, bindings, &owner.namespace, targets)
+        .into_iter()
+        .map(|body| {
+            let kind = match body["kind"].as_str() {
+                Some("ClusterRole") => "ClusterRole",
+                Some("ClusterRoleBinding") => "ClusterRoleBinding",
+                Some("Role") => "Role",
+                _ => "RoleBinding",
+            };
+            let meta = &body["metadata"];
+            Planned {
+                kind,
+                namespace: meta["namespace"].as_str().map(str::to_string),
+                name: meta["name"].as_str().unwrap_or_default().to_string(),
                 body,
-            ));
-        }
-    }
-    planned
-}
-
-fn copy(
-    kind: &'static str,
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    namespace: &str,
-    owner: &Owner,
-    mut body: Value,
-) -> Planned {
-    let name = meta.name.clone().unwrap_or_default();
-    let mut labels = meta.labels.clone().unwrap_or_default();
-    labels.insert(COPIED_FROM_LABEL.into(), owner.namespace.clone());
-    body["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
-    body["kind"] = json!(kind);
-    body["metadata"] = json!({ "name": name, "namespace": namespace, "labels": labels });
-    Planned {
-        kind,
-        namespace: Some(namespace.into()),
-        name,
-        body,
-    }
-}
-
-fn cluster_object(
-    kind: &'static str,
-    name: &str,
-    labels: &BTreeMap<String, String>,
-    mut body: Value,
-) -> Planned {
-    body["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
-    body["kind"] = json!(kind);
-    body["metadata"] = json!({ "name": name, "labels": labels });
-    Planned {
-        kind,
-        namespace: None,
-        name: name.into(),
-        body,
-    }
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::rbac::v1::{RoleRef, Subject};
+    use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef, Subject};
+    use serde_json::json;
 
     use super::*;
 

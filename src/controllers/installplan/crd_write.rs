@@ -89,6 +89,12 @@ struct Wanted {
     generation: u64,
 }
 
+/// Whether the CRD `existing` already holds the spec of the step's CRD `desired` (but for
+/// what the API server defaults): writing it changes its metadata at most.
+pub fn spec_holds(desired: &Value, existing: &Value) -> bool {
+    spec_matches(&desired["spec"], &existing["spec"])
+}
+
 /// What the last write of a [`CrdBatch`] covered.
 #[derive(Default)]
 pub struct Written {
@@ -217,9 +223,29 @@ fn entries(map: &Value) -> impl Iterator<Item = (&String, &Value)> {
     map.as_object().into_iter().flatten()
 }
 
+/// `value` with every number as a float: a CRD read as typed (k8s-openapi's
+/// `JSONSchemaProps` holds `minimum`, `maximum`, `multipleOf` as f64) says `1.0` where
+/// its manifest says `1`, the same to the API server.
+pub fn numbers_as_floats(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => n
+            .as_f64()
+            .and_then(serde_json::Number::from_f64)
+            .map_or_else(|| value.clone(), Value::Number),
+        Value::Array(items) => Value::Array(items.iter().map(numbers_as_floats).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), numbers_as_floats(v)))
+                .collect(),
+        ),
+        _ => value.clone(),
+    }
+}
+
 /// Whether the stored `live` spec is the `desired` one, but for the fields the API server
-/// defaults when a manifest leaves them out.
+/// defaults when a manifest leaves them out and how numbers are written.
 fn spec_matches(desired: &Value, live: &Value) -> bool {
+    let (desired, live) = (numbers_as_floats(desired), numbers_as_floats(live));
     let (Some(desired), Some(live)) = (desired.as_object(), live.as_object()) else {
         return false;
     };
@@ -377,9 +403,21 @@ mod tests {
         old_schema["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"] =
             json!({"spec": {"type": "object"}});
         assert_eq!(decide(&desired, &old_schema), CrdWrite::Apply);
+        assert!(!spec_holds(&desired, &old_schema));
         let mut old_annotation = stored(desired.clone());
         old_annotation["metadata"]["annotations"]["tool/version"] = json!("1");
         assert_eq!(decide(&desired, &old_annotation), CrdWrite::Apply);
+        // Applied whole, but only its metadata changes: the spec (with what the API server
+        // defaults) is held already, so the preview sees no CRD change.
+        assert!(spec_holds(&desired, &old_annotation));
+        // A number read back as a float (typed reads) is the same number.
+        let mut floats = stored(desired.clone());
+        let mut whole = desired.clone();
+        let props = &mut whole["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"];
+        *props = json!({"replicas": {"type": "integer", "minimum": 1}});
+        floats["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"] =
+            json!({"replicas": {"type": "integer", "minimum": 1.0}});
+        assert!(spec_holds(&whole, &floats));
         // A conversion the manifest sets, or a field the API server would not default,
         // is compared as it is.
         let mut converted = stored(desired.clone());

@@ -10,6 +10,7 @@
 
 pub mod manifests;
 pub mod rbac;
+pub mod spread;
 pub mod steps;
 
 use k8s_openapi::api::core::v1::ObjectReference;

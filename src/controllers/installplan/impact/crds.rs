@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::api::CrdImpact;
-use crate::controllers::installplan::crd_upgrade;
+use crate::controllers::installplan::{crd_upgrade, crd_write};
 
 /// At most this many failing objects are listed per CRD.
 const FAILING_LISTED: usize = 10;
@@ -50,7 +50,13 @@ pub fn versions_to_check(existing: &Value, new: &Value) -> Vec<String> {
         crd_upgrade::served_schemas(existing).into_iter().collect();
     crd_upgrade::served_schemas(new)
         .into_iter()
-        .filter(|(version, schema)| before.get(version).is_some_and(|old| old != schema))
+        .filter(|(version, schema)| {
+            // Compared as the executor compares specs: `1` and `1.0` are the same number.
+            let schema = crd_write::numbers_as_floats(schema);
+            before
+                .get(version)
+                .is_some_and(|old| crd_write::numbers_as_floats(old) != schema)
+        })
         .map(|(version, _)| version)
         .collect()
 }

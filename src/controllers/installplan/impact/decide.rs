@@ -1,16 +1,17 @@
 //! The preview itself, pure: from a plan's step objects and what was read of the cluster
 //! ([`Found`]) to its [`PlanImpact`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::crds::{self, CrdFound};
+use super::crds::{self, CrdFound, OnCluster};
 use super::csvs;
-use super::rbac::{self, Rbac};
+use super::made;
+use super::rbac::{self, Grant, Rbac};
 use crate::api::{ClusterServiceVersion, CrdImpact, NamedChange, ObjectRef, PlanImpact};
 use crate::controllers::plan::rbac as plan_rbac;
-use crate::controllers::plan::steps::KIND_CSV;
+use crate::controllers::plan::steps::{KIND_CRD, KIND_CSV};
 
 /// Kinds a plan may carry that are cluster-scoped; every other kind lives in the plan's
 /// namespace (as the executor places it).
@@ -39,11 +40,17 @@ pub struct Found {
     pub crds: Vec<CrdFound>,
     /// Which of the objects [`touched`] names exist.
     pub existing: BTreeSet<ObjectRef>,
+    /// Existing objects as on the cluster, for those written that were read (RBAC from the
+    /// caches; other kinds only for an upgrade): whether writing them changes anything.
+    pub live: BTreeMap<ObjectRef, Value>,
+    /// The target namespaces of the namespace's OperatorGroup (`[""]`: all), when it has one.
+    pub targets: Option<Vec<String>>,
     pub rbac: Rbac,
 }
 
-/// The objects whose existence the preview needs: those the plan writes (its steps' and
-/// the Deployments of its CSVs) and those that may go with the CSVs it replaces.
+/// The objects whose existence the preview needs: those the plan writes (its steps', the
+/// Deployments of its CSVs and the RBAC the CSV controller makes for them) and those that
+/// may go with the CSVs it replaces.
 #[derive(Debug, Default, PartialEq)]
 pub struct Touched {
     pub written: BTreeSet<ObjectRef>,
@@ -57,14 +64,30 @@ pub fn decide(found: &Found) -> PlanImpact {
         found.csvs.iter().filter_map(|(_, o)| o.as_ref()).collect();
     let crds: Vec<CrdImpact> = found.crds.iter().filter_map(crds::impact).collect();
     let pairs = || found.csvs.iter().map(|(n, o)| (n, o.as_ref()));
-    let touched = touched(&found.objects, &found.csvs, &found.namespace);
+    let (ns, targets) = (found.namespace.as_str(), found.targets.as_deref());
+    let made_by = |csvs: &[&ClusterServiceVersion]| -> Vec<Value> {
+        csvs.iter()
+            .flat_map(|c| made::made(c, ns, targets))
+            .collect()
+    };
+    let (made_new, made_old) = (made_by(&new), made_by(&old));
+    let grants: (Vec<Grant>, Vec<Grant>) =
+        (made::grants(&made_new, ns), made::grants(&made_old, ns));
+    let touched = touched(&found.objects, &found.csvs, ns, targets);
     let exists = |r: &ObjectRef| found.existing.contains(r);
-    let (updated, created): (Vec<ObjectRef>, Vec<ObjectRef>) =
+    let mut desired: BTreeMap<ObjectRef, &Value> =
+        made_new.iter().map(|o| (made::made_ref(o), o)).collect();
+    desired.extend(found.objects.iter().map(|o| (object_ref(o, ns), o)));
+    let (existing, created): (Vec<ObjectRef>, Vec<ObjectRef>) =
         touched.written.iter().cloned().partition(|r| exists(r));
+    let updated = existing
+        .into_iter()
+        .filter(|r| is_updated(r, &desired, found))
+        .collect();
     let mut impact = PlanImpact {
         computed_at: None,
         summary: String::new(),
-        rbac: rbac::changes(&new, &old, &found.namespace, &found.rbac),
+        rbac: rbac::changes(&new, &old, ns, &found.rbac, (&grants.0, &grants.1)),
         blockers: crds.iter().flat_map(crds::blockers).collect(),
         crds,
         images: pairs().flat_map(|(n, o)| csvs::images(n, o)).collect(),
@@ -82,6 +105,25 @@ pub fn decide(found: &Found) -> PlanImpact {
     impact
 }
 
+/// Whether the existing object `r` that the plan writes changes beyond its metadata: a CRD
+/// whose spec the cluster does not hold yet, a Deployment whose CSV's spec of it changes
+/// ([`made::deployment_changes`]), any other object whose live content differs from what
+/// is written (unknown when it was not read: then it counts as updated).
+fn is_updated(r: &ObjectRef, desired: &BTreeMap<ObjectRef, &Value>, found: &Found) -> bool {
+    match r.kind.as_str() {
+        KIND_CRD => found.crds.iter().any(|c| {
+            c.new["metadata"]["name"] == r.name.as_str()
+                && !matches!(c.on_cluster, OnCluster::Unchanged)
+        }),
+        "Deployment" if !desired.contains_key(r) => made::deployment_changes(&r.name, &found.csvs),
+        KIND_CSV => true,
+        _ => match (desired.get(r), found.live.get(r)) {
+            (Some(wanted), Some(live)) => made::changes(wanted, live),
+            _ => true,
+        },
+    }
+}
+
 /// The preview of a plan whose preview could not be computed: it says why, and holds
 /// nothing else (the plan is not held back by it).
 pub fn failed(why: &str) -> PlanImpact {
@@ -94,13 +136,20 @@ pub fn failed(why: &str) -> PlanImpact {
     }
 }
 
-/// See [`Touched`]. What goes: each replaced CSV, the RBAC its plan made and the
-/// Deployments of its strategy, unless the new plan writes them again.
+/// See [`Touched`]. What goes: each replaced CSV, the RBAC its plan and the CSV controller
+/// made and the Deployments of its strategy, unless the new plan writes them again.
 pub fn touched(
     objects: &[Value],
     csvs: &[(ClusterServiceVersion, Option<ClusterServiceVersion>)],
     namespace: &str,
+    targets: Option<&[String]>,
 ) -> Touched {
+    let made_refs = |csv: &ClusterServiceVersion| -> Vec<ObjectRef> {
+        made::made(csv, namespace, targets)
+            .iter()
+            .map(made::made_ref)
+            .collect()
+    };
     let deployment = |name: &str| ObjectRef {
         api_version: "apps/v1".into(),
         kind: "Deployment".into(),
@@ -112,6 +161,7 @@ pub fn touched(
     let mut going = BTreeSet::new();
     for (new, old) in csvs {
         written.extend(csvs::deployments(Some(new)).map(|d| deployment(&d.name)));
+        written.extend(made_refs(new));
         let Some(old) = old else {
             continue;
         };
@@ -127,6 +177,7 @@ pub fn touched(
                 .map(|o| object_ref(o, namespace)),
         );
         going.extend(csvs::deployments(Some(old)).map(|d| deployment(&d.name)));
+        going.extend(made_refs(old));
     }
     going.retain(|r| !written.contains(r));
     Touched { written, going }

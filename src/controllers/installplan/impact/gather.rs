@@ -6,8 +6,10 @@
 //! one request beyond the status write: a GET for what no informer holds (a ServiceAccount
 //! OLM did not label, a Service or ConfigMap of the bundle). CRDs are read whole only when
 //! they exist and may differ; custom resources only for a version whose schema changes.
+//! An upgrade also reads whole, one GET each, the existing objects it writes over that no
+//! cache holds (RBAC comes from the caches), to say whether their content changes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -28,6 +30,7 @@ use crate::controllers::installplan::context::InstallPlanContext;
 use crate::controllers::installplan::crd_write::{self, CrdWrite};
 use crate::controllers::installplan::decide::established;
 use crate::controllers::installplan::error::{Disposition, StepError};
+use crate::controllers::installplan::execute::groups_in;
 use crate::controllers::installplan::step;
 use crate::controllers::kit::cache_ready::listed;
 use crate::controllers::plan::steps::{KIND_CRD, KIND_CSV};
@@ -126,11 +129,21 @@ pub async fn gather(
             crds.push(crd_found(object, ctx).await?);
         }
     }
-    let touched = decide::touched(&objects, &csvs, namespace);
+    let targets = group_targets(namespace, ctx).await;
+    let touched = decide::touched(&objects, &csvs, namespace, targets.as_deref());
     let mut existing = BTreeSet::new();
     for r in touched.written.iter().chain(&touched.going) {
         if exists(r, ctx).await? {
             existing.insert(r.clone());
+        }
+    }
+    // Only an upgrade reads what it writes over (a first install finds nothing there, and
+    // what it shares with other installs counts as updated unread).
+    let upgrade = csvs.iter().any(|(_, old)| old.is_some());
+    let mut live = BTreeMap::new();
+    for r in touched.written.iter().filter(|r| existing.contains(*r)) {
+        if let Some(object) = live_object(r, upgrade, ctx).await? {
+            live.insert(r.clone(), object);
         }
     }
     let rbac = &informers.cluster.rbac;
@@ -140,6 +153,8 @@ pub async fn gather(
         csvs,
         crds,
         existing,
+        live,
+        targets,
         rbac: Rbac {
             roles: rbac.roles.store().state(),
             role_bindings: rbac.role_bindings.store().state(),
@@ -220,7 +235,10 @@ async fn crd_found(new: &Value, ctx: &InstallPlanContext) -> Result<CrdFound, Pr
         return Ok(absent);
     };
     let existing = serde_json::to_value(&found).unwrap_or_default();
-    if holds_step(new, &existing, ctx) {
+    // Holding the spec, only metadata would change (the manifest's own annotations, which
+    // the executor applies whole): no CRD change, and no object updated.
+    let spec_held = established(&existing) && crd_write::spec_holds(new, &existing);
+    if holds_step(new, &existing, ctx) || spec_held {
         return Ok(CrdFound {
             on_cluster: OnCluster::Unchanged,
             ..absent
@@ -283,6 +301,83 @@ async fn exists(r: &ObjectRef, ctx: &InstallPlanContext) -> Result<bool, Preview
     Ok(found)
 }
 
+/// The target namespaces of the OperatorGroup of `namespace` (`status.namespaces`), when it
+/// has exactly one that has them.
+async fn group_targets(namespace: &str, ctx: &InstallPlanContext) -> Option<Vec<String>> {
+    match groups_in(namespace, ctx).await.as_slice() {
+        [group] => group.status.as_ref().map(|s| s.namespaces.clone()),
+        _ => None,
+    }
+}
+
+/// The existing object `r` as on the cluster, for judging whether writing it changes it:
+/// RBAC from the caches, other kinds asked of the API server for an upgrade only; None for
+/// kinds judged otherwise (CSVs, CRDs, Deployments) or not read.
+async fn live_object(
+    r: &ObjectRef,
+    upgrade: bool,
+    ctx: &InstallPlanContext,
+) -> Result<Option<Value>, PreviewError> {
+    let rbac = &ctx.shared.informers.cluster.rbac;
+    let (ns, name) = (r.namespace.as_deref(), r.name.as_str());
+    Ok(match r.kind.as_str() {
+        KIND_CSV | KIND_CRD | "Deployment" => None,
+        "Role" => whole(&rbac.roles.store(), ns, name),
+        "RoleBinding" => whole(&rbac.role_bindings.store(), ns, name),
+        "ClusterRole" => whole(&rbac.cluster_roles.store(), None, name),
+        "ClusterRoleBinding" => whole(&rbac.cluster_role_bindings.store(), None, name),
+        _ if upgrade => read_whole(r, ctx).await?,
+        _ => None,
+    })
+}
+
+/// `r` read whole from the API server; None when absent or its kind is not served.
+async fn read_whole(
+    r: &ObjectRef,
+    ctx: &InstallPlanContext,
+) -> Result<Option<Value>, PreviewError> {
+    let Some(api) = dynamic_api(r, ctx).await? else {
+        return Ok(None);
+    };
+    let found = api.get_opt(&r.name).await;
+    let found = found.map_err(read(format!("{} {}", r.kind, r.name)))?;
+    Ok(found.and_then(|o| serde_json::to_value(o).ok()))
+}
+
+/// The API of `r`'s kind, in its namespace when namespaced; None when not served.
+async fn dynamic_api(
+    r: &ObjectRef,
+    ctx: &InstallPlanContext,
+) -> Result<Option<Api<DynamicObject>>, PreviewError> {
+    let (group, version) = r
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", &r.api_version));
+    let gvk = GroupVersionKind::gvk(group, version, &r.kind);
+    let Some((resource, caps)) = step::discover(&gvk, ctx).await? else {
+        return Ok(None);
+    };
+    Ok(Some(match (caps.scope, &r.namespace) {
+        (Scope::Namespaced, Some(ns)) => {
+            Api::namespaced_with(ctx.shared.client.clone(), ns, &resource)
+        }
+        _ => Api::all_with(ctx.shared.client.clone(), &resource),
+    }))
+}
+
+/// The object `name` of a cache, whole.
+fn whole<K>(store: &Store<K>, namespace: Option<&str>, name: &str) -> Option<Value>
+where
+    K: kube::runtime::reflector::Lookup<DynamicType = ()> + Clone + serde::Serialize + 'static,
+{
+    let at = CacheRef::<K>::new(name);
+    let at = match namespace {
+        Some(ns) => at.within(ns),
+        None => at,
+    };
+    store.get(&at).and_then(|o| serde_json::to_value(&*o).ok())
+}
+
 fn cached<K>(store: &Store<K>, namespace: Option<&str>, name: &str) -> bool
 where
     K: kube::runtime::reflector::Lookup<DynamicType = ()> + Clone + 'static,
@@ -298,19 +393,8 @@ where
 /// Whether `r` exists, asked of the API server (a kind no informer holds); a kind not
 /// served has no objects.
 async fn asked(r: &ObjectRef, ctx: &InstallPlanContext) -> Result<bool, PreviewError> {
-    let (group, version) = r
-        .api_version
-        .split_once('/')
-        .unwrap_or(("", &r.api_version));
-    let gvk = GroupVersionKind::gvk(group, version, &r.kind);
-    let Some((resource, caps)) = step::discover(&gvk, ctx).await? else {
+    let Some(api) = dynamic_api(r, ctx).await? else {
         return Ok(false);
-    };
-    let api: Api<DynamicObject> = match (caps.scope, &r.namespace) {
-        (Scope::Namespaced, Some(ns)) => {
-            Api::namespaced_with(ctx.shared.client.clone(), ns, &resource)
-        }
-        _ => Api::all_with(ctx.shared.client.clone(), &resource),
     };
     let what = format!("{} {}", r.kind, r.name);
     Ok(api

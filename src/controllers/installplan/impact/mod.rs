@@ -10,7 +10,10 @@
 //!   changes and existing objects the new schema refuses ([`crds`]); the last two kinds
 //!   are blockers.
 //! - Images per Deployment and container, webhooks and owned APIServices ([`csvs`]).
-//! - Objects created, updated and deleted ([`decide::touched`]).
+//! - Objects created, updated and deleted ([`decide::touched`]), with the RBAC the CSV
+//!   controller makes for each CSV ([`made`]: its OperatorCondition's Role and RoleBinding,
+//!   the plan's Roles lifted or copied for its OperatorGroup); "updated" only when the
+//!   object's content changes, not just its metadata.
 //!
 //! [`gather`] reads, [`decide`] computes (pure). A read that may succeed later is retried,
 //! until the install plan retry timeout after the plan was made; then, or at once for an
@@ -21,6 +24,7 @@ mod crds;
 mod csvs;
 mod decide;
 mod gather;
+mod made;
 mod rbac;
 #[cfg(test)]
 mod tests;

@@ -14,6 +14,10 @@ pub const NAMESPACE: &str = "Namespace";
 /// `RuleChange.scope` of a CSV's `clusterPermissions` (a ClusterRole).
 pub const CLUSTER: &str = "Cluster";
 
+/// One rule granted to a ServiceAccount (by name, in the plan's namespace), with its scope,
+/// and whether it is the grant OLM makes for every CSV on its own OperatorCondition.
+pub type Grant = (String, &'static str, PolicyRule, bool);
+
 /// The cluster's RBAC as the shared caches held it when the preview was gathered.
 #[derive(Default)]
 pub struct Rbac {
@@ -36,18 +40,24 @@ impl Rbac {
 
 /// Per account, its rules keyed by scope and normalised text (so that two CSVs declaring
 /// the same rule with verbs in another order agree).
-type Declared = BTreeMap<String, BTreeMap<(&'static str, String), PolicyRule>>;
+/// Each rule with whether it is OLM's OperatorCondition grant.
+type Declared = BTreeMap<String, BTreeMap<(&'static str, String), (PolicyRule, bool)>>;
 
-/// The rule changes of every account the `new` or `old` CSVs name, in `namespace`; an
-/// added rule is an escalation when `rbac` does not already allow it to the account
-/// (namespaced rules judged in `namespace`, cluster rules cluster-wide).
+/// The rule changes of every account the `new` or `old` CSVs name, in `namespace`, with
+/// what the CSV controller grants besides for each side (`made`: the OperatorCondition
+/// Role, lifted ClusterRoles); an added rule is an escalation when `rbac` does not already
+/// allow it to the account (namespaced rules judged in `namespace`, cluster rules
+/// cluster-wide). The OperatorCondition grant of the new CSV is no escalation where the
+/// account had the old CSV's: the same right, on the successor's condition, which OLM
+/// grants every CSV (else every upgrade would hold under `holdNewPermissions`).
 pub fn changes(
     new: &[&ClusterServiceVersion],
     old: &[&ClusterServiceVersion],
     namespace: &str,
     rbac: &Rbac,
+    made: (&[Grant], &[Grant]),
 ) -> Vec<AccountImpact> {
-    let (new, old) = (declared(new), declared(old));
+    let (new, old) = (declared(new, made.0), declared(old, made.1));
     let view = rbac.view();
     let accounts: BTreeSet<&String> = new.keys().chain(old.keys()).collect();
     let empty = BTreeMap::new();
@@ -60,22 +70,24 @@ pub fn changes(
         };
         let namespaced = Grants::of(&view, account, Some(namespace));
         let cluster = Grants::of(&view, account, None);
+        let had_condition = before.values().any(|(_, own)| *own);
         let added: Vec<RuleChange> = now
             .iter()
             .filter(|(key, _)| !before.contains_key(key))
-            .map(|((scope, _), rule)| {
+            .map(|((scope, _), (rule, own))| {
                 let grants = if *scope == CLUSTER {
                     &cluster
                 } else {
                     &namespaced
                 };
-                change(scope, rule, !grants.allows(rule))
+                let renewed = *own && had_condition;
+                change(scope, rule, !renewed && !grants.allows(rule))
             })
             .collect();
         let removed: Vec<RuleChange> = before
             .iter()
             .filter(|(key, _)| !now.contains_key(key))
-            .map(|((scope, _), rule)| change(scope, rule, false))
+            .map(|((scope, _), (rule, _))| change(scope, rule, false))
             .collect();
         if !added.is_empty() || !removed.is_empty() {
             out.push(AccountImpact {
@@ -96,9 +108,16 @@ fn change(scope: &str, rule: &PolicyRule, escalation: bool) -> RuleChange {
     }
 }
 
-/// The rules `csvs` declare, per account.
-fn declared(csvs: &[&ClusterServiceVersion]) -> Declared {
+/// The rules `csvs` declare and `made` grants, per account.
+fn declared(csvs: &[&ClusterServiceVersion], made: &[Grant]) -> Declared {
     let mut out = Declared::new();
+    for (sa, scope, rule, own) in made {
+        let rule = normalised(rule);
+        let key = serde_json::to_string(&rule).unwrap_or_default();
+        out.entry(sa.clone())
+            .or_default()
+            .insert((scope, key), (rule, *own));
+    }
     for csv in csvs {
         let Some(strategy) = &csv.spec.install.spec else {
             continue;
@@ -115,7 +134,7 @@ fn declared(csvs: &[&ClusterServiceVersion]) -> Declared {
                 for rule in &permission.rules {
                     let rule = normalised(rule);
                     let key = serde_json::to_string(&rule).unwrap_or_default();
-                    rules.insert((scope, key), rule);
+                    rules.entry((scope, key)).or_insert((rule, false));
                 }
             }
         }

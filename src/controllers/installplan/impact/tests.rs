@@ -117,7 +117,7 @@ fn rules_added_and_removed_per_account_with_escalations() {
         rule(&["apps"], &["deployments"], &["get", "list", "watch"]),
         dropped
     ]));
-    let changes = super::rbac::changes(&[&new], &[&old], NS, &rbac);
+    let changes = super::rbac::changes(&[&new], &[&old], NS, &rbac, (&[], &[]));
     let said: Vec<Said> = changes
         .iter()
         .map(|a| {
@@ -174,7 +174,7 @@ fn rules_added_and_removed_per_account_with_escalations() {
         ]
     );
     // A first install: every rule is added; what no binding grants yet escalates.
-    let first = super::rbac::changes(&[&new], &[], NS, &Rbac::default());
+    let first = super::rbac::changes(&[&new], &[], NS, &Rbac::default(), (&[], &[]));
     assert!(first[0].added.iter().all(|r| r.escalation));
     assert!(first[0].removed.is_empty());
 }
@@ -413,7 +413,7 @@ fn objects_created_updated_and_deleted() {
     objects.push(object("v1", "Service", "op-metrics"));
     objects.push(object("v1", "Service", "op-metrics"));
     let csvs = vec![(new, Some(old))];
-    let touched = decide::touched(&objects, &csvs, NS);
+    let touched = decide::touched(&objects, &csvs, NS, None);
     // Everything that may go exists, and of what is written the ServiceAccount and the
     // Deployment `op`.
     let mut existing: BTreeSet<ObjectRef> = touched.going;
@@ -438,21 +438,25 @@ fn objects_created_updated_and_deleted() {
         ["Deployment op", "ServiceAccount op"],
         "sorted by apiVersion first"
     );
+    // The OperatorCondition Role and RoleBinding (named as the CSV) come and go with it.
     let created = kinds(&o.created);
-    assert_eq!(created.len(), 4, "{created:?}");
+    assert_eq!(created.len(), 6, "{created:?}");
     assert!(created.contains(&"ClusterServiceVersion op.v2".to_string()));
     assert!(created.contains(&"Service op-metrics".to_string()));
+    assert!(created.contains(&"Role op.v2".to_string()));
+    assert!(created.contains(&"RoleBinding op.v2".to_string()));
     assert!(created.iter().any(|c| c.starts_with("Role op.v2-op-")));
     let deleted = kinds(&o.deleted);
-    assert_eq!(deleted.len(), 4, "{deleted:?}");
+    assert_eq!(deleted.len(), 6, "{deleted:?}");
     assert_eq!(deleted[0], "Deployment old-only");
     assert_eq!(deleted[1], "ClusterServiceVersion op.v1");
-    assert!(
-        deleted[2].starts_with("Role op.v1-op-") && deleted[3].starts_with("RoleBinding op.v1-op-")
-    );
+    assert_eq!(deleted[2], "Role op.v1");
+    assert!(deleted[3].starts_with("Role op.v1-op-"));
+    assert_eq!(deleted[4], "RoleBinding op.v1");
+    assert!(deleted[5].starts_with("RoleBinding op.v1-op-"));
     assert_eq!(
         impact.summary,
-        "1 escalation; +1 -1 rules; 2 images changed; objects +4 ~2 -4"
+        "1 escalation; +2 -2 rules; 2 images changed; objects +6 ~2 -6"
     );
 }
 
@@ -527,4 +531,229 @@ fn a_preview_is_due_once_before_any_step_runs() {
     let mut lookups = status(Installing, vec![step(StepStatus::Unknown)]);
     lookups.bundle_lookups = vec![crate::api::BundleLookup::default()];
     assert!(!wanted(&lookups));
+}
+
+/// An upgrade of `op.v1` to `op.v2` (one Role of `pods` rules each) with its plan's RBAC as
+/// steps, the OperatorGroup's `targets`, and everything that may go present.
+fn upgrade_in(targets: Option<Vec<String>>) -> (Found, PlanImpact) {
+    let strategy = |verbs: &[&str]| {
+        json!({"deployments": [deployment("op", &[("m", "op:v1")])], "permissions": [
+            {"serviceAccountName": "op", "rules": [rule(&[""], &["pods"], verbs)]}]})
+    };
+    let old = with_strategy("op.v1", None, strategy(&["get"]));
+    let new = with_strategy("op.v2", Some("op.v1"), strategy(&["get", "list"]));
+    let mut objects = vec![serde_json::to_value(&new).unwrap()];
+    objects.extend(crate::controllers::plan::rbac::objects(&new, NS));
+    let csvs = vec![(new, Some(old))];
+    let touched = decide::touched(&objects, &csvs, NS, targets.as_deref());
+    let mut existing: BTreeSet<ObjectRef> = touched.going;
+    existing.insert(obj("apps/v1", "Deployment", true, "op"));
+    let found = Found {
+        namespace: NS.into(),
+        objects,
+        csvs,
+        existing,
+        targets,
+        ..Found::default()
+    };
+    let impact = decide::decide(&found);
+    (found, impact)
+}
+
+fn refs(refs: &[ObjectRef]) -> Vec<String> {
+    refs.iter()
+        .map(|r| {
+            let ns = r
+                .namespace
+                .as_deref()
+                .map(|n| format!("{n}/"))
+                .unwrap_or_default();
+            format!("{} {ns}{}", r.kind, r.name)
+        })
+        .collect()
+}
+
+/// AllNamespaces: the CSV controller lifts the plan's Role and RoleBinding into same-named
+/// ClusterRole and ClusterRoleBinding (rules plus namespaces get/list/watch); they come
+/// with the new CSV and go with the old, and their rules count in Cluster scope.
+#[test]
+fn all_namespaces_lifts_the_plans_roles_into_cluster_roles() {
+    let (_, impact) = upgrade_in(Some(vec![String::new()]));
+    let created = refs(&impact.objects.created);
+    let lifted: Vec<&String> = created
+        .iter()
+        .filter(|c| c.starts_with("ClusterRole"))
+        .collect();
+    assert_eq!(lifted.len(), 2, "{created:?}");
+    assert!(lifted[0].starts_with("ClusterRole op.v2-op-"));
+    assert!(lifted[1].starts_with("ClusterRoleBinding op.v2-op-"));
+    // Same name as the Role.
+    let role = created
+        .iter()
+        .find(|c| c.starts_with("Role ns/op.v2-op-"))
+        .unwrap();
+    assert_eq!(
+        &lifted[0]["ClusterRole ".len()..],
+        &role["Role ns/".len()..]
+    );
+    let deleted = refs(&impact.objects.deleted);
+    assert!(
+        deleted
+            .iter()
+            .any(|d| d.starts_with("ClusterRole op.v1-op-"))
+    );
+    assert!(
+        deleted
+            .iter()
+            .any(|d| d.starts_with("ClusterRoleBinding op.v1-op-"))
+    );
+    let op = &impact.rbac[0];
+    let scoped = |side: &[crate::api::RuleChange], scope: &str| {
+        side.iter()
+            .filter(|r| r.scope == scope && r.rule["resources"] == json!(["pods"]))
+            .count()
+    };
+    assert_eq!(scoped(&op.added, "Cluster"), 1, "the lifted rule");
+    assert_eq!(scoped(&op.removed, "Cluster"), 1);
+    assert_eq!(scoped(&op.added, "Namespace"), 1);
+    // The namespaces rule is in both lifted roles: no change.
+    assert!(
+        op.added
+            .iter()
+            .all(|r| r.rule["resources"] != json!(["namespaces"]))
+    );
+}
+
+/// MultiNamespace: the plan's Role and RoleBinding are copied into each other target.
+#[test]
+fn multi_namespace_copies_the_plans_roles_into_the_other_targets() {
+    let (_, impact) = upgrade_in(Some(vec!["a".into(), NS.into()]));
+    let created = refs(&impact.objects.created);
+    assert!(created.iter().any(|c| c.starts_with("Role a/op.v2-op-")));
+    assert!(
+        created
+            .iter()
+            .any(|c| c.starts_with("RoleBinding a/op.v2-op-"))
+    );
+    assert!(!created.iter().any(|c| c.starts_with("ClusterRole")));
+    let deleted = refs(&impact.objects.deleted);
+    assert!(deleted.iter().any(|d| d.starts_with("Role a/op.v1-op-")));
+    // Without a group nothing is spread.
+    let (_, alone) = upgrade_in(None);
+    assert!(
+        !refs(&alone.objects.created)
+            .iter()
+            .any(|c| c.contains("a/"))
+    );
+}
+
+/// The OperatorCondition Role of each CSV grants its accounts get/patch/update on its
+/// condition: added for the new CSV, removed for the old, judged like any rule.
+#[test]
+fn the_operator_condition_role_comes_and_goes_with_its_csv() {
+    let (_, impact) = upgrade_in(None);
+    let condition = |side: &[crate::api::RuleChange], csv: &str| {
+        side.iter()
+            .find(|r| r.rule["resourceNames"] == json!([csv]))
+            .cloned()
+    };
+    let op = &impact.rbac[0];
+    assert_eq!(op.service_account, "ns/op");
+    let added = condition(&op.added, "op.v2").expect("the new condition rule");
+    assert_eq!(added.scope, "Namespace");
+    assert_eq!(
+        added.rule["resources"],
+        json!(["operatorconditions", "operatorconditions/status"])
+    );
+    assert_eq!(added.rule["verbs"], json!(["get", "patch", "update"]));
+    // Not an escalation: the account held the same right on the old CSV's condition.
+    assert!(!added.escalation);
+    assert!(condition(&op.removed, "op.v1").is_some());
+    // On a first install it is judged as any rule: nothing allowed it before.
+    let (mut found, _) = upgrade_in(None);
+    found.csvs[0].1 = None;
+    let first = decide::decide(&found);
+    let added = condition(&first.rbac[0].added, "op.v2").unwrap();
+    assert!(added.escalation);
+    let created = refs(&impact.objects.created);
+    assert!(created.contains(&"Role ns/op.v2".to_string()));
+    assert!(created.contains(&"RoleBinding ns/op.v2".to_string()));
+}
+
+/// An existing object counts as updated only when its content changes: fields the step
+/// sets that the live object holds otherwise (what the API server adds is no change); a
+/// Deployment when its CSV's spec of it or the CSV's annotations change; a CRD when the
+/// cluster does not hold its spec.
+#[test]
+fn updated_means_the_content_changes() {
+    let (mut found, impact) = upgrade_in(None);
+    // The same declared spec and annotations: the Deployment does not change.
+    assert!(
+        impact.objects.updated.is_empty(),
+        "{:?}",
+        impact.objects.updated
+    );
+    let mut new = found.csvs[0].0.clone();
+    new.metadata.annotations = Some([("createdAt".to_string(), "now".to_string())].into());
+    found.csvs[0].0 = new;
+    assert_eq!(
+        refs(&decide::decide(&found).objects.updated),
+        ["Deployment ns/op"]
+    );
+
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                      "metadata": {"name": "reader", "labels": {"a": "b"}},
+                      "rules": [rule(&[""], &["pods"], &["get"])]});
+    let config = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "cfg"}, "data": {"k": "v"}});
+    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "op"}});
+    let crd_step = object(
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        "w.example.com",
+    );
+    found.objects = vec![
+        role.clone(),
+        config.clone(),
+        account.clone(),
+        crd_step.clone(),
+    ];
+    found.csvs.clear();
+    found.existing = found
+        .objects
+        .iter()
+        .map(|o| decide::object_ref(o, NS))
+        .collect();
+    let live_role = json!({"metadata": {"name": "reader", "uid": "u"},
+                           "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"],
+                                      "resourceNames": []}]});
+    let live_account = json!({"metadata": {"name": "op"}, "secrets": [{"name": "t"}]});
+    found.live = [
+        (decide::object_ref(&role, NS), live_role),
+        (
+            decide::object_ref(&config, NS),
+            json!({"data": {"k": "old"}}),
+        ),
+        (decide::object_ref(&account, NS), live_account),
+    ]
+    .into();
+    found.crds = vec![CrdFound {
+        new: crd_step,
+        on_cluster: OnCluster::Unchanged,
+        listed: Vec::new(),
+    }];
+    let impact = decide::decide(&found);
+    assert_eq!(refs(&impact.objects.updated), ["ConfigMap ns/cfg"]);
+    assert!(impact.crds.is_empty());
+    // Not read (a first install's shared object): counted as updated.
+    found.live.clear();
+    let unread = refs(&decide::decide(&found).objects.updated);
+    assert_eq!(
+        unread,
+        [
+            "ClusterRole reader",
+            "ConfigMap ns/cfg",
+            "ServiceAccount ns/op"
+        ]
+    );
 }
