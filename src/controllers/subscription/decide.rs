@@ -36,40 +36,23 @@ pub struct Failure {
     pub message: String,
 }
 
-/// The CSVs the resolver sees as installed: copies, CSVs on their way out (Replacing,
-/// Deleting, or replaced by another CSV present) are left out, so an upgrade in flight counts
-/// as its newest CSV. The package comes from the properties annotation the InstallPlan
-/// writes, else from the Subscription that installed it; the source from that Subscription.
+/// The CSVs the resolver sees as installed: copies and CSVs on their way out ([`outgoing`])
+/// are left out, so an upgrade in flight counts as its newest CSV. The package comes from
+/// the properties annotation the InstallPlan writes, else from the Subscription that
+/// installed it; the source from that Subscription.
 pub fn installed_csvs(
     csvs: &[&ClusterServiceVersion],
     subs: &[&Subscription],
 ) -> Vec<InstalledCsv> {
-    let own: Vec<&ClusterServiceVersion> = csvs
+    let leaving = outgoing(csvs);
+    let own = csvs
         .iter()
         .copied()
-        .filter(|c| !c.labels().contains_key(LABEL_COPIED_FROM))
-        .collect();
-    let by_name: BTreeMap<String, &ClusterServiceVersion> =
-        own.iter().map(|c| (c.name_any(), *c)).collect();
-    // Named by another CSV's `replaces`, unless that is a rollback's stale history.
-    let replaced: BTreeSet<&str> = own
-        .iter()
-        .filter_map(|c| {
-            let name = c.spec.replaces.as_deref()?;
-            by_name
-                .get(name)
-                .is_none_or(|old| c.replaces_now(old))
-                .then_some(name)
-        })
-        .collect();
+        .filter(|c| !c.labels().contains_key(LABEL_COPIED_FROM));
     let mut out = Vec::new();
     for csv in own {
         let name = csv.name_any();
-        let leaving = matches!(
-            csv.status.as_ref().and_then(|s| s.phase),
-            Some(CsvPhase::Replacing | CsvPhase::Deleting)
-        );
-        if leaving || replaced.contains(name.as_str()) {
+        if leaving.contains(&name) {
             continue;
         }
         let (property_package, property_version) = package_property(csv);
@@ -105,6 +88,46 @@ pub fn installed_csvs(
         });
     }
     out
+}
+
+/// The CSVs on their way out: Replacing or Deleting, or replaced by another CSV present
+/// (unless that is a rollback's stale history).
+fn outgoing(csvs: &[&ClusterServiceVersion]) -> BTreeSet<String> {
+    let own: Vec<&ClusterServiceVersion> = csvs
+        .iter()
+        .copied()
+        .filter(|c| !c.labels().contains_key(LABEL_COPIED_FROM))
+        .collect();
+    let by_name: BTreeMap<String, &ClusterServiceVersion> =
+        own.iter().map(|c| (c.name_any(), *c)).collect();
+    let replaced = own.iter().filter_map(|c| {
+        let name = c.spec.replaces.as_deref()?;
+        by_name
+            .get(name)
+            .is_none_or(|old| c.replaces_now(old))
+            .then(|| name.to_string())
+    });
+    let leaving = own
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.status.as_ref().and_then(|s| s.phase),
+                Some(CsvPhase::Replacing | CsvPhase::Deleting)
+            )
+        })
+        .map(|c| c.name_any());
+    replaced.chain(leaving).collect()
+}
+
+/// The names of the CSVs a status may call installed: not being deleted and not on their
+/// way out, even when a rollback names one of those again.
+pub fn staying_csvs(csvs: &[&ClusterServiceVersion]) -> BTreeSet<String> {
+    let leaving = outgoing(csvs);
+    csvs.iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .map(|c| c.name_any())
+        .filter(|n| !leaving.contains(n))
+        .collect()
 }
 
 /// `olm.gvk` of each API the CSV's spec owns: a CRD (`plural.group` name) and an API

@@ -30,7 +30,7 @@ mod windows;
 
 pub use context::{CONTROLLER, FIELD_MANAGER, MAX_PLANS_PER_NAMESPACE, SubscriptionContext};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -42,7 +42,7 @@ use super::kit::{self, KitState, Reconciler};
 use crate::api::{ClusterServiceVersion, InstallPlan, Subscription};
 use crate::controllers::kit::Shutdown;
 use context::{Error, now};
-use decide::{Round, installed_csvs};
+use decide::{Round, installed_csvs, staying_csvs};
 use triggers::{for_catalog, namespace_of, snapshot_changes, subscriptions_in};
 
 impl Reconciler for SubscriptionContext {
@@ -128,7 +128,7 @@ async fn sync_namespace(
     let plan_of = plans::ensure_plans(namespace, &resolution, &subs, &mut plans, ctx).await?;
 
     // Decide every status (pure), then write what changed and prune old plans.
-    let csv_names: BTreeSet<String> = gathered.csvs.iter().map(ResourceExt::name_any).collect();
+    let csv_names = staying_csvs(&csv_refs);
     let round = Round {
         resolution: &resolution,
         installed_by_package: &installed_by_package,

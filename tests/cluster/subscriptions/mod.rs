@@ -202,6 +202,14 @@ impl Setup {
         .await
     }
 
+    async fn csv_gone(&self, csv: &str) {
+        eventually(&format!("CSV {csv} gone"), WAIT, || async {
+            let found = self.ns.get_opt::<ClusterServiceVersion>(csv).await;
+            found.is_none().then_some(())
+        })
+        .await;
+    }
+
     async fn csv_succeeded(&self, csv: &str) {
         eventually(
             &format!("CSV {csv} Succeeded"),
@@ -217,6 +225,41 @@ impl Setup {
 
 fn apply(yaml: &str) {
     kubectl(&["apply", "-f", "-"], Some(yaml)).ok();
+}
+
+/// An `At` a test made that other tests' schemas would refuse: deleted when the test ends,
+/// pass or panic, before its `Setup` releases the CRDs lock (declare it after the Setup).
+/// A namespace being deleted keeps its objects for a while, and the other tests of the
+/// `at` CRD list every `At` of the cluster against the schemas they install.
+struct AtGuard {
+    namespace: String,
+    name: String,
+}
+
+impl AtGuard {
+    fn apply(namespace: &str, name: &str, spec: &str) -> AtGuard {
+        apply(&format!(
+            "apiVersion: cnat.d2iq.com/v1alpha1\nkind: At\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n{spec}"
+        ));
+        AtGuard {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl Drop for AtGuard {
+    fn drop(&mut self) {
+        let args = [
+            "delete",
+            "at",
+            &self.name,
+            "-n",
+            &self.namespace,
+            "--wait=true",
+        ];
+        kubectl(&args, None).ok();
+    }
 }
 
 fn subscription_yaml(

@@ -8,8 +8,8 @@ use std::process::Command;
 use olm::api::{ClusterServiceVersion, CsvPhase, InstallPlanPhase};
 use serde_json::json;
 
-use super::{Setup, apply, catalog_edited, our_catalog};
-use crate::harness::{CsvReads, SubscriptionReads, eventually, kubeconfig_path, kubectl, olm_bin};
+use super::{AtGuard, Setup, catalog_edited, our_catalog};
+use crate::harness::{CsvReads, SubscriptionReads, eventually, kubeconfig_path, olm_bin};
 
 /// `olm rollback NAMESPACE/SUBSCRIPTION`, as a person runs it: (success, stdout + stderr).
 fn olm_rollback(namespace: &str, sub: &str) -> (bool, String) {
@@ -116,11 +116,14 @@ async fn a_rollback_the_older_schema_cannot_read_is_refused_and_changes_nothing(
     s.operator_group("");
     s.subscribe("at", "at", "  startingCSV: at.v0.1.0\n");
     s.installed("at", "at.v0.2.0").await;
+    // A rollback long after the upgrade: the replaced CSV is gone.
+    s.csv_gone("at.v0.1.0").await;
     // An object 0.2.0 accepts and 0.1.0's schema refuses.
-    apply(&format!(
-        "apiVersion: cnat.d2iq.com/v1alpha1\nkind: At\nmetadata:\n  name: no-command\n  namespace: {}\nspec:\n  schedule: \"2030-01-01T00:00:00Z\"\n",
-        s.name()
-    ));
+    let _at = AtGuard::apply(
+        s.name(),
+        "no-command",
+        "  schedule: \"2030-01-01T00:00:00Z\"\n",
+    );
 
     let (ok, said) = olm_rollback(s.name(), "at");
     assert!(!ok, "{said}");
@@ -142,13 +145,6 @@ async fn a_rollback_the_older_schema_cannot_read_is_refused_and_changes_nothing(
             .is_none(),
         "nothing of the older version was created"
     );
-    // Gone before the CRDs lock is released: other tests check every At against the
-    // schemas they install, and this one fails the stricter one on purpose.
-    kubectl(
-        &["delete", "at", "no-command", "-n", s.name(), "--wait=true"],
-        None,
-    )
-    .ok();
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 use olm::api::{InstallPlan, InstallPlanPhase};
 use serde_json::Value;
 
-use super::{Setup, apply, catalog_edited, catalog_subset, our_catalog};
+use super::{AtGuard, Setup, catalog_edited, catalog_subset, our_catalog};
 use crate::harness::{SubscriptionReads, crd, kubectl, repo_root};
 
 #[tokio::test]
@@ -110,10 +110,7 @@ async fn crd_upgrades_that_lose_data_are_refused() {
     s.operator_group("");
     s.subscribe("at", "at", "");
     s.installed("at", "at.v0.1.0").await;
-    apply(&format!(
-        "apiVersion: cnat.d2iq.com/v1alpha1\nkind: At\nmetadata:\n  name: a1\n  namespace: {}\nspec:\n  schedule: \"2030-01-01T00:00:00Z\"\n",
-        s.name()
-    ));
+    let _a1 = AtGuard::apply(s.name(), "a1", "  schedule: \"2030-01-01T00:00:00Z\"\n");
 
     // The next version's schema requires a field the existing object lacks.
     let stricter = catalog_edited("crd-strict", |bundle, objects| {
@@ -152,7 +149,4 @@ async fn crd_upgrades_that_lose_data_are_refused() {
         "{:#?}",
         properties["spec"]
     );
-    // Gone before the CRDs lock is released: a namespace being deleted can keep its
-    // objects for a while, and other tests install stricter schemas of this CRD.
-    kubectl(&["delete", "at", "a1", "-n", s.name(), "--wait=true"], None).ok();
 }

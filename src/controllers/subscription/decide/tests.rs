@@ -495,6 +495,72 @@ fn status_follows_the_plan_then_the_csv_and_is_stable() {
     assert_eq!(again, done);
 }
 
+/// A rollback names the CSV the installed one replaced while that one is still on its way
+/// out (still Succeeded beside its successor, Replacing, or being deleted): the status
+/// keeps calling the live CSV installed, never the leaving one.
+#[test]
+fn a_rollback_to_a_csv_still_leaving_does_not_call_it_installed() {
+    let succeeded = |mut c: ClusterServiceVersion, phase| {
+        c.status = Some(crate::api::ClusterServiceVersionStatus {
+            phase: Some(phase),
+            ..Default::default()
+        });
+        c
+    };
+    let old = succeeded(csv("at.v0.1.0", None, json!({})), CsvPhase::Succeeded);
+    let new = succeeded(
+        csv("at.v0.2.0", Some("at.v0.1.0"), json!({})),
+        CsvPhase::Succeeded,
+    );
+    let replacing = succeeded(csv("rw.v1", None, json!({})), CsvPhase::Replacing);
+    let deleted = csv(
+        "pt.v1",
+        None,
+        json!({"deletionTimestamp": "2026-11-28T10:00:00Z", "finalizers": ["x"]}),
+    );
+    let staying = staying_csvs(&[&old, &new, &replacing, &deleted]);
+    assert_eq!(staying, BTreeSet::from(["at.v0.2.0".to_string()]));
+
+    let mut s = sub(
+        "at",
+        "at",
+        json!({"upgradePolicy": {"rollbackTo": "0.1.0"}}),
+    );
+    s.status = Some(SubscriptionStatus {
+        current_csv: Some("at.v0.2.0".into()),
+        installed_csv: Some("at.v0.2.0".into()),
+        ..SubscriptionStatus::default()
+    });
+    let back = Outcome::Upgrade {
+        from: "at.v0.2.0".into(),
+        to: "at.v0.1.0".into(),
+    };
+    let p = plan(
+        "rollback",
+        &["at.v0.1.0"],
+        2,
+        InstallPlanPhase::RequiresApproval,
+    );
+    let status = desired_status(
+        &s,
+        &StatusInput {
+            failure: None,
+            outcome: Some(&back),
+            plan: Some(&p),
+            plan_missing: false,
+            installed_of_package: Some("at.v0.2.0"),
+            csvs: &staying,
+            catalogs: &[],
+            held: None,
+            now: time(100),
+        },
+    );
+    assert_eq!(status.current_csv.as_deref(), Some("at.v0.1.0"));
+    assert_eq!(status.installed_csv.as_deref(), Some("at.v0.2.0"));
+    assert_eq!(status.replaced_csv, None, "nothing was replaced yet");
+    assert_eq!(status.state, Some(SubscriptionState::UpgradePending));
+}
+
 /// The race of issue 30: a plan completes and the same round resolves the next hop, so
 /// `currentCSV` moves on before the installed CSV was ever recorded. `installedCSV` names the
 /// CSV that is there, never nothing.
