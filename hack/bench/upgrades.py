@@ -688,6 +688,7 @@ TOY_CASES = [
     ("storage", "adds v2 as the storage version (v1 still served)", "v2 mode=fast", "refused"),
     ("enum", "widens the enum of spec.mode with turbo", "v1 mode=turbo", "refused"),
     ("field", "adds an optional spec.extra", "v1 mode=fast, no extra", "accepted"),
+    ("pruned", "adds an optional spec.extra", "v1 mode=fast, extra=kept", "refused"),
 ]
 
 
@@ -696,7 +697,7 @@ def toy_crd(case, version):
     props = {"mode": {"type": "string", "enum": ["fast", "slow"]}, "size": {"type": "integer"}}
     if version == "2.0.0" and case == "enum":
         props["mode"] = {"type": "string", "enum": ["fast", "slow", "turbo"]}
-    if version == "2.0.0" and case == "field":
+    if version == "2.0.0" and case in ("field", "pruned"):
         props["extra"] = {"type": "string"}
     schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "properties": props}}}}
     versions = [{"name": "v1", "served": True, "storage": True, "schema": schema}]
@@ -1133,6 +1134,8 @@ class Bench:
                 time.sleep(0.5)
             version = "v2" if case == "storage" else "v1"
             spec = {"mode": "turbo" if case == "enum" else "fast", "size": 3}
+            if case == "pruned":
+                spec["extra"] = "kept"  # 1.0.0's schema does not know it: the server would drop it
             self.create(*({"apiVersion": f"{group}/{version}", "kind": "Widget",
                            "metadata": {"name": f"w{n}", "namespace": ns}, "spec": spec} for n in (1, 2)))
             crd_before = self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}")

@@ -103,6 +103,11 @@ pub struct CrdImpact {
     /// ten (checked in each version served before and after whose schema changes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub objects_failing: Vec<String>,
+    /// Existing objects holding fields the new schema does not know, which the API server
+    /// would drop (on reads too), `namespace/name: version: .path, …`, at most ten: what a
+    /// rollback to an older schema would lose. Status fields are not counted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects_pruned: Vec<String>,
 }
 
 /// One container's image before and after.

@@ -151,6 +151,11 @@ fn crd_lines(impact: &PlanImpact) -> Vec<String> {
             lines.push(format!("  {what}: {}", versions.join(", ")));
         }
         lines.extend(crd.objects_failing.iter().map(|o| format!("  refuses {o}")));
+        lines.extend(
+            crd.objects_pruned
+                .iter()
+                .map(|o| format!("  would drop {o}")),
+        );
     }
     lines
 }

@@ -61,15 +61,19 @@ pub fn refused(schema: &Value, objects: &[Value], limit: usize) -> Vec<(String, 
         if problems.is_empty() {
             continue;
         }
-        let meta = &object["metadata"];
-        let name = meta["name"].as_str().unwrap_or_default();
-        let name = match meta["namespace"].as_str() {
-            Some(ns) => format!("{ns}/{name}"),
-            None => name.to_string(),
-        };
-        out.push((name, problems));
+        out.push((object_name(object), problems));
     }
     out
+}
+
+/// `namespace/name` of a custom resource, or the name of a cluster-scoped one.
+pub fn object_name(object: &Value) -> String {
+    let meta = &object["metadata"];
+    let name = meta["name"].as_str().unwrap_or_default();
+    match meta["namespace"].as_str() {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
 }
 
 /// The served versions of a CRD with their schemas.
@@ -217,6 +221,50 @@ fn validate_object(
     }
 }
 
+/// The fields of `value` that `schema` does not know and the API server would prune, as
+/// paths (at most 10): a rollback to such a schema loses them, since the server prunes
+/// what it reads from storage too. Fields under `x-kubernetes-preserve-unknown-fields`,
+/// an embedded resource's apiVersion, kind and metadata, and the top level's, are kept;
+/// the top level's `status` is not checked (its operator writes it again).
+pub fn pruned(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>) {
+    if !schema.is_object() || out.len() >= 10 {
+        return;
+    }
+    if let Some(items) = value.as_array()
+        && schema["items"].is_object()
+    {
+        for (i, item) in items.iter().enumerate() {
+            pruned(&schema["items"], item, &format!("{path}[{i}]"), out);
+        }
+    }
+    let Some(map) = value.as_object() else {
+        return;
+    };
+    let keep_unknown = schema["x-kubernetes-preserve-unknown-fields"] == true;
+    let embedded = schema["x-kubernetes-embedded-resource"] == true;
+    let top = path.is_empty();
+    for (key, child) in map {
+        let envelope = matches!(key.as_str(), "apiVersion" | "kind" | "metadata");
+        if (envelope && (top || embedded)) || (top && key == "status") {
+            continue;
+        }
+        let child_path = format!("{path}.{key}");
+        match (
+            schema["properties"].get(key),
+            &schema["additionalProperties"],
+        ) {
+            (Some(child_schema), _) => pruned(child_schema, child, &child_path, out),
+            (None, extra) if extra.is_object() => pruned(extra, child, &child_path, out),
+            (None, extra) if keep_unknown || extra == &Value::Bool(true) => {}
+            (None, _) => {
+                if out.len() < 10 {
+                    out.push(child_path);
+                }
+            }
+        }
+    }
+}
+
 /// An array's length bounds, then each item against `items`.
 fn validate_items(schema: &Value, items: &[Value], path: &str, problems: &mut Vec<String>) {
     if schema["minItems"]
@@ -259,6 +307,34 @@ mod tests {
         );
         let keep = json!({"metadata": {"name": "t"}, "spec": {"versions": [{"name": "v1"}, {"name": "v1alpha1"}]}});
         assert!(check_stored_versions(&existing, &keep).is_ok());
+    }
+
+    #[test]
+    fn fields_an_older_schema_does_not_know_are_pruned() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "spec": {"type": "object", "properties": {
+                    "mode": {"type": "string"},
+                    "items": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}}},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                                 "properties": {"spec": {"type": "object"}}},
+                }},
+            }
+        });
+        let value = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"},
+            "spec": {"mode": "fast", "extra": "lost", "items": [{"a": "x", "b": "y"}],
+                     "labels": {"any": "kept"}, "free": {"anything": {"deep": 1}},
+                     "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {"c": 1}}},
+            "status": {"ready": true}});
+        let mut out = Vec::new();
+        pruned(&schema, &value, "", &mut out);
+        assert_eq!(
+            out,
+            [".spec.extra", ".spec.items[0].b", ".spec.template.spec.c"]
+        );
     }
 
     #[test]

@@ -103,6 +103,7 @@ pub fn impact(found: &CrdFound) -> Option<CrdImpact> {
         stored_versions_unserved: crd_upgrade::stored_versions_unserved(existing, &found.new),
         schema_changed: !versions_to_check(existing, &found.new).is_empty(),
         objects_failing: failing(found),
+        objects_pruned: losing(found),
     };
     let changes = CrdImpact {
         name: impact.name.clone(),
@@ -138,7 +139,34 @@ fn failing(found: &CrdFound) -> Vec<String> {
     out
 }
 
-/// Why the CRD change must not run: each stored version left unserved, each failing object.
+/// The listed objects holding fields the new schema of their version does not know,
+/// `namespace/name: version: .path, …`.
+fn losing(found: &CrdFound) -> Vec<String> {
+    let schemas: BTreeMap<String, Value> = crd_upgrade::served_schemas(&found.new)
+        .into_iter()
+        .collect();
+    let mut out = Vec::new();
+    for (version, objects) in &found.listed {
+        let Some(schema) = schemas.get(version).filter(|s| !s.is_null()) else {
+            continue;
+        };
+        for object in objects {
+            if out.len() >= FAILING_LISTED {
+                return out;
+            }
+            let mut fields = Vec::new();
+            crd_upgrade::pruned(schema, object, "", &mut fields);
+            if !fields.is_empty() {
+                let name = crd_upgrade::object_name(object);
+                out.push(format!("{name}: {version}: {}", fields.join(", ")));
+            }
+        }
+    }
+    out
+}
+
+/// Why the CRD change must not run: each stored version left unserved, each failing
+/// object, each object that would lose fields.
 pub fn blockers(crd: &CrdImpact) -> Vec<String> {
     let name = &crd.name;
     let stored = crd.stored_versions_unserved.iter().map(|v| {
@@ -147,5 +175,10 @@ pub fn blockers(crd: &CrdImpact) -> Vec<String> {
     let failing = crd.objects_failing.iter().map(|object| {
         format!("CustomResourceDefinition {name}: the new schema refuses existing {object}")
     });
-    stored.chain(failing).collect()
+    let losing = crd.objects_pruned.iter().map(|object| {
+        format!(
+            "CustomResourceDefinition {name}: the new schema does not know fields of existing {object}, which would be dropped"
+        )
+    });
+    stored.chain(failing).chain(losing).collect()
 }

@@ -194,6 +194,37 @@ fn version(name: &str, served: bool, schema: Value) -> Value {
            "schema": {"openAPIV3Schema": schema}})
 }
 
+/// A rollback to a schema that does not know a field existing objects hold: the API
+/// server would drop it, so it is a blocker, named with the object and the field.
+#[test]
+fn fields_the_older_schema_would_drop_block_it() {
+    let older = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"mode": {"type": "string"}}}}});
+    let mut newer = older.clone();
+    newer["properties"]["spec"]["properties"]["extra"] = json!({"type": "string"});
+    let existing = crd(json!([version("v1", true, newer)]), &["v1"]);
+    let new = crd(json!([version("v1", true, older)]), &[]);
+    let objects = vec![
+        json!({"metadata": {"name": "plain", "namespace": NS}, "spec": {"mode": "fast"},
+               "status": {"phase": "Ready"}}),
+        json!({"metadata": {"name": "rich", "namespace": NS}, "spec": {"mode": "fast", "extra": "x"}}),
+    ];
+    let found = CrdFound {
+        new,
+        on_cluster: OnCluster::Found(existing),
+        listed: vec![("v1".into(), objects)],
+    };
+    let impact = crds::impact(&found).unwrap();
+    assert!(impact.objects_failing.is_empty(), "{impact:?}");
+    assert_eq!(impact.objects_pruned, ["ns/rich: v1: .spec.extra"]);
+    assert_eq!(
+        crds::blockers(&impact),
+        [
+            "CustomResourceDefinition apps.example.com: the new schema does not know fields of existing ns/rich: v1: .spec.extra, which would be dropped"
+        ]
+    );
+}
+
 /// Versions added, unserved and removed; stored versions the new CRD does not serve;
 /// schema changes; and existing objects the new schema refuses, each a blocker.
 #[test]
