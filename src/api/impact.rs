@@ -42,11 +42,20 @@ pub struct PlanImpact {
 }
 
 impl PlanImpact {
-    /// Whether any account gains a rule its RBAC did not already allow.
+    /// Whether any account gains a rule its RBAC did not already allow, beyond the
+    /// renewal of its OperatorCondition grant.
     pub fn escalates(&self) -> bool {
+        self.escalations() > 0
+    }
+
+    /// How many added rules are escalations, renewals of the OperatorCondition grant
+    /// left out.
+    pub fn escalations(&self) -> usize {
         self.rbac
             .iter()
-            .any(|a| a.added.iter().any(|r| r.escalation))
+            .flat_map(|a| &a.added)
+            .filter(|r| r.escalation && !r.renewed)
+            .count()
     }
 }
 
@@ -74,6 +83,11 @@ pub struct RuleChange {
     /// True when the account's RBAC did not allow this rule before the plan.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub escalation: bool,
+    /// True for OLM's grant on the new CSV's own OperatorCondition where the account had
+    /// the same on the replaced CSV's: a new rule (the name changes with the CSV), not a
+    /// new power, so it holds nothing under `holdNewPermissions`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub renewed: bool,
 }
 
 /// How one CRD changes.

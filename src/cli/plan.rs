@@ -120,14 +120,15 @@ fn section(out: &mut String, title: &str, lines: &[String]) {
     }
 }
 
-/// `Scope {rule}`, the rule as upstream prints it, and `ESCALATION` when it is one.
+/// `Scope {rule}`, the rule as upstream prints it, and `ESCALATION` when it is one (or
+/// `renewed` for the OperatorCondition grant that follows the CSV's name).
 fn rule_line(change: &RuleChange) -> String {
     let rule = serde_json::from_value::<PolicyRule>(change.rule.clone())
         .map_or_else(|_| change.rule.to_string(), |r| describe(&r));
-    let escalation = if change.escalation {
-        "  ESCALATION"
-    } else {
-        ""
+    let escalation = match (change.escalation, change.renewed) {
+        (_, true) => "  (renewed: the replaced CSV's OperatorCondition grant)",
+        (true, false) => "  ESCALATION",
+        (false, false) => "",
     };
     format!("{} {rule}{escalation}", change.scope)
 }
@@ -184,11 +185,13 @@ mod tests {
                     scope: "Namespace".into(),
                     rule: json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]}),
                     escalation: true,
+                    renewed: false,
                 }],
                 removed: vec![RuleChange {
                     scope: "Cluster".into(),
                     rule: json!({"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}),
                     escalation: false,
+                    renewed: false,
                 }],
             }],
             crds: vec![CrdImpact {

@@ -140,7 +140,7 @@ async fn an_upgrade_plan_previews_its_rbac_images_and_what_goes() {
     succeeded(&ns, "reverse-words.v0.2.0").await;
 
     // 0.2.0 → 0.4.0: the same rules (the only RBAC change is the OperatorCondition grant
-    // OLM makes for each CSV, moved to the new CSV's condition: no escalation), a new
+    // OLM makes for each CSV, moved to the new CSV's condition: renewed), a new
     // image; the old CSV goes with the Role and RoleBinding its plan made and those of its
     // condition (all named after it); the Deployment is updated, the ServiceAccount, whose
     // content the plan does not change (labels and owners only), is not.
@@ -153,6 +153,8 @@ async fn an_upgrade_plan_previews_its_rbac_images_and_what_goes() {
     });
     assert!(condition_only, "{:#?}", impact.rbac);
     assert!(!impact.escalates());
+    let renewed = impact.rbac.iter().flat_map(|a| &a.added);
+    assert!(renewed.clone().count() > 0 && renewed.clone().all(|r| r.escalation && r.renewed));
     assert_eq!(impact.images.len(), 1, "{:#?}", impact.images);
     let image = &impact.images[0];
     assert_eq!(
@@ -215,7 +217,7 @@ async fn an_upgrade_plan_previews_its_rbac_images_and_what_goes() {
     let escalations: Vec<&serde_json::Value> = account
         .added
         .iter()
-        .filter(|r| r.escalation)
+        .filter(|r| r.escalation && !r.renewed)
         .map(|r| &r.rule)
         .collect();
     assert_eq!(escalations.len(), 1, "{escalations:#?}");

@@ -310,12 +310,7 @@ pub fn verdict(
                 });
             }
             Some(impact) if impact.escalates() => {
-                let rules = impact
-                    .rbac
-                    .iter()
-                    .flat_map(|a| &a.added)
-                    .filter(|r| r.escalation)
-                    .count();
+                let rules = impact.escalations();
                 return Verdict::Hold(Hold::NewPermissions { rules });
             }
             Some(_) => {}

@@ -195,7 +195,7 @@ async fn new_permissions_hold_an_automatic_upgrade_until_a_person_approves() {
     let escalations: Vec<_> = impact
         .rbac
         .iter()
-        .flat_map(|a| a.added.iter().filter(|r| r.escalation))
+        .flat_map(|a| a.added.iter().filter(|r| r.escalation && !r.renewed))
         .collect();
     assert_eq!(escalations.len(), 1, "{impact:?}");
     assert_eq!(escalations[0].rule["resources"], json!(["secrets"]));

@@ -207,12 +207,7 @@ pub fn summary(impact: &PlanImpact) -> String {
             _ => format!("BLOCKED: {first} (and {more} more)"),
         });
     }
-    let escalations = impact
-        .rbac
-        .iter()
-        .flat_map(|a| &a.added)
-        .filter(|r| r.escalation)
-        .count();
+    let escalations = impact.escalations();
     if escalations > 0 {
         parts.push(counted(escalations, "escalation"));
     }

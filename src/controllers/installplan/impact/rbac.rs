@@ -47,7 +47,7 @@ type Declared = BTreeMap<String, BTreeMap<(&'static str, String), (PolicyRule, b
 /// what the CSV controller grants besides for each side (`made`: the OperatorCondition
 /// Role, lifted ClusterRoles); an added rule is an escalation when `rbac` does not already
 /// allow it to the account (namespaced rules judged in `namespace`, cluster rules
-/// cluster-wide). The OperatorCondition grant of the new CSV is no escalation where the
+/// cluster-wide). The OperatorCondition grant of the new CSV is marked renewed where the
 /// account had the old CSV's: the same right, on the successor's condition, which OLM
 /// grants every CSV (else every upgrade would hold under `holdNewPermissions`).
 pub fn changes(
@@ -80,8 +80,9 @@ pub fn changes(
                 } else {
                     &namespaced
                 };
-                let renewed = *own && had_condition;
-                change(scope, rule, !renewed && !grants.allows(rule))
+                let mut added = change(scope, rule, !grants.allows(rule));
+                added.renewed = *own && had_condition;
+                added
             })
             .collect();
         let removed: Vec<RuleChange> = before
@@ -105,6 +106,7 @@ fn change(scope: &str, rule: &PolicyRule, escalation: bool) -> RuleChange {
         scope: scope.to_string(),
         rule: serde_json::to_value(rule).unwrap_or_default(),
         escalation,
+        renewed: false,
     }
 }
 

@@ -697,15 +697,21 @@ fn the_operator_condition_role_comes_and_goes_with_its_csv() {
         json!(["operatorconditions", "operatorconditions/status"])
     );
     assert_eq!(added.rule["verbs"], json!(["get", "patch", "update"]));
-    // Not an escalation: the account held the same right on the old CSV's condition.
-    assert!(!added.escalation);
+    // A rule the account did not have, but renewed: it held the same right on the old
+    // CSV's condition, so it counts as no new power.
+    assert!(added.escalation && added.renewed);
+    let marked = impact.rbac.iter().flat_map(|a| &a.added);
+    assert_eq!(
+        impact.escalations(),
+        marked.filter(|r| r.escalation).count() - 1
+    );
     assert!(condition(&op.removed, "op.v1").is_some());
     // On a first install it is judged as any rule: nothing allowed it before.
     let (mut found, _) = upgrade_in(None);
     found.csvs[0].1 = None;
     let first = decide::decide(&found);
     let added = condition(&first.rbac[0].added, "op.v2").unwrap();
-    assert!(added.escalation);
+    assert!(added.escalation && !added.renewed);
     let created = refs(&impact.objects.created);
     assert!(created.contains(&"Role ns/op.v2".to_string()));
     assert!(created.contains(&"RoleBinding ns/op.v2".to_string()));

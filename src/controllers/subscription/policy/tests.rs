@@ -44,6 +44,7 @@ fn escalating() -> PlanImpact {
                 scope: "Namespace".into(),
                 rule: serde_json::json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]}),
                 escalation: true,
+                renewed: false,
             }],
             removed: Vec::new(),
         }],
