@@ -38,11 +38,6 @@ impl Owner {
     }
 }
 
-/// One object to apply: its kind, namespace (None: cluster-scoped), name and body.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Planned {
-    pub kind: &'static str,
-    pub namespace: Option<String>,
-    pub name: String,
-    pub body: Value,
-}
+/// One object to apply: its kind, namespace (None: cluster-scoped), name and body; the
+/// same shape the preview predicts them in.
+pub use crate::controllers::plan::serving::Made as Planned;

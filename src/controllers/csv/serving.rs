@@ -17,9 +17,10 @@ use super::certs::{self, CA_KEY, CERT_KEY, Material, PRIVATE_KEY_KEY};
 use super::mount::Mount;
 use super::owned::Owner;
 use super::owned::Planned;
-use super::webhooks::{self, DESCRIPTION_HASH_LABEL};
+use super::webhooks;
 use crate::api::{ClusterServiceVersion, OperatorGroup};
 use crate::cluster::ownership::{operator_group_namespace_label, owner_selector};
+use crate::controllers::plan::serving::{self as plan, DESCRIPTION_HASH_LABEL};
 
 /// One Deployment that serves webhooks, and its certificate this round.
 #[derive(Clone, Debug)]
@@ -71,7 +72,7 @@ impl Serving {
             .iter()
             .map(|d| {
                 let mount = Mount {
-                    secret: webhooks::secret_name(&d.name),
+                    secret: plan::secret_name(&d.name),
                     ca_hash: d.material.ca_hash(),
                 };
                 (d.name.clone(), mount)
@@ -94,20 +95,9 @@ impl Serving {
         owner: &Owner,
         group: Option<&OperatorGroup>,
     ) -> ServingPlan {
-        let strategy = csv.spec.install.spec.as_ref();
         let mut before = Vec::new();
         for served in &self.deployments {
-            let spec = strategy
-                .and_then(|s| s.deployments.iter().find(|d| d.name == served.name))
-                .map(|d| &d.spec);
-            let selector = spec
-                .map(|s| s["selector"]["matchLabels"].clone())
-                .filter(Value::is_object)
-                .unwrap_or_else(|| json!({}));
-            let account = spec
-                .and_then(|s| s["template"]["spec"]["serviceAccountName"].as_str())
-                .filter(|a| !a.is_empty())
-                .unwrap_or("default");
+            let (selector, account) = plan::pods(csv, &served.name);
             before.extend(webhooks::serving_objects(
                 owner,
                 &served.name,
@@ -124,7 +114,7 @@ impl Serving {
         ServingPlan {
             before,
             after,
-            conversions: webhooks::conversions(csv, &owner.namespace, &ca_of),
+            conversions: plan::conversions(csv, &owner.namespace, &ca_of),
         }
     }
 }
@@ -160,7 +150,7 @@ pub async fn gather(
     validity: Duration,
     now: Timestamp,
 ) -> Result<Serving, kube::Error> {
-    if !webhooks::serves_anything(csv) {
+    if !plan::serves_anything(csv) {
         return Ok(Serving::default());
     }
     if let Some(problem) = webhooks::problem(csv) {
@@ -172,9 +162,9 @@ pub async fn gather(
     let owner_conflict = api_service_conflict(client, csv, namespace).await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut deployments = Vec::new();
-    for (name, ports) in webhooks::served(csv) {
+    for (name, ports) in plan::served(csv) {
         let hosts = webhooks::hosts(&name, namespace);
-        let secret = secrets.get_opt(&webhooks::secret_name(&name)).await?;
+        let secret = secrets.get_opt(&plan::secret_name(&name)).await?;
         let text = |key: &str| {
             secret
                 .as_ref()
@@ -226,8 +216,8 @@ async fn api_service_conflict(
     use crate::cluster::ownership::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
     let api_services: Api<APIService> = Api::all(client.clone());
     let name = csv.metadata.name.as_deref().unwrap_or_default();
-    for description in webhooks::owned_api_services(csv) {
-        let service = webhooks::api_service_name(description);
+    for description in plan::owned_api_services(csv) {
+        let service = plan::api_service_name(description);
         let Some(existing) = api_services.get_opt(&service).await? else {
             continue;
         };

@@ -1,9 +1,10 @@
-//! A CSV's webhooks (`spec.webhookdefinitions`), planned (pure) as upstream makes them: per
-//! Deployment that serves any, a Service `<deployment>-service` on the declared ports, the
-//! serving certificate in the Secret `<deployment>-service-cert` mounted at both
-//! conventions' paths, RBAC to read it and to delegate authentication; then one
-//! Validating/MutatingWebhookConfiguration per admission webhook, limited to the
-//! OperatorGroup's namespaces, and each conversion webhook written into its CRDs.
+//! A CSV's webhooks (`spec.webhookdefinitions`), planned (pure) as upstream makes them:
+//! the objects named and shaped in `controllers::plan::serving` ([`plan`]), which the
+//! InstallPlan preview predicts from too (per Deployment that serves any, a Service, the
+//! serving certificate's Secret mounted at both conventions' paths, RBAC to read it and to
+//! delegate authentication; then one Validating/MutatingWebhookConfiguration per admission
+//! webhook, limited to the OperatorGroup's namespaces, and each conversion webhook written
+//! into its CRDs), stamped here with the CSV's owner and its certificate.
 //!
 //! Differences from upstream, on purpose: configurations get a stable name
 //! (`<generateName>-<hash of the namespace>`, applied server-side) instead of a random
@@ -18,76 +19,16 @@ use serde_json::{Value, json};
 use super::certs::{self, CA_HASH_ANNOTATION, CA_KEY, CERT_KEY, Material, PRIVATE_KEY_KEY};
 use super::owned::{Owner, Planned};
 use crate::api::{
-    ApiServiceDescription, ClusterServiceVersion, InstallModeType, WebhookAdmissionType,
-    WebhookDescription,
+    ClusterServiceVersion, InstallModeType, WebhookAdmissionType, WebhookDescription,
 };
-use crate::cluster::ownership::{hash_json, name_with_hash, short_hash};
-
-pub const GENERATE_NAME_LABEL: &str = "olm.webhook-description-generate-name";
-pub const DESCRIPTION_HASH_LABEL: &str = "olm.webhook-description-hash";
-
-const DEFAULT_PORT: i32 = 443;
-
-pub fn service_name(deployment: &str) -> String {
-    format!("{deployment}-service")
-}
-
-pub fn secret_name(deployment: &str) -> String {
-    format!("{deployment}-service-cert")
-}
-
-fn port_of(description: &WebhookDescription) -> i32 {
-    description
-        .container_port
-        .filter(|p| *p > 0)
-        .unwrap_or(DEFAULT_PORT)
-}
-
-/// The API services the CSV owns.
-pub fn owned_api_services(csv: &ClusterServiceVersion) -> &[ApiServiceDescription] {
-    csv.spec
-        .apiservicedefinitions
-        .as_ref()
-        .map_or(&[], |d| d.owned.as_slice())
-}
-
-/// `<version>.<group>`, the APIService's name.
-pub fn api_service_name(description: &ApiServiceDescription) -> String {
-    format!("{}.{}", description.version, description.group)
-}
-
-/// Whether the CSV serves anything that needs a serving certificate.
-pub fn serves_anything(csv: &ClusterServiceVersion) -> bool {
-    !csv.spec.webhookdefinitions.is_empty() || !owned_api_services(csv).is_empty()
-}
-
-/// The Deployments that serve webhooks or owned API services, each with its Service ports
-/// (port, targetPort), in the order the CSV first names them.
-pub fn served(csv: &ClusterServiceVersion) -> Vec<(String, Vec<(i32, Value)>)> {
-    let mut out: Vec<(String, Vec<(i32, Value)>)> = Vec::new();
-    let api_services = owned_api_services(csv).iter().filter_map(|d| {
-        let port = d.container_port.filter(|p| *p > 0).unwrap_or(DEFAULT_PORT);
-        Some((d.deployment_name.as_deref()?, port, json!(port)))
-    });
-    let webhooks = csv.spec.webhookdefinitions.iter().filter_map(|d| {
-        let port = port_of(d);
-        let target = d.target_port.clone().unwrap_or(json!(port));
-        Some((d.deployment_name.as_deref()?, port, target))
-    });
-    for (deployment, port, target) in api_services.chain(webhooks) {
-        let slot = match out.iter().position(|(name, _)| name == deployment) {
-            Some(i) => &mut out[i].1,
-            None => {
-                out.push((deployment.to_string(), Vec::new()));
-                &mut out.last_mut().expect("just pushed").1
-            }
-        };
-        if !slot.contains(&(port, target.clone())) {
-            slot.push((port, target));
-        }
-    }
-    out
-}
+use crate::cluster::ownership::short_hash;
+use crate::controllers::plan::serving::{
+    self as plan, AUTH_DELEGATOR_SUFFIX, AUTH_READER_SUFFIX, Stamp, base64_of,
+};
+// Named in plan::serving, read here by the rest of the CSV controller.
+pub use crate::controllers::plan::serving::{
+    conversions, owned_api_services, serves_anything, service_name,
+};
 
 /// Why the webhook definitions cannot be installed (the CSV fails with
 /// InvalidWebhookDescription), naming the webhook; None when they can.
@@ -186,9 +127,6 @@ fn supports_only_all_namespaces(csv: &ClusterServiceVersion) -> bool {
     })
 }
 
-const AUTH_DELEGATOR_SUFFIX: &str = "-system:auth-delegator";
-const AUTH_READER_SUFFIX: &str = "-auth-reader";
-
 /// The two bindings of a served Deployment that live outside its namespace (the
 /// ClusterRoleBinding to `system:auth-delegator`, the RoleBinding in `kube-system`) are
 /// named by upstream after the Service alone, so two namespaces' installs of one operator
@@ -225,8 +163,9 @@ pub fn unshare(
     }
 }
 
-/// The Service, Secret and RBAC of one served Deployment. `pod_selector` is the
-/// Deployment's `selector.matchLabels`; `account` the pods' ServiceAccount.
+/// The Secret, RBAC and Service of one served Deployment ([`plan::serving_objects`]),
+/// the Secret holding `material`. `pod_selector` is the Deployment's
+/// `selector.matchLabels`; `account` the pods' ServiceAccount.
 pub fn serving_objects(
     owner: &Owner,
     deployment: &str,
@@ -235,316 +174,67 @@ pub fn serving_objects(
     account: &str,
     material: &Material,
 ) -> Vec<Planned> {
-    let namespace = &owner.namespace;
-    let service = service_name(deployment);
-    let secret = secret_name(deployment);
-    let labels = owner.labels();
-    let metadata = |name: &str| {
-        json!({
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "ownerReferences": [owner.reference()],
-        })
-    };
-    let subject = json!([{"kind": "ServiceAccount", "name": account, "namespace": namespace}]);
-    let ports = service_ports(ports);
-    let mut secret_meta = metadata(&secret);
-    secret_meta["annotations"] = json!({ CA_HASH_ANNOTATION: material.ca_hash() });
-    vec![
-        Planned {
-            kind: "Secret",
-            namespace: Some(namespace.clone()),
-            name: secret.clone(),
-            body: json!({
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": secret_meta,
-                "type": "kubernetes.io/tls",
-                "data": {
-                    CERT_KEY: base64_of(&material.cert_pem),
-                    PRIVATE_KEY_KEY: base64_of(&material.key_pem),
-                    CA_KEY: base64_of(&material.ca_pem),
-                },
-            }),
-        },
-        Planned {
-            kind: "Role",
-            namespace: Some(namespace.clone()),
-            name: secret.clone(),
-            body: json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "Role",
-                "metadata": metadata(&secret),
-                "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [secret]}],
-            }),
-        },
-        Planned {
-            kind: "RoleBinding",
-            namespace: Some(namespace.clone()),
-            name: secret.clone(),
-            body: json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": metadata(&secret),
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": secret},
-                "subjects": subject,
-            }),
-        },
-    ]
-    .into_iter()
-    .chain(outside_bindings(&service, &labels, &subject))
-    .chain([Planned {
-            kind: "Service",
-            namespace: Some(namespace.clone()),
-            name: service.clone(),
-            body: json!({
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": metadata(&service),
-                "spec": {"selector": pod_selector, "ports": ports},
-            }),
-        }])
-    .collect()
-}
-
-/// The ports of a served Deployment's Service: two webhooks on one port with different
-/// targets need two port names.
-fn service_ports(ports: &[(i32, Value)]) -> Vec<Value> {
-    ports
-        .iter()
-        .map(|(port, target)| {
-            let name = match target {
-                Value::Number(n) if n.as_i64() == Some(i64::from(*port)) => port.to_string(),
-                Value::Number(n) => format!("{port}-{n}"),
-                Value::String(s) => format!("{port}-{s}"),
-                _ => port.to_string(),
-            };
-            json!({"name": name, "port": port, "targetPort": target})
+    let made = plan::serving_objects(
+        &owner.namespace,
+        deployment,
+        ports,
+        pod_selector,
+        account,
+        &stamp(owner),
+    );
+    made.into_iter()
+        .map(|mut made| {
+            if made.kind == "Secret" {
+                with_certificate(&mut made.body, material);
+            }
+            made
         })
         .collect()
 }
 
-/// The two bindings of a served Deployment's account outside its namespace: to
-/// `system:auth-delegator`, and to the authentication reader in `kube-system`.
-fn outside_bindings(
-    service: &str,
-    labels: &BTreeMap<String, String>,
-    subject: &Value,
-) -> [Planned; 2] {
-    [
-        Planned {
-            kind: "ClusterRoleBinding",
-            namespace: None,
-            name: format!("{service}{AUTH_DELEGATOR_SUFFIX}"),
-            body: json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": format!("{service}{AUTH_DELEGATOR_SUFFIX}"), "labels": labels},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"},
-                "subjects": subject,
-            }),
-        },
-        Planned {
-            kind: "RoleBinding",
-            namespace: Some("kube-system".into()),
-            name: format!("{service}{AUTH_READER_SUFFIX}"),
-            body: json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": {
-                    "name": format!("{service}{AUTH_READER_SUFFIX}"),
-                    "namespace": "kube-system",
-                    // The CSV's cleanup finds it by these (upstream's has none, and leaks).
-                    "labels": labels,
-                },
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "extension-apiserver-authentication-reader"},
-                "subjects": subject,
-            }),
-        },
-    ]
+/// The serving Secret's certificate, and the hash of its CA.
+fn with_certificate(secret: &mut Value, material: &Material) {
+    secret["metadata"]["annotations"] = json!({ CA_HASH_ANNOTATION: material.ca_hash() });
+    secret["data"] = json!({
+        CERT_KEY: base64_of(&material.cert_pem),
+        PRIVATE_KEY_KEY: base64_of(&material.key_pem),
+        CA_KEY: base64_of(&material.ca_pem),
+    });
 }
 
-/// The name of an admission webhook's configuration: stable per namespace, so an upgrade
-/// or a restart updates the same object.
-pub fn configuration_name(description: &WebhookDescription, namespace: &str) -> String {
-    name_with_hash(
-        &description.generate_name,
-        &short_hash(&[namespace.as_bytes()]),
-        253,
-    )
-}
-
-/// One Validating/MutatingWebhookConfiguration per admission webhook. `namespaces` is the
-/// OperatorGroup's namespace selector (None: every namespace); `ca_of` gives the CA PEM of
-/// a served Deployment.
+/// One Validating/MutatingWebhookConfiguration per admission webhook
+/// ([`plan::admission_configurations`]). `namespaces` is the OperatorGroup's namespace
+/// selector (None: every namespace); `ca_of` gives the CA PEM of a served Deployment.
 pub fn admission_configurations(
     csv: &ClusterServiceVersion,
     owner: &Owner,
     namespaces: Option<&Value>,
     ca_of: &BTreeMap<String, String>,
 ) -> Vec<Planned> {
-    let mut out = Vec::new();
-    for description in &csv.spec.webhookdefinitions {
-        let kind = match description.type_ {
-            WebhookAdmissionType::ValidatingAdmissionWebhook => "ValidatingWebhookConfiguration",
-            WebhookAdmissionType::MutatingAdmissionWebhook => "MutatingWebhookConfiguration",
-            WebhookAdmissionType::ConversionWebhook => continue,
-        };
-        let deployment = description.deployment_name.as_deref().unwrap_or_default();
-        let mut labels = owner.labels();
-        labels.insert(
-            GENERATE_NAME_LABEL.into(),
-            description.generate_name.clone(),
-        );
-        labels.insert(DESCRIPTION_HASH_LABEL.into(), description_hash(description));
-        let mut service = json!({
-            "namespace": owner.namespace,
-            "name": service_name(deployment),
-            "port": port_of(description),
-        });
-        if let Some(path) = &description.webhook_path {
-            service["path"] = json!(path);
-        }
-        let mut webhook = json!({
-            "name": description.generate_name,
-            "clientConfig": {
-                "service": service,
-                "caBundle": base64_of(ca_of.get(deployment).map_or("", String::as_str)),
-            },
-            "sideEffects": description.side_effects,
-            "admissionReviewVersions": description.admission_review_versions,
-        });
-        let optional = [
-            ("rules", description.rules.as_ref().map(|r| json!(r))),
-            (
-                "failurePolicy",
-                description.failure_policy.as_ref().map(|v| json!(v)),
-            ),
-            (
-                "matchPolicy",
-                description.match_policy.as_ref().map(|v| json!(v)),
-            ),
-            (
-                "objectSelector",
-                description.object_selector.as_ref().map(|v| json!(v)),
-            ),
-            (
-                "timeoutSeconds",
-                description.timeout_seconds.map(|v| json!(v)),
-            ),
-            ("namespaceSelector", namespaces.cloned()),
-        ];
-        for (key, value) in optional {
-            if let Some(value) = value {
-                webhook[key] = value;
-            }
-        }
-        if kind == "MutatingWebhookConfiguration"
-            && let Some(policy) = &description.reinvocation_policy
-        {
-            webhook["reinvocationPolicy"] = json!(policy);
-        }
-        let name = configuration_name(description, &owner.namespace);
-        out.push(Planned {
-            kind,
-            namespace: None,
-            name: name.clone(),
-            body: json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": kind,
-                "metadata": {"name": name, "labels": labels},
-                "webhooks": [webhook],
-            }),
-        });
-    }
-    out
+    plan::admission_configurations(
+        csv,
+        &owner.namespace,
+        &owner.labels(),
+        namespaces,
+        Some(ca_of),
+    )
 }
 
-/// One APIService per owned API service: served by its Deployment's Service, trusted
-/// through the CA (upstream's priorities).
+/// One APIService per owned API service ([`plan::api_services`]).
 pub fn api_services(
     csv: &ClusterServiceVersion,
     owner: &Owner,
     ca_of: &BTreeMap<String, String>,
 ) -> Vec<Planned> {
-    owned_api_services(csv)
-        .iter()
-        .map(|description| {
-            let deployment = description.deployment_name.as_deref().unwrap_or_default();
-            let name = api_service_name(description);
-            let port = description
-                .container_port
-                .filter(|p| *p > 0)
-                .unwrap_or(DEFAULT_PORT);
-            Planned {
-                kind: "APIService",
-                namespace: None,
-                name: name.clone(),
-                body: json!({
-                    "apiVersion": "apiregistration.k8s.io/v1",
-                    "kind": "APIService",
-                    "metadata": {"name": name, "labels": owner.labels()},
-                    "spec": {
-                        "group": description.group,
-                        "version": description.version,
-                        "groupPriorityMinimum": 2000,
-                        "versionPriority": 15,
-                        "service": {
-                            "namespace": owner.namespace,
-                            "name": service_name(deployment),
-                            "port": port,
-                        },
-                        "caBundle": base64_of(ca_of.get(deployment).map_or("", String::as_str)),
-                    },
-                }),
-            }
-        })
-        .collect()
+    plan::api_services(csv, &owner.namespace, &owner.labels(), Some(ca_of))
 }
 
-/// The hash label of a description: a changed description is a configuration to rewrite.
-pub fn description_hash(description: &WebhookDescription) -> String {
-    hash_json(description)
-}
-
-/// The `spec.conversion` each conversion webhook's CRDs get, by CRD name.
-pub fn conversions(
-    csv: &ClusterServiceVersion,
-    namespace: &str,
-    ca_of: &BTreeMap<String, String>,
-) -> Vec<(String, Value)> {
-    let mut out = Vec::new();
-    for description in &csv.spec.webhookdefinitions {
-        if description.type_ != WebhookAdmissionType::ConversionWebhook {
-            continue;
-        }
-        let deployment = description.deployment_name.as_deref().unwrap_or_default();
-        let conversion = json!({
-            "strategy": "Webhook",
-            "webhook": {
-                "clientConfig": {
-                    "service": {
-                        "namespace": namespace,
-                        "name": service_name(deployment),
-                        "path": description.webhook_path.as_deref().unwrap_or("/"),
-                        "port": port_of(description),
-                    },
-                    "caBundle": base64_of(ca_of.get(deployment).map_or("", String::as_str)),
-                },
-                "conversionReviewVersions": description.admission_review_versions,
-            },
-        });
-        for crd in &description.conversion_crds {
-            out.push((crd.clone(), conversion.clone()));
-        }
+/// What the CSV controller stamps on the objects it makes for `owner`.
+fn stamp(owner: &Owner) -> Stamp {
+    Stamp {
+        labels: owner.labels(),
+        reference: Some(owner.reference()),
     }
-    out
-}
-
-fn base64_of(text: &str) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(text)
 }
 
 /// The hosts of a served Deployment's certificate.
@@ -555,6 +245,7 @@ pub fn hosts(deployment: &str, namespace: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::plan::serving::{GENERATE_NAME_LABEL, served};
 
     #[test]
     fn bindings_outside_the_namespace_keep_upstreams_name_unless_another_install_holds_it() {

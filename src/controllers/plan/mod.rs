@@ -10,6 +10,7 @@
 
 pub mod manifests;
 pub mod rbac;
+pub mod serving;
 pub mod spread;
 pub mod steps;
 

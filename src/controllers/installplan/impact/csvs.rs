@@ -1,6 +1,7 @@
 //! What changes between a CSV the plan installs and the CSV it replaces: container images
 //! of its Deployments, its webhooks and its owned APIServices.
 
+use crate::controllers::plan::serving;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::{
@@ -91,10 +92,10 @@ pub fn api_services(
     old: Option<&ClusterServiceVersion>,
 ) -> Vec<NamedChange> {
     let by_key = |csv: Option<&ClusterServiceVersion>| -> BTreeMap<(&'static str, String), ApiServiceDescription> {
-        csv.and_then(|c| c.spec.apiservicedefinitions.as_ref())
-            .into_iter()
-            .flat_map(|d| &d.owned)
-            .map(|a| (("APIService", format!("{}.{}", a.version, a.group)), a.clone()))
+        csv.map(serving::owned_api_services)
+            .unwrap_or_default()
+            .iter()
+            .map(|a| (("APIService", serving::api_service_name(a)), a.clone()))
             .collect()
     };
     named_changes(&by_key(Some(new)), &by_key(old))

@@ -49,7 +49,7 @@ pub struct Found {
 }
 
 /// The objects whose existence the preview needs: those the plan writes (its steps', the
-/// Deployments of its CSVs and the RBAC the CSV controller makes for them) and those that
+/// Deployments of its CSVs and what the CSV controller makes for them) and those that
 /// may go with the CSVs it replaces.
 #[derive(Debug, Default, PartialEq)]
 pub struct Touched {
@@ -71,8 +71,11 @@ pub fn decide(found: &Found) -> PlanImpact {
             .collect()
     };
     let (made_new, made_old) = (made_by(&new), made_by(&old));
-    let grants: (Vec<Grant>, Vec<Grant>) =
-        (made::grants(&made_new, ns), made::grants(&made_old, ns));
+    let cluster_roles = &found.rbac.cluster_roles;
+    let grants: (Vec<Grant>, Vec<Grant>) = (
+        made::grants(&made_new, ns, cluster_roles),
+        made::grants(&made_old, ns, cluster_roles),
+    );
     let touched = touched(&found.objects, &found.csvs, ns, targets);
     let exists = |r: &ObjectRef| found.existing.contains(r);
     let mut desired: BTreeMap<ObjectRef, &Value> =

@@ -6,17 +6,23 @@
 //!   namespaces (Single/MultiNamespace): [`made`], from the names and rules the CSV
 //!   controller itself uses ([`spread`]). The OperatorCondition itself is left out: it is
 //!   no RBAC and upstream clients do not count it among the plan's objects.
+//! - For a CSV that serves webhooks or API services, the serving objects ([`serving_of`]):
+//!   per served Deployment its Service, certificate Secret, the Role and RoleBinding to read
+//!   it and the two authentication bindings outside the namespace; the webhook
+//!   configurations and APIServices.
 //! - The rules those grant per ServiceAccount: [`grants`].
 //! - Whether writing an object changes what it holds, beside its metadata: [`changes`].
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding};
 use serde_json::Value;
 
 use super::rbac::{CLUSTER, Grant, NAMESPACE};
 use crate::api::{ClusterServiceVersion, ObjectRef};
 use crate::controllers::plan::rbac as plan_rbac;
+use crate::controllers::plan::serving::{self, Stamp};
 use crate::controllers::plan::spread;
 
 /// The objects the CSV controller makes for `csv` in `namespace`, given its OperatorGroup's
@@ -29,6 +35,7 @@ pub fn made(
     let name = csv.metadata.name.clone().unwrap_or_default();
     let strategy = csv.spec.install.spec.clone().unwrap_or_default();
     let mut out: Vec<Value> = spread::condition_rbac(&name, namespace, &strategy).into();
+    out.extend(serving_of(csv, namespace));
     let Some(targets) = targets else {
         return out;
     };
@@ -54,6 +61,34 @@ pub fn made(
     out
 }
 
+/// The serving objects the CSV controller makes for `csv` in `namespace` (none unless it
+/// serves webhooks or API services), as it shapes them less what only it knows: the
+/// certificate (the Secret's data, the CA bundles; reused while good, so an upgrade does
+/// not change them) and the group's namespace selector of admission webhooks. The two
+/// authentication bindings keep upstream's names (the CSV controller renames one only
+/// where another namespace's install holds it).
+fn serving_of(csv: &ClusterServiceVersion, namespace: &str) -> Vec<Value> {
+    let stamp = Stamp::default();
+    let mut out = Vec::new();
+    for (deployment, ports) in serving::served(csv) {
+        let (selector, account) = serving::pods(csv, &deployment);
+        out.extend(serving::serving_objects(
+            namespace,
+            &deployment,
+            &ports,
+            &selector,
+            account,
+            &stamp,
+        ));
+    }
+    let labels = &stamp.labels;
+    out.extend(serving::admission_configurations(
+        csv, namespace, labels, None, None,
+    ));
+    out.extend(serving::api_services(csv, namespace, labels, None));
+    out.into_iter().map(|made| made.body).collect()
+}
+
 /// An object made by the CSV controller, by its own namespace (none: cluster-scoped).
 pub fn made_ref(object: &Value) -> ObjectRef {
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
@@ -66,9 +101,15 @@ pub fn made_ref(object: &Value) -> ObjectRef {
 }
 
 /// The rules `objects` grant to ServiceAccounts of `namespace` through their bindings (each
-/// binding to a role among `objects`): a RoleBinding's in Namespace scope, a
-/// ClusterRoleBinding's in Cluster scope.
-pub fn grants(objects: &[Value], namespace: &str) -> Vec<Grant> {
+/// binding to a role among `objects`, or to one of the cluster's `cluster_roles` such as
+/// `system:auth-delegator`): a RoleBinding's in Namespace scope, a ClusterRoleBinding's in
+/// Cluster scope. A binding to a Role that is not among `objects` grants nothing here (the
+/// authentication reader's, in `kube-system`: no scope here names that namespace).
+pub fn grants(
+    objects: &[Value],
+    namespace: &str,
+    cluster_roles: &[Arc<ClusterRole>],
+) -> Vec<Grant> {
     let mut roles: BTreeMap<(String, String, String), (Vec<PolicyRule>, bool)> = BTreeMap::new();
     for o in objects
         .iter()
@@ -90,8 +131,11 @@ pub fn grants(objects: &[Value], namespace: &str) -> Vec<Grant> {
             _ => continue,
         };
         let role_ref = &binding["roleRef"];
-        let Some((rules, own)) =
-            roles.get(&role_key(binding, &role_ref["kind"], &role_ref["name"]))
+        let key = role_key(binding, &role_ref["kind"], &role_ref["name"]);
+        let Some((rules, own)) = roles
+            .get(&key)
+            .cloned()
+            .or_else(|| cluster_role(&key, cluster_roles))
         else {
             continue;
         };
@@ -107,11 +151,26 @@ pub fn grants(objects: &[Value], namespace: &str) -> Vec<Grant> {
             out.extend(
                 rules
                     .iter()
-                    .map(|r| (sa.to_string(), scope, r.clone(), *own)),
+                    .map(|r| (sa.to_string(), scope, r.clone(), own)),
             );
         }
     }
     out
+}
+
+/// The rules of the cluster's ClusterRole `key` (not OLM's OperatorCondition grant).
+fn cluster_role(
+    key: &(String, String, String),
+    cluster_roles: &[Arc<ClusterRole>],
+) -> Option<(Vec<PolicyRule>, bool)> {
+    let (_, kind, name) = key;
+    if kind != "ClusterRole" {
+        return None;
+    }
+    let role = cluster_roles
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some(name.as_str()))?;
+    Some((role.rules.clone().unwrap_or_default(), false))
 }
 
 /// A role by namespace (that of `at` for a Role, none for a ClusterRole), kind and name.

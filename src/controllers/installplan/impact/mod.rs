@@ -7,13 +7,15 @@
 //!   CSV it replaces; an added rule the account's RBAC does not already allow is an
 //!   escalation ([`rbac`], Kubernetes' RuleAllows over the shared RBAC caches).
 //! - CRD versions added, unserved and removed, stored versions left unserved, schema
-//!   changes and existing objects the new schema refuses ([`crds`]); the last two kinds
-//!   are blockers.
+//!   changes, existing objects the new schema refuses and fields of theirs it would drop
+//!   ([`crds`]); the last three kinds are blockers.
 //! - Images per Deployment and container, webhooks and owned APIServices ([`csvs`]).
-//! - Objects created, updated and deleted ([`decide::touched`]), with the RBAC the CSV
+//! - Objects created, updated and deleted ([`decide::touched`]), with what the CSV
 //!   controller makes for each CSV ([`made`]: its OperatorCondition's Role and RoleBinding,
-//!   the plan's Roles lifted or copied for its OperatorGroup); "updated" only when the
-//!   object's content changes, not just its metadata.
+//!   the plan's Roles lifted or copied for its OperatorGroup, and for webhooks and API
+//!   services the serving Service, Secret, RBAC, configurations and APIServices, named by
+//!   `plan::serving`); "updated" only when the object's content changes, not just its
+//!   metadata.
 //!
 //! [`gather`] reads, [`decide`] computes (pure). A read that may succeed later is retried,
 //! until the install plan retry timeout after the plan was made; then, or at once for an

@@ -794,3 +794,259 @@ fn updated_means_the_content_changes() {
         ]
     );
 }
+
+/// A CSV whose Deployment `deployment` (pods of account `op`) serves `webhooks`, with the
+/// owned APIServices `api_services`.
+fn serving_csv(
+    name: &str,
+    replaces: Option<&str>,
+    deployment: &str,
+    webhooks: Value,
+    api_services: Value,
+) -> ClusterServiceVersion {
+    let pods = json!({"serviceAccountName": "op", "containers": [{"name": "m", "image": "op"}]});
+    csv(
+        name,
+        replaces,
+        json!({
+            "install": {"strategy": "deployment", "spec": {"deployments": [{"name": deployment, "spec": {
+                "selector": {"matchLabels": {"app": "op"}}, "template": {"spec": pods}}}]}},
+            "webhookdefinitions": webhooks,
+            "apiservicedefinitions": {"owned": api_services},
+        }),
+    )
+}
+
+/// An admission webhook served by `deployment` on 443, its pods listening on 9443.
+fn served_webhook(name: &str, type_: &str, deployment: &str) -> Value {
+    let mut webhook = webhook(name, type_, "Fail");
+    webhook["deploymentName"] = json!(deployment);
+    webhook["containerPort"] = json!(443);
+    webhook["targetPort"] = json!(9443);
+    webhook["webhookPath"] = json!("/validate");
+    webhook
+}
+
+/// The name of the configuration of the `i`th webhook of `csv`, installed in the plan's
+/// namespace.
+fn configuration(csv: &ClusterServiceVersion, i: usize) -> String {
+    crate::controllers::plan::serving::configuration_name(&csv.spec.webhookdefinitions[i], NS)
+}
+
+/// The cluster's `system:auth-delegator`, bound by each served Deployment's account.
+fn auth_delegator() -> Rbac {
+    let role: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "system:auth-delegator"},
+        "rules": [rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+                  rule(&["authorization.k8s.io"], &["subjectaccessreviews"], &["create"])],
+    }))
+    .unwrap();
+    Rbac {
+        cluster_roles: vec![Arc::new(role)],
+        ..Rbac::default()
+    }
+}
+
+/// A first install of a CSV serving admission webhooks and an APIService from one
+/// Deployment: the CSV controller's serving objects, named as it names them, are created
+/// with it, and the rules they grant its account are added.
+#[test]
+fn a_webhook_csv_brings_its_serving_objects() {
+    let mut api = api_service("a.example.com", "v1");
+    api["deploymentName"] = json!("op");
+    let new = serving_csv(
+        "op.v1",
+        None,
+        "op",
+        json!([
+            served_webhook("v.example.com", "ValidatingAdmissionWebhook", "op"),
+            served_webhook("m.example.com", "MutatingAdmissionWebhook", "op"),
+        ]),
+        json!([api]),
+    );
+    let (validating, mutating) = (configuration(&new, 0), configuration(&new, 1));
+    assert!(validating.starts_with("v.example.com-"), "{validating}");
+    let found = Found {
+        namespace: NS.into(),
+        objects: vec![serde_json::to_value(&new).unwrap()],
+        csvs: vec![(new, None)],
+        rbac: auth_delegator(),
+        ..Found::default()
+    };
+    let impact = decide::decide(&found);
+    assert_eq!(
+        refs(&impact.objects.created),
+        [
+            format!("MutatingWebhookConfiguration {mutating}"),
+            format!("ValidatingWebhookConfiguration {validating}"),
+            "APIService v1.a.example.com".into(),
+            "Deployment ns/op".into(),
+            "ClusterServiceVersion ns/op.v1".into(),
+            "ClusterRoleBinding op-service-system:auth-delegator".into(),
+            "Role ns/op-service-cert".into(),
+            "Role ns/op.v1".into(),
+            "RoleBinding kube-system/op-service-auth-reader".into(),
+            "RoleBinding ns/op-service-cert".into(),
+            "RoleBinding ns/op.v1".into(),
+            "Secret ns/op-service-cert".into(),
+            "Service ns/op-service".into(),
+        ]
+    );
+    assert!(impact.objects.updated.is_empty() && impact.objects.deleted.is_empty());
+    // The pods' account may read its certificate and delegate authentication: new rights
+    // (the OperatorCondition's go to `default`, which the strategy's permissions leave).
+    let accounts: Vec<&str> = impact
+        .rbac
+        .iter()
+        .map(|a| a.service_account.as_str())
+        .collect();
+    assert_eq!(accounts, ["ns/default", "ns/op"]);
+    let added: Vec<(String, Value, bool)> = impact.rbac[1]
+        .added
+        .iter()
+        .map(|r| (r.scope.clone(), r.rule.clone(), r.escalation))
+        .collect();
+    let secret = json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"],
+                        "resourceNames": ["op-service-cert"]});
+    let reviews = rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]);
+    let access = rule(
+        &["authorization.k8s.io"],
+        &["subjectaccessreviews"],
+        &["create"],
+    );
+    assert_eq!(
+        added,
+        [
+            ("Cluster".into(), reviews, true),
+            ("Cluster".into(), access, true),
+            ("Namespace".into(), secret, true),
+        ]
+    );
+}
+
+/// An upgrade from `old` to `new` on a cluster that holds `old`, its Deployments and what
+/// the CSV controller made for it, as it made it and the API server keeps it (the
+/// certificate and CA bundles in place, defaults filled in).
+fn upgrade_over(old: ClusterServiceVersion, new: ClusterServiceVersion) -> PlanImpact {
+    let made = super::made::made(&old, NS, None);
+    let mut live: std::collections::BTreeMap<ObjectRef, Value> = made
+        .iter()
+        .map(|o| (super::made::made_ref(o), o.clone()))
+        .collect();
+    for (r, object) in &mut live {
+        match r.kind.as_str() {
+            "Secret" => object["data"] = json!({"tls.crt": "Y2VydA=="}),
+            "Service" => {
+                object["spec"]["clusterIP"] = json!("10.0.0.7");
+                object["spec"]["ports"][0]["protocol"] = json!("TCP");
+            }
+            "ValidatingWebhookConfiguration" => {
+                let webhook = &mut object["webhooks"][0];
+                webhook["clientConfig"]["caBundle"] = json!("Q0E=");
+                webhook["namespaceSelector"] = json!({});
+                webhook["timeoutSeconds"] = json!(10);
+            }
+            _ => {}
+        }
+    }
+    let mut existing: BTreeSet<ObjectRef> = live.keys().cloned().collect();
+    existing
+        .extend(csvs::deployments(Some(&old)).map(|d| obj("apps/v1", "Deployment", true, &d.name)));
+    let name = old.metadata.name.clone().unwrap_or_default();
+    existing.insert(obj(CSV_API, "ClusterServiceVersion", true, &name));
+    let found = Found {
+        namespace: NS.into(),
+        objects: vec![serde_json::to_value(&new).unwrap()],
+        csvs: vec![(new, Some(old))],
+        existing,
+        live,
+        ..Found::default()
+    };
+    decide::decide(&found)
+}
+
+const CSV_API: &str = "operators.coreos.com/v1alpha1";
+
+/// An upgrade replacing a webhook CSV: the serving objects are named by Deployment (and
+/// the configurations by webhook and namespace), not by CSV, so the same Deployment and
+/// webhooks write the same objects again (updated only where their content changes); a
+/// renamed Deployment creates its own and deletes the old ones; a CSV without webhooks
+/// deletes them all.
+#[test]
+fn an_upgrade_replacing_a_webhook_csv_creates_and_deletes_by_name() {
+    let validating = |deployment: &str| {
+        json!([served_webhook(
+            "v.example.com",
+            "ValidatingAdmissionWebhook",
+            deployment
+        )])
+    };
+    let old = serving_csv("op.v1", None, "op", validating("op"), json!([]));
+    let vwc = format!("ValidatingWebhookConfiguration {}", configuration(&old, 0));
+    let condition = |csv: &str| {
+        [
+            format!("ClusterServiceVersion ns/{csv}"),
+            format!("Role ns/{csv}"),
+            format!("RoleBinding ns/{csv}"),
+        ]
+    };
+    // Same Deployment, same webhook: nothing of it comes, goes or changes.
+    let same = serving_csv("op.v2", Some("op.v1"), "op", validating("op"), json!([]));
+    let impact = upgrade_over(old.clone(), same.clone());
+    assert_eq!(refs(&impact.objects.created), condition("op.v2"));
+    assert_eq!(refs(&impact.objects.deleted), condition("op.v1"));
+    assert!(
+        impact.objects.updated.is_empty(),
+        "{:?}",
+        impact.objects.updated
+    );
+    assert!(impact.rbac.iter().all(|a| {
+        a.added
+            .iter()
+            .all(|r| r.rule["resourceNames"] != json!(["op-service-cert"]))
+    }));
+    // A changed webhook: its configuration is updated.
+    let mut changed = same;
+    changed.spec.webhookdefinitions[0].failure_policy = Some("Ignore".into());
+    let impact = upgrade_over(old.clone(), changed);
+    assert_eq!(refs(&impact.objects.updated), std::slice::from_ref(&vwc));
+    // Another Deployment serves it: its objects are created, the old ones deleted; the
+    // configuration (named by webhook) is updated to call the new Service.
+    let moved = serving_csv(
+        "op.v2",
+        Some("op.v1"),
+        "op-manager",
+        validating("op-manager"),
+        json!([]),
+    );
+    let impact = upgrade_over(old.clone(), moved);
+    let served_by = |deployment: &str, csv: &str| {
+        vec![
+            format!("Deployment ns/{deployment}"),
+            format!("ClusterServiceVersion ns/{csv}"),
+            format!("ClusterRoleBinding {deployment}-service-system:auth-delegator"),
+            format!("Role ns/{deployment}-service-cert"),
+            format!("Role ns/{csv}"),
+            format!("RoleBinding kube-system/{deployment}-service-auth-reader"),
+            format!("RoleBinding ns/{deployment}-service-cert"),
+            format!("RoleBinding ns/{csv}"),
+            format!("Secret ns/{deployment}-service-cert"),
+            format!("Service ns/{deployment}-service"),
+        ]
+    };
+    assert_eq!(
+        refs(&impact.objects.created),
+        served_by("op-manager", "op.v2")
+    );
+    assert_eq!(refs(&impact.objects.deleted), served_by("op", "op.v1"));
+    assert_eq!(refs(&impact.objects.updated), std::slice::from_ref(&vwc));
+    // No webhooks any more: everything served goes; the Deployment stays.
+    let plain = serving_csv("op.v2", Some("op.v1"), "op", json!([]), json!([]));
+    let impact = upgrade_over(old, plain);
+    assert_eq!(refs(&impact.objects.created), condition("op.v2"));
+    let mut gone = served_by("op", "op.v1");
+    gone.remove(0);
+    gone.insert(0, vwc);
+    assert_eq!(refs(&impact.objects.deleted), gone);
+    assert!(impact.objects.updated.is_empty());
+}
