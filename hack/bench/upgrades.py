@@ -377,7 +377,9 @@ def effective_rbac(snap):
         role_rules = role["content"].get("rules")
         if role_rules is None:  # an aggregated ClusterRole: its rules are kube-controller-manager's
             continue
-        scope = "Namespace" if kind == "RoleBinding" else "Cluster"
+        # The authentication reader a served Deployment's account gets in kube-system is
+        # its own scope (the preview's "Namespace kube-system"), not the namespace's.
+        scope = "Cluster" if kind != "RoleBinding" else "Namespace kube-system" if ns == "kube-system" else "Namespace"
         for subject in rec["content"].get("subjects") or []:
             if subject.get("kind") != "ServiceAccount":
                 continue
@@ -403,10 +405,10 @@ def resource_matches(resource, pattern):
 
 def rule_covered(rule, held, scope):
     """Whether the rules an account held ({(scope, rule json)}) allowed all of `rule`
-    (wildcards as RBAC reads them). A Namespace-scope rule is covered by either scope, a
-    Cluster one by Cluster rules only."""
+    (wildcards as RBAC reads them). A namespaced rule is covered by rules of its own scope or
+    Cluster ones, a Cluster one by Cluster rules only."""
     rule = json.loads(norm_rule(rule)) if isinstance(rule, dict) else json.loads(rule)
-    candidates = [json.loads(r) for s, r in held if scope == "Namespace" or s == "Cluster"]
+    candidates = [json.loads(r) for s, r in held if s == scope or s == "Cluster"]
     if rule.get("nonResourceURLs"):
         for url in rule["nonResourceURLs"]:
             for verb in rule.get("verbs") or []:

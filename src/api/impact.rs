@@ -75,7 +75,8 @@ pub struct AccountImpact {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuleChange {
-    /// `Namespace` (a Role, in each target namespace) or `Cluster` (a ClusterRole).
+    /// `Namespace` (a Role, in each target namespace), `Cluster` (a ClusterRole), or
+    /// `Namespace kube-system` (the authentication reader of a webhook or API service).
     pub scope: String,
     /// The rule as the CSV declares it.
     #[schemars(schema_with = "schema::preserved_object")]

@@ -14,7 +14,7 @@ use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::{OnceCell, mpsc};
 
-use crate::api::{ClusterServiceVersion, OperatorGroup, Subscription};
+use crate::api::{ClusterServiceVersion, InstallPlan, OperatorGroup, Subscription};
 use crate::controllers::context::Context;
 use crate::controllers::kit::{self, KitState, ObjectKey};
 
@@ -45,6 +45,8 @@ pub struct CsvContext {
     /// (after each round of a group member).
     pub(super) copies: Copies,
     pub(super) subscriptions: Store<DeserializeGuard<Subscription>>,
+    /// A replaced CSV stays until the plan that wrote its replacement has run every step.
+    pub(super) plans: Store<DeserializeGuard<InstallPlan>>,
     /// CRDs' metadata (the shared watch), and what a GET found of each at a resourceVersion:
     /// a CSV with fifty CRDs, woken by each of them turning Established, reads each once
     /// per change instead of fifty times per wake-up.
@@ -100,6 +102,7 @@ impl CsvContext {
             && crate::controllers::kit::cache_ready::listed(&self.namespaces).await
             && self.copies.names.listed().await
             && crate::controllers::kit::cache_ready::listed(&self.subscriptions).await
+            && crate::controllers::kit::cache_ready::listed(&self.plans).await
             && crate::controllers::kit::cache_ready::listed(&self.csvs).await
             && self.rbac.listed().await
     }

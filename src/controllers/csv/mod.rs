@@ -198,6 +198,7 @@ fn start(shared: &Arc<Context>) -> (Arc<CsvContext>, Wakes, copier::Copier) {
     let (_, secret_changes) = informers.owned_secrets.subscribe_touched();
     let (namespaces, _) = informers.cluster.namespaces.subscribe();
     let (subscriptions, subscription_changes) = informers.subscriptions.subscribe_touched();
+    let (plans, plan_changes) = informers.install_plans.subscribe_touched();
     let (crd_meta, crd_changes) = informers.cluster.crds.subscribe_touched();
     // The shared CSV informer leaves copies out (the copier watches every CSV's name).
     let (csvs, csv_changes) = informers.csvs.subscribe_touched();
@@ -217,6 +218,7 @@ fn start(shared: &Arc<Context>) -> (Arc<CsvContext>, Wakes, copier::Copier) {
         namespaces,
         copies,
         subscriptions,
+        plans,
         crd_meta,
         crd_states: std::sync::Mutex::default(),
         server_version: OnceCell::new(),
@@ -235,6 +237,7 @@ fn start(shared: &Arc<Context>) -> (Arc<CsvContext>, Wakes, copier::Copier) {
         accounts: account_changes.boxed(),
         secrets: secret_changes.boxed(),
         subscriptions: subscription_changes.boxed(),
+        plans: plan_changes.boxed(),
         crds: crd_changes.boxed(),
         rbac: rbac_wakes.boxed(),
         related: tokio_stream::wrappers::UnboundedReceiverStream::new(related_rx).boxed(),

@@ -84,6 +84,9 @@ pub enum Health {
 pub struct Related {
     pub name: String,
     pub phase: CsvPhase,
+    /// An InstallPlan that creates it is still running its steps: the bundle's objects it
+    /// has not written yet still belong to the CSV it replaces alone, and would go with it.
+    pub writing: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -304,10 +307,11 @@ impl Decision<'_> {
             // installed again.
             CsvPhase::Replacing => Some(match &self.observed.replaced_by {
                 Some(new)
-                    if matches!(
-                        new.phase,
-                        CsvPhase::Succeeded | CsvPhase::Replacing | CsvPhase::Deleting
-                    ) =>
+                    if !new.writing
+                        && matches!(
+                            new.phase,
+                            CsvPhase::Succeeded | CsvPhase::Replacing | CsvPhase::Deleting
+                        ) =>
                 {
                     let mut step = Step::to(
                         CsvPhase::Deleting,
@@ -751,6 +755,7 @@ mod tests {
         replacing.replaces = Some(Related {
             name: "old".into(),
             phase: Succeeded,
+            writing: false,
         });
         // Waiting for the old CSV to enter Replacing is not passed through.
         assert_eq!(
@@ -813,6 +818,7 @@ mod tests {
             replaces: Some(Related {
                 name: "op.v1".into(),
                 phase,
+                writing: false,
             }),
             ..observed()
         };
@@ -908,6 +914,7 @@ mod tests {
             replaced_by: Some(Related {
                 name: "op.v2".into(),
                 phase: Pending,
+                writing: false,
             }),
             ..observed()
         };
@@ -997,21 +1004,27 @@ mod tests {
     #[test]
     fn row_replacing_goes_deleting_when_the_new_one_succeeded() {
         let replacing = status(Replacing, CsvReason::BeingReplaced, 0);
-        let new = |phase| Observation {
+        let new = |phase, writing| Observation {
             replaced_by: Some(Related {
                 name: "op.v2".into(),
                 phase,
+                writing,
             }),
             ..observed()
         };
         assert_eq!(
-            next(Some(replacing.clone()), &new(Installing)),
+            next(Some(replacing.clone()), &new(Installing, false)),
             (Replacing, CsvReason::BeingReplaced)
         );
         for installed in [Succeeded, Replacing, Deleting] {
-            let step = decide(Some(&replacing), &new(installed));
+            let step = decide(Some(&replacing), &new(installed, false));
             assert_eq!((step.phase, step.reason), (Deleting, CsvReason::Replaced));
             assert!(step.delete);
+            // Its plan still writing the bundle: what it has not written yet is still the
+            // old CSV's alone, and would go with it.
+            let step = decide(Some(&replacing), &new(installed, true));
+            assert_eq!(step.phase, Replacing);
+            assert!(!step.delete);
         }
         assert!(decide(Some(&status(Deleting, CsvReason::Replaced, 0)), &observed()).delete);
     }

@@ -14,7 +14,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::runtime::controller::Controller;
 
-use crate::api::{ClusterServiceVersion, CsvPhase, OperatorCondition, OperatorGroup, Subscription};
+use crate::api::{
+    ClusterServiceVersion, CsvPhase, InstallPlan, OperatorCondition, OperatorGroup, Subscription,
+};
 use crate::cluster::ownership::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 use crate::controllers::context::Context;
 
@@ -36,6 +38,8 @@ pub(super) struct Wakes {
     pub(super) accounts: BoxStream<'static, Arc<PartialObjectMeta<ServiceAccount>>>,
     pub(super) secrets: BoxStream<'static, Arc<PartialObjectMeta<Secret>>>,
     pub(super) subscriptions: BoxStream<'static, Arc<DeserializeGuard<Subscription>>>,
+    /// A plan that finishes its steps releases the CSV its CSV replaces.
+    pub(super) plans: BoxStream<'static, Arc<DeserializeGuard<InstallPlan>>>,
     pub(super) crds: BoxStream<'static, Arc<PartialObjectMeta<CustomResourceDefinition>>>,
     pub(super) rbac: BoxStream<'static, CsvRef>,
     /// CSVs to look at again because a related one (replaced or replacing) moved.
@@ -51,6 +55,7 @@ pub(super) fn controller(
     wakes: Wakes,
 ) -> Controller<Guarded> {
     let (in_group, in_sub, for_conditions) = (Arc::clone(ctx), Arc::clone(ctx), Arc::clone(ctx));
+    let in_plan = Arc::clone(ctx);
     let api_services = shared
         .informers
         .cluster
@@ -67,6 +72,13 @@ pub(super) fn controller(
             in_sub
                 .index
                 .in_namespace(&in_sub.csvs, sub.meta().namespace.as_deref(), |_| true)
+        })
+        .watches_shared_stream(wakes.plans, move |plan| {
+            in_plan
+                .index
+                .in_namespace(&in_plan.csvs, plan.meta().namespace.as_deref(), |csv| {
+                    csv.status.as_ref().and_then(|s| s.phase) == Some(CsvPhase::Replacing)
+                })
         })
         .watches_shared_stream(wakes.deployments, |d| owner_csv(d.labels()))
         // An account of the CSV's that goes (or comes back) is a requirement that changed.

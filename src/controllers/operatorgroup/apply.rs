@@ -15,6 +15,7 @@ use super::status::{self, Plan};
 use crate::api::{ClusterServiceVersion, OperatorGroup, OperatorGroupReason};
 use crate::cluster::ownership::PERMISSIONS_HASH_LABEL;
 use crate::controllers::kit::apply_status;
+use crate::controllers::plan::provided::cluster_role_body;
 
 /// Writes what `decide` found out of date: status (and its Event), the group's annotation,
 /// the members' annotations, the namespaces' labels, the ClusterRoles; true when a role was
@@ -156,9 +157,7 @@ async fn apply_cluster_roles(
             in_flight = true;
             continue;
         }
-        let mut body = serde_json::to_value(role).unwrap_or_default();
-        body["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
-        body["kind"] = json!("ClusterRole");
+        let body = cluster_role_body(role);
         let written = api
             .patch(
                 &name,

@@ -9,6 +9,7 @@
 //! Not a controller: the shared vocabulary of the two that meet at a plan.
 
 pub mod manifests;
+pub mod provided;
 pub mod rbac;
 pub mod serving;
 pub mod spread;

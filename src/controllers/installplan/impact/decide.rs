@@ -45,12 +45,15 @@ pub struct Found {
     pub live: BTreeMap<ObjectRef, Value>,
     /// The target namespaces of the namespace's OperatorGroup (`[""]`: all), when it has one.
     pub targets: Option<Vec<String>>,
+    /// The namespace's OperatorGroup and its members, when it has exactly one.
+    pub group: Option<made::Group>,
     pub rbac: Rbac,
 }
 
 /// The objects whose existence the preview needs: those the plan writes (its steps', the
-/// Deployments of its CSVs and what the CSV controller makes for them) and those that
-/// may go with the CSVs it replaces.
+/// Deployments of its CSVs, what the CSV controller makes for them and the OperatorGroup
+/// controller's ClusterRoles for the APIs they provide) and those that may go with the CSVs
+/// it replaces.
 #[derive(Debug, Default, PartialEq)]
 pub struct Touched {
     pub written: BTreeSet<ObjectRef>,
@@ -71,16 +74,18 @@ pub fn decide(found: &Found) -> PlanImpact {
             .collect()
     };
     let (made_new, made_old) = (made_by(&new), made_by(&old));
-    let cluster_roles = &found.rbac.cluster_roles;
     let grants: (Vec<Grant>, Vec<Grant>) = (
-        made::grants(&made_new, ns, cluster_roles),
-        made::grants(&made_old, ns, cluster_roles),
+        made::grants(&made_new, ns, &found.rbac),
+        made::grants(&made_old, ns, &found.rbac),
     );
-    let touched = touched(&found.objects, &found.csvs, ns, targets);
+    let group = found.group.as_ref();
+    let touched = touched(&found.objects, &found.csvs, ns, targets, group);
     let exists = |r: &ObjectRef| found.existing.contains(r);
     let mut desired: BTreeMap<ObjectRef, &Value> =
         made_new.iter().map(|o| (made::made_ref(o), o)).collect();
     desired.extend(found.objects.iter().map(|o| (object_ref(o, ns), o)));
+    let group_made = group.map(|g| made::group_made(g, &found.csvs));
+    desired.extend(group_made.iter().flatten().map(|o| (made::made_ref(o), o)));
     let (existing, created): (Vec<ObjectRef>, Vec<ObjectRef>) =
         touched.written.iter().cloned().partition(|r| exists(r));
     let updated = existing
@@ -140,12 +145,14 @@ pub fn failed(why: &str) -> PlanImpact {
 }
 
 /// See [`Touched`]. What goes: each replaced CSV, the RBAC its plan and the CSV controller
-/// made and the Deployments of its strategy, unless the new plan writes them again.
+/// made and the Deployments of its strategy, unless the new plan writes them again (the
+/// OperatorGroup controller's roles never go: see [`made::group_made`]).
 pub fn touched(
     objects: &[Value],
     csvs: &[(ClusterServiceVersion, Option<ClusterServiceVersion>)],
     namespace: &str,
     targets: Option<&[String]>,
+    group: Option<&made::Group>,
 ) -> Touched {
     let made_refs = |csv: &ClusterServiceVersion| -> Vec<ObjectRef> {
         made::made(csv, namespace, targets)
@@ -161,6 +168,9 @@ pub fn touched(
     };
     let mut written: BTreeSet<ObjectRef> =
         objects.iter().map(|o| object_ref(o, namespace)).collect();
+    if let Some(group) = group {
+        written.extend(made::group_made(group, csvs).iter().map(made::made_ref));
+    }
     let mut going = BTreeSet::new();
     for (new, old) in csvs {
         written.extend(csvs::deployments(Some(new)).map(|d| deployment(&d.name)));

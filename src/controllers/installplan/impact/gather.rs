@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use super::crds::{self, CrdFound, OnCluster};
 use super::decide::{self, Found};
+use super::made::Group;
 use super::rbac::Rbac;
 use crate::api::{ClusterServiceVersion, ObjectRef, Step};
 use crate::cluster::informers::Informers;
@@ -129,8 +130,17 @@ pub async fn gather(
             crds.push(crd_found(object, ctx).await?);
         }
     }
-    let targets = group_targets(namespace, ctx).await;
-    let touched = decide::touched(&objects, &csvs, namespace, targets.as_deref());
+    let group = namespace_group(namespace, ctx).await;
+    let targets = group
+        .as_ref()
+        .and_then(|g| Some(g.group.status.as_ref()?.namespaces.clone()));
+    let touched = decide::touched(
+        &objects,
+        &csvs,
+        namespace,
+        targets.as_deref(),
+        group.as_ref(),
+    );
     let mut existing = BTreeSet::new();
     for r in touched.written.iter().chain(&touched.going) {
         if exists(r, ctx).await? {
@@ -155,6 +165,7 @@ pub async fn gather(
         existing,
         live,
         targets,
+        group,
         rbac: Rbac {
             roles: rbac.roles.store().state(),
             role_bindings: rbac.role_bindings.store().state(),
@@ -301,13 +312,22 @@ async fn exists(r: &ObjectRef, ctx: &InstallPlanContext) -> Result<bool, Preview
     Ok(found)
 }
 
-/// The target namespaces of the OperatorGroup of `namespace` (`status.namespaces`), when it
-/// has exactly one that has them.
-async fn group_targets(namespace: &str, ctx: &InstallPlanContext) -> Option<Vec<String>> {
-    match groups_in(namespace, ctx).await.as_slice() {
-        [group] => group.status.as_ref().map(|s| s.namespaces.clone()),
-        _ => None,
-    }
+/// The OperatorGroup of `namespace`, when it has exactly one, with its member CSVs (no
+/// copies) from the cache.
+async fn namespace_group(namespace: &str, ctx: &InstallPlanContext) -> Option<Group> {
+    let [group] = <[_; 1]>::try_from(groups_in(namespace, ctx).await).ok()?;
+    let members = ctx
+        .shared
+        .informers
+        .csvs
+        .store()
+        .state()
+        .iter()
+        .filter_map(|csv| csv.0.as_ref().ok())
+        .filter(|csv| csv.metadata.namespace.as_deref() == Some(namespace) && !csv.is_copy())
+        .cloned()
+        .collect();
+    Some(Group { group, members })
 }
 
 /// The existing object `r` as on the cluster, for judging whether writing it changes it:

@@ -14,13 +14,14 @@
 //! - Whether writing an object changes what it holds, beside its metadata: [`changes`].
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use super::rbac::{CLUSTER, Grant, NAMESPACE};
-use crate::api::{ClusterServiceVersion, ObjectRef};
+use super::rbac::{CLUSTER, Grant, KUBE_SYSTEM, NAMESPACE, Rbac};
+use crate::api::{ClusterServiceVersion, ObjectRef, OperatorGroup};
+use crate::controllers::plan::provided;
 use crate::controllers::plan::rbac as plan_rbac;
 use crate::controllers::plan::serving::{self, Stamp};
 use crate::controllers::plan::spread;
@@ -101,15 +102,11 @@ pub fn made_ref(object: &Value) -> ObjectRef {
 }
 
 /// The rules `objects` grant to ServiceAccounts of `namespace` through their bindings (each
-/// binding to a role among `objects`, or to one of the cluster's `cluster_roles` such as
-/// `system:auth-delegator`): a RoleBinding's in Namespace scope, a ClusterRoleBinding's in
-/// Cluster scope. A binding to a Role that is not among `objects` grants nothing here (the
-/// authentication reader's, in `kube-system`: no scope here names that namespace).
-pub fn grants(
-    objects: &[Value],
-    namespace: &str,
-    cluster_roles: &[Arc<ClusterRole>],
-) -> Vec<Grant> {
+/// binding to a role among `objects`, or to one of the cluster's, such as
+/// `system:auth-delegator` or the authentication reader in `kube-system`): a RoleBinding's
+/// in Namespace scope (in `kube-system`: [`KUBE_SYSTEM`]; elsewhere none counted), a
+/// ClusterRoleBinding's in Cluster scope.
+pub fn grants(objects: &[Value], namespace: &str, rbac: &Rbac) -> Vec<Grant> {
     let mut roles: BTreeMap<(String, String, String), (Vec<PolicyRule>, bool)> = BTreeMap::new();
     for o in objects
         .iter()
@@ -125,23 +122,20 @@ pub fn grants(
     }
     let mut out = Vec::new();
     for binding in objects {
+        let bound_in = binding["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or(namespace);
         let scope = match binding["kind"].as_str() {
-            Some("RoleBinding") => NAMESPACE,
+            Some("RoleBinding") if bound_in == namespace => NAMESPACE,
+            Some("RoleBinding") if bound_in == "kube-system" => KUBE_SYSTEM,
             Some("ClusterRoleBinding") => CLUSTER,
             _ => continue,
         };
         let role_ref = &binding["roleRef"];
         let key = role_key(binding, &role_ref["kind"], &role_ref["name"]);
-        let Some((rules, own)) = roles
-            .get(&key)
-            .cloned()
-            .or_else(|| cluster_role(&key, cluster_roles))
-        else {
+        let Some((rules, own)) = roles.get(&key).cloned().or_else(|| on_cluster(&key, rbac)) else {
             continue;
         };
-        let bound_in = binding["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or(namespace);
         for subject in binding["subjects"].as_array().into_iter().flatten() {
             let in_namespace = subject["namespace"].as_str().unwrap_or(bound_in) == namespace;
             if subject["kind"] != "ServiceAccount" || !in_namespace {
@@ -158,19 +152,26 @@ pub fn grants(
     out
 }
 
-/// The rules of the cluster's ClusterRole `key` (not OLM's OperatorCondition grant).
-fn cluster_role(
-    key: &(String, String, String),
-    cluster_roles: &[Arc<ClusterRole>],
-) -> Option<(Vec<PolicyRule>, bool)> {
-    let (_, kind, name) = key;
-    if kind != "ClusterRole" {
-        return None;
-    }
-    let role = cluster_roles
-        .iter()
-        .find(|r| r.metadata.name.as_deref() == Some(name.as_str()))?;
-    Some((role.rules.clone().unwrap_or_default(), false))
+/// The rules of the cluster's role `key` (never OLM's OperatorCondition grant).
+fn on_cluster(key: &(String, String, String), rbac: &Rbac) -> Option<(Vec<PolicyRule>, bool)> {
+    let (namespace, kind, name) = key;
+    let named = |meta: &ObjectMeta| meta.name.as_deref() == Some(name.as_str());
+    let rules = match kind.as_str() {
+        "ClusterRole" => rbac
+            .cluster_roles
+            .iter()
+            .find(|r| named(&r.metadata))?
+            .rules
+            .clone(),
+        "Role" => rbac
+            .roles
+            .iter()
+            .find(|r| named(&r.metadata) && r.metadata.namespace.as_ref() == Some(namespace))?
+            .rules
+            .clone(),
+        _ => return None,
+    };
+    Some((rules.unwrap_or_default(), false))
 }
 
 /// A role by namespace (that of `at` for a Role, none for a ClusterRole), kind and name.
@@ -238,4 +239,43 @@ pub fn deployment_changes(
                     || old.metadata.annotations != new.metadata.annotations
             }
         })
+}
+
+/// The OperatorGroup of the plan's namespace and its member CSVs (no copies), as read.
+#[derive(Clone, Debug)]
+pub struct Group {
+    pub group: OperatorGroup,
+    pub members: Vec<ClusterServiceVersion>,
+}
+
+/// The ClusterRoles the OperatorGroup controller writes once `csvs` (each new CSV with the
+/// one it replaces) are installed, named and built as it does ([`provided`]): the group's
+/// aggregated roles over the APIs its members provide then (the replaced CSVs gone, the new
+/// ones in; an existing member's once its checks ran, as the controller counts them), and
+/// the per-API roles of each API a new CSV provides. That controller never deletes a
+/// per-API role when no CSV provides its API any more (the role is owned by the CRD or
+/// APIService and goes with it), so none goes here either.
+pub fn group_made(
+    group: &Group,
+    csvs: &[(ClusterServiceVersion, Option<ClusterServiceVersion>)],
+) -> Vec<Value> {
+    let name = |csv: &ClusterServiceVersion| csv.metadata.name.clone();
+    let leaving: Vec<Option<String>> = csvs
+        .iter()
+        .flat_map(|(new, old)| [Some(name(new)), old.as_ref().map(name)])
+        .flatten()
+        .collect();
+    let staying = group.members.iter().filter(|member| {
+        member.status.as_ref().is_some_and(|s| s.phase.is_some())
+            && !leaving.contains(&name(member))
+    });
+    let new = || csvs.iter().map(|(new, _)| new);
+    let after = provided::provided_apis(staying.chain(new()));
+    let mut roles = provided::group_cluster_roles(&group.group, &after);
+    // Owned by what defines the API, whose UID the preview need not know: the owner is
+    // metadata, which no comparison reads.
+    for api in provided::provided_apis(new()) {
+        roles.extend(provided::api_cluster_roles(&api, ""));
+    }
+    roles.iter().map(provided::cluster_role_body).collect()
 }

@@ -14,8 +14,9 @@
 //!   controller makes for each CSV ([`made`]: its OperatorCondition's Role and RoleBinding,
 //!   the plan's Roles lifted or copied for its OperatorGroup, and for webhooks and API
 //!   services the serving Service, Secret, RBAC, configurations and APIServices, named by
-//!   `plan::serving`); "updated" only when the object's content changes, not just its
-//!   metadata.
+//!   `plan::serving`; and the OperatorGroup controller's ClusterRoles of each provided API
+//!   and of the group, named by `plan::provided`); "updated" only when the object's content
+//!   changes, not just its metadata.
 //!
 //! [`gather`] reads, [`decide`] computes (pure). A read that may succeed later is retried,
 //! until the install plan retry timeout after the plan was made; then, or at once for an

@@ -13,6 +13,9 @@ use crate::controllers::authz::{Account, Grants, RbacView};
 pub const NAMESPACE: &str = "Namespace";
 /// `RuleChange.scope` of a CSV's `clusterPermissions` (a ClusterRole).
 pub const CLUSTER: &str = "Cluster";
+/// `RuleChange.scope` of the authentication reader a served Deployment's account is bound
+/// to in `kube-system` (a Role there).
+pub const KUBE_SYSTEM: &str = "Namespace kube-system";
 
 /// One rule granted to a ServiceAccount (by name, in the plan's namespace), with its scope,
 /// and whether it is the grant OLM makes for every CSV on its own OperatorCondition.
@@ -69,16 +72,17 @@ pub fn changes(
             name: sa,
         };
         let namespaced = Grants::of(&view, account, Some(namespace));
+        let system = Grants::of(&view, account, Some("kube-system"));
         let cluster = Grants::of(&view, account, None);
         let had_condition = before.values().any(|(_, own)| *own);
         let added: Vec<RuleChange> = now
             .iter()
             .filter(|(key, _)| !before.contains_key(key))
             .map(|((scope, _), (rule, own))| {
-                let grants = if *scope == CLUSTER {
-                    &cluster
-                } else {
-                    &namespaced
+                let grants = match *scope {
+                    CLUSTER => &cluster,
+                    KUBE_SYSTEM => &system,
+                    _ => &namespaced,
                 };
                 let mut added = change(scope, rule, !grants.allows(rule));
                 added.renewed = *own && had_condition;

@@ -444,7 +444,7 @@ fn objects_created_updated_and_deleted() {
     objects.push(object("v1", "Service", "op-metrics"));
     objects.push(object("v1", "Service", "op-metrics"));
     let csvs = vec![(new, Some(old))];
-    let touched = decide::touched(&objects, &csvs, NS, None);
+    let touched = decide::touched(&objects, &csvs, NS, None, None);
     // Everything that may go exists, and of what is written the ServiceAccount and the
     // Deployment `op`.
     let mut existing: BTreeSet<ObjectRef> = touched.going;
@@ -576,7 +576,7 @@ fn upgrade_in(targets: Option<Vec<String>>) -> (Found, PlanImpact) {
     let mut objects = vec![serde_json::to_value(&new).unwrap()];
     objects.extend(crate::controllers::plan::rbac::objects(&new, NS));
     let csvs = vec![(new, Some(old))];
-    let touched = decide::touched(&objects, &csvs, NS, targets.as_deref());
+    let touched = decide::touched(&objects, &csvs, NS, targets.as_deref(), None);
     let mut existing: BTreeSet<ObjectRef> = touched.going;
     existing.insert(obj("apps/v1", "Deployment", true, "op"));
     let found = Found {
@@ -1049,4 +1049,123 @@ fn an_upgrade_replacing_a_webhook_csv_creates_and_deletes_by_name() {
     gone.insert(0, vwc);
     assert_eq!(refs(&impact.objects.deleted), gone);
     assert!(impact.objects.updated.is_empty());
+}
+
+const WORKERS: &str = "jhipster8workers.maximilianopizarro.github.io";
+
+/// A CSV that owns the `WORKERS` CRD at `versions`, checked by the CSV controller (it has a
+/// phase, so the OperatorGroup controller counts its APIs).
+fn owning(name: &str, replaces: Option<&str>, versions: &[&str]) -> ClusterServiceVersion {
+    let owned: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"name": WORKERS, "version": v, "kind": "Jhipster8Worker"}))
+        .collect();
+    let mut csv = csv(
+        name,
+        replaces,
+        json!({"customresourcedefinitions": {"owned": owned}}),
+    );
+    csv.status = Some(crate::api::ClusterServiceVersionStatus {
+        phase: Some(crate::api::CsvPhase::Succeeded),
+        ..Default::default()
+    });
+    csv
+}
+
+/// An upgrade from `old` to `new` in a namespace whose OperatorGroup `og` has `old` as its
+/// member, on a cluster holding the ClusterRoles the OperatorGroup controller made for it
+/// (the group's with the rules the aggregation controller fills in).
+fn upgrade_in_group(old: ClusterServiceVersion, new: ClusterServiceVersion) -> PlanImpact {
+    use crate::controllers::plan::provided;
+    let mut og = crate::api::OperatorGroup::new("og", Default::default());
+    og.metadata.namespace = Some(NS.into());
+    let apis = provided::provided_apis([&old]);
+    let mut roles: Vec<Value> = provided::group_cluster_roles(&og, &apis)
+        .iter()
+        .map(provided::cluster_role_body)
+        .collect();
+    if !apis.is_empty() {
+        for role in &mut roles {
+            role["rules"] = json!([rule(&["maximilianopizarro.github.io"], &["*"], &["*"])]);
+        }
+    }
+    for api in &apis {
+        let made = provided::api_cluster_roles(api, "crd-uid");
+        roles.extend(made.iter().map(provided::cluster_role_body));
+    }
+    let live: std::collections::BTreeMap<ObjectRef, Value> = roles
+        .into_iter()
+        .map(|o| (super::made::made_ref(&o), o))
+        .collect();
+    let mut existing: BTreeSet<ObjectRef> = live.keys().cloned().collect();
+    let name = old.metadata.name.clone().unwrap_or_default();
+    existing.insert(obj(CSV_API, "ClusterServiceVersion", true, &name));
+    let found = Found {
+        namespace: NS.into(),
+        objects: vec![serde_json::to_value(&new).unwrap()],
+        csvs: vec![(new, Some(old.clone()))],
+        existing,
+        live,
+        group: Some(super::made::Group {
+            group: og,
+            members: vec![old],
+        }),
+        ..Found::default()
+    };
+    decide::decide(&found)
+}
+
+fn cluster_roles(refs: &[ObjectRef]) -> Vec<String> {
+    refs.iter()
+        .filter(|r| r.kind == "ClusterRole")
+        .map(|r| r.name.clone())
+        .collect()
+}
+
+/// The names of the OperatorGroup `og`'s three aggregated roles, hash left out.
+fn group_role_prefixes(names: &[String]) -> Vec<&str> {
+    names
+        .iter()
+        .map(|n| n.rsplit_once('-').map_or(n.as_str(), |(prefix, _)| prefix))
+        .collect()
+}
+
+/// A new CSV that owns a new CRD: the OperatorGroup controller creates the four roles of
+/// its API version and updates the group's three aggregated roles to select them.
+#[test]
+fn a_new_provided_api_creates_its_roles_and_updates_the_groups() {
+    let impact = upgrade_in_group(
+        owning("op.v1", None, &[]),
+        owning("op.v2", Some("op.v1"), &["v1alpha1"]),
+    );
+    assert_eq!(
+        cluster_roles(&impact.objects.created),
+        ["admin", "crdview", "edit", "view"].map(|s| format!("{WORKERS}-v1alpha1-{s}"))
+    );
+    let updated = cluster_roles(&impact.objects.updated);
+    assert_eq!(
+        group_role_prefixes(&updated),
+        ["olm.og.og.admin", "olm.og.og.edit", "olm.og.og.view"]
+    );
+    assert!(cluster_roles(&impact.objects.deleted).is_empty());
+}
+
+/// An upgrade that keeps the same APIs: the roles are there and stay as they are. One that
+/// drops an API updates the group's roles, and deletes none: the per-API roles are owned by
+/// the CRD and go only with it.
+#[test]
+fn the_same_apis_touch_no_roles_and_a_dropped_api_deletes_none() {
+    let old = owning("op.v1", None, &["v1alpha1"]);
+    let impact = upgrade_in_group(old.clone(), owning("op.v2", Some("op.v1"), &["v1alpha1"]));
+    for side in [
+        &impact.objects.created,
+        &impact.objects.updated,
+        &impact.objects.deleted,
+    ] {
+        assert!(cluster_roles(side).is_empty(), "{side:?}");
+    }
+    let dropped = upgrade_in_group(old, owning("op.v2", Some("op.v1"), &[]));
+    assert!(cluster_roles(&dropped.objects.created).is_empty());
+    assert_eq!(cluster_roles(&dropped.objects.updated).len(), 3);
+    assert!(cluster_roles(&dropped.objects.deleted).is_empty());
 }
