@@ -310,6 +310,18 @@ def snapshot_digest(snap):
     return digest({k: [r["uid"], r["content"], r.get("storedVersions")] for k, r in snap["objects"].items()})
 
 
+def orphans_of_csvs(snap):
+    """Objects whose every ClusterServiceVersion owner is gone (and that have one): what the
+    garbage collector has yet to delete."""
+    csv_uids = {r["uid"] for k, r in snap["objects"].items() if split_key(k)[1] == "ClusterServiceVersion"}
+    out = set()
+    for key, rec in snap["objects"].items():
+        owners = [o for o in rec["meta"]["ownerReferences"] if o.get("kind") == "ClusterServiceVersion"]
+        if owners and len(owners) == len(rec["meta"]["ownerReferences"]) and not any(o.get("uid") in csv_uids for o in owners):
+            out.add(key)
+    return out
+
+
 def stable_snapshot(api, discovery, kinds, timeout, quiet, alive=None):
     """A snapshot once two taken at least `quiet` s apart agree (content and uids): OLM has
     stopped changing what the bench compares. Returns (snapshot, settled: bool)."""
@@ -1084,6 +1096,14 @@ class Bench:
             out["seconds"]["upgrade"] = round(time.time() - approved_at, 1)
             after, settled = stable_snapshot(self.api, self.discovery, kinds, self.args.settle_timeout,
                                              self.args.quiet, alive=self.alive)
+            # The garbage collector deletes what the old CSV owned alone, in its own time (it
+            # pauses while it resyncs for new CRDs): the end state is once it has.
+            gc_deadline = time.time() + self.args.settle_timeout
+            while orphans_of_csvs(after) and time.time() < gc_deadline:
+                after, settled = stable_snapshot(self.api, self.discovery, kinds, self.args.settle_timeout,
+                                                 self.args.quiet, alive=self.alive)
+            if orphans_of_csvs(after):
+                out["notes"].append(f"after: still owned only by deleted CSVs: {sorted(orphans_of_csvs(after))}")
             if not settled:
                 out["notes"].append(f"after: the cluster still changed after {self.args.settle_timeout:g} s")
             for name, value in (("plan", plan), ("before", before), ("after", after)):
