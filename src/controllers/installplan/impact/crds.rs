@@ -121,18 +121,27 @@ fn served(versions: &BTreeMap<String, bool>) -> Vec<String> {
         .collect()
 }
 
-/// The listed objects the new schema of their version refuses, `namespace/name: why`.
-fn failing(found: &CrdFound) -> Vec<String> {
+/// Each listed version with the new CRD's schema of it and the objects read in it.
+fn listed_with_schemas(found: &CrdFound) -> Vec<(&String, Value, &[Value])> {
     let schemas: BTreeMap<String, Value> = crd_upgrade::served_schemas(&found.new)
         .into_iter()
         .collect();
+    found
+        .listed
+        .iter()
+        .filter_map(|(version, objects)| {
+            let schema = schemas.get(version).filter(|s| !s.is_null())?;
+            Some((version, schema.clone(), objects.as_slice()))
+        })
+        .collect()
+}
+
+/// The listed objects the new schema of their version refuses, `namespace/name: why`.
+fn failing(found: &CrdFound) -> Vec<String> {
     let mut out = Vec::new();
-    for (version, objects) in &found.listed {
-        let Some(schema) = schemas.get(version).filter(|s| !s.is_null()) else {
-            continue;
-        };
+    for (version, schema, objects) in listed_with_schemas(found) {
         let room = FAILING_LISTED.saturating_sub(out.len());
-        for (object, problems) in crd_upgrade::refused(schema, objects, room) {
+        for (object, problems) in crd_upgrade::refused(&schema, objects, room) {
             out.push(format!("{object}: {version}: {}", problems.join("; ")));
         }
     }
@@ -142,20 +151,14 @@ fn failing(found: &CrdFound) -> Vec<String> {
 /// The listed objects holding fields the new schema of their version does not know,
 /// `namespace/name: version: .path, …`.
 fn losing(found: &CrdFound) -> Vec<String> {
-    let schemas: BTreeMap<String, Value> = crd_upgrade::served_schemas(&found.new)
-        .into_iter()
-        .collect();
     let mut out = Vec::new();
-    for (version, objects) in &found.listed {
-        let Some(schema) = schemas.get(version).filter(|s| !s.is_null()) else {
-            continue;
-        };
+    for (version, schema, objects) in listed_with_schemas(found) {
         for object in objects {
             if out.len() >= FAILING_LISTED {
                 return out;
             }
             let mut fields = Vec::new();
-            crd_upgrade::pruned(schema, object, "", &mut fields);
+            crd_upgrade::pruned(&schema, object, "", &mut fields);
             if !fields.is_empty() {
                 let name = crd_upgrade::object_name(object);
                 out.push(format!("{name}: {version}: {}", fields.join(", ")));
