@@ -2,7 +2,6 @@
 //! the pods of those not ready), and the CSVs this one replaces or is replaced by.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -10,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use kube::core::DeserializeGuard;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::Value;
 
 use super::phase::{GroupState, Health, Observation, Related};
@@ -149,7 +148,6 @@ fn owner_of(
 
 /// The CSV this one replaces (when it is there) and the one replacing it, with their phases.
 fn related(round: &Round<'_>) -> (Option<Related>, Option<Related>) {
-    let plans = round.ctx.plans.state();
     let related = |csv: &ClusterServiceVersion| Related {
         name: csv.name_any(),
         phase: csv
@@ -157,7 +155,7 @@ fn related(round: &Round<'_>) -> (Option<Related>, Option<Related>) {
             .as_ref()
             .and_then(|s| s.phase)
             .unwrap_or_default(),
-        writing: writing(&plans, &round.namespace, &csv.name_any()),
+        writing: writing(&round.ctx.plans, &round.namespace, &csv.name_any()),
     };
     let csvs = &round.ctx.csvs;
     let replaces = round.csv.spec.replaces.as_deref();
@@ -186,18 +184,22 @@ fn related(round: &Round<'_>) -> (Option<Related>, Option<Related>) {
 }
 
 /// Whether an InstallPlan of `namespace` that creates the CSV `name` is still running its
-/// steps (Installing).
-fn writing(plans: &[Arc<DeserializeGuard<InstallPlan>>], namespace: &str, name: &str) -> bool {
-    plans.iter().filter_map(|g| g.0.as_ref().ok()).any(|plan| {
-        plan.metadata.namespace.as_deref() == Some(namespace)
-            && plan.metadata.deletion_timestamp.is_none()
-            && plan
-                .spec
-                .cluster_service_version_names
-                .iter()
-                .any(|n| n == name)
-            && plan.status.as_ref().map(|s| s.phase) == Some(InstallPlanPhase::Installing)
-    })
+/// steps (Installing). Read only for a CSV with a related one, not every round.
+fn writing(plans: &Store<DeserializeGuard<InstallPlan>>, namespace: &str, name: &str) -> bool {
+    plans
+        .state()
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .any(|plan| {
+            plan.metadata.namespace.as_deref() == Some(namespace)
+                && plan.metadata.deletion_timestamp.is_none()
+                && plan
+                    .spec
+                    .cluster_service_version_names
+                    .iter()
+                    .any(|n| n == name)
+                && plan.status.as_ref().map(|s| s.phase) == Some(InstallPlanPhase::Installing)
+        })
 }
 
 /// Why the CSV it replaces says it may not be upgraded yet (its OperatorCondition), for a
