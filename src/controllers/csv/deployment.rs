@@ -1,7 +1,10 @@
 //! The Deployments of a CSV's install strategy, built (pure) from the strategy, the CSV, its
 //! OperatorGroup and a Subscription's `config`; and their health.
 
+use std::time::Duration;
+
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
 use super::mount::{Mount, mount, object};
@@ -275,6 +278,22 @@ pub fn rollout(name: &str, found: Option<&Deployment>, csv: &str, hash: Option<&
     Rollout::Ready
 }
 
+/// How long Deployment `deployment` has made no progress at `now`: since its Progressing
+/// condition was last updated (the Deployment controller updates it whenever a replica is
+/// made, updated or becomes available), else since it was made.
+pub fn quiet_for(deployment: &Deployment, now: Timestamp) -> Duration {
+    let progressed = deployment
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .filter(|c| c.type_.as_deref() == Some("Progressing"))
+        .find_map(|c| c.last_update_time.as_ref())
+        .or(deployment.metadata.creation_timestamp.as_ref());
+    progressed
+        .and_then(|at| Duration::try_from(now.duration_since(at.0)).ok())
+        .unwrap_or_default()
+}
+
 /// The health of Deployment `name` from its rollout and what its first unhealthy pod says.
 pub fn health(name: &str, rollout: Rollout, pod: Option<&str>) -> Health {
     let with_pod = |text: String| match pod {
@@ -321,7 +340,7 @@ mod tests {
 
     use super::*;
     use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     fn strategy() -> StrategyDeploymentSpec {
         StrategyDeploymentSpec {
@@ -563,6 +582,22 @@ mod tests {
                 "unavailableReplicas": 1, "conditions": conditions}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_deployment_is_quiet_since_its_last_progress_else_since_it_was_made() {
+        let at = |s: &str| s.parse::<Timestamp>().unwrap();
+        let now = at("2026-11-29T12:00:30Z");
+        let progressing = json!({"type": "Progressing", "status": "True",
+            "reason": "ReplicaSetUpdated", "lastUpdateTime": "2026-11-29T12:00:25Z"});
+        let mut moved = unavailable(progressing);
+        moved.metadata.creation_timestamp = Some(Time(at("2026-11-29T12:00:00Z")));
+        assert_eq!(quiet_for(&moved, now), Duration::from_secs(5));
+        let mut fresh = unavailable(json!({"type": "Other", "status": "True"}));
+        fresh.metadata.creation_timestamp = Some(Time(at("2026-11-29T12:00:28Z")));
+        assert_eq!(quiet_for(&fresh, now), Duration::from_secs(2));
+        // A clock behind the API server's: no time has passed.
+        assert_eq!(quiet_for(&fresh, at("2026-11-29T12:00:00Z")), Duration::ZERO);
     }
 
     #[test]

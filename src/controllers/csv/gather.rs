@@ -86,7 +86,7 @@ pub(super) async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
     let spread = ctx.rbac.spread(&owner, &targets, &serving_plan);
     let (replaces, replaced_by) = related(round);
     let serving_missing = shortfall.as_ref().map(|s| s.message().to_string());
-    let (health, settling) = health(
+    let (health, look_again) = health(
         round,
         &built,
         strategy_problem.is_some(),
@@ -96,7 +96,7 @@ pub(super) async fn gather(round: &Round<'_>) -> Result<Gathered, Error> {
     let observed = Observation {
         group: group_state,
         health,
-        settling,
+        look_again,
         strategy_problem,
         webhook_problem: serving.problem.clone(),
         owner_conflict: serving.owner_conflict.clone(),
@@ -224,10 +224,11 @@ async fn not_upgradeable(
 }
 
 /// How the strategy's Deployments stand, and the serving objects the cluster lacks; and,
-/// when an Available Deployment's pod restarted too recently to count, when to look again.
+/// when their pods are to be asked later, when to look again.
 ///
 /// Pods are read only where they tell something: the pods of a Deployment that is ours but
-/// not available (which pod fails, and why), and those of an Available one while the CSV is
+/// not available and has made no progress for [`PODS_ASKED_AFTER`] or is past its deadline
+/// (which pod fails, and why), and those of an Available one while the CSV is
 /// Installing or Failed (a container that exits at once is Ready for a moment after each
 /// restart, and its Deployment Available). A Succeeded CSV whose Deployments are Available
 /// costs no call. Listed by the Deployment's selector, in its namespace: no Pod watch.
@@ -244,12 +245,12 @@ async fn health(
         };
     }
     let check_restarts = may_succeed_now(round.csv.status.as_ref());
-    let mut settling: Option<Duration> = None;
+    let mut look_again: Option<Duration> = None;
     let mut healths = Vec::with_capacity(built.len());
     for (name, body) in built {
         let (health, left) = deployment_health(round, name, body, check_restarts).await;
         if let Some(left) = left {
-            settling = Some(settling.map_or(left, |s| s.max(left)));
+            look_again = Some(look_again.map_or(left, |s| s.min(left)));
         }
         healths.push(health);
     }
@@ -257,7 +258,7 @@ async fn health(
         (Health::Ready, Some(missing)) => Health::NotReady(missing.clone()),
         (health, _) => health,
     };
-    (health, settling)
+    (health, look_again)
 }
 
 /// How Deployment `name` (built as `body`) stands, its pods asked where they tell
@@ -285,6 +286,14 @@ async fn deployment_health(
     else {
         return (deployment::health(name, rollout, None), None);
     };
+    // A rollout that moved a moment ago: its pods would only say that they start.
+    if let Rollout::Waiting(_) = rollout
+        && let Some(left) = PODS_ASKED_AFTER
+            .checked_sub(deployment::quiet_for(found, now()))
+            .filter(|left| !left.is_zero())
+    {
+        return (deployment::health(name, rollout, None), Some(left));
+    }
     let pods = deployment_pods(round, name, found).await;
     let mine = pods::of_deployment(name, &pods);
     let unsettled = pods::unsettled(&mine, now(), pods::SETTLE_AFTER_RESTART);
@@ -302,6 +311,10 @@ async fn deployment_health(
         (None, None) => (Health::Ready, None),
     }
 }
+
+/// How long a waiting rollout must have made no progress before its pods are asked why: a
+/// healthy install is over by then, and costs no list of pods.
+const PODS_ASKED_AFTER: Duration = Duration::from_secs(10);
 
 /// When to look again at an Available Deployment whose pod says it is not healthy.
 const RELOOK_UNHEALTHY: Duration = Duration::from_secs(5);

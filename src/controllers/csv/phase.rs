@@ -113,9 +113,10 @@ pub struct Observation {
     /// A CSV that replaces this one.
     pub replaced_by: Option<Related>,
     pub health: Health,
-    /// A Deployment is Available, but a pod of it restarted too recently to count: look
-    /// again after this long.
-    pub settling: Option<Duration>,
+    /// Look at the Deployments' pods again after this long: an Available one's pod
+    /// restarted too recently to count, or a waiting one has not waited long enough for
+    /// its pods to be asked why.
+    pub look_again: Option<Duration>,
     pub now: Timestamp,
     pub install_check_timeout: Duration,
 }
@@ -455,7 +456,11 @@ impl Decision<'_> {
                 format!("installing: {why}"),
             )
             .installing()
-            .requeue((observed.install_check_timeout - self.since).min(HEALTH_RECHECK))
+            .requeue(
+                (observed.install_check_timeout - self.since)
+                    .min(observed.look_again.unwrap_or(HEALTH_RECHECK))
+                    .min(HEALTH_RECHECK),
+            )
         }
     }
 
@@ -525,7 +530,7 @@ impl Decision<'_> {
             // Pending (a requirement lost after Succeeded ends there).
             _ if !self.observed.unmet.is_empty() => self.unmet(),
             CsvReason::ComponentUnhealthy | CsvReason::InstallCheckFailed => {
-                match (self.health_step(true), self.observed.settling) {
+                match (self.health_step(true), self.observed.look_again) {
                     (Some(healed), _) => healed,
                     // An unhealthy Deployment that was changed or deleted is put back; one
                     // Available again whose pods just restarted is looked at once they
@@ -661,7 +666,7 @@ mod tests {
             replaces: None,
             replaced_by: None,
             health: Health::Ready,
-            settling: None,
+            look_again: None,
             now: at(100),
             install_check_timeout: Duration::from_secs(300),
         }
@@ -875,6 +880,13 @@ mod tests {
         // Pods change no Deployment when they fail: the CSV looks again on its own, and
         // never later than the timeout.
         assert_eq!(waiting.requeue_after, Some(HEALTH_RECHECK));
+        // A rollout that moved a moment ago has its pods asked once it has waited enough.
+        let moved = Observation {
+            look_again: Some(Duration::from_secs(4)),
+            ..unready.clone()
+        };
+        let soon = decide(Some(&installing), &moved);
+        assert_eq!(soon.requeue_after, Some(Duration::from_secs(4)));
         let almost = Observation {
             now: at(290),
             ..unready.clone()
@@ -957,14 +969,14 @@ mod tests {
         );
         // Available again, but its pod restarted a moment ago: still Failed, looked at
         // again once the pod has run long enough.
-        let settling = Observation {
+        let look_again = Observation {
             health: Health::NotReady("waiting for deployment op to become ready: pod".into()),
-            settling: Some(Duration::from_secs(22)),
+            look_again: Some(Duration::from_secs(22)),
             ..observed()
         };
         let wait = decide(
             Some(&status(Failed, CsvReason::ComponentUnhealthy, 0)),
-            &settling,
+            &look_again,
         );
         assert_eq!(
             (wait.phase, wait.reason, wait.requeue_after),

@@ -29,6 +29,8 @@ pub async fn execute(
     ctx: &InstallPlanContext,
 ) -> Result<Action, Error> {
     let namespace = plan.namespace().unwrap_or_default();
+    // What the cluster holds: `status` may already differ (its preview, just computed).
+    let before = plan.status.clone().unwrap_or_default();
     let groups = groups_in(&namespace, ctx).await;
     // As upstream: a plan is carried out only in a namespace with exactly one group; until
     // then it stays Installing and says why (cleared once the group is there).
@@ -42,6 +44,8 @@ pub async fn execute(
                 message,
             );
             plan::set_installed(&mut status, said.into_install_plan(time.clone(), time));
+        }
+        if status != before {
             write_status(plan, &status, ctx).await?;
         }
         return Ok(Action::requeue(GROUP_RECHECK));
@@ -53,7 +57,6 @@ pub async fn execute(
             name: plan.name_any(),
             message: error.to_string(),
         })?;
-    let before = status.clone();
     // Whatever was said while the namespace had no single group no longer holds.
     status
         .conditions

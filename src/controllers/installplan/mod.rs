@@ -103,8 +103,11 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
         // allowed to create a plan could name any catalog there, so it is no longer read.)
         _ if plan.status_is_empty() => Ok(Action::await_change()),
         _ if !status.bundle_lookups.is_empty() => unpack_lookups(plan, status, ctx).await,
-        // Before any step runs (and before approval), what running it would change.
-        _ if impact::wanted(&status) => impact::preview(plan, status, ctx).await,
+        // Before approval, what running it would change; an approved plan's preview is
+        // written with its first round of steps (one status write, not two).
+        InstallPlanPhase::RequiresApproval if impact::wanted(&status) => {
+            impact::preview(plan, status, ctx).await
+        }
         InstallPlanPhase::RequiresApproval => {
             if plan.spec.approved {
                 let mut next = status.clone();
@@ -122,6 +125,10 @@ async fn sync(plan: &InstallPlan, ctx: &InstallPlanContext) -> Result<Action, Er
             Ok(Action::await_change())
         }
         InstallPlanPhase::Installing => {
+            let status = match impact::wanted(&status) {
+                true => impact::previewed(plan, status, ctx).await?,
+                false => status,
+            };
             // As upstream, a namespace without exactly one group is said first (the plan
             // waits, nothing runs: `execute` only writes why); its steps are judged after.
             let namespace = plan.namespace().unwrap_or_default();

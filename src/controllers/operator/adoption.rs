@@ -74,9 +74,10 @@ impl Reconciler for AdoptionContext {
         }
         if self.operators.get(&ObjectRef::new(&name)).is_some() {
             self.created.seen(&name);
-        } else if !self.created.in_flight(&name) {
-            create_operator(&self.shared, &name).await?;
-            self.created.made(&name);
+        } else if self.created.claim(&name) {
+            create_operator(&self.shared, &name)
+                .await
+                .inspect_err(|_| self.created.seen(&name))?;
         }
         Ok(Action::await_change())
     }
@@ -112,11 +113,13 @@ where
     Ok(())
 }
 
-/// Names created a moment ago. A Subscription's status changes several times during an
-/// install, and each change is a round; until the Operator's watch event arrives, each round
-/// would create it again and be refused (at 1,000 installs at once, 2,158 creates for 1,000
-/// Operators). A name is forgotten once the cache shows it, or after `CREATE_SETTLE` in case
-/// it was deleted before the cache ever did.
+/// Names created a moment ago, or being created. A Subscription's status changes several
+/// times during an install, and each change is a round; until the Operator's watch event
+/// arrives, each round would create it again and be refused (at 1,000 installs at once,
+/// 2,158 creates for 1,000 Operators). A name is claimed before its create is sent, so that
+/// adoption and recreation never both send one; it is forgotten once the cache shows it,
+/// when the create fails, or after `CREATE_SETTLE` in case it was deleted before the cache
+/// ever did.
 #[derive(Default)]
 pub(super) struct RecentCreates(std::sync::Mutex<HashMap<String, std::time::Instant>>);
 
@@ -129,10 +132,16 @@ impl RecentCreates {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(super) fn made(&self, name: &str) {
+    /// Claims `name` for one create: false while another create of it is in flight or
+    /// landed a moment ago.
+    pub(super) fn claim(&self, name: &str) -> bool {
         let mut names = self.names();
         names.retain(|_, at| at.elapsed() < CREATE_SETTLE);
+        if names.contains_key(name) {
+            return false;
+        }
         names.insert(name.to_string(), std::time::Instant::now());
+        true
     }
 
     pub(super) fn in_flight(&self, name: &str) -> bool {
@@ -169,8 +178,12 @@ mod tests {
     fn an_operator_just_created_is_not_created_again_until_the_cache_shows_it() {
         let created = RecentCreates::default();
         assert!(!created.in_flight("a.ns"));
-        created.made("a.ns");
+        assert!(created.claim("a.ns"));
         assert!(created.in_flight("a.ns"));
+        assert!(
+            !created.claim("a.ns"),
+            "one create at a time, from adoption or recreation"
+        );
         assert!(!created.in_flight("b.ns"));
         created.seen("a.ns");
         assert!(

@@ -195,8 +195,12 @@ impl Recreation {
         if !watched.iter().chain(&labelled).any(|c| claims(name, c)) {
             return Ok(());
         }
-        create_operator(&self.status.shared, name).await?;
-        self.created.made(name);
+        if !self.created.claim(name) {
+            return Ok(());
+        }
+        create_operator(&self.status.shared, name)
+            .await
+            .inspect_err(|_| self.created.seen(name))?;
         tracing::info!(
             operator = name,
             "Operator made again: labelled components remain"

@@ -60,12 +60,26 @@ pub fn wanted(status: &InstallPlanStatus) -> bool {
 }
 
 /// Computes the plan's preview and writes it; the write's watch event starts the next
-/// round, which goes on as before.
+/// round, which goes on as before. (An Installing plan's preview is written with its first
+/// round of steps instead: [`previewed`].)
 pub async fn preview(
+    plan: &InstallPlan,
+    status: InstallPlanStatus,
+    ctx: &InstallPlanContext,
+) -> Result<Action, Error> {
+    let status = previewed(plan, status, ctx).await?;
+    write_status(plan, &status, ctx).await?;
+    Ok(Action::await_change())
+}
+
+/// `status` with the plan's preview, computed before any of its steps runs. A preview that
+/// cannot be had for a while is an error (the round is retried); one that keeps failing,
+/// or never can succeed, is recorded as failed.
+pub async fn previewed(
     plan: &InstallPlan,
     mut status: InstallPlanStatus,
     ctx: &InstallPlanContext,
-) -> Result<Action, Error> {
+) -> Result<InstallPlanStatus, Error> {
     let namespace = plan.namespace().unwrap_or_default();
     let mut impact = match gather::gather(&status.plan, &namespace, ctx).await {
         Ok(found) => decide::decide(&found),
@@ -83,8 +97,7 @@ pub async fn preview(
     };
     impact.computed_at = Some(Time(now()));
     status.impact = Some(impact);
-    write_status(plan, &status, ctx).await?;
-    Ok(Action::await_change())
+    Ok(status)
 }
 
 /// Whether the plan was made longer than the retry timeout ago: a preview that keeps
