@@ -544,8 +544,12 @@ async fn the_admin_endpoints_let_no_one_in() {
         format!("clusterrolebinding/{suffix}-metrics"),
         format!("clusterrolebinding/{suffix}-debug"),
     ]);
-    let roles = repo_root().join("deploy/rbac.yaml");
-    kubectl(&["apply", "-f", roles.to_str().unwrap()], None).ok();
+    // deploy/rbac.yaml has objects in the `olm` namespace: its own file first, so that
+    // this test does not depend on the deploy tests having run before it.
+    for file in ["deploy/namespace.yaml", "deploy/rbac.yaml"] {
+        let path = repo_root().join(file);
+        kubectl(&["apply", "-f", path.to_str().unwrap()], None).ok();
+    }
     grant(&a.name, "nobody", &json!([]));
     grant(&a.name, "scraper", &json!([]));
     grant(
