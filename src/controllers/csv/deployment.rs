@@ -597,7 +597,10 @@ mod tests {
         fresh.metadata.creation_timestamp = Some(Time(at("2026-11-29T12:00:28Z")));
         assert_eq!(quiet_for(&fresh, now), Duration::from_secs(2));
         // A clock behind the API server's: no time has passed.
-        assert_eq!(quiet_for(&fresh, at("2026-11-29T12:00:00Z")), Duration::ZERO);
+        assert_eq!(
+            quiet_for(&fresh, at("2026-11-29T12:00:00Z")),
+            Duration::ZERO
+        );
     }
 
     #[test]

@@ -245,10 +245,15 @@ async fn health(
         };
     }
     let check_restarts = may_succeed_now(round.csv.status.as_ref());
+    let first_rollout = installing(round.csv.status.as_ref());
     let mut look_again: Option<Duration> = None;
     let mut healths = Vec::with_capacity(built.len());
     for (name, body) in built {
-        let (health, left) = deployment_health(round, name, body, check_restarts).await;
+        let asked = Asked {
+            check_restarts,
+            first_rollout,
+        };
+        let (health, left) = deployment_health(round, name, body, asked).await;
         if let Some(left) = left {
             look_again = Some(look_again.map_or(left, |s| s.min(left)));
         }
@@ -268,8 +273,12 @@ async fn deployment_health(
     round: &Round<'_>,
     name: &str,
     body: &Value,
-    check_restarts: bool,
+    asked: Asked,
 ) -> (Health, Option<Duration>) {
+    let Asked {
+        check_restarts,
+        first_rollout,
+    } = asked;
     let found = round
         .ctx
         .deployments
@@ -286,8 +295,11 @@ async fn deployment_health(
     else {
         return (deployment::health(name, rollout, None), None);
     };
-    // A rollout that moved a moment ago: its pods would only say that they start.
+    // A first rollout that moved a moment ago: its pods would only say that they start.
+    // (A Deployment that breaks under a Succeeded CSV is asked at once: its pod's words go
+    // into the Failed entry of the CSV's history.)
     if let Rollout::Waiting(_) = rollout
+        && first_rollout
         && let Some(left) = PODS_ASKED_AFTER
             .checked_sub(deployment::quiet_for(found, now()))
             .filter(|left| !left.is_zero())
@@ -318,6 +330,26 @@ const PODS_ASKED_AFTER: Duration = Duration::from_secs(10);
 
 /// When to look again at an Available Deployment whose pod says it is not healthy.
 const RELOOK_UNHEALTHY: Duration = Duration::from_secs(5);
+
+/// When a Deployment's pods are asked, beside its rollout.
+#[derive(Clone, Copy)]
+struct Asked {
+    /// Whether an Available Deployment's pods are asked about restarts.
+    check_restarts: bool,
+    /// Whether the CSV is still installing (a waiting rollout's pods are asked only once
+    /// it has made no progress for [`PODS_ASKED_AFTER`]).
+    first_rollout: bool,
+}
+
+/// Whether the CSV has not yet succeeded or failed: its Deployments are rolling out for
+/// the first time.
+fn installing(status: Option<&crate::api::ClusterServiceVersionStatus>) -> bool {
+    let phase = status.and_then(|s| s.phase.clone());
+    !matches!(
+        phase,
+        Some(CsvPhase::Succeeded | CsvPhase::Failed | CsvPhase::Replacing | CsvPhase::Deleting)
+    )
+}
 
 /// Whether the phase machine moves the CSV to Succeeded as soon as its Deployments are
 /// ready: Installing, or Failed for their health.
