@@ -344,7 +344,7 @@ struct Asked {
 /// Whether the CSV has not yet succeeded or failed: its Deployments are rolling out for
 /// the first time.
 fn installing(status: Option<&crate::api::ClusterServiceVersionStatus>) -> bool {
-    let phase = status.and_then(|s| s.phase.clone());
+    let phase = status.and_then(|s| s.phase);
     !matches!(
         phase,
         Some(CsvPhase::Succeeded | CsvPhase::Failed | CsvPhase::Replacing | CsvPhase::Deleting)
