@@ -244,16 +244,10 @@ async fn health(
             None => (Health::Ready, None),
         };
     }
-    let check_restarts = may_succeed_now(round.csv.status.as_ref());
-    let first_rollout = installing(round.csv.status.as_ref());
     let mut look_again: Option<Duration> = None;
     let mut healths = Vec::with_capacity(built.len());
     for (name, body) in built {
-        let asked = Asked {
-            check_restarts,
-            first_rollout,
-        };
-        let (health, left) = deployment_health(round, name, body, asked).await;
+        let (health, left) = deployment_health(round, name, body).await;
         if let Some(left) = left {
             look_again = Some(look_again.map_or(left, |s| s.min(left)));
         }
@@ -273,12 +267,9 @@ async fn deployment_health(
     round: &Round<'_>,
     name: &str,
     body: &Value,
-    asked: Asked,
 ) -> (Health, Option<Duration>) {
-    let Asked {
-        check_restarts,
-        first_rollout,
-    } = asked;
+    let check_restarts = may_succeed_now(round.csv.status.as_ref());
+    let first_rollout = installing(round.csv.status.as_ref());
     let found = round
         .ctx
         .deployments
@@ -330,16 +321,6 @@ const PODS_ASKED_AFTER: Duration = Duration::from_secs(10);
 
 /// When to look again at an Available Deployment whose pod says it is not healthy.
 const RELOOK_UNHEALTHY: Duration = Duration::from_secs(5);
-
-/// When a Deployment's pods are asked, beside its rollout.
-#[derive(Clone, Copy)]
-struct Asked {
-    /// Whether an Available Deployment's pods are asked about restarts.
-    check_restarts: bool,
-    /// Whether the CSV is still installing (a waiting rollout's pods are asked only once
-    /// it has made no progress for [`PODS_ASKED_AFTER`]).
-    first_rollout: bool,
-}
 
 /// Whether the CSV has not yet succeeded or failed: its Deployments are rolling out for
 /// the first time.
