@@ -285,3 +285,18 @@ fn related_images_listed_by_the_csv_are_kept_as_listed() {
         ]
     );
 }
+
+/// lightbits-operator 0.8.0 lists `metadata/properties.yaml` entries without `value`
+/// (`type: relatedImage` with `name` and `image` beside it): opm keeps them as `value: null`,
+/// once (alike entries are one), and so does ours; the file's other entries are not lost.
+#[test]
+fn properties_without_a_value_are_kept_with_a_null_value() {
+    let b = render(&corpus(
+        "properties-without-value",
+        "lightbits-operator-0.8.0",
+    ));
+    let nulls = b.properties.iter().filter(|p| p.type_ == "relatedImage");
+    assert_eq!(nulls.map(|p| &p.value).collect::<Vec<_>>(), [&Value::Null]);
+    assert!(has(&b, "supports-install-mode", json!("OwnNamespace")));
+    assert!(has(&b, "olm.maxVersion", json!({"name": "0.8.0"})));
+}

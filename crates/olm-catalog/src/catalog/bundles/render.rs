@@ -302,7 +302,13 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
             .map(|v| Property::new(PROP_GVK_REQUIRED, v)),
     );
     properties.extend(other_dependencies);
-    properties.extend(dir.properties.iter().cloned());
+    // metadata/properties.yaml: opm keeps each distinct entry once (lightbits-operator lists
+    // three `relatedImage` entries whose value is missing, so alike).
+    for p in &dir.properties {
+        if !properties.contains(p) {
+            properties.push(p.clone());
+        }
+    }
     // Properties declared in the CSV's `olm.properties` annotation (a JSON list).
     if let Some(text) = csv.object["metadata"]["annotations"]["olm.properties"].as_str() {
         let declared: Vec<Property> = serde_json::from_str(text).map_err(|e| {

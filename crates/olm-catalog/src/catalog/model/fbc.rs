@@ -215,6 +215,9 @@ pub struct RelatedImage {
 pub struct Property {
     #[serde(rename = "type")]
     pub type_: String,
+    /// Missing reads as `null`, as opm reads it (a raw JSON field left unset): a bundle's
+    /// `properties.yaml` entry without `value` is kept as `value: null`, not dropped.
+    #[serde(default)]
     pub value: Value,
 }
 
