@@ -135,7 +135,9 @@ async fn check_existing_resources(
     ctx: &InstallPlanContext,
 ) -> Result<(), StepError> {
     let objects = existing_resources(new, version, &ctx.shared.client).await?;
-    let Some((object, problems)) = crd_upgrade::refused(schema, &objects, 1).pop() else {
+    // Every object is judged either way; only a refusal keeps the others' problems.
+    let mut refused = crd_upgrade::refused(schema, &objects, usize::MAX).into_iter();
+    let Some((object, problems)) = refused.next() else {
         return Ok(());
     };
     let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
@@ -145,6 +147,7 @@ async fn check_existing_resources(
         object,
         version: version.into(),
         problems: problems.join("; "),
+        others: refused.len(),
     })
 }
 

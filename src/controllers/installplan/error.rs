@@ -36,7 +36,8 @@ pub enum StepError {
     )]
     StoredVersionDropped { crd: String, version: String },
     #[error(
-        "CustomResourceDefinition {crd}: existing {kind} {object} does not validate against the new schema of version {version}: {problems}"
+        "CustomResourceDefinition {crd}: existing {kind} {object} does not validate against the new schema of version {version}: {problems}{}",
+        and_more(*.others)
     )]
     InvalidExisting {
         crd: String,
@@ -45,6 +46,9 @@ pub enum StepError {
         version: String,
         /// The schema violations, `; `-separated.
         problems: String,
+        /// How many more existing objects the schema refuses (named one at a time, as
+        /// upstream names them, but counted so the owner knows the size of the fix).
+        others: usize,
     },
     /// The catalog could not hand the bundle over (busy or down): retried for ever.
     #[error("step {kind} {name}: reading bundle {bundle} from catalog {catalog}: {source}")]
@@ -104,11 +108,43 @@ impl StepError {
     }
 }
 
+/// ` (and N more objects)` after the first refused object's problems, or nothing.
+fn and_more(others: usize) -> String {
+    match others {
+        0 => String::new(),
+        1 => " (and 1 more object)".into(),
+        n => format!(" (and {n} more objects)"),
+    }
+}
+
 impl From<kube::Error> for StepError {
     fn from(error: kube::Error) -> Self {
         match error {
             kube::Error::Api(status) => StepError::Api(status),
             other => StepError::Client(other),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_crd_upgrade_names_the_first_object_and_counts_the_others() {
+        let refused = |others| {
+            StepError::InvalidExisting {
+                crd: "ats.cnat.d2iq.com".into(),
+                kind: "At".into(),
+                object: "ns/a1".into(),
+                version: "v1alpha1".into(),
+                problems: ".spec.command: required".into(),
+                others,
+            }
+            .to_string()
+        };
+        assert!(refused(0).ends_with("of version v1alpha1: .spec.command: required"));
+        assert!(refused(1).ends_with("required (and 1 more object)"));
+        assert!(refused(7).ends_with("required (and 7 more objects)"));
     }
 }

@@ -111,6 +111,7 @@ async fn crd_upgrades_that_lose_data_are_refused() {
     s.subscribe("at", "at", "");
     s.installed("at", "at.v0.1.0").await;
     let _a1 = AtGuard::apply(s.name(), "a1", "  schedule: \"2030-01-01T00:00:00Z\"\n");
+    let _a2 = AtGuard::apply(s.name(), "a2", "  schedule: \"2030-01-01T00:00:00Z\"\n");
 
     // The next version's schema requires a field the existing object lacks.
     let stricter = catalog_edited("crd-strict", |bundle, objects| {
@@ -136,7 +137,9 @@ async fn crd_upgrades_that_lose_data_are_refused() {
         message.contains("ats.cnat.d2iq.com")
             && message.contains("v1alpha1")
             && message.contains(&format!("{}/a1", s.name()))
-            && message.contains("command"),
+            && message.contains("command")
+            // a2 is refused too: named by count, after the first (list order is by name).
+            && message.contains(" more object"),
         "{message}"
     );
 
