@@ -146,7 +146,7 @@ async fn check_existing_resources(
         kind: text(&new["spec"]["names"]["kind"]),
         object,
         version: version.into(),
-        problems: problems.join("; "),
+        problems: problems.join("; ").into(),
         others: refused.len(),
     })
 }

@@ -44,8 +44,8 @@ pub enum StepError {
         kind: String,
         object: String,
         version: String,
-        /// The schema violations, `; `-separated.
-        problems: String,
+        /// The schema violations, `; `-separated (boxed: keeps every step's `Result` small).
+        problems: Box<str>,
         /// How many more existing objects the schema refuses (named one at a time, as
         /// upstream names them, but counted so the owner knows the size of the fix).
         others: usize,

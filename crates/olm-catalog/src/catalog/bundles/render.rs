@@ -238,6 +238,17 @@ fn sort_dedup(values: &mut Vec<Value>) {
     values.dedup();
 }
 
+/// Appends each property not yet listed: opm keeps alike properties once, whether from
+/// `metadata/properties.yaml` (lightbits-operator lists three `relatedImage` entries whose
+/// value is missing, so alike) or from the CSV's `olm.properties` annotation.
+fn add_distinct(properties: &mut Vec<Property>, more: impl IntoIterator<Item = Property>) {
+    for p in more {
+        if !properties.contains(&p) {
+            properties.push(p);
+        }
+    }
+}
+
 /// One bundle directory → `olm.bundle`.
 pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle, BundleError> {
     if let Some(first) = dir.warnings.first() {
@@ -302,13 +313,7 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
             .map(|v| Property::new(PROP_GVK_REQUIRED, v)),
     );
     properties.extend(other_dependencies);
-    // metadata/properties.yaml: opm keeps each distinct entry once (lightbits-operator lists
-    // three `relatedImage` entries whose value is missing, so alike).
-    for p in &dir.properties {
-        if !properties.contains(p) {
-            properties.push(p.clone());
-        }
-    }
+    add_distinct(&mut properties, dir.properties.iter().cloned());
     // Properties declared in the CSV's `olm.properties` annotation (a JSON list).
     if let Some(text) = csv.object["metadata"]["annotations"]["olm.properties"].as_str() {
         let declared: Vec<Property> = serde_json::from_str(text).map_err(|e| {
@@ -319,11 +324,7 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
                 ),
             )
         })?;
-        for p in declared {
-            if !properties.contains(&p) {
-                properties.push(p);
-            }
-        }
+        add_distinct(&mut properties, declared);
     }
     for manifest in &dir.manifests {
         let data = manifest.bundle_object_data();
