@@ -135,8 +135,8 @@ async fn check_existing_resources(
     ctx: &InstallPlanContext,
 ) -> Result<(), StepError> {
     let objects = existing_resources(new, version, &ctx.shared.client).await?;
-    // Every object is judged either way; only a refusal keeps the others' problems.
-    let mut refused = crd_upgrade::refused(schema, &objects, usize::MAX).into_iter();
+    // Every object is judged; past the first refused one, the others are only counted.
+    let mut refused = crd_upgrade::refused(schema, &objects);
     let Some((object, problems)) = refused.next() else {
         return Ok(());
     };
@@ -147,7 +147,7 @@ async fn check_existing_resources(
         object,
         version: version.into(),
         problems: problems.join("; ").into(),
-        others: refused.len(),
+        others: refused.count(),
     })
 }
 

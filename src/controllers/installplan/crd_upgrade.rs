@@ -48,22 +48,17 @@ pub fn stored_versions_unserved(existing: &Value, new: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The existing objects (as the API server lists them) that `schema` refuses, at most
-/// `limit`: each object's `namespace/name` (or name) and its problems.
-pub fn refused(schema: &Value, objects: &[Value], limit: usize) -> Vec<(String, Vec<String>)> {
-    let mut out = Vec::new();
-    for object in objects {
-        if out.len() >= limit {
-            break;
-        }
+/// The existing objects (as the API server lists them) that `schema` refuses, judged one by
+/// one as they are asked for: each object's `namespace/name` (or name) and its problems.
+pub fn refused<'a>(
+    schema: &'a Value,
+    objects: &'a [Value],
+) -> impl Iterator<Item = (String, Vec<String>)> + 'a {
+    objects.iter().filter_map(move |object| {
         let mut problems = Vec::new();
         validate(schema, object, "", &mut problems);
-        if problems.is_empty() {
-            continue;
-        }
-        out.push((object_name(object), problems));
-    }
-    out
+        (!problems.is_empty()).then(|| (object_name(object), problems))
+    })
 }
 
 /// `namespace/name` of a custom resource, or the name of a cluster-scoped one.

@@ -141,7 +141,7 @@ fn failing(found: &CrdFound) -> Vec<String> {
     let mut out = Vec::new();
     for (version, schema, objects) in listed_with_schemas(found) {
         let room = FAILING_LISTED.saturating_sub(out.len());
-        for (object, problems) in crd_upgrade::refused(&schema, objects, room) {
+        for (object, problems) in crd_upgrade::refused(&schema, objects).take(room) {
             out.push(format!("{object}: {version}: {}", problems.join("; ")));
         }
     }
